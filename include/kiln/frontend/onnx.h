@@ -1,0 +1,43 @@
+// ONNX frontend: ONNX ModelProto (file or bytes) → IR, and IR → ONNX ModelProto.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kiln/ir/graph.h"
+#include "kiln/support/mapped_file.h"
+#include "kiln/support/status.h"
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace kiln {
+
+struct OnnxImportOptions {
+  bool verify = true; // run the IR verifier on the result
+};
+
+// Maps the file and imports it; initializer weights alias the mapping (no copy).
+// External data is resolved relative to the model's folder and may not leave it.
+Expected<Model> importOnnxFile(const std::string &path, const OnnxImportOptions &options = {});
+
+// Imports serialized bytes kept alive by `owner`. `displayName` names the source in errors;
+// `baseDir` resolves external data ("" forbids external data).
+Expected<Model> importOnnxBytes(const uint8_t *data, size_t size, std::shared_ptr<const void> owner,
+                                const std::string &displayName, const std::string &baseDir,
+                                const OnnxImportOptions &options = {});
+
+// Imports an already-parsed proto (weights are copied out of it).
+Expected<Model> importOnnxProto(const onnx::ModelProto &proto, const std::string &displayName,
+                                const std::string &baseDir, const OnnxImportOptions &options = {});
+
+// Parses ONNX textual syntax (onnx::OnnxParser) — used for samples and golden-test inputs.
+Expected<Model> importOnnxTextFile(const std::string &path, const OnnxImportOptions &options = {});
+
+// IR → ModelProto; tensors are written inline as raw_data.
+Status exportOnnx(const Model &model, onnx::ModelProto &proto);
+// Serializes to `path` atomically.
+Status writeOnnxFile(const Model &model, const std::string &path);
+
+} // namespace kiln

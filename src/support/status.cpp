@@ -1,0 +1,28 @@
+// Formatting of coded errors and the internal check failure path.
+#include "kiln/support/status.h"
+
+#include <cstdio>
+
+namespace kiln {
+
+std::string codeString(ErrorCode code) { return fmt::format("K{:04d}", static_cast<int>(code)); }
+
+std::string Status::toString() const {
+  if (isOk()) return "OK";
+  std::string text = codeString(code_) + ": " + message_;
+  if (!hint_.empty()) text += ". Fix: " + hint_;
+  return text;
+}
+
+Status Status::withContext(const std::string &context) const {
+  if (isOk()) return *this;
+  return Status(code_, context + ": " + message_, hint_);
+}
+
+void checkFailed(const char *file, int line, const char *expr, const std::string &message) {
+  std::fprintf(stderr, "kiln internal error at %s:%d: check '%s' failed %s\n", file, line, expr,
+               message.c_str());
+  std::abort();
+}
+
+} // namespace kiln
