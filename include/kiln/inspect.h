@@ -8,10 +8,10 @@
 
 namespace kiln {
 
-std::string inspectText(const Model &model);
-std::string inspectJson(const Model &model);
+std::string inspectText(const Model& model);
+std::string inspectJson(const Model& model);
 
 // Loads any model kiln reads, by content (.onnx today).
-Expected<Model> loadModel(const std::string &path);
+Expected<Model> loadModel(const std::string& path);
 
 } // namespace kiln

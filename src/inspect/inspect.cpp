@@ -21,32 +21,32 @@ struct Summary {
   size_t subgraphCount = 0;
 };
 
-void accumulate(const Graph &graph, Summary &summary) {
-  for (const Value *init : graph.initializers()) {
+void accumulate(const Graph& graph, Summary& summary) {
+  for (const Value* init : graph.initializers()) {
     summary.parameterCount += init->initializer().elementCount();
     summary.parameterBytes += init->initializer().byteSize();
   }
-  for (const auto &node : graph.nodes()) {
+  for (const auto& node : graph.nodes()) {
     ++summary.nodeCount;
     std::string op = node->domain().empty() || node->domain() == "ai.onnx"
                          ? node->opType()
                          : node->domain() + "::" + node->opType();
     ++summary.opCounts[op];
-    for (Graph *sub : node->subgraphs()) {
+    for (Graph* sub : node->subgraphs()) {
       ++summary.subgraphCount;
       accumulate(*sub, summary);
     }
   }
 }
 
-nlohmann::json valueJson(const Value *value) {
+nlohmann::json valueJson(const Value* value) {
   nlohmann::json out = {{"name", value->name()}};
-  const ValueType &type = value->type();
+  const ValueType& type = value->type();
   if (type.kind == TypeKind::Tensor) {
     out["dtype"] = dtypeName(type.dtype);
     if (type.shape.hasRank()) {
       nlohmann::json dims = nlohmann::json::array();
-      for (const Dim &d : type.shape.dims()) {
+      for (const Dim& d : type.shape.dims()) {
         if (d.isStatic())
           dims.push_back(d.value());
         else if (d.isSymbolic())
@@ -62,40 +62,40 @@ nlohmann::json valueJson(const Value *value) {
   return out;
 }
 
-std::vector<const Value *> realInputs(const Graph &graph) {
-  std::vector<const Value *> out;
-  for (const Value *in : graph.inputs())
+std::vector<const Value*> realInputs(const Graph& graph) {
+  std::vector<const Value*> out;
+  for (const Value* in : graph.inputs())
     if (!in->isInitializer()) out.push_back(in);
   return out;
 }
 
 } // namespace
 
-std::string inspectText(const Model &model) {
+std::string inspectText(const Model& model) {
   Summary summary;
   accumulate(*model.graph, summary);
   std::string out = fmt::format("model: {}\n", model.sourcePath);
   out += fmt::format("format: onnx (ir_version {}, producer '{}' {})\n", model.irVersion,
                      model.producerName, model.producerVersion);
   out += "opsets:";
-  for (const auto &opset : model.opsets)
+  for (const auto& opset : model.opsets)
     out += fmt::format(" {}:{}", opset.domain.empty() ? "ai.onnx" : opset.domain, opset.version);
   out += "\ninputs:\n";
-  for (const Value *in : realInputs(*model.graph))
+  for (const Value* in : realInputs(*model.graph))
     out += fmt::format("  {}: {}\n", in->name(), typeToText(in->type()));
   out += "outputs:\n";
-  for (const Value *o : model.graph->outputs())
+  for (const Value* o : model.graph->outputs())
     out += fmt::format("  {}: {}\n", o->name(), typeToText(o->type()));
   out += fmt::format("nodes: {} ({} subgraphs)\n", summary.nodeCount, summary.subgraphCount);
   out += "ops:\n";
-  for (const auto &[op, count] : summary.opCounts)
+  for (const auto& [op, count] : summary.opCounts)
     out += fmt::format("  {:<24} {}\n", op, count);
   out += fmt::format("parameters: {} elements, {} bytes\n", summary.parameterCount,
                      summary.parameterBytes);
   return out;
 }
 
-std::string inspectJson(const Model &model) {
+std::string inspectJson(const Model& model) {
   Summary summary;
   accumulate(*model.graph, summary);
   nlohmann::json out;
@@ -104,14 +104,14 @@ std::string inspectJson(const Model &model) {
   out["ir_version"] = model.irVersion;
   out["producer"] = {{"name", model.producerName}, {"version", model.producerVersion}};
   nlohmann::json opsets = nlohmann::json::object();
-  for (const auto &opset : model.opsets)
+  for (const auto& opset : model.opsets)
     opsets[opset.domain.empty() ? "ai.onnx" : opset.domain] = opset.version;
   out["opsets"] = opsets;
   out["inputs"] = nlohmann::json::array();
-  for (const Value *in : realInputs(*model.graph))
+  for (const Value* in : realInputs(*model.graph))
     out["inputs"].push_back(valueJson(in));
   out["outputs"] = nlohmann::json::array();
-  for (const Value *o : model.graph->outputs())
+  for (const Value* o : model.graph->outputs())
     out["outputs"].push_back(valueJson(o));
   out["node_count"] = summary.nodeCount;
   out["subgraph_count"] = summary.subgraphCount;
@@ -120,7 +120,7 @@ std::string inspectJson(const Model &model) {
   return out.dump(2) + "\n";
 }
 
-Expected<Model> loadModel(const std::string &path) {
+Expected<Model> loadModel(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
   if (ext == ".ms" || ext == ".om")
     return makeError(ErrorCode::UnsupportedFormat,

@@ -3,7 +3,7 @@
 
 namespace kiln {
 
-const char *attrKindName(AttrKind kind) {
+const char* attrKindName(AttrKind kind) {
   switch (kind) {
   case AttrKind::Float:
     return "float";
@@ -37,11 +37,11 @@ const char *attrKindName(AttrKind kind) {
   return "?";
 }
 
-std::vector<Graph *> Attribute::subgraphs() const {
-  std::vector<Graph *> out;
+std::vector<Graph*> Attribute::subgraphs() const {
+  std::vector<Graph*> out;
   if (kind_ == AttrKind::Graph && asGraph()) out.push_back(asGraph().get());
   if (kind_ == AttrKind::Graphs)
-    for (const GraphPtr &g : asGraphs())
+    for (const GraphPtr& g : asGraphs())
       out.push_back(g.get());
   return out;
 }

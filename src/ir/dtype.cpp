@@ -44,7 +44,7 @@ int dtypeBits(DType type) {
   return 0;
 }
 
-const char *dtypeName(DType type) {
+const char* dtypeName(DType type) {
   switch (type) {
   case DType::Undefined:
     return "undef";

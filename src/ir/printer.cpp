@@ -9,7 +9,7 @@
 namespace kiln {
 namespace {
 
-std::string quoted(const std::string &text) {
+std::string quoted(const std::string& text) {
   std::string out = "\"";
   for (char c : text) {
     if (c == '"' || c == '\\') out += '\\';
@@ -22,15 +22,15 @@ std::string quoted(const std::string &text) {
   return out + "\"";
 }
 
-std::string valueRef(const Value *value) { return value ? "%" + value->name() : "_"; }
+std::string valueRef(const Value* value) { return value ? "%" + value->name() : "_"; }
 
-std::string valueDecl(const Value *value) {
+std::string valueDecl(const Value* value) {
   if (!value) return "_";
   std::string type = typeToText(value->type());
   return type.empty() ? valueRef(value) : valueRef(value) + ": " + type;
 }
 
-std::string tensorSummary(const Tensor &tensor) {
+std::string tensorSummary(const Tensor& tensor) {
   std::string head =
       fmt::format("{}{}", dtypeName(tensor.dtype()), Shape::fromStatic(tensor.dims()).toString());
   if (tensor.dtype() == DType::String)
@@ -60,10 +60,10 @@ std::string tensorSummary(const Tensor &tensor) {
 }
 
 class Printer {
-public:
-  Printer(std::ostream &out, const PrintOptions &options) : out_(out), options_(options) {}
+ public:
+  Printer(std::ostream& out, const PrintOptions& options) : out_(out), options_(options) {}
 
-  void graph(const Graph &g, int indent) {
+  void graph(const Graph& g, int indent) {
     std::string pad(static_cast<size_t>(indent) * 2, ' ');
     out_ << "graph " << quoted(g.name()) << " (";
     for (size_t i = 0; i < g.inputs().size(); ++i)
@@ -72,16 +72,16 @@ public:
     for (size_t i = 0; i < g.outputs().size(); ++i)
       out_ << (i ? ", " : "") << valueDecl(g.outputs()[i]);
     out_ << ") {\n";
-    for (const Value *init : g.initializers())
+    for (const Value* init : g.initializers())
       out_ << pad << "  init " << valueRef(init) << " = " << tensorSummary(init->initializer())
            << "\n";
-    for (const auto &node : g.nodes())
+    for (const auto& node : g.nodes())
       this->node(*node, indent + 1);
     out_ << pad << "}";
   }
 
-private:
-  void node(const Node &n, int indent) {
+ private:
+  void node(const Node& n, int indent) {
     std::string pad(static_cast<size_t>(indent) * 2, ' ');
     out_ << pad;
     for (size_t i = 0; i < n.outputs().size(); ++i)
@@ -94,7 +94,7 @@ private:
     if (!n.attributes().empty()) {
       out_ << " {";
       bool first = true;
-      for (const auto &[name, attr] : n.attributes()) {
+      for (const auto& [name, attr] : n.attributes()) {
         out_ << (first ? "" : ", ") << name << " = ";
         attribute(attr, indent);
         first = false;
@@ -103,14 +103,14 @@ private:
     }
     if (options_.locations) {
       std::vector<std::string> names;
-      for (const Location &loc : n.locations())
+      for (const Location& loc : n.locations())
         if (!loc.nodeName.empty()) names.push_back(quoted(loc.nodeName));
       if (!names.empty()) out_ << " @" << fmt::format("{}", fmt::join(names, "+"));
     }
     out_ << "\n";
   }
 
-  void attribute(const Attribute &a, int indent) {
+  void attribute(const Attribute& a, int indent) {
     switch (a.kind()) {
     case AttrKind::Float:
       out_ << fmt::format("{}", a.asFloat());
@@ -171,13 +171,13 @@ private:
     }
   }
 
-  std::ostream &out_;
-  const PrintOptions &options_;
+  std::ostream& out_;
+  const PrintOptions& options_;
 };
 
 } // namespace
 
-std::string typeToText(const ValueType &type) {
+std::string typeToText(const ValueType& type) {
   switch (type.kind) {
   case TypeKind::Unknown:
     return "";
@@ -195,12 +195,12 @@ std::string typeToText(const ValueType &type) {
   return "";
 }
 
-void printGraph(std::ostream &out, const Graph &graph, const PrintOptions &options) {
+void printGraph(std::ostream& out, const Graph& graph, const PrintOptions& options) {
   Printer(out, options).graph(graph, 0);
   out << "\n";
 }
 
-void printModel(std::ostream &out, const Model &model, const PrintOptions &options) {
+void printModel(std::ostream& out, const Model& model, const PrintOptions& options) {
   out << "model ir_version=" << model.irVersion << " opsets={";
   for (size_t i = 0; i < model.opsets.size(); ++i)
     out << (i ? ", " : "") << (model.opsets[i].domain.empty() ? "ai.onnx" : model.opsets[i].domain)
@@ -209,7 +209,7 @@ void printModel(std::ostream &out, const Model &model, const PrintOptions &optio
   printGraph(out, *model.graph, options);
 }
 
-std::string modelToText(const Model &model, const PrintOptions &options) {
+std::string modelToText(const Model& model, const PrintOptions& options) {
   std::ostringstream out;
   printModel(out, model, options);
   return out.str();

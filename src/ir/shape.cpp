@@ -11,7 +11,7 @@ std::string Dim::toString() const {
   return "?";
 }
 
-Shape Shape::fromStatic(const std::vector<int64_t> &dims) {
+Shape Shape::fromStatic(const std::vector<int64_t>& dims) {
   std::vector<Dim> out;
   out.reserve(dims.size());
   for (int64_t d : dims)
@@ -21,7 +21,7 @@ Shape Shape::fromStatic(const std::vector<int64_t> &dims) {
 
 bool Shape::isStatic() const {
   if (!rankKnown_) return false;
-  for (const Dim &d : dims_)
+  for (const Dim& d : dims_)
     if (!d.isStatic()) return false;
   return true;
 }
@@ -29,7 +29,7 @@ bool Shape::isStatic() const {
 std::vector<int64_t> Shape::staticDims() const {
   std::vector<int64_t> out;
   out.reserve(dims_.size());
-  for (const Dim &d : dims_)
+  for (const Dim& d : dims_)
     out.push_back(d.isStatic() ? d.value() : -1);
   return out;
 }
@@ -49,7 +49,7 @@ std::string Shape::toString() const {
   return out + "]";
 }
 
-std::optional<uint64_t> checkedElementCount(const std::vector<int64_t> &dims) {
+std::optional<uint64_t> checkedElementCount(const std::vector<int64_t>& dims) {
   uint64_t count = 1;
   for (int64_t d : dims) {
     if (d < 0) return std::nullopt;

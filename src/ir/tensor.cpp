@@ -17,13 +17,13 @@ std::shared_ptr<const Buffer> Buffer::view(std::shared_ptr<const MappedFile> fil
                                            size_t size) {
   KILN_CHECK(file && offset <= file->size() && size <= file->size() - offset,
              "buffer view out of range");
-  const MappedFile *raw = file.get();
+  const MappedFile* raw = file.get();
   return borrowed(std::move(file), raw->data() + offset, size, raw);
 }
 
 std::shared_ptr<const Buffer> Buffer::borrowed(std::shared_ptr<const void> owner,
-                                               const uint8_t *data, size_t size,
-                                               const MappedFile *file) {
+                                               const uint8_t* data, size_t size,
+                                               const MappedFile* file) {
   std::shared_ptr<Buffer> buffer(new Buffer());
   buffer->keepAlive_ = std::move(owner);
   buffer->file_ = file;
@@ -42,12 +42,12 @@ Tensor Tensor::strings(std::vector<int64_t> dims, std::vector<std::string> value
 
 uint64_t Tensor::elementCount() const { return checkedElementCount(dims_).value_or(0); }
 
-const std::vector<std::string> &Tensor::stringValues() const {
+const std::vector<std::string>& Tensor::stringValues() const {
   static const std::vector<std::string> empty;
   return strings_ ? *strings_ : empty;
 }
 
-bool Tensor::sameContents(const Tensor &other) const {
+bool Tensor::sameContents(const Tensor& other) const {
   if (dtype_ != other.dtype_ || dims_ != other.dims_) return false;
   if (dtype_ == DType::String) return stringValues() == other.stringValues();
   return byteSize() == other.byteSize() &&

@@ -13,8 +13,8 @@
 
 namespace kiln {
 
-Status writeFileAtomically(const std::string &path,
-                           const std::function<Status(std::ostream &)> &write) {
+Status writeFileAtomically(const std::string& path,
+                           const std::function<Status(std::ostream&)>& write) {
   namespace fs = std::filesystem;
   fs::path target(path);
   fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -45,8 +45,8 @@ Status writeFileAtomically(const std::string &path,
   return status;
 }
 
-Status writeFileAtomically(const std::string &path, const std::string &bytes) {
-  return writeFileAtomically(path, [&](std::ostream &stream) {
+Status writeFileAtomically(const std::string& path, const std::string& bytes) {
+  return writeFileAtomically(path, [&](std::ostream& stream) {
     stream.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     return Status::ok();
   });

@@ -11,7 +11,7 @@
 
 namespace kiln {
 
-Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string &path) {
+Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
@@ -31,21 +31,21 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string &
   file->path_ = path;
   file->size_ = static_cast<size_t>(info.st_size);
   if (file->size_ > 0) {
-    void *address = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* address = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (address == MAP_FAILED) {
       int err = errno;
       ::close(fd);
       return makeError(ErrorCode::FileUnreadable, "check free address space", "cannot map '{}': {}",
                        path, std::strerror(err));
     }
-    file->data_ = static_cast<const uint8_t *>(address);
+    file->data_ = static_cast<const uint8_t*>(address);
   }
   ::close(fd);
   return std::shared_ptr<const MappedFile>(std::move(file));
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t *>(data_), size_);
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 } // namespace kiln

@@ -14,12 +14,12 @@ std::string Status::toString() const {
   return text;
 }
 
-Status Status::withContext(const std::string &context) const {
+Status Status::withContext(const std::string& context) const {
   if (isOk()) return *this;
   return Status(code_, context + ": " + message_, hint_);
 }
 
-void checkFailed(const char *file, int line, const char *expr, const std::string &message) {
+void checkFailed(const char* file, int line, const char* expr, const std::string& message) {
   std::fprintf(stderr, "kiln internal error at %s:%d: check '%s' failed %s\n", file, line, expr,
                message.c_str());
   std::abort();

@@ -10,7 +10,8 @@
 
 namespace onnx {
 class ModelProto;
-}
+class TensorProto;
+} // namespace onnx
 
 namespace kiln {
 
@@ -20,24 +21,31 @@ struct OnnxImportOptions {
 
 // Maps the file and imports it; initializer weights alias the mapping (no copy).
 // External data is resolved relative to the model's folder and may not leave it.
-Expected<Model> importOnnxFile(const std::string &path, const OnnxImportOptions &options = {});
+Expected<Model> importOnnxFile(const std::string& path, const OnnxImportOptions& options = {});
 
 // Imports serialized bytes kept alive by `owner`. `displayName` names the source in errors;
 // `baseDir` resolves external data ("" forbids external data).
-Expected<Model> importOnnxBytes(const uint8_t *data, size_t size, std::shared_ptr<const void> owner,
-                                const std::string &displayName, const std::string &baseDir,
-                                const OnnxImportOptions &options = {});
+Expected<Model> importOnnxBytes(const uint8_t* data, size_t size, std::shared_ptr<const void> owner,
+                                const std::string& displayName, const std::string& baseDir,
+                                const OnnxImportOptions& options = {});
 
 // Imports an already-parsed proto (weights are copied out of it).
-Expected<Model> importOnnxProto(const onnx::ModelProto &proto, const std::string &displayName,
-                                const std::string &baseDir, const OnnxImportOptions &options = {});
+Expected<Model> importOnnxProto(const onnx::ModelProto& proto, const std::string& displayName,
+                                const std::string& baseDir, const OnnxImportOptions& options = {});
 
 // Parses ONNX textual syntax (onnx::OnnxParser) — used for samples and golden-test inputs.
-Expected<Model> importOnnxTextFile(const std::string &path, const OnnxImportOptions &options = {});
+Expected<Model> importOnnxTextFile(const std::string& path, const OnnxImportOptions& options = {});
+
+// One TensorProto → Tensor with the importer's checks (dtype, dims, data size, external data under
+// baseDir). `label` names the tensor in errors.
+Expected<Tensor> tensorFromOnnx(const onnx::TensorProto& proto, const std::string& baseDir,
+                                const std::string& label = "");
+// Tensor → TensorProto (raw_data, or string_data for strings).
+void tensorToOnnx(const Tensor& tensor, const std::string& name, onnx::TensorProto& proto);
 
 // IR → ModelProto; tensors are written inline as raw_data.
-Status exportOnnx(const Model &model, onnx::ModelProto &proto);
+Status exportOnnx(const Model& model, onnx::ModelProto& proto);
 // Serializes to `path` atomically.
-Status writeOnnxFile(const Model &model, const std::string &path);
+Status writeOnnxFile(const Model& model, const std::string& path);
 
 } // namespace kiln

@@ -18,7 +18,7 @@ using GraphPtr = std::shared_ptr<Graph>;
 // interpreted.
 struct OpaqueProto {
   std::string bytes;
-  bool operator==(const OpaqueProto &other) const { return bytes == other.bytes; }
+  bool operator==(const OpaqueProto& other) const { return bytes == other.bytes; }
 };
 
 enum class AttrKind {
@@ -37,10 +37,10 @@ enum class AttrKind {
   SparseTensors,
   TypeProtos,
 };
-const char *attrKindName(AttrKind kind);
+const char* attrKindName(AttrKind kind);
 
 class Attribute {
-public:
+ public:
   using Storage = std::variant<float, int64_t, std::string, Tensor, GraphPtr, OpaqueProto,
                                OpaqueProto, std::vector<float>, std::vector<int64_t>,
                                std::vector<std::string>, std::vector<Tensor>, std::vector<GraphPtr>,
@@ -93,28 +93,28 @@ public:
   AttrKind kind() const { return kind_; }
   float asFloat() const { return std::get<0>(value_); }
   int64_t asInt() const { return std::get<1>(value_); }
-  const std::string &asString() const { return std::get<2>(value_); }
-  const Tensor &asTensor() const { return std::get<3>(value_); }
-  const GraphPtr &asGraph() const { return std::get<4>(value_); }
-  const OpaqueProto &asSparseTensor() const { return std::get<5>(value_); }
-  const OpaqueProto &asTypeProto() const { return std::get<6>(value_); }
-  const std::vector<float> &asFloats() const { return std::get<7>(value_); }
-  const std::vector<int64_t> &asInts() const { return std::get<8>(value_); }
-  const std::vector<std::string> &asStrings() const { return std::get<9>(value_); }
-  const std::vector<Tensor> &asTensors() const { return std::get<10>(value_); }
-  const std::vector<GraphPtr> &asGraphs() const { return std::get<11>(value_); }
-  const std::vector<OpaqueProto> &asSparseTensors() const { return std::get<12>(value_); }
-  const std::vector<OpaqueProto> &asTypeProtos() const { return std::get<13>(value_); }
+  const std::string& asString() const { return std::get<2>(value_); }
+  const Tensor& asTensor() const { return std::get<3>(value_); }
+  const GraphPtr& asGraph() const { return std::get<4>(value_); }
+  const OpaqueProto& asSparseTensor() const { return std::get<5>(value_); }
+  const OpaqueProto& asTypeProto() const { return std::get<6>(value_); }
+  const std::vector<float>& asFloats() const { return std::get<7>(value_); }
+  const std::vector<int64_t>& asInts() const { return std::get<8>(value_); }
+  const std::vector<std::string>& asStrings() const { return std::get<9>(value_); }
+  const std::vector<Tensor>& asTensors() const { return std::get<10>(value_); }
+  const std::vector<GraphPtr>& asGraphs() const { return std::get<11>(value_); }
+  const std::vector<OpaqueProto>& asSparseTensors() const { return std::get<12>(value_); }
+  const std::vector<OpaqueProto>& asTypeProtos() const { return std::get<13>(value_); }
   // Every subgraph this attribute holds (0, 1 or many).
-  std::vector<Graph *> subgraphs() const;
+  std::vector<Graph*> subgraphs() const;
 
   // Set for attributes of function bodies that refer to a caller attribute.
-  const std::string &refAttrName() const { return refAttrName_; }
+  const std::string& refAttrName() const { return refAttrName_; }
   void setRefAttrName(std::string name) { refAttrName_ = std::move(name); }
-  const std::string &docString() const { return docString_; }
+  const std::string& docString() const { return docString_; }
   void setDocString(std::string doc) { docString_ = std::move(doc); }
 
-private:
+ private:
   Attribute(AttrKind kind, Storage value) : kind_(kind), value_(std::move(value)) {}
   AttrKind kind_ = AttrKind::Int;
   Storage value_;

@@ -41,7 +41,7 @@ inline int32_t dtypeToOnnx(DType type) { return static_cast<int32_t>(type); }
 // Storage bits per element (4 for the packed int4 types, 0 for String/Undefined).
 int dtypeBits(DType type);
 // Short printable name: f32, f16, i64, bool, str ...
-const char *dtypeName(DType type);
+const char* dtypeName(DType type);
 bool isFloatingPoint(DType type);
 bool isInteger(DType type);
 

@@ -12,9 +12,9 @@ struct PrintOptions {
   bool locations = true; // print @"onnx_node_name" suffixes
 };
 
-void printGraph(std::ostream &out, const Graph &graph, const PrintOptions &options = {});
-void printModel(std::ostream &out, const Model &model, const PrintOptions &options = {});
-std::string modelToText(const Model &model, const PrintOptions &options = {});
-std::string typeToText(const ValueType &type);
+void printGraph(std::ostream& out, const Graph& graph, const PrintOptions& options = {});
+void printModel(std::ostream& out, const Model& model, const PrintOptions& options = {});
+std::string modelToText(const Model& model, const PrintOptions& options = {});
+std::string typeToText(const ValueType& type);
 
 } // namespace kiln

@@ -7,7 +7,7 @@
 namespace kiln {
 
 // Returns the first violated invariant as a K3001 error naming the graph and node.
-Status verifyGraph(const Graph &graph);
-Status verifyModel(const Model &model);
+Status verifyGraph(const Graph& graph);
+Status verifyModel(const Model& model);
 
 } // namespace kiln

@@ -13,10 +13,10 @@ namespace kiln {
 // Calls `write` with a stream onto a temp file in the target's folder; on success fsyncs and
 // renames it to `path`. On any failure (from `write` or I/O) the temp file is removed and `path` is
 // untouched.
-Status writeFileAtomically(const std::string &path,
-                           const std::function<Status(std::ostream &)> &write);
+Status writeFileAtomically(const std::string& path,
+                           const std::function<Status(std::ostream&)>& write);
 
 // Convenience for an in-memory payload.
-Status writeFileAtomically(const std::string &path, const std::string &bytes);
+Status writeFileAtomically(const std::string& path, const std::string& bytes);
 
 } // namespace kiln

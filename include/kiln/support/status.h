@@ -46,7 +46,7 @@ enum class ErrorCode : int {
 std::string codeString(ErrorCode code);
 
 class [[nodiscard]] Status {
-public:
+ public:
   Status() = default;
   Status(ErrorCode code, std::string message, std::string hint = {})
       : code_(code), message_(std::move(message)), hint_(std::move(hint)) {}
@@ -55,14 +55,14 @@ public:
   bool isOk() const { return code_ == ErrorCode::Ok; }
   explicit operator bool() const { return isOk(); }
   ErrorCode code() const { return code_; }
-  const std::string &message() const { return message_; }
-  const std::string &hint() const { return hint_; }
+  const std::string& message() const { return message_; }
+  const std::string& hint() const { return hint_; }
   // "K2002: <message>. Fix: <hint>" — the one line users see.
   std::string toString() const;
   // Prefixes context (a file name, a node) to the message.
-  Status withContext(const std::string &context) const;
+  Status withContext(const std::string& context) const;
 
-private:
+ private:
   ErrorCode code_ = ErrorCode::Ok;
   std::string message_;
   std::string hint_;
@@ -70,12 +70,12 @@ private:
 
 template <typename... Args>
 Status makeError(ErrorCode code, std::string hint, fmt::format_string<Args...> format,
-                 Args &&...args) {
+                 Args&&... args) {
   return Status(code, fmt::format(format, std::forward<Args>(args)...), std::move(hint));
 }
 
 template <typename T> class [[nodiscard]] Expected {
-public:
+ public:
   Expected(T value) : storage_(std::move(value)) {}
   Expected(Status status) : storage_(std::move(status)) {
     if (std::get<Status>(storage_).isOk()) std::abort(); // an Expected error must be an error
@@ -83,19 +83,19 @@ public:
 
   bool hasValue() const { return std::holds_alternative<T>(storage_); }
   explicit operator bool() const { return hasValue(); }
-  T &operator*() { return std::get<T>(storage_); }
-  const T &operator*() const { return std::get<T>(storage_); }
-  T *operator->() { return &std::get<T>(storage_); }
-  const T *operator->() const { return &std::get<T>(storage_); }
-  const Status &status() const { return std::get<Status>(storage_); }
+  T& operator*() { return std::get<T>(storage_); }
+  const T& operator*() const { return std::get<T>(storage_); }
+  T* operator->() { return &std::get<T>(storage_); }
+  const T* operator->() const { return &std::get<T>(storage_); }
+  const Status& status() const { return std::get<Status>(storage_); }
   T take() { return std::move(std::get<T>(storage_)); }
 
-private:
+ private:
   std::variant<T, Status> storage_;
 };
 
-[[noreturn]] void checkFailed(const char *file, int line, const char *expr,
-                              const std::string &message);
+[[noreturn]] void checkFailed(const char* file, int line, const char* expr,
+                              const std::string& message);
 
 } // namespace kiln
 

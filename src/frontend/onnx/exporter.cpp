@@ -5,24 +5,26 @@
 #include "kiln/support/atomic_file.h"
 
 namespace kiln {
-namespace {
+namespace {} // namespace
 
-void exportTensor(const Tensor &tensor, const std::string &name, onnx::TensorProto &proto) {
+void tensorToOnnx(const Tensor& tensor, const std::string& name, onnx::TensorProto& proto) {
   if (!name.empty()) proto.set_name(name);
   proto.set_data_type(dtypeToOnnx(tensor.dtype()));
   for (int64_t d : tensor.dims())
     proto.add_dims(d);
   if (tensor.dtype() == DType::String) {
-    for (const auto &s : tensor.stringValues())
+    for (const auto& s : tensor.stringValues())
       proto.add_string_data(s);
   } else {
-    proto.set_raw_data(reinterpret_cast<const char *>(tensor.data()), tensor.byteSize());
+    proto.set_raw_data(reinterpret_cast<const char*>(tensor.data()), tensor.byteSize());
   }
 }
 
-void exportShape(const Shape &shape, onnx::TensorShapeProto &proto) {
-  for (const Dim &d : shape.dims()) {
-    auto *dim = proto.add_dim();
+namespace {
+
+void exportShape(const Shape& shape, onnx::TensorShapeProto& proto) {
+  for (const Dim& d : shape.dims()) {
+    auto* dim = proto.add_dim();
     if (d.isStatic())
       dim->set_dim_value(d.value());
     else if (d.isSymbolic())
@@ -30,17 +32,17 @@ void exportShape(const Shape &shape, onnx::TensorShapeProto &proto) {
   }
 }
 
-void exportValueInfo(const Value &value, onnx::ValueInfoProto &proto) {
+void exportValueInfo(const Value& value, onnx::ValueInfoProto& proto) {
   proto.set_name(value.name());
   if (!value.docString().empty()) proto.set_doc_string(value.docString());
-  const ValueType &type = value.type();
-  auto *typeProto = proto.mutable_type();
+  const ValueType& type = value.type();
+  auto* typeProto = proto.mutable_type();
   switch (type.kind) {
   case TypeKind::Unknown:
     proto.clear_type();
     return;
   case TypeKind::Tensor: {
-    auto *tensorType = typeProto->mutable_tensor_type();
+    auto* tensorType = typeProto->mutable_tensor_type();
     tensorType->set_elem_type(dtypeToOnnx(type.dtype));
     if (type.shape.hasRank()) exportShape(type.shape, *tensorType->mutable_shape());
     break;
@@ -52,9 +54,9 @@ void exportValueInfo(const Value &value, onnx::ValueInfoProto &proto) {
   if (!type.denotation.empty()) typeProto->set_denotation(type.denotation);
 }
 
-void exportGraph(const Graph &graph, onnx::GraphProto &proto);
+void exportGraph(const Graph& graph, onnx::GraphProto& proto);
 
-void exportAttribute(const std::string &name, const Attribute &attr, onnx::AttributeProto &proto) {
+void exportAttribute(const std::string& name, const Attribute& attr, onnx::AttributeProto& proto) {
   proto.set_name(name);
   if (!attr.refAttrName().empty()) proto.set_ref_attr_name(attr.refAttrName());
   if (!attr.docString().empty()) proto.set_doc_string(attr.docString());
@@ -73,7 +75,7 @@ void exportAttribute(const std::string &name, const Attribute &attr, onnx::Attri
     break;
   case AttrKind::Tensor:
     proto.set_type(onnx::AttributeProto::TENSOR);
-    exportTensor(attr.asTensor(), "", *proto.mutable_t());
+    tensorToOnnx(attr.asTensor(), "", *proto.mutable_t());
     break;
   case AttrKind::Graph:
     proto.set_type(onnx::AttributeProto::GRAPH);
@@ -99,66 +101,66 @@ void exportAttribute(const std::string &name, const Attribute &attr, onnx::Attri
     break;
   case AttrKind::Strings:
     proto.set_type(onnx::AttributeProto::STRINGS);
-    for (const auto &v : attr.asStrings())
+    for (const auto& v : attr.asStrings())
       proto.add_strings(v);
     break;
   case AttrKind::Tensors:
     proto.set_type(onnx::AttributeProto::TENSORS);
-    for (const auto &t : attr.asTensors())
-      exportTensor(t, "", *proto.add_tensors());
+    for (const auto& t : attr.asTensors())
+      tensorToOnnx(t, "", *proto.add_tensors());
     break;
   case AttrKind::Graphs:
     proto.set_type(onnx::AttributeProto::GRAPHS);
-    for (const auto &g : attr.asGraphs())
+    for (const auto& g : attr.asGraphs())
       exportGraph(*g, *proto.add_graphs());
     break;
   case AttrKind::SparseTensors:
     proto.set_type(onnx::AttributeProto::SPARSE_TENSORS);
-    for (const auto &s : attr.asSparseTensors())
+    for (const auto& s : attr.asSparseTensors())
       proto.add_sparse_tensors()->ParseFromString(s.bytes);
     break;
   case AttrKind::TypeProtos:
     proto.set_type(onnx::AttributeProto::TYPE_PROTOS);
-    for (const auto &t : attr.asTypeProtos())
+    for (const auto& t : attr.asTypeProtos())
       proto.add_type_protos()->ParseFromString(t.bytes);
     break;
   }
 }
 
-void exportGraph(const Graph &graph, onnx::GraphProto &proto) {
+void exportGraph(const Graph& graph, onnx::GraphProto& proto) {
   proto.set_name(graph.name());
   if (!graph.docString().empty()) proto.set_doc_string(graph.docString());
-  for (const Value *init : graph.initializers())
-    exportTensor(init->initializer(), init->name(), *proto.add_initializer());
-  for (const Value *in : graph.inputs())
+  for (const Value* init : graph.initializers())
+    tensorToOnnx(init->initializer(), init->name(), *proto.add_initializer());
+  for (const Value* in : graph.inputs())
     exportValueInfo(*in, *proto.add_input());
-  for (const Value *out : graph.outputs())
+  for (const Value* out : graph.outputs())
     exportValueInfo(*out, *proto.add_output());
-  for (const Value *value : graph.annotatedValues())
+  for (const Value* value : graph.annotatedValues())
     exportValueInfo(*value, *proto.add_value_info());
-  for (const auto &node : graph.nodes()) {
-    auto *nodeProto = proto.add_node();
+  for (const auto& node : graph.nodes()) {
+    auto* nodeProto = proto.add_node();
     nodeProto->set_op_type(node->opType());
     if (!node->name().empty()) nodeProto->set_name(node->name());
     if (!node->domain().empty()) nodeProto->set_domain(node->domain());
     if (!node->docString().empty()) nodeProto->set_doc_string(node->docString());
-    for (const Value *in : node->inputs())
+    for (const Value* in : node->inputs())
       nodeProto->add_input(in ? in->name() : "");
-    for (const Value *out : node->outputs())
+    for (const Value* out : node->outputs())
       nodeProto->add_output(out ? out->name() : "");
-    for (const auto &[name, attr] : node->attributes())
+    for (const auto& [name, attr] : node->attributes())
       exportAttribute(name, attr, *nodeProto->add_attribute());
   }
 }
 
 } // namespace
 
-Status exportOnnx(const Model &model, onnx::ModelProto &proto) {
+Status exportOnnx(const Model& model, onnx::ModelProto& proto) {
   if (!model.graph) return Status(ErrorCode::Internal, "model has no graph", "");
   proto.Clear();
   proto.set_ir_version(model.irVersion);
-  for (const OpsetImport &opset : model.opsets) {
-    auto *entry = proto.add_opset_import();
+  for (const OpsetImport& opset : model.opsets) {
+    auto* entry = proto.add_opset_import();
     entry->set_domain(opset.domain);
     entry->set_version(opset.version);
   }
@@ -167,25 +169,25 @@ Status exportOnnx(const Model &model, onnx::ModelProto &proto) {
   if (!model.domain.empty()) proto.set_domain(model.domain);
   if (model.modelVersion) proto.set_model_version(model.modelVersion);
   if (!model.docString.empty()) proto.set_doc_string(model.docString);
-  for (const auto &[key, value] : model.metadata) {
-    auto *prop = proto.add_metadata_props();
+  for (const auto& [key, value] : model.metadata) {
+    auto* prop = proto.add_metadata_props();
     prop->set_key(key);
     prop->set_value(value);
   }
-  for (const auto &function : model.functions)
+  for (const auto& function : model.functions)
     proto.add_functions()->ParseFromString(function.bytes);
   exportGraph(*model.graph, *proto.mutable_graph());
   return Status::ok();
 }
 
-Status writeOnnxFile(const Model &model, const std::string &path) {
+Status writeOnnxFile(const Model& model, const std::string& path) {
   onnx::ModelProto proto;
   KILN_TRY(exportOnnx(model, proto));
   if (proto.ByteSizeLong() > static_cast<size_t>(INT32_MAX))
     return makeError(ErrorCode::FileWriteFailed,
                      "ONNX files over 2 GiB need external data (not yet written)",
                      "'{}' would be {} bytes", path, proto.ByteSizeLong());
-  return writeFileAtomically(path, [&](std::ostream &stream) {
+  return writeFileAtomically(path, [&](std::ostream& stream) {
     if (!proto.SerializeToOstream(&stream))
       return makeError(ErrorCode::FileWriteFailed, "check free disk space",
                        "serializing '{}' failed", path);

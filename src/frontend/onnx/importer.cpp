@@ -25,59 +25,59 @@ namespace fs = std::filesystem;
 using onnx_import::ByteSpan;
 using onnx_import::ScannedInitializer;
 
-std::string nodeLabel(const onnx::NodeProto &node) {
+std::string nodeLabel(const onnx::NodeProto& node) {
   return fmt::format("node '{}' ({})", node.name(), node.op_type());
 }
 
 // Everything a subgraph reads from enclosing scopes: drives topological order of the node holding
 // it.
-void collectOuterReferences(const onnx::GraphProto &graph, std::set<std::string> &out) {
+void collectOuterReferences(const onnx::GraphProto& graph, std::set<std::string>& out) {
   std::unordered_set<std::string> defined;
-  for (const auto &in : graph.input())
+  for (const auto& in : graph.input())
     defined.insert(in.name());
-  for (const auto &init : graph.initializer())
+  for (const auto& init : graph.initializer())
     defined.insert(init.name());
-  for (const auto &node : graph.node())
-    for (const auto &name : node.output())
+  for (const auto& node : graph.node())
+    for (const auto& name : node.output())
       defined.insert(name);
   std::set<std::string> referenced;
-  for (const auto &node : graph.node()) {
-    for (const auto &name : node.input())
+  for (const auto& node : graph.node()) {
+    for (const auto& name : node.input())
       if (!name.empty()) referenced.insert(name);
-    for (const auto &attr : node.attribute()) {
+    for (const auto& attr : node.attribute()) {
       if (attr.has_g()) collectOuterReferences(attr.g(), referenced);
-      for (const auto &g : attr.graphs())
+      for (const auto& g : attr.graphs())
         collectOuterReferences(g, referenced);
     }
   }
-  for (const auto &out : graph.output())
+  for (const auto& out : graph.output())
     referenced.insert(out.name());
-  for (const auto &name : referenced)
+  for (const auto& name : referenced)
     if (!defined.count(name)) out.insert(name);
 }
 
 class Importer {
-public:
-  Importer(std::string displayName, std::string baseDir, const uint8_t *data,
-           std::shared_ptr<const void> owner, const MappedFile *file)
+ public:
+  Importer(std::string displayName, std::string baseDir, const uint8_t* data,
+           std::shared_ptr<const void> owner, const MappedFile* file)
       : displayName_(std::move(displayName)), baseDir_(std::move(baseDir)), data_(data),
         owner_(std::move(owner)), file_(file) {}
 
-  Expected<Model> run(const onnx::ModelProto &proto, const std::vector<ScannedInitializer> *scanned,
-                      const OnnxImportOptions &options) {
+  Expected<Model> run(const onnx::ModelProto& proto, const std::vector<ScannedInitializer>* scanned,
+                      const OnnxImportOptions& options) {
     Model model;
     model.sourcePath = displayName_;
     model.irVersion = proto.ir_version();
-    for (const auto &opset : proto.opset_import())
+    for (const auto& opset : proto.opset_import())
       model.opsets.push_back({opset.domain(), opset.version()});
     model.producerName = proto.producer_name();
     model.producerVersion = proto.producer_version();
     model.domain = proto.domain();
     model.modelVersion = proto.model_version();
     model.docString = proto.doc_string();
-    for (const auto &prop : proto.metadata_props())
+    for (const auto& prop : proto.metadata_props())
       model.metadata.emplace_back(prop.key(), prop.value());
-    for (const auto &function : proto.functions())
+    for (const auto& function : proto.functions())
       model.functions.push_back({function.SerializeAsString()});
     if (proto.training_info_size() > 0)
       spdlog::warn("{}: training_info is not carried through conversion", displayName_);
@@ -90,11 +90,9 @@ public:
     return model;
   }
 
-private:
-  // ---- tensors
-  // -------------------------------------------------------------------------------------
-  Expected<Tensor> tensor(const onnx::TensorProto &proto, const std::optional<ByteSpan> &rawSpan,
-                          const std::string &where) {
+  // Tensors.
+  Expected<Tensor> tensor(const onnx::TensorProto& proto, const std::optional<ByteSpan>& rawSpan,
+                          const std::string& where) {
     std::string label = fmt::format("{}tensor '{}'", where, proto.name());
     if (proto.data_type() == 0)
       return makeError(ErrorCode::UnknownDType, "set data_type to a TensorProto.DataType value",
@@ -151,7 +149,7 @@ private:
   }
 
   template <typename Out, typename Repeated>
-  static std::shared_ptr<const Buffer> narrow(const Repeated &values) {
+  static std::shared_ptr<const Buffer> narrow(const Repeated& values) {
     std::vector<uint8_t> bytes(static_cast<size_t>(values.size()) * sizeof(Out));
     for (int i = 0; i < values.size(); ++i) {
       Out v = static_cast<Out>(values.Get(i));
@@ -160,8 +158,8 @@ private:
     return Buffer::owned(std::move(bytes));
   }
 
-  Expected<std::shared_ptr<const Buffer>> typedData(const onnx::TensorProto &proto, DType dtype,
-                                                    uint64_t count, const std::string &label) {
+  Expected<std::shared_ptr<const Buffer>> typedData(const onnx::TensorProto& proto, DType dtype,
+                                                    uint64_t count, const std::string& label) {
     switch (dtype) {
     case DType::Float32:
     case DType::Complex64:
@@ -198,17 +196,17 @@ private:
     }
   }
 
-  Expected<std::shared_ptr<const Buffer>> externalData(const onnx::TensorProto &proto,
-                                                       const std::string &label) {
+  Expected<std::shared_ptr<const Buffer>> externalData(const onnx::TensorProto& proto,
+                                                       const std::string& label) {
     std::string location;
     uint64_t offset = 0;
     std::optional<uint64_t> length;
-    for (const auto &entry : proto.external_data()) {
+    for (const auto& entry : proto.external_data()) {
       if (entry.key() == "location") {
         location = entry.value();
       } else if (entry.key() == "offset" || entry.key() == "length") {
         uint64_t parsed = 0;
-        const std::string &text = entry.value();
+        const std::string& text = entry.value();
         auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), parsed);
         if (ec != std::errc() || end != text.data() + text.size())
           return makeError(ErrorCode::ExternalDataRange,
@@ -226,7 +224,7 @@ private:
     if (relative.is_absolute())
       return makeError(ErrorCode::ExternalDataEscape, escapeHint,
                        "{}: external data location '{}' is absolute", label, location);
-    for (const auto &part : relative)
+    for (const auto& part : relative)
       if (part == "..")
         return makeError(ErrorCode::ExternalDataEscape, escapeHint,
                          "{}: external data location '{}' leaves the model folder", label,
@@ -250,7 +248,7 @@ private:
       if (!file) return file.status().withContext(label + ": external data");
       cached = externalFiles_.emplace(resolved.string(), *file).first;
     }
-    const auto &file = cached->second;
+    const auto& file = cached->second;
     uint64_t available = file->size();
     uint64_t size = length.value_or(available >= offset ? available - offset : 0);
     if (offset > available || size > available - offset)
@@ -260,12 +258,12 @@ private:
     return Buffer::view(file, static_cast<size_t>(offset), static_cast<size_t>(size));
   }
 
-  // ---- types
-  // ---------------------------------------------------------------------------------------
-  static Expected<Shape> shape(const onnx::TensorShapeProto &proto, const std::string &label) {
+ private:
+  // Types.
+  static Expected<Shape> shape(const onnx::TensorShapeProto& proto, const std::string& label) {
     std::vector<Dim> dims;
     for (int i = 0; i < proto.dim_size(); ++i) {
-      const auto &d = proto.dim(i);
+      const auto& d = proto.dim(i);
       if (d.has_dim_value()) {
         // -1 is what several exporters write for "dynamic"; anything lower is corrupt.
         if (d.dim_value() < -1)
@@ -281,7 +279,7 @@ private:
     return Shape(std::move(dims));
   }
 
-  static Expected<ValueType> type(const onnx::TypeProto &proto, const std::string &label) {
+  static Expected<ValueType> type(const onnx::TypeProto& proto, const std::string& label) {
     ValueType out;
     out.denotation = proto.denotation();
     auto elem = [&](int32_t elemType) -> Status {
@@ -319,7 +317,7 @@ private:
     return out;
   }
 
-  Status applyValueInfo(Value *value, const onnx::ValueInfoProto &info) {
+  Status applyValueInfo(Value* value, const onnx::ValueInfoProto& info) {
     if (!info.has_type()) return Status::ok();
     KILN_ASSIGN_OR_RETURN(ValueType t, type(info.type(), fmt::format("value '{}'", info.name())));
     value->setType(std::move(t));
@@ -327,10 +325,9 @@ private:
     return Status::ok();
   }
 
-  // ---- attributes
-  // ----------------------------------------------------------------------------------
-  Expected<Attribute> attribute(const onnx::AttributeProto &proto, Graph *owner,
-                                const std::string &nodeText) {
+  // Attributes.
+  Expected<Attribute> attribute(const onnx::AttributeProto& proto, Graph* owner,
+                                const std::string& nodeText) {
     std::string label = fmt::format("{} attribute '{}'", nodeText, proto.name());
     if (proto.name().empty())
       return makeError(ErrorCode::BadAttribute, "give every attribute a name",
@@ -399,7 +396,7 @@ private:
       break;
     case onnx::AttributeProto::TENSORS: {
       std::vector<Tensor> tensors;
-      for (const auto &t : proto.tensors()) {
+      for (const auto& t : proto.tensors()) {
         KILN_ASSIGN_OR_RETURN(Tensor converted, tensor(t, std::nullopt, label + " "));
         tensors.push_back(std::move(converted));
       }
@@ -408,7 +405,7 @@ private:
     }
     case onnx::AttributeProto::GRAPHS: {
       std::vector<GraphPtr> graphs;
-      for (const auto &g : proto.graphs()) {
+      for (const auto& g : proto.graphs()) {
         KILN_ASSIGN_OR_RETURN(GraphPtr converted, buildGraph(g, owner, nullptr));
         graphs.push_back(std::move(converted));
       }
@@ -417,14 +414,14 @@ private:
     }
     case onnx::AttributeProto::SPARSE_TENSORS: {
       std::vector<OpaqueProto> items;
-      for (const auto &s : proto.sparse_tensors())
+      for (const auto& s : proto.sparse_tensors())
         items.push_back({s.SerializeAsString()});
       out = Attribute::ofSparseTensors(std::move(items));
       break;
     }
     case onnx::AttributeProto::TYPE_PROTOS: {
       std::vector<OpaqueProto> items;
-      for (const auto &t : proto.type_protos())
+      for (const auto& t : proto.type_protos())
         items.push_back({t.SerializeAsString()});
       out = Attribute::ofTypeProtos(std::move(items));
       break;
@@ -438,27 +435,26 @@ private:
     return out;
   }
 
-  // ---- graphs
-  // -------------------------------------------------------------------------------------- Orders
-  // nodes so producers come first, keeping the file's order where it already is valid.
-  Expected<std::vector<int>> topologicalOrder(const onnx::GraphProto &proto,
-                                              const std::string &graphText) {
+  // Graphs.
+  // Orders nodes so producers come first, keeping the file's order where it already is valid.
+  Expected<std::vector<int>> topologicalOrder(const onnx::GraphProto& proto,
+                                              const std::string& graphText) {
     const int n = proto.node_size();
     std::unordered_map<std::string, int> producerOf;
     for (int i = 0; i < n; ++i)
-      for (const auto &name : proto.node(i).output())
+      for (const auto& name : proto.node(i).output())
         if (!name.empty()) producerOf.emplace(name, i);
     std::vector<std::vector<int>> dependents(n);
     std::vector<int> pending(n, 0);
     for (int i = 0; i < n; ++i) {
       std::set<std::string> reads(proto.node(i).input().begin(), proto.node(i).input().end());
-      for (const auto &attr : proto.node(i).attribute()) {
+      for (const auto& attr : proto.node(i).attribute()) {
         if (attr.has_g()) collectOuterReferences(attr.g(), reads);
-        for (const auto &g : attr.graphs())
+        for (const auto& g : attr.graphs())
           collectOuterReferences(g, reads);
       }
       std::set<int> deps;
-      for (const auto &name : reads) {
+      for (const auto& name : reads) {
         auto it = producerOf.find(name);
         if (it != producerOf.end()) deps.insert(it->second);
       }
@@ -490,8 +486,8 @@ private:
     return order;
   }
 
-  Expected<GraphPtr> buildGraph(const onnx::GraphProto &proto, Graph *parent,
-                                const std::vector<ScannedInitializer> *scanned) {
+  Expected<GraphPtr> buildGraph(const onnx::GraphProto& proto, Graph* parent,
+                                const std::vector<ScannedInitializer>* scanned) {
     auto graph = std::make_shared<Graph>(proto.name(), parent);
     graph->setDocString(proto.doc_string());
     std::string graphText = fmt::format("graph '{}'", proto.name());
@@ -506,13 +502,13 @@ private:
       onnx::TensorProto parsed;
       std::optional<ByteSpan> raw;
       if (scanned) {
-        const auto &item = (*scanned)[static_cast<size_t>(i)];
+        const auto& item = (*scanned)[static_cast<size_t>(i)];
         if (!parsed.ParseFromString(item.tensorBytes))
           return makeError(ErrorCode::NotProtobuf, "the file is damaged; export it again",
                            "{}: initializer #{} is not a valid TensorProto", graphText, i);
         raw = item.rawData;
       }
-      const onnx::TensorProto &init = scanned ? parsed : proto.initializer(i);
+      const onnx::TensorProto& init = scanned ? parsed : proto.initializer(i);
       if (init.name().empty())
         return makeError(ErrorCode::DuplicateName, "give every initializer a name",
                          "{}: initializer #{} has no name", graphText, i);
@@ -521,8 +517,8 @@ private:
         return makeError(ErrorCode::DuplicateName, dupHint, "{}: initializer '{}' is defined twice",
                          graphText, init.name());
     }
-    for (const auto &in : proto.input()) {
-      Value *value = graph->findLocalValue(in.name());
+    for (const auto& in : proto.input()) {
+      Value* value = graph->findLocalValue(in.name());
       if (value && (!value->isInitializer() || value->isGraphInput()))
         return makeError(ErrorCode::DuplicateName, dupHint, "{}: input '{}' is declared twice",
                          graphText, in.name());
@@ -534,15 +530,15 @@ private:
       graph->addInput(value);
     }
     std::unordered_set<std::string> produced;
-    for (const auto &node : proto.node())
-      for (const auto &name : node.output()) {
+    for (const auto& node : proto.node())
+      for (const auto& name : node.output()) {
         if (name.empty()) continue;
         if (graph->findLocalValue(name) || !produced.insert(name).second)
           return makeError(ErrorCode::DuplicateName, dupHint, "{}: {} redefines '{}'", graphText,
                            nodeLabel(node), name);
       }
-    for (const auto &node : proto.node())
-      for (const auto &name : node.input())
+    for (const auto& node : proto.node())
+      for (const auto& name : node.input())
         if (!name.empty() && !produced.count(name) && !graph->lookupValue(name))
           return makeError(ErrorCode::UndefinedInput,
                            "feed it from a graph input, an initializer or another node's output",
@@ -551,11 +547,11 @@ private:
     KILN_ASSIGN_OR_RETURN(std::vector<int> order, topologicalOrder(proto, graphText));
 
     for (int index : order) {
-      const auto &nodeProto = proto.node(index);
-      std::vector<Value *> inputs;
-      for (const auto &name : nodeProto.input())
+      const auto& nodeProto = proto.node(index);
+      std::vector<Value*> inputs;
+      for (const auto& name : nodeProto.input())
         inputs.push_back(name.empty() ? nullptr : graph->lookupValue(name));
-      Node *node = graph->appendNode(nodeProto.op_type(), inputs,
+      Node* node = graph->appendNode(nodeProto.op_type(), inputs,
                                      {nodeProto.output().begin(), nodeProto.output().end()});
       node->setName(nodeProto.name());
       node->setDomain(nodeProto.domain());
@@ -563,7 +559,7 @@ private:
       node->addLocation({nodeProto.name(), nodeProto.op_type()});
       std::string nodeText = fmt::format("{}: {}", graphText, nodeLabel(nodeProto));
       std::unordered_set<std::string> seenAttrs;
-      for (const auto &attrProto : nodeProto.attribute()) {
+      for (const auto& attrProto : nodeProto.attribute()) {
         if (!seenAttrs.insert(attrProto.name()).second)
           return makeError(ErrorCode::BadAttribute, "set each attribute once",
                            "{} sets attribute '{}' twice", nodeText, attrProto.name());
@@ -571,8 +567,8 @@ private:
         node->setAttribute(attrProto.name(), std::move(attr));
       }
     }
-    for (const auto &out : proto.output()) {
-      Value *value = graph->lookupValue(out.name());
+    for (const auto& out : proto.output()) {
+      Value* value = graph->lookupValue(out.name());
       if (!value)
         return makeError(ErrorCode::UndefinedInput,
                          "produce each graph output with a node, input or initializer",
@@ -580,9 +576,9 @@ private:
       if (value->owner() == graph.get()) KILN_TRY(applyValueInfo(value, out));
       graph->addOutput(value);
     }
-    std::unordered_set<const Value *> annotated;
-    for (const auto &info : proto.value_info()) {
-      Value *value = graph->findLocalValue(info.name());
+    std::unordered_set<const Value*> annotated;
+    for (const auto& info : proto.value_info()) {
+      Value* value = graph->findLocalValue(info.name());
       if (!value) {
         spdlog::debug("{}: value_info '{}' names no value; dropped", graphText, info.name());
         continue;
@@ -597,15 +593,15 @@ private:
 
   std::string displayName_;
   std::string baseDir_;
-  const uint8_t *data_;
+  const uint8_t* data_;
   std::shared_ptr<const void> owner_;
-  const MappedFile *file_;
+  const MappedFile* file_;
   std::map<std::string, std::shared_ptr<const MappedFile>> externalFiles_;
 };
 
-Expected<Model> importScanned(const uint8_t *data, size_t size, std::shared_ptr<const void> owner,
-                              const MappedFile *file, const std::string &displayName,
-                              const std::string &baseDir, const OnnxImportOptions &options) {
+Expected<Model> importScanned(const uint8_t* data, size_t size, std::shared_ptr<const void> owner,
+                              const MappedFile* file, const std::string& displayName,
+                              const std::string& baseDir, const OnnxImportOptions& options) {
   auto scanned = onnx_import::scanModel(data, size);
   if (!scanned) return scanned.status().withContext(displayName);
   if (!scanned->hasGraph)
@@ -630,29 +626,35 @@ Expected<Model> importScanned(const uint8_t *data, size_t size, std::shared_ptr<
 
 } // namespace
 
-Expected<Model> importOnnxFile(const std::string &path, const OnnxImportOptions &options) {
+Expected<Model> importOnnxFile(const std::string& path, const OnnxImportOptions& options) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::open(path));
   if (file->size() == 0)
     return Status(ErrorCode::Truncated, fmt::format("{}: file is empty", path),
                   "export the model again");
   std::string baseDir = fs::path(path).parent_path().string();
   if (baseDir.empty()) baseDir = ".";
-  const MappedFile *raw = file.get();
+  const MappedFile* raw = file.get();
   return importScanned(raw->data(), raw->size(), std::move(file), raw, path, baseDir, options);
 }
 
-Expected<Model> importOnnxBytes(const uint8_t *data, size_t size, std::shared_ptr<const void> owner,
-                                const std::string &displayName, const std::string &baseDir,
-                                const OnnxImportOptions &options) {
+Expected<Model> importOnnxBytes(const uint8_t* data, size_t size, std::shared_ptr<const void> owner,
+                                const std::string& displayName, const std::string& baseDir,
+                                const OnnxImportOptions& options) {
   if (size == 0)
     return Status(ErrorCode::Truncated, fmt::format("{}: no bytes", displayName),
                   "export the model again");
   return importScanned(data, size, std::move(owner), nullptr, displayName, baseDir, options);
 }
 
-Expected<Model> importOnnxTextFile(const std::string &path, const OnnxImportOptions &options) {
+Expected<Tensor> tensorFromOnnx(const onnx::TensorProto& proto, const std::string& baseDir,
+                                const std::string& label) {
+  Importer importer(label, baseDir, nullptr, nullptr, nullptr);
+  return importer.tensor(proto, std::nullopt, "");
+}
+
+Expected<Model> importOnnxTextFile(const std::string& path, const OnnxImportOptions& options) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::open(path));
-  std::string text(reinterpret_cast<const char *>(file->data()), file->size());
+  std::string text(reinterpret_cast<const char*>(file->data()), file->size());
   onnx::ModelProto proto;
   auto status = onnx::OnnxParser::Parse(proto, text.c_str());
   if (!status.IsOK())
@@ -663,8 +665,8 @@ Expected<Model> importOnnxTextFile(const std::string &path, const OnnxImportOpti
   return importOnnxProto(proto, path, baseDir.empty() ? "." : baseDir, options);
 }
 
-Expected<Model> importOnnxProto(const onnx::ModelProto &proto, const std::string &displayName,
-                                const std::string &baseDir, const OnnxImportOptions &options) {
+Expected<Model> importOnnxProto(const onnx::ModelProto& proto, const std::string& displayName,
+                                const std::string& baseDir, const OnnxImportOptions& options) {
   if (!proto.has_graph())
     return Status(ErrorCode::NoGraph, fmt::format("{}: no ONNX graph", displayName),
                   "pass an ONNX ModelProto");

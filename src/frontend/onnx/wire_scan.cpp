@@ -26,8 +26,8 @@ struct Field {
 };
 
 class Reader {
-public:
-  Reader(const uint8_t *data, size_t begin, size_t end) : data_(data), pos_(begin), end_(end) {}
+ public:
+  Reader(const uint8_t* data, size_t begin, size_t end) : data_(data), pos_(begin), end_(end) {}
   bool atEnd() const { return pos_ >= end_; }
 
   Expected<Field> next() {
@@ -67,7 +67,7 @@ public:
     return field;
   }
 
-private:
+ private:
   Expected<uint64_t> varint() {
     uint64_t result = 0;
     for (int shift = 0; shift < 64; shift += 7) {
@@ -90,16 +90,16 @@ private:
                      end_);
   }
 
-  const uint8_t *data_;
+  const uint8_t* data_;
   size_t pos_;
   size_t end_;
 };
 
-void append(std::string &out, const uint8_t *data, const Field &field) {
-  out.append(reinterpret_cast<const char *>(data + field.start), field.end - field.start);
+void append(std::string& out, const uint8_t* data, const Field& field) {
+  out.append(reinterpret_cast<const char*>(data + field.start), field.end - field.start);
 }
 
-Expected<ScannedInitializer> scanTensor(const uint8_t *data, size_t begin, size_t end) {
+Expected<ScannedInitializer> scanTensor(const uint8_t* data, size_t begin, size_t end) {
   ScannedInitializer out;
   Reader reader(data, begin, end);
   while (!reader.atEnd()) {
@@ -113,7 +113,7 @@ Expected<ScannedInitializer> scanTensor(const uint8_t *data, size_t begin, size_
   return out;
 }
 
-Status scanGraph(const uint8_t *data, size_t begin, size_t end, ScannedModel &out) {
+Status scanGraph(const uint8_t* data, size_t begin, size_t end, ScannedModel& out) {
   Reader reader(data, begin, end);
   while (!reader.atEnd()) {
     KILN_ASSIGN_OR_RETURN(Field field, reader.next());
@@ -130,7 +130,7 @@ Status scanGraph(const uint8_t *data, size_t begin, size_t end, ScannedModel &ou
 
 } // namespace
 
-Expected<ScannedModel> scanModel(const uint8_t *data, size_t size) {
+Expected<ScannedModel> scanModel(const uint8_t* data, size_t size) {
   ScannedModel out;
   Reader reader(data, 0, size);
   while (!reader.atEnd()) {

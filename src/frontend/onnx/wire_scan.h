@@ -35,6 +35,6 @@ struct ScannedModel {
 };
 
 // Errors: K2001 (not protobuf wire format), K2002 (a length runs past the end).
-Expected<ScannedModel> scanModel(const uint8_t *data, size_t size);
+Expected<ScannedModel> scanModel(const uint8_t* data, size_t size);
 
 } // namespace kiln::onnx_import

@@ -16,24 +16,24 @@ using namespace kiln;
 
 namespace {
 
-const char *kTestdataRoot = "/usr/share/libonnx-testdata/data";
+const char* kTestdataRoot = "/usr/share/libonnx-testdata/data";
 
 std::vector<std::string>
-names(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> &infos) {
+names(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& infos) {
   std::vector<std::string> out;
-  for (const auto &info : infos)
+  for (const auto& info : infos)
     out.push_back(info.name());
   return out;
 }
 
-std::vector<std::string> nodeSignatures(const onnx::GraphProto &graph) {
+std::vector<std::string> nodeSignatures(const onnx::GraphProto& graph) {
   std::vector<std::string> out;
-  for (const auto &node : graph.node()) {
+  for (const auto& node : graph.node()) {
     std::string sig = node.domain() + "::" + node.op_type() + "(";
-    for (const auto &in : node.input())
+    for (const auto& in : node.input())
       sig += in + ",";
     sig += ")->";
-    for (const auto &o : node.output())
+    for (const auto& o : node.output())
       sig += o + ",";
     sig += fmt::format(" attrs={}", node.attribute_size());
     out.push_back(sig);
@@ -41,15 +41,15 @@ std::vector<std::string> nodeSignatures(const onnx::GraphProto &graph) {
   return out;
 }
 
-std::vector<std::string> initializerSignatures(const onnx::GraphProto &graph) {
+std::vector<std::string> initializerSignatures(const onnx::GraphProto& graph) {
   std::vector<std::string> out;
-  for (const auto &t : graph.initializer())
+  for (const auto& t : graph.initializer())
     out.push_back(fmt::format("{}:{}:{}", t.name(), t.data_type(), t.dims_size()));
   return out;
 }
 
 // Returns "" on success, else what went wrong.
-std::string roundTrip(const fs::path &path) {
+std::string roundTrip(const fs::path& path) {
   auto model = importOnnxFile(path.string());
   if (!model) return "import: " + model.status().toString();
   if (auto status = verifyModel(*model); !status) return "verify: " + status.toString();
@@ -57,7 +57,7 @@ std::string roundTrip(const fs::path &path) {
   if (auto status = exportOnnx(*model, exported); !status) return "export: " + status.toString();
   try {
     onnx::checker::check_model(exported);
-  } catch (const std::exception &e) {
+  } catch (const std::exception& e) {
     return std::string("checker: ") + e.what();
   }
   onnx::ModelProto original;
@@ -71,7 +71,7 @@ std::string roundTrip(const fs::path &path) {
   // Second trip: the exported model must import to the same IR text.
   std::string bytes = exported.SerializeAsString();
   auto owner = std::make_shared<std::string>(bytes);
-  auto again = importOnnxBytes(reinterpret_cast<const uint8_t *>(owner->data()), owner->size(),
+  auto again = importOnnxBytes(reinterpret_cast<const uint8_t*>(owner->data()), owner->size(),
                                owner, "exported", path.parent_path().string());
   if (!again) return "re-import: " + again.status().toString();
   PrintOptions options;
@@ -87,18 +87,18 @@ TEST(OnnxRoundTrip, AllLibonnxTestdataModels) {
     GTEST_SKIP() << kTestdataRoot << " missing: install libonnx-testdata";
   size_t total = 0;
   std::vector<std::string> failures;
-  for (const char *suite : {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
+  for (const char* suite : {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
     std::vector<fs::path> models;
-    for (const auto &entry : fs::recursive_directory_iterator(fs::path(kTestdataRoot) / suite))
+    for (const auto& entry : fs::recursive_directory_iterator(fs::path(kTestdataRoot) / suite))
       if (entry.path().filename() == "model.onnx") models.push_back(entry.path());
     std::sort(models.begin(), models.end());
-    for (const auto &path : models) {
+    for (const auto& path : models) {
       ++total;
       std::string problem = roundTrip(path);
       if (!problem.empty()) failures.push_back(path.string() + ": " + problem);
     }
   }
-  for (const auto &f : failures)
+  for (const auto& f : failures)
     ADD_FAILURE() << f;
   std::printf("round-tripped %zu models, %zu failed\n", total, failures.size());
   EXPECT_GE(total, 1070u);

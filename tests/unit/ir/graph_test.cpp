@@ -9,11 +9,11 @@ using namespace kiln;
 
 TEST(Graph, ReplaceAllUsesAndErase) {
   Graph g("main");
-  Value *x = g.addValue("x");
+  Value* x = g.addValue("x");
   x->setType(ValueType::tensor(DType::Float32, Shape::fromStatic({2})));
   g.addInput(x);
-  Node *id = g.appendNode("Identity", {x}, {"y"});
-  Node *relu = g.appendNode("Relu", {id->output(0)}, {"z"});
+  Node* id = g.appendNode("Identity", {x}, {"y"});
+  Node* relu = g.appendNode("Relu", {id->output(0)}, {"z"});
   g.addOutput(relu->output(0));
   ASSERT_TRUE(verifyGraph(g).isOk());
   EXPECT_EQ(id->output(0)->uses().size(), 1u);
@@ -30,11 +30,11 @@ TEST(Graph, ReplaceAllUsesAndErase) {
 
 TEST(Graph, InsertBeforeKeepsOrder) {
   Graph g("main");
-  Value *x = g.addValue("x");
+  Value* x = g.addValue("x");
   g.addInput(x);
-  Node *last = g.appendNode("Relu", {x}, {"r"});
+  Node* last = g.appendNode("Relu", {x}, {"r"});
   g.addOutput(last->output(0));
-  Node *first = g.insertNodeBefore(last, "Neg", {x}, {"n"});
+  Node* first = g.insertNodeBefore(last, "Neg", {x}, {"n"});
   last->setInput(0, first->output(0));
   EXPECT_EQ(g.nodes().front().get(), first);
   EXPECT_TRUE(verifyGraph(g).isOk());
@@ -42,10 +42,10 @@ TEST(Graph, InsertBeforeKeepsOrder) {
 
 TEST(Graph, VerifierCatchesUseBeforeDefinition) {
   Graph g("main");
-  Value *x = g.addValue("x");
+  Value* x = g.addValue("x");
   g.addInput(x);
-  Node *a = g.appendNode("Relu", {x}, {"a"});
-  Node *b = g.appendNode("Relu", {a->output(0)}, {"b"});
+  Node* a = g.appendNode("Relu", {x}, {"a"});
+  Node* b = g.appendNode("Relu", {a->output(0)}, {"b"});
   g.addOutput(b->output(0));
   g.reorderNodes({b, a});
   Status status = verifyGraph(g);
@@ -57,17 +57,17 @@ TEST(Graph, VerifierCatchesUseBeforeDefinition) {
 
 TEST(Graph, SubgraphUsesOfOuterValuesUnhookOnErase) {
   Graph g("main");
-  Value *x = g.addValue("x");
-  Value *cond = g.addValue("c");
+  Value* x = g.addValue("x");
+  Value* cond = g.addValue("c");
   g.addInput(x);
   g.addInput(cond);
-  Node *ifNode = g.appendNode("If", {cond}, {"out"});
+  Node* ifNode = g.appendNode("If", {cond}, {"out"});
   auto branch = std::make_shared<Graph>("then", &g);
-  Node *inner = branch->appendNode("Relu", {x}, {"inner"});
+  Node* inner = branch->appendNode("Relu", {x}, {"inner"});
   branch->addOutput(inner->output(0));
   ifNode->setAttribute("then_branch", Attribute::ofGraph(branch));
   EXPECT_EQ(x->uses().size(), 1u);
-  Node *keep = g.appendNode("Identity", {x}, {"y"});
+  Node* keep = g.appendNode("Identity", {x}, {"y"});
   g.addOutput(keep->output(0));
   EXPECT_TRUE(verifyGraph(g).isOk());
   branch.reset();
@@ -78,11 +78,11 @@ TEST(Graph, SubgraphUsesOfOuterValuesUnhookOnErase) {
 
 TEST(Printer, StableText) {
   Graph g("main");
-  Value *x = g.addValue("x");
+  Value* x = g.addValue("x");
   x->setType(ValueType::tensor(DType::Float32, Shape({Dim::symbol("N"), Dim::known(3)})));
   g.addInput(x);
   g.addInitializer("w", Tensor::fromValues<float>(DType::Float32, {2}, {1.5f, -2.0f}));
-  Node *n = g.appendNode("Mul", {x, g.findLocalValue("w")}, {"y"});
+  Node* n = g.appendNode("Mul", {x, g.findLocalValue("w")}, {"y"});
   n->setAttribute("alpha", Attribute::ofFloat(0.5f));
   n->addLocation({"mul0", "Mul"});
   g.addOutput(n->output(0));
