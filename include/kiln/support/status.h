@@ -38,6 +38,12 @@ enum class ErrorCode : int {
   // K4xxx: command line
   BadFlag = 4001,
   UnsupportedFormat = 4002,
+  // K5xxx: execution
+  RuntimeUnsupported = 5001,
+  RuntimeBadInput = 5002,
+  RuntimeMissingInput = 5003,
+  // K6xxx: conformance and comparison
+  ConformanceDataBad = 6001,
   // K9xxx: internal
   Internal = 9001,
 };

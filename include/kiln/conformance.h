@@ -1,0 +1,38 @@
+// ONNX backend-test conformance runner (`kiln conformance`) and value comparison.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime/value.h"
+
+namespace kiln {
+
+struct Tolerance {
+  double rtol = 1e-3; // the ONNX backend tests' defaults
+  double atol = 1e-7;
+};
+
+// "" when `actual` matches `expected` (|a - e| <= atol + rtol * |e|, NaN == NaN, exact for
+// integers, bools and strings); otherwise a description of the first mismatch.
+std::string compareValues(const rt::RtValue& expected, const rt::RtValue& actual,
+                          const Tolerance& tolerance);
+
+struct ConformanceOptions {
+  std::string via = "onnx";       // onnx (ms and om come with their backends)
+  std::string precision = "fp32"; // fp32 (fp16 comes with the precision passes)
+  std::string expectFile;         // cases listed here must pass
+  std::string writeExpected;      // write the passing cases here
+  int jobs = 1;
+  int timeoutSeconds = 120;
+  bool quiet = false; // print only failures and the closing line
+};
+
+// Finds case folders (holding model.onnx) under each path; runs each in a child process so a
+// crash or hang fails one case, not the run. Prints a line per case and the closing
+// "N passed, N failed, N skipped" line. Returns the process exit status.
+int runConformance(const std::vector<std::string>& paths, const ConformanceOptions& options,
+                   std::ostream& out);
+
+} // namespace kiln

@@ -1,0 +1,65 @@
+// CPU reference executor: runs an IR graph node by node, optionally capturing every tensor.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+#include "kiln/runtime/value.h"
+#include "kiln/support/status.h"
+
+namespace kiln::rt {
+
+struct ExecutorOptions {
+  int threads = 1;
+  // Keep every intermediate value (by value name) for layer-by-layer comparison.
+  bool captureIntermediates = false;
+};
+
+struct RunResult {
+  std::vector<RtValue> outputs; // in graph output order
+  std::map<std::string, RtValue> captured;
+};
+
+// Values visible while a graph runs; subgraph scopes chain to their parent.
+struct Scope {
+  const Scope* parent = nullptr;
+  std::unordered_map<const Value*, RtValue> values;
+  const RtValue* find(const Value* value) const {
+    for (const Scope* s = this; s; s = s->parent) {
+      auto it = s->values.find(value);
+      if (it != s->values.end()) return &it->second;
+    }
+    return nullptr;
+  }
+};
+
+class Executor {
+ public:
+  Executor(const Model& model, ExecutorOptions options = {});
+
+  // Every node (including subgraphs) whose op has no kernel, all at once; ok when all are covered.
+  Status checkSupported() const;
+  // Feeds are keyed by graph input name; inputs backed by initializers may be omitted.
+  Expected<RunResult> run(const std::map<std::string, RtValue>& feeds);
+
+  const ExecutorOptions& options() const { return options_; }
+  Expected<std::vector<RtValue>> runGraph(const Graph& graph, const std::vector<RtValue>& inputs,
+                                          const Scope* parent);
+
+ private:
+  Status runNodes(const Graph& graph, Scope& scope);
+  const RtValue& initializerValue(const Value* value);
+
+  const Model& model_;
+  ExecutorOptions options_;
+  int64_t opset_;
+  RunResult* current_ = nullptr;
+  // Initializers re-homed into aligned buffers when the mapped bytes are misaligned.
+  std::unordered_map<const Value*, RtValue> initializers_;
+};
+
+} // namespace kiln::rt

@@ -1,0 +1,368 @@
+// Runs ONNX backend test cases (model.onnx + test_data_set_*/{input,output}_N.pb) through kiln.
+#include "kiln/conformance.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "kiln/frontend/onnx.h"
+#include "kiln/frontend/value_io.h"
+#include "kiln/runtime/executor.h"
+#include "kiln/runtime/tensor_util.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+enum class Outcome { Pass, Fail, Skip };
+
+struct CaseResult {
+  std::string name;
+  Outcome outcome = Outcome::Fail;
+  std::string reason;
+};
+
+std::string compareTensors(const Tensor& e, const Tensor& a, const Tolerance& tol) {
+  if (e.dtype() != a.dtype())
+    return fmt::format("dtype {} expected, got {}", dtypeName(e.dtype()), dtypeName(a.dtype()));
+  if (e.dims() != a.dims())
+    return fmt::format("shape {} expected, got {}", Shape::fromStatic(e.dims()).toString(),
+                       Shape::fromStatic(a.dims()).toString());
+  uint64_t n = e.elementCount();
+  if (e.dtype() == DType::String) {
+    for (uint64_t i = 0; i < n; ++i)
+      if (e.stringValues()[i] != a.stringValues()[i])
+        return fmt::format("element {}: '{}' expected, got '{}'", i, e.stringValues()[i],
+                           a.stringValues()[i]);
+    return "";
+  }
+  if (isFloatingPoint(e.dtype()) || e.dtype() == DType::Complex64 ||
+      e.dtype() == DType::Complex128) {
+    uint64_t m = n * ((e.dtype() == DType::Complex64 || e.dtype() == DType::Complex128) ? 2 : 1);
+    Tensor ef = e, af = a;
+    if (e.dtype() == DType::Complex64) {
+      ef = Tensor(DType::Float32, {static_cast<int64_t>(m)}, e.buffer());
+      af = Tensor(DType::Float32, {static_cast<int64_t>(m)}, a.buffer());
+    } else if (e.dtype() == DType::Complex128) {
+      ef = Tensor(DType::Float64, {static_cast<int64_t>(m)}, e.buffer());
+      af = Tensor(DType::Float64, {static_cast<int64_t>(m)}, a.buffer());
+    }
+    for (uint64_t i = 0; i < m; ++i) {
+      double ev = rt::elementAsDouble(ef, i), av = rt::elementAsDouble(af, i);
+      if (std::isnan(ev) && std::isnan(av)) continue;
+      if (std::isinf(ev) && ev == av) continue;
+      if (!(std::fabs(av - ev) <= tol.atol + tol.rtol * std::fabs(ev)))
+        return fmt::format("element {}: {} expected, got {} (abs err {:.3g})", i, ev, av,
+                           std::fabs(av - ev));
+    }
+    return "";
+  }
+  if (e.byteSize() != a.byteSize() ||
+      (e.byteSize() && std::memcmp(e.data(), a.data(), e.byteSize()) != 0)) {
+    for (uint64_t i = 0; i < n; ++i)
+      if (rt::elementAsDouble(e, i) != rt::elementAsDouble(a, i))
+        return fmt::format("element {}: {} expected, got {}", i, rt::elementAsDouble(e, i),
+                           rt::elementAsDouble(a, i));
+    return "bytes differ";
+  }
+  return "";
+}
+
+std::vector<fs::path> sortedMatches(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> out;
+  if (!fs::is_directory(dir)) return out;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) out.push_back(entry.path());
+  }
+  // input_10 sorts after input_9: order by the trailing number.
+  std::sort(out.begin(), out.end(), [&](const fs::path& a, const fs::path& b) {
+    auto number = [&](const fs::path& p) {
+      std::string stem = p.stem().string().substr(prefix.size());
+      return std::atoll(stem.c_str());
+    };
+    return number(a) < number(b);
+  });
+  return out;
+}
+
+CaseResult runCase(const fs::path& dir, const std::string& name,
+                   const ConformanceOptions& options) {
+  CaseResult result{name, Outcome::Fail, ""};
+  auto model = importOnnxFile((dir / "model.onnx").string());
+  if (!model) {
+    result.reason = "import: " + model.status().toString();
+    return result;
+  }
+  rt::Executor executor(*model, rt::ExecutorOptions{});
+  if (auto status = executor.checkSupported(); !status) {
+    result.outcome = Outcome::Skip;
+    result.reason = status.message();
+    return result;
+  }
+  std::vector<const Value*> feedInputs;
+  for (const Value* in : model->graph->inputs())
+    if (!in->isInitializer()) feedInputs.push_back(in);
+  auto sets = sortedMatches(dir, "test_data_set_");
+  if (sets.empty()) {
+    result.outcome = Outcome::Skip;
+    result.reason = "no test_data_set_* folders";
+    return result;
+  }
+  Tolerance tolerance;
+  for (const auto& set : sets) {
+    std::map<std::string, rt::RtValue> feeds;
+    auto inputFiles = sortedMatches(set, "input_");
+    for (size_t i = 0; i < inputFiles.size(); ++i) {
+      // Files beyond the declared feed inputs bind initializer-backed inputs in order.
+      const Value* target = nullptr;
+      if (i < feedInputs.size())
+        target = feedInputs[i];
+      else if (i < model->graph->inputs().size())
+        target = model->graph->inputs()[i];
+      if (!target) {
+        result.reason = fmt::format("{} has more inputs than the graph", set.filename().string());
+        return result;
+      }
+      auto value = readValueFile(inputFiles[i].string(), target->type());
+      if (!value) {
+        result.reason = value.status().toString();
+        return result;
+      }
+      feeds[target->name()] = value.take();
+    }
+    auto run = executor.run(feeds);
+    if (!run) {
+      result.outcome =
+          run.status().code() == ErrorCode::RuntimeUnsupported ? Outcome::Skip : Outcome::Fail;
+      result.reason = run.status().toString();
+      return result;
+    }
+    auto outputFiles = sortedMatches(set, "output_");
+    for (size_t i = 0; i < outputFiles.size(); ++i) {
+      if (i >= run->outputs.size()) {
+        result.reason = "fewer outputs than expected";
+        return result;
+      }
+      const Value* out = model->graph->outputs()[i];
+      auto expected = readValueFile(outputFiles[i].string(), out->type());
+      if (!expected) {
+        result.reason = expected.status().toString();
+        return result;
+      }
+      std::string problem = compareValues(*expected, run->outputs[i], tolerance);
+      if (!problem.empty()) {
+        result.reason =
+            fmt::format("{} output '{}': {}", set.filename().string(), out->name(), problem);
+        return result;
+      }
+    }
+  }
+  result.outcome = Outcome::Pass;
+  return result;
+}
+
+std::vector<std::pair<fs::path, std::string>> findCases(const std::vector<std::string>& paths) {
+  std::vector<std::pair<fs::path, std::string>> cases;
+  auto caseName = [](const fs::path& dir) {
+    return dir.parent_path().filename().string() + "/" + dir.filename().string();
+  };
+  for (const auto& p : paths) {
+    fs::path root(p);
+    if (fs::exists(root / "model.onnx")) {
+      cases.emplace_back(root, caseName(root));
+      continue;
+    }
+    if (!fs::is_directory(root)) continue;
+    for (const auto& entry : fs::recursive_directory_iterator(root))
+      if (entry.path().filename() == "model.onnx")
+        cases.emplace_back(entry.path().parent_path(), caseName(entry.path().parent_path()));
+  }
+  std::sort(cases.begin(), cases.end(),
+            [](const auto& a, const auto& b) { return a.second < b.second; });
+  return cases;
+}
+
+// Child process protocol: one line "P|F|S<tab>reason" on the pipe.
+struct Running {
+  pid_t pid;
+  int fd;
+  size_t index;
+  std::string buffer;
+  std::chrono::steady_clock::time_point start;
+};
+
+std::string oneLine(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
+}
+
+} // namespace
+
+std::string compareValues(const rt::RtValue& expected, const rt::RtValue& actual,
+                          const Tolerance& tolerance) {
+  if (expected.kind != actual.kind)
+    return "value kind differs (tensor / sequence / empty optional)";
+  if (expected.isTensor()) return compareTensors(expected.tensor, actual.tensor, tolerance);
+  if (expected.isSequence()) {
+    if (expected.sequence.size() != actual.sequence.size())
+      return fmt::format("sequence of {} expected, got {}", expected.sequence.size(),
+                         actual.sequence.size());
+    for (size_t i = 0; i < expected.sequence.size(); ++i) {
+      std::string p = compareTensors(expected.sequence[i], actual.sequence[i], tolerance);
+      if (!p.empty()) return fmt::format("sequence item {}: {}", i, p);
+    }
+  }
+  return "";
+}
+
+int runConformance(const std::vector<std::string>& paths, const ConformanceOptions& options,
+                   std::ostream& out) {
+  auto cases = findCases(paths);
+  std::vector<CaseResult> results(cases.size());
+  std::vector<Running> running;
+  size_t next = 0;
+  const int jobs = std::max(1, options.jobs);
+  while (next < cases.size() || !running.empty()) {
+    while (next < cases.size() && static_cast<int>(running.size()) < jobs) {
+      int fds[2];
+      if (pipe(fds) != 0) {
+        out << "kiln: cannot create a pipe\n";
+        return 1;
+      }
+      out.flush();
+      pid_t pid = fork();
+      if (pid == 0) {
+        close(fds[0]);
+        CaseResult r = runCase(cases[next].first, cases[next].second, options);
+        std::string line = std::string(r.outcome == Outcome::Pass   ? "P"
+                                       : r.outcome == Outcome::Skip ? "S"
+                                                                    : "F") +
+                           "\t" + oneLine(r.reason) + "\n";
+        ssize_t ignored = write(fds[1], line.data(), line.size());
+        (void)ignored;
+        _exit(0);
+      }
+      close(fds[1]);
+      running.push_back({pid, fds[0], next, "", std::chrono::steady_clock::now()});
+      ++next;
+    }
+    std::vector<pollfd> polls;
+    for (const auto& r : running)
+      polls.push_back({r.fd, POLLIN, 0});
+    poll(polls.data(), polls.size(), 1000);
+    for (size_t k = 0; k < running.size();) {
+      Running& r = running[k];
+      bool done = false;
+      if (polls.size() > k && (polls[k].revents & (POLLIN | POLLHUP))) {
+        char chunk[4096];
+        ssize_t got = read(r.fd, chunk, sizeof chunk);
+        if (got > 0)
+          r.buffer.append(chunk, static_cast<size_t>(got));
+        else
+          done = true;
+      }
+      bool timedOut =
+          std::chrono::steady_clock::now() - r.start > std::chrono::seconds(options.timeoutSeconds);
+      if (timedOut && !done) kill(r.pid, SIGKILL);
+      if (done || timedOut) {
+        int status = 0;
+        waitpid(r.pid, &status, 0);
+        close(r.fd);
+        CaseResult& result = results[r.index];
+        result.name = cases[r.index].second;
+        if (timedOut) {
+          result.outcome = Outcome::Fail;
+          result.reason = fmt::format("timed out after {} s", options.timeoutSeconds);
+        } else if (r.buffer.size() >= 2) {
+          result.outcome = r.buffer[0] == 'P'   ? Outcome::Pass
+                           : r.buffer[0] == 'S' ? Outcome::Skip
+                                                : Outcome::Fail;
+          result.reason = r.buffer.substr(2, r.buffer.size() - 3);
+        } else {
+          result.outcome = Outcome::Fail;
+          result.reason = WIFSIGNALED(status)
+                              ? fmt::format("crashed with signal {}", WTERMSIG(status))
+                              : "child exited without a result";
+        }
+        running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
+        polls.erase(polls.begin() + static_cast<std::ptrdiff_t>(k));
+        continue;
+      }
+      ++k;
+    }
+  }
+
+  size_t passed = 0, failed = 0, skipped = 0;
+  std::set<std::string> passing;
+  for (const auto& r : results) {
+    const char* label = r.outcome == Outcome::Pass   ? "PASS"
+                        : r.outcome == Outcome::Skip ? "SKIP"
+                                                     : "FAIL";
+    if (r.outcome == Outcome::Pass) {
+      ++passed;
+      passing.insert(r.name);
+    } else if (r.outcome == Outcome::Skip) {
+      ++skipped;
+    } else {
+      ++failed;
+    }
+    if (!options.quiet || r.outcome != Outcome::Pass)
+      out << label << " " << r.name << (r.reason.empty() ? "" : ": " + r.reason) << "\n";
+  }
+  int exitCode = 0;
+  if (!options.expectFile.empty()) {
+    std::ifstream in(options.expectFile);
+    if (!in) {
+      out << "kiln: cannot read expectation list " << options.expectFile << "\n";
+      return 1;
+    }
+    std::set<std::string> found;
+    for (const auto& c : cases)
+      found.insert(c.second);
+    std::string line;
+    size_t regressions = 0, expectedCount = 0;
+    std::set<std::string> expected;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      expected.insert(line);
+      if (!found.count(line)) continue; // not among the paths given
+      ++expectedCount;
+      if (!passing.count(line)) {
+        out << "REGRESSION " << line << " is listed in " << options.expectFile
+            << " but did not pass\n";
+        ++regressions;
+      }
+    }
+    size_t fresh = 0;
+    for (const auto& name : passing)
+      if (!expected.count(name)) ++fresh;
+    out << fmt::format(
+        "expectations: {} listed cases run, {} regressed, {} newly passing (not listed)\n",
+        expectedCount, regressions, fresh);
+    if (regressions) exitCode = 1;
+  }
+  if (!options.writeExpected.empty()) {
+    std::ofstream list(options.writeExpected);
+    list << "# Cases expected to pass `kiln conformance` (regenerate with --write-expected).\n";
+    for (const auto& name : passing)
+      list << name << "\n";
+  }
+  out << fmt::format("{} passed, {} failed, {} skipped\n", passed, failed, skipped);
+  if (options.expectFile.empty() && failed > 0) exitCode = 1;
+  return exitCode;
+}
+
+} // namespace kiln

@@ -1,0 +1,188 @@
+// Graph interpreter: topological walk, scope chaining for subgraphs, frees values after last use.
+#include "kiln/runtime/executor.h"
+
+#include <set>
+#include <unordered_set>
+
+#include "kiln/runtime/kernel.h"
+
+namespace kiln::rt {
+namespace {
+
+void collectUnsupported(const Graph& graph, std::set<std::string>& ops,
+                        std::vector<std::string>& nodes) {
+  for (const auto& node : graph.nodes()) {
+    if (!findKernel(node->domain(), node->opType())) {
+      std::string op =
+          node->domain().empty() ? node->opType() : node->domain() + "::" + node->opType();
+      ops.insert(op);
+      if (nodes.size() < 20) nodes.push_back(fmt::format("'{}' ({})", node->name(), op));
+    }
+    for (const Graph* sub : node->subgraphs())
+      collectUnsupported(*sub, ops, nodes);
+  }
+}
+
+// Values of outer scopes that a node's subgraphs read: they must stay alive until the node runs.
+void collectOuterReads(const Graph& graph, const Graph& scopeOwner,
+                       std::unordered_set<const Value*>& out) {
+  for (const auto& node : graph.nodes()) {
+    for (const Value* in : node->inputs())
+      if (in && in->owner() != &graph) out.insert(in);
+    for (const Graph* sub : node->subgraphs())
+      collectOuterReads(*sub, scopeOwner, out);
+  }
+  for (const Value* o : graph.outputs())
+    if (o->owner() != &graph) out.insert(o);
+}
+
+} // namespace
+
+Executor::Executor(const Model& model, ExecutorOptions options)
+    : model_(model), options_(options), opset_(model.opsetVersion("")) {}
+
+Status Executor::checkSupported() const {
+  std::set<std::string> ops;
+  std::vector<std::string> nodes;
+  collectUnsupported(*model_.graph, ops, nodes);
+  if (ops.empty()) return Status::ok();
+  return Status(ErrorCode::RuntimeUnsupported,
+                fmt::format("no CPU kernel for {} op type(s) [{}], used by {}", ops.size(),
+                            fmt::join(ops, ", "), fmt::join(nodes, ", ")),
+                "these ops cannot be executed yet");
+}
+
+const RtValue& Executor::initializerValue(const Value* value) {
+  auto it = initializers_.find(value);
+  if (it != initializers_.end()) return it->second;
+  const Tensor& t = value->initializer();
+  Tensor usable = t;
+  // Mapped raw_data can sit at any byte offset; kernels read typed pointers, so re-home those.
+  if (t.data() && reinterpret_cast<uintptr_t>(t.data()) % 16 != 0) {
+    std::vector<uint8_t> bytes(t.data(), t.data() + t.byteSize());
+    usable = Tensor(t.dtype(), t.dims(), Buffer::owned(std::move(bytes)));
+  }
+  return initializers_.emplace(value, RtValue::ofTensor(std::move(usable))).first->second;
+}
+
+Expected<RunResult> Executor::run(const std::map<std::string, RtValue>& feeds) {
+  const Graph& graph = *model_.graph;
+  std::vector<RtValue> inputs;
+  for (const Value* in : graph.inputs()) {
+    auto it = feeds.find(in->name());
+    if (it != feeds.end()) {
+      inputs.push_back(it->second);
+    } else if (in->isInitializer()) {
+      inputs.push_back(initializerValue(in));
+    } else {
+      return Status(ErrorCode::RuntimeMissingInput,
+                    fmt::format("no value fed for graph input '{}'", in->name()),
+                    "pass --input NAME=FILE.pb for every graph input");
+    }
+  }
+  for (const auto& [name, value] : feeds) {
+    bool known = false;
+    for (const Value* in : graph.inputs())
+      known |= in->name() == name;
+    if (!known)
+      return Status(ErrorCode::RuntimeMissingInput,
+                    fmt::format("'{}' is not an input of the graph", name),
+                    "feed only the graph's inputs (see kiln inspect)");
+  }
+  RunResult result;
+  current_ = &result;
+  auto outputs = runGraph(graph, inputs, nullptr);
+  current_ = nullptr;
+  if (!outputs) return outputs.status();
+  result.outputs = outputs.take();
+  return result;
+}
+
+Expected<std::vector<RtValue>>
+Executor::runGraph(const Graph& graph, const std::vector<RtValue>& inputs, const Scope* parent) {
+  Scope scope;
+  scope.parent = parent;
+  // Subgraph inputs are positional; a body may declare fewer inputs than the caller passes.
+  for (size_t i = 0; i < graph.inputs().size() && i < inputs.size(); ++i)
+    scope.values[graph.inputs()[i]] = inputs[i];
+  for (size_t i = inputs.size(); i < graph.inputs().size(); ++i)
+    if (graph.inputs()[i]->isInitializer())
+      scope.values[graph.inputs()[i]] = initializerValue(graph.inputs()[i]);
+  for (const Value* init : graph.initializers())
+    if (!scope.values.count(init)) scope.values[init] = initializerValue(init);
+  KILN_TRY(runNodes(graph, scope));
+  std::vector<RtValue> outputs;
+  for (const Value* out : graph.outputs()) {
+    const RtValue* v = scope.find(out);
+    if (!v)
+      return Status(ErrorCode::Internal,
+                    fmt::format("graph output '{}' was not computed", out->name()), "");
+    outputs.push_back(*v);
+  }
+  return outputs;
+}
+
+Status Executor::runNodes(const Graph& graph, Scope& scope) {
+  // Remaining reads per local value so intermediates are released as soon as possible.
+  std::unordered_map<const Value*, size_t> remaining;
+  std::unordered_set<const Value*> keep(graph.outputs().begin(), graph.outputs().end());
+  std::vector<std::vector<const Value*>> reads(graph.nodeCount());
+  size_t index = 0;
+  for (const auto& node : graph.nodes()) {
+    std::unordered_set<const Value*> nodeReads(node->inputs().begin(), node->inputs().end());
+    for (const Graph* sub : node->subgraphs())
+      collectOuterReads(*sub, graph, nodeReads);
+    nodeReads.erase(nullptr);
+    for (const Value* v : nodeReads) {
+      ++remaining[v];
+      reads[index].push_back(v);
+    }
+    ++index;
+  }
+  const bool capture = options_.captureIntermediates && current_ != nullptr;
+  index = 0;
+  for (const auto& nodePtr : graph.nodes()) {
+    const Node& node = *nodePtr;
+    KernelFn kernel = findKernel(node.domain(), node.opType());
+    if (!kernel)
+      return Status(ErrorCode::RuntimeUnsupported,
+                    fmt::format("node '{}': no CPU kernel for op {}{}", node.name(),
+                                node.domain().empty() ? "" : node.domain() + "::", node.opType()),
+                    "this op cannot be executed yet");
+    std::vector<const RtValue*> inputs;
+    for (const Value* in : node.inputs()) {
+      if (!in) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      const RtValue* v = scope.find(in);
+      if (!v)
+        return Status(ErrorCode::Internal,
+                      fmt::format("node '{}': input '{}' has no value", node.name(), in->name()),
+                      "");
+      inputs.push_back(v);
+    }
+    KernelContext context(*this, node, std::move(inputs), scope, opset_);
+    Status status = kernel(context);
+    if (!status) return status;
+    for (size_t i = 0; i < node.outputs().size(); ++i) {
+      const Value* out = node.output(i);
+      if (!out) continue;
+      RtValue& produced = context.outputs()[i];
+      if (produced.kind == RtValue::Kind::Missing)
+        return Status(ErrorCode::Internal,
+                      fmt::format("node '{}' ({}) did not produce output '{}'", node.name(),
+                                  node.opType(), out->name()),
+                      "");
+      if (capture) current_->captured[out->name()] = produced;
+      scope.values[out] = std::move(produced);
+    }
+    for (const Value* v : reads[index])
+      if (--remaining[v] == 0 && v->owner() == &graph && !keep.count(v) && !v->isInitializer())
+        scope.values.erase(v);
+    ++index;
+  }
+  return Status::ok();
+}
+
+} // namespace kiln::rt

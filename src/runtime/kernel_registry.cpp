@@ -1,0 +1,71 @@
+// The (domain, op type) → kernel table, filled by KILN_REGISTER_KERNEL in each kernel file.
+#include <map>
+#include <mutex>
+
+#include "kiln/runtime/executor.h"
+#include "kiln/runtime/kernel.h"
+
+namespace kiln::rt {
+namespace {
+
+std::map<std::pair<std::string, std::string>, KernelFn>& table() {
+  static std::map<std::pair<std::string, std::string>, KernelFn> kernels;
+  return kernels;
+}
+
+std::string canonicalDomain(const std::string& domain) { return domain == "ai.onnx" ? "" : domain; }
+
+} // namespace
+
+bool registerKernel(const std::string& domain, const std::string& opType, KernelFn fn) {
+  table()[{canonicalDomain(domain), opType}] = fn;
+  return true;
+}
+
+KernelFn findKernel(const std::string& domain, const std::string& opType) {
+  auto it = table().find({canonicalDomain(domain), opType});
+  return it == table().end() ? nullptr : it->second;
+}
+
+std::vector<std::string> registeredOps() {
+  std::vector<std::string> out;
+  for (const auto& [key, fn] : table())
+    out.push_back(key.first.empty() ? key.second : key.first + "::" + key.second);
+  return out;
+}
+
+int KernelContext::threads() const { return executor_.options().threads; }
+
+int64_t KernelContext::attrInt(const std::string& name, int64_t fallback) const {
+  const Attribute* a = node_.attribute(name);
+  return a && a->kind() == AttrKind::Int ? a->asInt() : fallback;
+}
+
+float KernelContext::attrFloat(const std::string& name, float fallback) const {
+  const Attribute* a = node_.attribute(name);
+  return a && a->kind() == AttrKind::Float ? a->asFloat() : fallback;
+}
+
+std::string KernelContext::attrString(const std::string& name, const std::string& fallback) const {
+  const Attribute* a = node_.attribute(name);
+  return a && a->kind() == AttrKind::String ? a->asString() : fallback;
+}
+
+std::vector<int64_t> KernelContext::attrInts(const std::string& name,
+                                             std::vector<int64_t> fallback) const {
+  const Attribute* a = node_.attribute(name);
+  return a && a->kind() == AttrKind::Ints ? a->asInts() : fallback;
+}
+
+std::vector<float> KernelContext::attrFloats(const std::string& name,
+                                             std::vector<float> fallback) const {
+  const Attribute* a = node_.attribute(name);
+  return a && a->kind() == AttrKind::Floats ? a->asFloats() : fallback;
+}
+
+Expected<std::vector<RtValue>> KernelContext::runSubgraph(const Graph& graph,
+                                                          const std::vector<RtValue>& inputs) {
+  return executor_.runGraph(graph, inputs, &scope_);
+}
+
+} // namespace kiln::rt
