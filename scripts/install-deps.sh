@@ -7,7 +7,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libflatbuffers-dev flatbuffers-compiler
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev llvm-14-tools libonnx-testdata
+  libgtest-dev llvm-14-tools libonnx-testdata libopenblas-dev
 )
 
 missing=()
