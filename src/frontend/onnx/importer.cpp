@@ -93,7 +93,9 @@ class Importer {
   // Tensors.
   Expected<Tensor> tensor(const onnx::TensorProto& proto, const std::optional<ByteSpan>& rawSpan,
                           const std::string& where) {
-    std::string label = fmt::format("{}tensor '{}'", where, proto.name());
+    // Attribute tensors are often unnamed; their label is the attribute's.
+    std::string label =
+        proto.name().empty() ? where + "tensor" : fmt::format("{}tensor '{}'", where, proto.name());
     if (proto.data_type() == 0)
       return makeError(ErrorCode::UnknownDType, "set data_type to a TensorProto.DataType value",
                        "{} has no data type", label);
@@ -233,15 +235,18 @@ class Importer {
       return makeError(ErrorCode::ExternalDataEscape, "load the model from a file",
                        "{}: external data '{}' cannot be resolved for an in-memory model", label,
                        location);
-    std::error_code ec;
-    fs::path base = fs::weakly_canonical(fs::path(baseDir_), ec);
-    fs::path resolved = fs::weakly_canonical(base / relative, ec);
+    // Canonical paths follow symlinks, so a link inside the folder that points out is caught too.
+    std::error_code baseError, resolvedError;
+    fs::path base = fs::weakly_canonical(fs::path(baseDir_), baseError);
+    if (!base.has_filename()) base = base.parent_path(); // "dir/" has an empty last component
+    fs::path resolved = fs::weakly_canonical(base / relative, resolvedError);
     auto [baseEnd, resolvedIt] =
         std::mismatch(base.begin(), base.end(), resolved.begin(), resolved.end());
-    if (ec || baseEnd != base.end())
-      return makeError(ErrorCode::ExternalDataEscape, escapeHint,
-                       "{}: external data location '{}' resolves outside the model folder", label,
-                       location);
+    if (baseError || resolvedError || baseEnd != base.end())
+      return makeError(
+          ErrorCode::ExternalDataEscape, escapeHint,
+          "{}: external data location '{}' resolves outside the model folder (to '{}')", label,
+          location, resolved.string());
     auto cached = externalFiles_.find(resolved.string());
     if (cached == externalFiles_.end()) {
       auto file = MappedFile::open(resolved.string());
@@ -250,11 +255,18 @@ class Importer {
     }
     const auto& file = cached->second;
     uint64_t available = file->size();
-    uint64_t size = length.value_or(available >= offset ? available - offset : 0);
-    if (offset > available || size > available - offset)
-      return makeError(ErrorCode::ExternalDataRange, "fix offset/length or the external data file",
-                       "{}: external data range [{}, {}) lies outside '{}' ({} bytes)", label,
-                       offset, offset + size, location, available);
+    const std::string rangeHint = "fix offset/length or the external data file";
+    if (offset > available)
+      return makeError(ErrorCode::ExternalDataRange, rangeHint,
+                       "{}: external data offset {} lies past the end of '{}' ({} bytes)", label,
+                       offset, location, available);
+    // Compared as "length fits in what is left" so a huge length cannot wrap offset + length.
+    uint64_t size = length.value_or(available - offset);
+    if (size > available - offset)
+      return makeError(ErrorCode::ExternalDataRange, rangeHint,
+                       "{}: external data at offset {} with length {} runs past the end of '{}' "
+                       "({} bytes)",
+                       label, offset, size, location, available);
     return Buffer::view(file, static_cast<size_t>(offset), static_cast<size_t>(size));
   }
 
@@ -317,9 +329,12 @@ class Importer {
     return out;
   }
 
-  Status applyValueInfo(Value* value, const onnx::ValueInfoProto& info) {
+  // `role` says where the declaration sits (input, output, value_info) so errors can point at it.
+  Status applyValueInfo(Value* value, const onnx::ValueInfoProto& info,
+                        const std::string& graphText, const char* role) {
     if (!info.has_type()) return Status::ok();
-    KILN_ASSIGN_OR_RETURN(ValueType t, type(info.type(), fmt::format("value '{}'", info.name())));
+    KILN_ASSIGN_OR_RETURN(
+        ValueType t, type(info.type(), fmt::format("{}: {} '{}'", graphText, role, info.name())));
     value->setType(std::move(t));
     if (!info.doc_string().empty()) value->setDocString(info.doc_string());
     return Status::ok();
@@ -512,7 +527,7 @@ class Importer {
       if (init.name().empty())
         return makeError(ErrorCode::DuplicateName, "give every initializer a name",
                          "{}: initializer #{} has no name", graphText, i);
-      KILN_ASSIGN_OR_RETURN(Tensor t, tensor(init, raw, "initializer "));
+      KILN_ASSIGN_OR_RETURN(Tensor t, tensor(init, raw, graphText + ": initializer "));
       if (!graph->addInitializer(init.name(), std::move(t)))
         return makeError(ErrorCode::DuplicateName, dupHint, "{}: initializer '{}' is defined twice",
                          graphText, init.name());
@@ -526,7 +541,7 @@ class Importer {
         return makeError(ErrorCode::DuplicateName, "give every graph input a name",
                          "{} has an unnamed input", graphText);
       if (!value) value = graph->addValue(in.name());
-      KILN_TRY(applyValueInfo(value, in));
+      KILN_TRY(applyValueInfo(value, in, graphText, "input"));
       graph->addInput(value);
     }
     std::unordered_set<std::string> produced;
@@ -573,7 +588,7 @@ class Importer {
         return makeError(ErrorCode::UndefinedInput,
                          "produce each graph output with a node, input or initializer",
                          "{}: output '{}' is never produced", graphText, out.name());
-      if (value->owner() == graph.get()) KILN_TRY(applyValueInfo(value, out));
+      if (value->owner() == graph.get()) KILN_TRY(applyValueInfo(value, out, graphText, "output"));
       graph->addOutput(value);
     }
     std::unordered_set<const Value*> annotated;
@@ -585,7 +600,7 @@ class Importer {
       }
       if (value->isGraphInput() || value->isGraphOutput() || !annotated.insert(value).second)
         continue;
-      KILN_TRY(applyValueInfo(value, info));
+      KILN_TRY(applyValueInfo(value, info, graphText, "value_info"));
       graph->addAnnotatedValue(value);
     }
     return graph;
@@ -599,10 +614,25 @@ class Importer {
   std::map<std::string, std::shared_ptr<const MappedFile>> externalFiles_;
 };
 
+// True when the first bytes are printable text: a wire-format complaint about such a file would
+// only confuse, since the user most likely passed a text file (or ONNX text syntax) by mistake.
+bool looksLikeText(const uint8_t* data, size_t size) {
+  size_t n = std::min<size_t>(size, 256);
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t c = data[i];
+    if (!(c >= 0x20 && c < 0x7f) && c != '\n' && c != '\r' && c != '\t') return false;
+  }
+  return n > 0;
+}
+
 Expected<Model> importScanned(const uint8_t* data, size_t size, std::shared_ptr<const void> owner,
                               const MappedFile* file, const std::string& displayName,
                               const std::string& baseDir, const OnnxImportOptions& options) {
   auto scanned = onnx_import::scanModel(data, size);
+  if ((!scanned || !scanned->hasGraph) && looksLikeText(data, size))
+    return Status(ErrorCode::NotProtobuf,
+                  fmt::format("{}: file is text, not a binary ONNX model", displayName),
+                  "pass a binary ONNX model (.onnx); ONNX text syntax belongs in a .onnxtxt file");
   if (!scanned) return scanned.status().withContext(displayName);
   if (!scanned->hasGraph)
     return Status(ErrorCode::NoGraph,

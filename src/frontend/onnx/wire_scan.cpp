@@ -27,7 +27,9 @@ struct Field {
 
 class Reader {
  public:
-  Reader(const uint8_t* data, size_t begin, size_t end) : data_(data), pos_(begin), end_(end) {}
+  // [begin, end) is one message inside a buffer of `fileSize` bytes.
+  Reader(const uint8_t* data, size_t begin, size_t end, size_t fileSize)
+      : data_(data), pos_(begin), end_(end), fileSize_(fileSize) {}
   bool atEnd() const { return pos_ >= end_; }
 
   Expected<Field> next() {
@@ -85,23 +87,31 @@ class Reader {
     return Status::ok();
   }
   Status truncated(size_t at) {
-    return makeError(ErrorCode::Truncated, "the file is cut short; copy or export it again",
-                     "data ends inside a field that starts at byte {} (file is {} bytes)", at,
-                     end_);
+    const char* hint = "the file is cut short; copy or export it again";
+    if (end_ == fileSize_)
+      return makeError(ErrorCode::Truncated, hint,
+                       "data ends inside a field that starts at byte {} (file is {} bytes)", at,
+                       fileSize_);
+    return makeError(ErrorCode::Truncated, hint,
+                     "a field that starts at byte {} runs past the end of its enclosing message "
+                     "(byte {}; file is {} bytes)",
+                     at, end_, fileSize_);
   }
 
   const uint8_t* data_;
   size_t pos_;
   size_t end_;
+  size_t fileSize_;
 };
 
 void append(std::string& out, const uint8_t* data, const Field& field) {
   out.append(reinterpret_cast<const char*>(data + field.start), field.end - field.start);
 }
 
-Expected<ScannedInitializer> scanTensor(const uint8_t* data, size_t begin, size_t end) {
+Expected<ScannedInitializer> scanTensor(const uint8_t* data, size_t begin, size_t end,
+                                        size_t fileSize) {
   ScannedInitializer out;
-  Reader reader(data, begin, end);
+  Reader reader(data, begin, end, fileSize);
   while (!reader.atEnd()) {
     KILN_ASSIGN_OR_RETURN(Field field, reader.next());
     if (field.number == kTensorRawDataField && field.wireType == LengthDelimited)
@@ -113,13 +123,14 @@ Expected<ScannedInitializer> scanTensor(const uint8_t* data, size_t begin, size_
   return out;
 }
 
-Status scanGraph(const uint8_t* data, size_t begin, size_t end, ScannedModel& out) {
-  Reader reader(data, begin, end);
+Status scanGraph(const uint8_t* data, size_t begin, size_t end, size_t fileSize,
+                 ScannedModel& out) {
+  Reader reader(data, begin, end, fileSize);
   while (!reader.atEnd()) {
     KILN_ASSIGN_OR_RETURN(Field field, reader.next());
     if (field.number == kGraphInitializerField && field.wireType == LengthDelimited) {
       KILN_ASSIGN_OR_RETURN(ScannedInitializer tensor,
-                            scanTensor(data, field.payloadStart, field.end));
+                            scanTensor(data, field.payloadStart, field.end, fileSize));
       out.initializers.push_back(std::move(tensor));
     } else {
       append(out.graphBytes, data, field);
@@ -132,12 +143,12 @@ Status scanGraph(const uint8_t* data, size_t begin, size_t end, ScannedModel& ou
 
 Expected<ScannedModel> scanModel(const uint8_t* data, size_t size) {
   ScannedModel out;
-  Reader reader(data, 0, size);
+  Reader reader(data, 0, size, size);
   while (!reader.atEnd()) {
     KILN_ASSIGN_OR_RETURN(Field field, reader.next());
     if (field.number == kModelGraphField && field.wireType == LengthDelimited) {
       out.hasGraph = true;
-      KILN_TRY(scanGraph(data, field.payloadStart, field.end, out));
+      KILN_TRY(scanGraph(data, field.payloadStart, field.end, size, out));
     } else {
       append(out.modelBytes, data, field);
     }
