@@ -1,6 +1,7 @@
 // Graph interpreter: topological walk, scope chaining for subgraphs, frees values after last use.
 #include "kiln/runtime/executor.h"
 
+#include <algorithm>
 #include <set>
 #include <unordered_set>
 
@@ -139,7 +140,13 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
     }
     ++index;
   }
-  const bool capture = options_.captureIntermediates && current_ != nullptr;
+  const bool captureAll = options_.captureIntermediates && current_ != nullptr;
+  auto wanted = [&](const Value* v) {
+    if (captureAll) return true;
+    if (!current_ || options_.captureNames.empty()) return false;
+    return std::find(options_.captureNames.begin(), options_.captureNames.end(), v->name()) !=
+           options_.captureNames.end();
+  };
   index = 0;
   for (const auto& nodePtr : graph.nodes()) {
     const Node& node = *nodePtr;
@@ -174,7 +181,7 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
                       fmt::format("node '{}' ({}) did not produce output '{}'", node.name(),
                                   node.opType(), out->name()),
                       "");
-      if (capture) current_->captured[out->name()] = produced;
+      if (wanted(out)) current_->captured[out->name()] = produced;
       scope.values[out] = std::move(produced);
     }
     for (const Value* v : reads[index])

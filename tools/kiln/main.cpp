@@ -1,12 +1,12 @@
 // `kiln` command line: thin front-end over the kiln library (flags → one library call).
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <map>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
-
-#include <filesystem>
-#include <map>
 
 #include "kiln/conformance.h"
 #include "kiln/frontend/onnx.h"
@@ -22,6 +22,16 @@ int report(const kiln::Status& status) {
   return 1;
 }
 
+struct RunFlags {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::string outputDir;
+  bool captureAll = false;
+  std::vector<std::string> capture;
+  int threads = 1;
+  int repeat = 1;
+};
+
 std::string fileNameFor(const std::string& valueName) {
   std::string out;
   for (char c : valueName)
@@ -30,12 +40,20 @@ std::string fileNameFor(const std::string& valueName) {
   return out + ".pb";
 }
 
-int runModel(const std::string& path, const std::vector<std::string>& inputs,
-             const std::string& outputDir, bool captureAll, int threads) {
-  auto model = kiln::loadModel(path);
+kiln::Status writeValues(const std::filesystem::path& dir,
+                         const std::map<std::string, kiln::rt::RtValue>& values) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  for (const auto& [name, value] : values)
+    KILN_TRY(kiln::writeValueFile((dir / fileNameFor(name)).string(), name, value));
+  return kiln::Status::ok();
+}
+
+int runModel(const RunFlags& flags) {
+  auto model = kiln::loadModel(flags.model);
   if (!model) return report(model.status());
   std::map<std::string, kiln::rt::RtValue> feeds;
-  for (const std::string& spec : inputs) {
+  for (const std::string& spec : flags.inputs) {
     auto eq = spec.find('=');
     if (eq == std::string::npos || eq == 0)
       return report(kiln::Status(kiln::ErrorCode::BadFlag,
@@ -53,29 +71,60 @@ int runModel(const std::string& path, const std::vector<std::string>& inputs,
     if (!value) return report(value.status());
     feeds[name] = value.take();
   }
-  kiln::rt::Executor executor(*model, {threads, captureAll});
+  kiln::rt::ExecutorOptions options;
+  options.threads = flags.threads;
+  options.captureIntermediates = flags.captureAll;
+  options.captureNames = flags.capture;
+  kiln::rt::Executor executor(*model, options);
   if (auto status = executor.checkSupported(); !status) return report(status);
-  auto result = executor.run(feeds);
-  if (!result) return report(result.status());
-  std::error_code ec;
-  std::filesystem::create_directories(outputDir, ec);
-  for (size_t i = 0; i < result->outputs.size(); ++i) {
-    const std::string& name = model->graph->outputs()[i]->name();
-    std::string file = (std::filesystem::path(outputDir) / fileNameFor(name)).string();
-    if (auto status = kiln::writeValueFile(file, name, result->outputs[i]); !status)
-      return report(status);
-    std::cout << "kiln: wrote " << file << "\n";
+  std::vector<double> millis;
+  std::optional<kiln::rt::RunResult> result;
+  for (int i = 0; i < flags.repeat; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    auto run = executor.run(feeds);
+    millis.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+    if (!run) return report(run.status());
+    result = run.take();
   }
-  if (captureAll) {
-    std::filesystem::path dir = std::filesystem::path(outputDir) / "intermediates";
-    std::filesystem::create_directories(dir, ec);
-    for (const auto& [name, value] : result->captured)
-      if (auto status = kiln::writeValueFile((dir / fileNameFor(name)).string(), name, value);
-          !status)
-        return report(status);
-    std::cout << "kiln: wrote " << result->captured.size() << " intermediate tensors to "
+  std::map<std::string, kiln::rt::RtValue> outputs;
+  for (size_t i = 0; i < result->outputs.size(); ++i)
+    outputs[model->graph->outputs()[i]->name()] = result->outputs[i];
+  if (auto status = writeValues(flags.outputDir, outputs); !status) return report(status);
+  std::cout << "kiln: wrote " << outputs.size() << " output(s) to " << flags.outputDir << "\n";
+  if (!result->captured.empty()) {
+    std::filesystem::path dir = std::filesystem::path(flags.outputDir) / "intermediates";
+    if (auto status = writeValues(dir, result->captured); !status) return report(status);
+    std::cout << "kiln: wrote " << result->captured.size() << " captured tensor(s) to "
               << dir.string() << "\n";
   }
+  if (flags.repeat > 1) {
+    std::sort(millis.begin(), millis.end());
+    double sum = 0;
+    for (double m : millis)
+      sum += m;
+    std::cout << fmt::format(
+        "kiln: run time over {} runs: min {:.2f} ms, median {:.2f} ms, mean {:.2f} ms\n",
+        millis.size(), millis.front(), millis[millis.size() / 2], sum / millis.size());
+  }
+  return 0;
+}
+
+int convertModel(const std::string& path, const std::string& output,
+                 const std::vector<std::string>& expose) {
+  auto model = kiln::loadModel(path);
+  if (!model) return report(model.status());
+  for (const std::string& name : expose) {
+    kiln::Value* value = model->graph->findLocalValue(name);
+    if (!value)
+      return report(kiln::Status(kiln::ErrorCode::BadFlag,
+                                 fmt::format("--expose: no value named '{}'", name),
+                                 "see `kiln inspect --ir` for value names"));
+    if (!value->isGraphOutput()) model->graph->addOutput(value);
+  }
+  if (auto status = kiln::writeOnnxFile(*model, output); !status) return report(status);
+  std::cout << "kiln: wrote " << output << " (" << model->graph->nodeCount() << " nodes)\n";
   return 0;
 }
 
@@ -92,27 +141,31 @@ int main(int argc, char** argv) {
   bool inspectIr = false;
   auto* inspect =
       app.add_subcommand("inspect", "print inputs, outputs, op histogram and parameter bytes");
-  inspect->add_option("model", inspectPath, "model file (.onnx)")->required();
+  inspect->add_option("model", inspectPath, "model file (.onnx, .onnxtxt)")->required();
   inspect->add_flag("--json", inspectAsJson, "print JSON");
   inspect->add_flag("--ir", inspectIr, "print the whole graph in kiln's text IR");
 
   std::string convertPath, convertOutput, convertTo = "onnx";
+  std::vector<std::string> convertExpose;
   auto* convert = app.add_subcommand("convert", "import a model and write it in a target format");
-  convert->add_option("model", convertPath, "input model (.onnx)")->required();
+  convert->add_option("model", convertPath, "input model (.onnx, .onnxtxt)")->required();
   convert->add_option("-o,--output", convertOutput, "output file")->required();
   convert->add_option("--to", convertTo, "target format")->check(CLI::IsMember({"onnx"}));
+  convert->add_option("--expose", convertExpose,
+                      "also make this value a graph output (repeatable)");
 
-  std::string runPath, runOutputDir;
-  std::vector<std::string> runInputs;
-  bool runCaptureAll = false;
-  int runThreads = 1;
+  RunFlags runFlags;
   auto* run =
       app.add_subcommand("run", "execute a model on CPU; outputs are written as TensorProto files");
-  run->add_option("model", runPath, "model file")->required();
-  run->add_option("--input", runInputs, "NAME=FILE.pb, once per graph input");
-  run->add_option("--output-dir", runOutputDir, "folder for <output>.pb files")->required();
-  run->add_flag("--capture-all", runCaptureAll, "also write every intermediate tensor");
-  run->add_option("--threads", runThreads, "worker threads")->check(CLI::Range(1, 256));
+  run->add_option("model", runFlags.model, "model file")->required();
+  run->add_option("--input", runFlags.inputs, "NAME=FILE.pb, once per graph input");
+  run->add_option("--output-dir", runFlags.outputDir, "folder for <output>.pb files")->required();
+  run->add_flag("--capture-all", runFlags.captureAll, "also write every intermediate tensor");
+  run->add_option("--capture", runFlags.capture,
+                  "also write this intermediate tensor (repeatable)");
+  run->add_option("--threads", runFlags.threads, "worker threads")->check(CLI::Range(1, 256));
+  run->add_option("--repeat", runFlags.repeat, "run N times and print timing")
+      ->check(CLI::Range(1, 100000));
 
   std::vector<std::string> conformancePaths;
   kiln::ConformanceOptions conformanceOptions;
@@ -153,15 +206,8 @@ int main(int argc, char** argv) {
       std::cout << (inspectAsJson ? kiln::inspectJson(*model) : kiln::inspectText(*model));
     return 0;
   }
-  if (convert->parsed()) {
-    auto model = kiln::loadModel(convertPath);
-    if (!model) return report(model.status());
-    if (auto status = kiln::writeOnnxFile(*model, convertOutput); !status) return report(status);
-    std::cout << "kiln: wrote " << convertOutput << " (" << model->graph->nodeCount()
-              << " nodes)\n";
-    return 0;
-  }
-  if (run->parsed()) return runModel(runPath, runInputs, runOutputDir, runCaptureAll, runThreads);
+  if (convert->parsed()) return convertModel(convertPath, convertOutput, convertExpose);
+  if (run->parsed()) return runModel(runFlags);
   if (conformance->parsed())
     return kiln::runConformance(conformancePaths, conformanceOptions, std::cout);
   return 0;

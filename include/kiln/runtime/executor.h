@@ -17,6 +17,8 @@ struct ExecutorOptions {
   int threads = 1;
   // Keep every intermediate value (by value name) for layer-by-layer comparison.
   bool captureIntermediates = false;
+  // Keep just these values (by name), e.g. one tensor before a saturating activation.
+  std::vector<std::string> captureNames;
 };
 
 struct RunResult {

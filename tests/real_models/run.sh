@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Real-model check: installs the pinned npm packages (models + ONNX Runtime, --ignore-scripts) into
+# the build folder and compares kiln's outputs with ONNX Runtime's. Usage: run.sh KILN WORKDIR
+set -euo pipefail
+kiln=$(realpath "$1")
+work=$(realpath -m "$2")
+here=$(cd "$(dirname "$0")" && pwd)
+command -v node >/dev/null && command -v npm >/dev/null || {
+  echo "node and npm are needed (Debian packages nodejs npm)"; exit 1; }
+mkdir -p "$work/npm"
+cp "$here/package.json" "$here/package-lock.json" "$work/npm/"
+if [ ! -f "$work/npm/node_modules/.kiln-installed" ] || ! cmp -s "$here/package-lock.json" "$work/npm/.lock-used"; then
+  (cd "$work/npm" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  cp "$here/package-lock.json" "$work/npm/.lock-used"
+  touch "$work/npm/node_modules/.kiln-installed"
+fi
+node "$here/compare.mjs" "$kiln" "$work/npm/node_modules" "$work/out"
