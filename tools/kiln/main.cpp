@@ -13,6 +13,7 @@
 #include "kiln/frontend/value_io.h"
 #include "kiln/inspect.h"
 #include "kiln/ir/printer.h"
+#include "kiln/passes/pass.h"
 #include "kiln/runtime/executor.h"
 
 namespace {
@@ -128,6 +129,44 @@ int convertModel(const std::string& path, const std::string& output,
   return 0;
 }
 
+struct OptFlags {
+  std::string model;
+  std::vector<std::string> passes;
+  std::string pipeline;
+  std::string printIrAfter;
+  bool printPassStats = false;
+  bool explain = false;
+  std::string output;
+};
+
+int optimizeModel(const OptFlags& flags) {
+  auto model = kiln::loadModel(flags.model);
+  if (!model) return report(model.status());
+  std::vector<std::string> passes = flags.passes;
+  if (!flags.pipeline.empty()) {
+    auto named = kiln::pipelineByName(flags.pipeline);
+    if (!named) return report(named.status());
+    passes.insert(passes.begin(), named->begin(), named->end());
+  }
+  kiln::PipelineOptions options;
+  options.printIrAfter = flags.printIrAfter;
+  options.irStream = &std::cout;
+  options.explain = flags.explain;
+  if (flags.explain) spdlog::set_level(spdlog::level::debug);
+  auto result = kiln::runPipeline(*model, passes, options);
+  if (!result) return report(result.status());
+  if (flags.printPassStats) std::cerr << kiln::formatPassStats(*result);
+  for (const auto& note : result->notes)
+    std::cerr << "kiln: note: " << note << "\n";
+  if (!flags.output.empty()) {
+    if (auto status = kiln::writeOnnxFile(*model, flags.output); !status) return report(status);
+    std::cout << "kiln: wrote " << flags.output << " (" << model->graph->nodeCount() << " nodes)\n";
+  } else if (flags.printIrAfter.empty()) {
+    std::cout << kiln::modelToText(*model);
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -166,6 +205,21 @@ int main(int argc, char** argv) {
   run->add_option("--threads", runFlags.threads, "worker threads")->check(CLI::Range(1, 256));
   run->add_option("--repeat", runFlags.repeat, "run N times and print timing")
       ->check(CLI::Range(1, 100000));
+
+  OptFlags optFlags;
+  auto* opt =
+      app.add_subcommand("opt", "run graph passes; prints the resulting IR unless -o is given");
+  opt->add_option("model", optFlags.model, "model file")->required();
+  opt->add_option("--passes", optFlags.passes, "passes to run, in order (comma separated)")
+      ->delimiter(',');
+  opt->add_option("--pipeline", optFlags.pipeline,
+                  "named pipeline run before --passes (default, none)");
+  opt->add_option("--print-ir-after", optFlags.printIrAfter,
+                  "print the IR after this pass (or 'all')");
+  opt->add_flag("--print-pass-stats", optFlags.printPassStats,
+                "per-pass time and node counts on stderr");
+  opt->add_flag("--explain", optFlags.explain, "log why rewrites declined");
+  opt->add_option("-o,--output", optFlags.output, "write the result as ONNX");
 
   std::vector<std::string> conformancePaths;
   kiln::ConformanceOptions conformanceOptions;
@@ -208,6 +262,7 @@ int main(int argc, char** argv) {
   }
   if (convert->parsed()) return convertModel(convertPath, convertOutput, convertExpose);
   if (run->parsed()) return runModel(runFlags);
+  if (opt->parsed()) return optimizeModel(optFlags);
   if (conformance->parsed())
     return kiln::runConformance(conformancePaths, conformanceOptions, std::cout);
   return 0;

@@ -1,0 +1,68 @@
+// Pass interface, pass context, and the pipeline runner (per-pass timing, change counts, IR dumps).
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+#include "kiln/support/status.h"
+
+namespace kiln {
+
+// What passes share during one pipeline run.
+struct PassContext {
+  Model* model = nullptr; // opsets, metadata; the graph passes get is model->graph
+  bool explain = false;   // passes say why a rule declined (debug log)
+  // Largest tensor (in bytes) constant folding may create: keeps Tile/ConstantOfShape from blowing
+  // up.
+  uint64_t foldSizeLimit = 16u << 20;
+  // Notes a pass leaves for the user (e.g. tensors that stay dynamic and why).
+  std::vector<std::string> notes;
+  int64_t opset() const { return model ? model->opsetVersion("") : 0; }
+};
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  // Stable CLI name (also the file name under src/passes/).
+  virtual std::string_view name() const = 0;
+  // Rewrites the graph; returns whether anything changed.
+  virtual Expected<bool> run(Graph& graph, PassContext& context) = 0;
+};
+
+// The one registry of passes (src/passes/registry.cpp).
+std::unique_ptr<Pass> createPass(std::string_view name);
+std::vector<std::string> passNames();
+
+struct PassStats {
+  std::string name;
+  double millis = 0;
+  bool changed = false;
+  size_t nodesBefore = 0;
+  size_t nodesAfter = 0;
+};
+
+struct PipelineOptions {
+  bool verifyEach = false;  // always on in debug builds
+  std::string printIrAfter; // a pass name, or "all"
+  std::ostream* irStream = nullptr;
+  bool explain = false;
+  uint64_t foldSizeLimit = 16u << 20;
+};
+
+struct PipelineResult {
+  std::vector<PassStats> stats;
+  std::vector<std::string> notes;
+};
+
+// Runs the named passes in order on model.graph.
+Expected<PipelineResult> runPipeline(Model& model, const std::vector<std::string>& passes,
+                                     const PipelineOptions& options = {});
+// Named pipelines (src/pipelines/): "default" (simplify for any target), "none".
+Expected<std::vector<std::string>> pipelineByName(const std::string& name);
+std::string formatPassStats(const PipelineResult& result);
+
+} // namespace kiln

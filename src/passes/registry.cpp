@@ -1,0 +1,36 @@
+// The one list of passes: CLI name → factory.
+#include <functional>
+#include <map>
+
+#include "kiln/passes/pass.h"
+
+namespace kiln {
+
+std::unique_ptr<Pass> makeRemoveNoopsPass();
+std::unique_ptr<Pass> makeEliminateDeadNodesPass();
+
+namespace {
+
+const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>& factories() {
+  static const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>> table = {
+      {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
+      {"remove-noops", makeRemoveNoopsPass},
+  };
+  return table;
+}
+
+} // namespace
+
+std::unique_ptr<Pass> createPass(std::string_view name) {
+  auto it = factories().find(name);
+  return it == factories().end() ? nullptr : it->second();
+}
+
+std::vector<std::string> passNames() {
+  std::vector<std::string> out;
+  for (const auto& [name, factory] : factories())
+    out.push_back(name);
+  return out;
+}
+
+} // namespace kiln

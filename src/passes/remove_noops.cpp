@@ -1,0 +1,120 @@
+// remove-noops: bypasses nodes that return their input unchanged.
+//
+//   %y = Identity(%x)                       →  uses of %y read %x
+//   %y = Dropout(%x)  (mask unused)         →  uses of %y read %x
+//   %y = Cast(%x) {to = <x's own type>}     →  uses of %y read %x
+//   %y = Transpose(%x) {perm = [0,1,..]}    →  uses of %y read %x
+//   %y = Reshape(%x, %s) (s == x's static shape) → uses of %y read %x
+// A node whose output is a graph output stays: graph outputs keep their names.
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "kiln/passes/pass.h"
+
+namespace kiln {
+namespace {
+
+std::optional<std::vector<int64_t>> constantInts(const Value* v) {
+  if (!v || !v->isInitializer()) return std::nullopt;
+  const Tensor& t = v->initializer();
+  if (t.dtype() == DType::Int64) return t.copyValues<int64_t>();
+  if (t.dtype() == DType::Int32) {
+    std::vector<int64_t> out;
+    for (int32_t x : t.copyValues<int32_t>())
+      out.push_back(x);
+    return out;
+  }
+  return std::nullopt;
+}
+
+// Why `node` is a no-op, or "" when it is not.
+std::string noopReason(const Node& node) {
+  const std::string& op = node.opType();
+  if (!node.domain().empty() && node.domain() != "ai.onnx") return "";
+  const Value* in = node.input(0);
+  if (!in || node.outputs().empty() || !node.output(0)) return "";
+  if (in->type().kind != TypeKind::Tensor && op != "Identity") return "";
+  if (op == "Identity") return "identity";
+  if (op == "Dropout") {
+    if (node.outputs().size() > 1 && node.output(1) &&
+        (node.output(1)->hasUses() || node.output(1)->isGraphOutput()))
+      return "";
+    if (const Value* training = node.input(2)) {
+      auto flag = training->isInitializer() ? training->initializer().copyValues<uint8_t>()
+                                            : std::vector<uint8_t>{1};
+      if (flag.empty() || flag[0]) return "";
+    }
+    return "dropout at inference";
+  }
+  if (op == "Cast") {
+    const Attribute* to = node.attribute("to");
+    if (to && to->kind() == AttrKind::Int && in->dtype() != DType::Undefined &&
+        static_cast<int64_t>(in->dtype()) == to->asInt())
+      return "cast to the same type";
+    return "";
+  }
+  if (op == "Transpose") {
+    const Attribute* perm = node.attribute("perm");
+    if (!perm || perm->kind() != AttrKind::Ints) return ""; // default perm reverses axes
+    for (size_t i = 0; i < perm->asInts().size(); ++i)
+      if (perm->asInts()[i] != static_cast<int64_t>(i)) return "";
+    return "identity permutation";
+  }
+  if (op == "Reshape") {
+    auto target = constantInts(node.input(1));
+    if (!target || !in->shape().isStatic()) return "";
+    std::vector<int64_t> dims = in->shape().staticDims();
+    if (target->size() != dims.size()) return "";
+    bool allowZero = node.attribute("allowzero") && node.attribute("allowzero")->asInt() != 0;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      int64_t t = (*target)[i];
+      if (t == 0 && !allowZero) t = dims[i];
+      if (t != dims[i]) return "";
+    }
+    return "reshape to the same shape";
+  }
+  return "";
+}
+
+bool removeNoops(Graph& graph, bool explain) {
+  bool changed = false;
+  std::vector<Node*> order;
+  for (const auto& node : graph.nodes())
+    order.push_back(node.get());
+  for (Node* node : order) {
+    for (Graph* sub : node->subgraphs())
+      changed |= removeNoops(*sub, explain);
+    std::string reason = noopReason(*node);
+    if (reason.empty()) continue;
+    Value* out = node->output(0);
+    if (out->isGraphOutput()) {
+      if (explain)
+        spdlog::debug("remove-noops: keeping '{}': its output '{}' is a graph output", node->name(),
+                      out->name());
+      continue;
+    }
+    if (explain) spdlog::debug("remove-noops: '{}' ({}): {}", node->name(), node->opType(), reason);
+    graph.replaceAllUsesWith(out, node->input(0));
+    changed = true;
+    bool stillRead =
+        std::any_of(node->outputs().begin(), node->outputs().end(),
+                    [](const Value* o) { return o && (o->hasUses() || o->isGraphOutput()); });
+    if (!stillRead) graph.eraseNode(node);
+  }
+  return changed;
+}
+
+class RemoveNoops : public Pass {
+ public:
+  std::string_view name() const override { return "remove-noops"; }
+  Expected<bool> run(Graph& graph, PassContext& context) override {
+    return removeNoops(graph, context.explain);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> makeRemoveNoopsPass() { return std::make_unique<RemoveNoops>(); }
+
+} // namespace kiln

@@ -1,0 +1,22 @@
+// Named pass pipelines. The order of each list is deliberate; the comment on each entry says why.
+#include <fmt/format.h>
+
+#include "kiln/passes/pass.h"
+
+namespace kiln {
+
+Expected<std::vector<std::string>> pipelineByName(const std::string& name) {
+  if (name == "none") return std::vector<std::string>{};
+  if (name == "default")
+    return std::vector<std::string>{
+        // Identity/Dropout/no-op Casts first, so later pattern matches see producer → consumer
+        // directly.
+        "remove-noops",
+        // Drops nodes and initializers nothing reads, before anything spends time on them.
+        "eliminate-dead-nodes",
+    };
+  return Status(ErrorCode::BadFlag, fmt::format("unknown pipeline '{}'", name),
+                "use 'default' or 'none'");
+}
+
+} // namespace kiln
