@@ -1,0 +1,95 @@
+// BLAS wrappers and sliding-window geometry shared by the NN kernels.
+#include "nn_util.h"
+
+#include <atomic>
+
+#include <cblas.h>
+
+namespace kiln::rt::nn {
+namespace {
+
+// OpenBLAS keeps one global thread count; only touch it when a caller asks for a different one.
+void useThreads(int threads) {
+  static std::atomic<int> current{-1};
+  if (threads < 1) threads = 1;
+  if (current.exchange(threads) != threads) openblas_set_num_threads(threads);
+}
+
+} // namespace
+
+void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+          int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) { // BLAS leaves C untouched by the product; scale it ourselves
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  useThreads(threads);
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+              static_cast<blasint>(ldc));
+}
+
+void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
+          const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+          int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == 0.0 ? 0.0 : beta * c[i * ldc + j];
+    return;
+  }
+  useThreads(threads);
+  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+              static_cast<blasint>(ldc));
+}
+
+Status resolveWindow(const KernelContext& ctx, const std::vector<int64_t>& in,
+                     const std::vector<int64_t>& kernel, bool ceilMode, Window& w) {
+  const size_t r = in.size();
+  if (kernel.size() != r)
+    return ctx.fail("kernel has {} spatial dims, input has {}", kernel.size(), r);
+  w.in = in;
+  w.kernel = kernel;
+  w.strides = ctx.attrInts("strides", std::vector<int64_t>(r, 1));
+  w.dilations = ctx.attrInts("dilations", std::vector<int64_t>(r, 1));
+  std::vector<int64_t> pads = ctx.attrInts("pads", std::vector<int64_t>(2 * r, 0));
+  if (w.strides.size() != r || w.dilations.size() != r || pads.size() != 2 * r)
+    return ctx.fail("strides/dilations/pads do not match {} spatial dims", r);
+  w.padBegin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(r));
+  w.padEnd.assign(pads.begin() + static_cast<std::ptrdiff_t>(r), pads.end());
+  w.out.assign(r, 0);
+  const std::string autoPad = ctx.attrString("auto_pad", "NOTSET");
+  for (size_t d = 0; d < r; ++d) {
+    if (w.strides[d] < 1 || w.dilations[d] < 1 || kernel[d] < 1)
+      return ctx.fail("strides, dilations and kernel dims must be positive");
+    const int64_t ek = w.effectiveKernel(d), s = w.strides[d];
+    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      w.out[d] = (in[d] + s - 1) / s;
+      int64_t total = std::max<int64_t>(0, (w.out[d] - 1) * s + ek - in[d]);
+      int64_t small = total / 2;
+      w.padBegin[d] = autoPad == "SAME_UPPER" ? small : total - small;
+      w.padEnd[d] = total - w.padBegin[d];
+    } else {
+      if (autoPad == "VALID")
+        w.padBegin[d] = w.padEnd[d] = 0;
+      else if (autoPad != "NOTSET" && !autoPad.empty())
+        return ctx.fail("unknown auto_pad '{}'", autoPad);
+      const int64_t span = in[d] + w.padBegin[d] + w.padEnd[d] - ek;
+      if (span < 0) return ctx.fail("window {} exceeds padded input {} on axis {}", ek, in[d], d);
+      w.out[d] = (ceilMode ? (span + s - 1) / s : span / s) + 1;
+      // A last window that would start inside the end padding only is dropped.
+      if (ceilMode && (w.out[d] - 1) * s >= in[d] + w.padBegin[d]) --w.out[d];
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace kiln::rt::nn
