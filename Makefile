@@ -22,8 +22,9 @@ demo: build
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
-# libFuzzer harness for the ONNX importer (clang); run: build-fuzz/tests/fuzz/onnx_import_fuzz -max_total_time=60
-fuzz: deps
+# libFuzzer harness for the ONNX importer (clang); how to seed and run it: tests/fuzz/README.md
+fuzz:
+	bash scripts/install-deps.sh fuzz # the build deps plus clang's fuzzer/sanitizer runtimes
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON -DKILN_BUILD_TESTS=OFF
 	cmake --build build-fuzz -j $(JOBS) --target onnx_import_fuzz
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs kiln's build and test dependencies from Debian packages. Idempotent: does nothing when all are present.
+# `install-deps.sh fuzz` also installs clang and its sanitizer/libFuzzer runtimes (only `make fuzz` needs them).
 set -euo pipefail
 
 packages=(
@@ -9,6 +10,7 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev llvm-14-tools libonnx-testdata libopenblas-dev
 )
+if [ "${1:-}" = "fuzz" ]; then packages+=(clang libclang-rt-14-dev); fi
 
 missing=()
 for p in "${packages[@]}"; do
