@@ -1,0 +1,300 @@
+// Helpers shared by the elementwise, activation, reduction and misc math kernels: dtype families,
+// half-precision widening, n-way broadcasting and typed map loops.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kiln/runtime/kernel.h"
+#include "kiln/runtime/tensor_util.h"
+
+namespace kiln::rt::math {
+
+inline bool isHalfLike(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+// fp16/bf16 tensors are computed in float: widen them into a float32 copy first.
+inline Tensor widenToFloat(const Tensor& t) {
+  OutTensor out(DType::Float32, t.dims());
+  const uint64_t n = t.elementCount();
+  const uint16_t* src = reinterpret_cast<const uint16_t*>(t.data());
+  float* dst = out.data<float>();
+  if (t.dtype() == DType::Float16) {
+    for (uint64_t i = 0; i < n; ++i)
+      dst[i] = halfToFloat(src[i]);
+  } else {
+    for (uint64_t i = 0; i < n; ++i)
+      dst[i] = bfloat16ToFloat(src[i]);
+  }
+  return std::move(out).finish();
+}
+
+// The float32 result of a widened computation, rounded back to fp16/bf16 (`to`); other dtypes
+// pass through.
+inline Tensor narrowFromFloat(const Tensor& t, DType to) {
+  if (!isHalfLike(to) || t.dtype() != DType::Float32) return t;
+  OutTensor out(to, t.dims());
+  const uint64_t n = t.elementCount();
+  const float* src = reinterpret_cast<const float*>(t.data());
+  uint16_t* dst = out.data<uint16_t>();
+  if (to == DType::Float16) {
+    for (uint64_t i = 0; i < n; ++i)
+      dst[i] = floatToHalf(src[i]);
+  } else {
+    for (uint64_t i = 0; i < n; ++i)
+      dst[i] = floatToBfloat16(src[i]);
+  }
+  return std::move(out).finish();
+}
+
+// Widens half-like tensors, passes others through.
+inline Tensor asComputeTensor(const Tensor& t) {
+  return isHalfLike(t.dtype()) ? widenToFloat(t) : t;
+}
+
+// Dtype families. Each calls fn(T{}) and returns false when dtype is not in the family.
+template <typename Fn> bool dispatchFloat(DType dtype, Fn&& fn) {
+  switch (dtype) {
+  case DType::Float32:
+    fn(float{});
+    return true;
+  case DType::Float64:
+    fn(double{});
+    return true;
+  default:
+    return false;
+  }
+}
+
+template <typename Fn> bool dispatchInteger(DType dtype, Fn&& fn) {
+  switch (dtype) {
+  case DType::Int8:
+    fn(int8_t{});
+    return true;
+  case DType::UInt8:
+    fn(uint8_t{});
+    return true;
+  case DType::Int16:
+    fn(int16_t{});
+    return true;
+  case DType::UInt16:
+    fn(uint16_t{});
+    return true;
+  case DType::Int32:
+    fn(int32_t{});
+    return true;
+  case DType::UInt32:
+    fn(uint32_t{});
+    return true;
+  case DType::Int64:
+    fn(int64_t{});
+    return true;
+  case DType::UInt64:
+    fn(uint64_t{});
+    return true;
+  default:
+    return false;
+  }
+}
+
+// Float32/Float64 and every integer type (no bool).
+template <typename Fn> bool dispatchArith(DType dtype, Fn&& fn) {
+  if (dispatchFloat(dtype, fn)) return true;
+  return dispatchInteger(dtype, fn);
+}
+
+// Arithmetic types plus bool.
+template <typename Fn> bool dispatchAll(DType dtype, Fn&& fn) {
+  if (dtype == DType::Bool) {
+    fn(bool{});
+    return true;
+  }
+  return dispatchArith(dtype, fn);
+}
+
+template <typename T> constexpr bool isFloatT = std::is_floating_point_v<T>;
+
+// Total element count of dims.
+inline uint64_t countOf(const std::vector<int64_t>& dims) {
+  uint64_t n = 1;
+  for (int64_t d : dims)
+    n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+// out[i] = fn(in[i]) over a whole tensor.
+template <typename TI, typename TO, typename Fn>
+Tensor mapUnary(const Tensor& x, DType outType, Fn&& fn) {
+  OutTensor out(outType, x.dims());
+  const uint64_t n = x.elementCount();
+  const TI* src = reinterpret_cast<const TI*>(x.data());
+  TO* dst = out.data<TO>();
+  for (uint64_t i = 0; i < n; ++i)
+    dst[i] = static_cast<TO>(fn(src[i]));
+  return std::move(out).finish();
+}
+
+// out = fn(a, b) with numpy broadcasting; the caller has checked the shapes broadcast.
+template <typename TA, typename TB, typename TO, typename Fn>
+Tensor mapBinary(const Tensor& a, const Tensor& b, DType outType,
+                 const std::vector<int64_t>& outDims, Fn&& fn) {
+  OutTensor out(outType, outDims);
+  const TA* pa = reinterpret_cast<const TA*>(a.data());
+  const TB* pb = reinterpret_cast<const TB*>(b.data());
+  TO* po = out.data<TO>();
+  const uint64_t n = countOf(outDims);
+  const uint64_t na = a.elementCount(), nb = b.elementCount();
+  if (n == 0) return std::move(out).finish();
+  if (na == n && nb == n && a.dims() == b.dims()) {
+    for (uint64_t i = 0; i < n; ++i)
+      po[i] = static_cast<TO>(fn(pa[i], pb[i]));
+  } else if (nb == 1 && na == n) {
+    const TB vb = pb[0];
+    for (uint64_t i = 0; i < n; ++i)
+      po[i] = static_cast<TO>(fn(pa[i], vb));
+  } else if (na == 1 && nb == n) {
+    const TA va = pa[0];
+    for (uint64_t i = 0; i < n; ++i)
+      po[i] = static_cast<TO>(fn(va, pb[i]));
+  } else {
+    forEachBroadcast2(outDims, a.dims(), b.dims(), [&](uint64_t o, int64_t ia, int64_t ib) {
+      po[o] = static_cast<TO>(fn(pa[ia], pb[ib]));
+    });
+  }
+  return std::move(out).finish();
+}
+
+// Runs fn over a float tensor (f32/f64, fp16/bf16 through float); fn is generic over the element
+// type. Output has the input's dtype and shape.
+template <typename Fn> Status unaryFloatKernel(KernelContext& ctx, Fn&& fn) {
+  const Tensor& x = ctx.input(0);
+  const DType dt = x.dtype();
+  if (isHalfLike(dt)) {
+    Tensor r = mapUnary<float, float>(widenToFloat(x), DType::Float32, fn);
+    ctx.setOutput(0, narrowFromFloat(r, dt));
+    return Status::ok();
+  }
+  Tensor r;
+  if (!dispatchFloat(dt, [&](auto tag) {
+        using T = decltype(tag);
+        r = mapUnary<T, T>(x, dt, fn);
+      }))
+    return ctx.unsupported("dtype {} is not supported", dtypeName(dt));
+  ctx.setOutput(0, std::move(r));
+  return Status::ok();
+}
+
+// Like unaryFloatKernel but also over every integer type (fn must handle integers).
+template <typename Fn> Status unaryArithKernel(KernelContext& ctx, Fn&& fn) {
+  const Tensor& x = ctx.input(0);
+  const DType dt = x.dtype();
+  if (isHalfLike(dt)) {
+    Tensor r = mapUnary<float, float>(widenToFloat(x), DType::Float32, fn);
+    ctx.setOutput(0, narrowFromFloat(r, dt));
+    return Status::ok();
+  }
+  Tensor r;
+  if (!dispatchArith(dt, [&](auto tag) {
+        using T = decltype(tag);
+        r = mapUnary<T, T>(x, dt, fn);
+      }))
+    return ctx.unsupported("dtype {} is not supported", dtypeName(dt));
+  ctx.setOutput(0, std::move(r));
+  return Status::ok();
+}
+
+// "[2,3,4]" for error messages.
+inline std::string dimsText(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// Binary op over two inputs of one dtype with broadcasting; fn is generic over the element type.
+// Half types run in float. `withIntegers` admits the integer types as well as f32/f64.
+template <typename Fn> Status binarySameTypeKernel(KernelContext& ctx, bool withIntegers, Fn&& fn) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (a.dtype() != b.dtype())
+    return ctx.fail("inputs have different dtypes {} and {}", dtypeName(a.dtype()),
+                    dtypeName(b.dtype()));
+  auto dims = broadcastShapes(a.dims(), b.dims());
+  if (!dims)
+    return ctx.fail("shapes {} and {} do not broadcast", dimsText(a.dims()), dimsText(b.dims()));
+  const DType dt = a.dtype();
+  if (isHalfLike(dt)) {
+    Tensor r =
+        mapBinary<float, float, float>(widenToFloat(a), widenToFloat(b), DType::Float32, *dims, fn);
+    ctx.setOutput(0, narrowFromFloat(r, dt));
+    return Status::ok();
+  }
+  Tensor r;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    r = mapBinary<T, T, T>(a, b, dt, *dims, fn);
+  };
+  if (!(withIntegers ? dispatchArith(dt, run) : dispatchFloat(dt, run)))
+    return ctx.unsupported("dtype {} is not supported", dtypeName(dt));
+  ctx.setOutput(0, std::move(r));
+  return Status::ok();
+}
+
+// Walks every index of outDims and calls fn(outIndex, offA, offB, offC) for three broadcast inputs.
+template <typename Fn>
+void forEachBroadcast3(const std::vector<int64_t>& outDims, const std::vector<int64_t>& aDims,
+                       const std::vector<int64_t>& bDims, const std::vector<int64_t>& cDims,
+                       Fn&& fn) {
+  const size_t rank = outDims.size();
+  const uint64_t total = countOf(outDims);
+  if (total == 0) return;
+  if (rank == 0) {
+    fn(uint64_t{0}, int64_t{0}, int64_t{0}, int64_t{0});
+    return;
+  }
+  std::array<std::vector<int64_t>, 3> s = {broadcastStrides(aDims, outDims),
+                                           broadcastStrides(bDims, outDims),
+                                           broadcastStrides(cDims, outDims)};
+  std::vector<int64_t> idx(rank, 0);
+  const int64_t inner = outDims[rank - 1];
+  const int64_t ia = s[0][rank - 1], ib = s[1][rank - 1], ic = s[2][rank - 1];
+  int64_t oa = 0, ob = 0, oc = 0;
+  for (uint64_t out = 0; out < total; out += static_cast<uint64_t>(inner)) {
+    for (int64_t k = 0; k < inner; ++k)
+      fn(out + static_cast<uint64_t>(k), oa + k * ia, ob + k * ib, oc + k * ic);
+    for (size_t axis = rank - 1; axis-- > 0;) {
+      ++idx[axis];
+      oa += s[0][axis];
+      ob += s[1][axis];
+      oc += s[2][axis];
+      if (idx[axis] < outDims[axis]) break;
+      oa -= s[0][axis] * outDims[axis];
+      ob -= s[1][axis] * outDims[axis];
+      oc -= s[2][axis] * outDims[axis];
+      idx[axis] = 0;
+    }
+  }
+}
+
+// Splits dims around `axis` into (outer, axis extent, inner) for axis-wise kernels.
+struct AxisSplit {
+  int64_t outer = 1, extent = 1, inner = 1;
+};
+inline AxisSplit splitAtAxis(const std::vector<int64_t>& dims, int64_t axis) {
+  AxisSplit s;
+  for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) {
+    if (i < axis)
+      s.outer *= dims[static_cast<size_t>(i)];
+    else if (i == axis)
+      s.extent = dims[static_cast<size_t>(i)];
+    else
+      s.inner *= dims[static_cast<size_t>(i)];
+  }
+  return s;
+}
+
+} // namespace kiln::rt::math
