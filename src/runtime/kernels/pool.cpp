@@ -1,0 +1,336 @@
+// Pooling kernels: MaxPool (with Indices), AveragePool, LpPool, their Global forms, MaxUnpool.
+#include <cmath>
+#include <limits>
+
+#include "nn_util.h"
+
+namespace kiln::rt {
+namespace {
+
+using nn::Staged;
+using nn::StagedOut;
+using nn::Window;
+
+// The valid part of one output position's window, per spatial axis: input coordinate of kernel
+// tap k is start + k * dilation, for k in [kLo, kHi).
+struct Taps {
+  std::vector<int64_t> start, kLo, kHi;
+  explicit Taps(size_t r) : start(r), kLo(r), kHi(r) {}
+};
+
+// Calls fn(outIndex, taps) for every output position, row-major.
+template <typename Fn> void forEachOutput(const Window& w, Fn&& fn) {
+  const size_t r = w.rank();
+  const int64_t outSize = nn::product(w.out);
+  std::vector<int64_t> opos(r, 0);
+  Taps taps(r);
+  for (int64_t o = 0; o < outSize; ++o) {
+    for (size_t d = 0; d < r; ++d) {
+      const int64_t start = opos[d] * w.strides[d] - w.padBegin[d], dil = w.dilations[d];
+      taps.start[d] = start;
+      // first k with start + k*dil >= 0, first k with start + k*dil >= in
+      taps.kLo[d] = start >= 0 ? 0 : (-start + dil - 1) / dil;
+      int64_t hi = w.in[d] - start <= 0 ? 0 : (w.in[d] - start + dil - 1) / dil;
+      taps.kHi[d] = std::min(hi, w.kernel[d]);
+      if (taps.kHi[d] < taps.kLo[d]) taps.kHi[d] = taps.kLo[d];
+    }
+    fn(o, taps);
+    for (size_t d = r; d-- > 0;) {
+      if (++opos[d] < w.out[d]) break;
+      opos[d] = 0;
+    }
+  }
+}
+
+// Calls fn(inputOffset) for every tap of `taps` inside the input (row-major plane offsets).
+template <typename Fn>
+void forEachTap(const Window& w, const std::vector<int64_t>& inStride, const Taps& taps, Fn&& fn) {
+  const size_t r = w.rank();
+  for (size_t d = 0; d < r; ++d)
+    if (taps.kHi[d] <= taps.kLo[d]) return;
+  std::vector<int64_t> k(taps.kLo);
+  const size_t last = r - 1;
+  const int64_t lastStep = w.dilations[last];
+  while (true) {
+    int64_t off = 0;
+    for (size_t d = 0; d < last; ++d)
+      off += (taps.start[d] + k[d] * w.dilations[d]) * inStride[d];
+    int64_t x = taps.start[last] + taps.kLo[last] * lastStep;
+    for (int64_t kk = taps.kLo[last]; kk < taps.kHi[last]; ++kk, x += lastStep)
+      fn(off + x);
+    size_t d = last;
+    while (d-- > 0) {
+      if (++k[d] < taps.kHi[d]) break;
+      k[d] = taps.kLo[d];
+    }
+    if (d == static_cast<size_t>(-1)) return;
+  }
+}
+
+// Number of kernel taps of the window inside the padded input [-padBegin, in + padEnd).
+int64_t paddedTapCount(const Window& w, const Taps& taps) {
+  int64_t count = 1;
+  for (size_t d = 0; d < w.rank(); ++d) {
+    int64_t n = 0;
+    for (int64_t k = 0; k < w.kernel[d]; ++k) {
+      int64_t x = taps.start[d] + k * w.dilations[d];
+      if (x >= -w.padBegin[d] && x < w.in[d] + w.padEnd[d]) ++n;
+    }
+    count *= n;
+  }
+  return count;
+}
+
+std::vector<int64_t> rowStrides(const std::vector<int64_t>& in) {
+  std::vector<int64_t> s(in.size(), 1);
+  for (size_t d = in.size() - 1; d-- > 0;)
+    s[d] = s[d + 1] * in[d + 1];
+  return s;
+}
+
+struct PoolShape {
+  int64_t planes = 0; // N * C
+  std::vector<int64_t> outDims;
+  Window window;
+};
+
+Status poolShape(const KernelContext& ctx, const std::vector<int64_t>& xd, PoolShape& s) {
+  if (xd.size() < 3) return ctx.fail("X must have rank >= 3, got {}", xd.size());
+  std::vector<int64_t> kernel = ctx.attrInts("kernel_shape");
+  if (kernel.empty()) return ctx.fail("kernel_shape is required");
+  std::vector<int64_t> in(xd.begin() + 2, xd.end());
+  KILN_TRY(nn::resolveWindow(ctx, in, kernel, ctx.attrInt("ceil_mode", 0) != 0, s.window));
+  s.planes = xd[0] * xd[1];
+  s.outDims = {xd[0], xd[1]};
+  s.outDims.insert(s.outDims.end(), s.window.out.begin(), s.window.out.end());
+  return Status::ok();
+}
+
+template <typename T>
+void maxPool(const PoolShape& s, const T* x, T* y, int64_t* indices, bool columnMajor) {
+  const Window& w = s.window;
+  const int64_t inSize = nn::product(w.in), outSize = nn::product(w.out);
+  const std::vector<int64_t> inStride = rowStrides(w.in);
+  const size_t r = w.rank();
+  for (int64_t p = 0; p < s.planes; ++p) {
+    const T* plane = x + p * inSize;
+    forEachOutput(w, [&](int64_t o, const Taps& taps) {
+      T best = std::numeric_limits<T>::lowest();
+      int64_t bestOff = -1;
+      forEachTap(w, inStride, taps, [&](int64_t off) {
+        if (bestOff < 0 || plane[off] > best) {
+          best = plane[off];
+          bestOff = off;
+        }
+      });
+      y[p * outSize + o] = best;
+      if (!indices) return;
+      int64_t idx = std::max<int64_t>(bestOff, 0);
+      if (columnMajor) { // coordinates of the row-major offset, re-linearized first-axis-fastest
+        int64_t rest = idx, col = 0, scale = 1;
+        std::vector<int64_t> coord(r);
+        for (size_t d = 0; d < r; ++d) {
+          coord[d] = rest / inStride[d];
+          rest %= inStride[d];
+        }
+        for (size_t d = 0; d < r; ++d) {
+          col += coord[d] * scale;
+          scale *= w.in[d];
+        }
+        idx = col;
+      }
+      indices[p * outSize + o] = p * inSize + idx;
+    });
+  }
+}
+
+Status maxPoolOp(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  PoolShape s;
+  KILN_TRY(poolShape(ctx, x.dims(), s));
+  const bool columnMajor = ctx.attrInt("storage_order", 0) != 0;
+  std::optional<OutTensor> indices;
+  if (ctx.wantsOutput(1)) indices.emplace(DType::Int64, s.outDims);
+  int64_t* idx = indices ? indices->data<int64_t>() : nullptr;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    Staged<T> xv(x);
+    StagedOut<T> y(x.dtype(), s.outDims);
+    maxPool<T>(s, xv.data(), y.data(), idx, columnMajor);
+    ctx.setOutput(0, std::move(y).finish());
+  };
+  switch (x.dtype()) {
+  case DType::Int8:
+    run(int8_t{});
+    break;
+  case DType::UInt8:
+    run(uint8_t{});
+    break;
+  default:
+    if (!nn::dispatchFloat(x.dtype(), run))
+      return ctx.unsupported("dtype {}", dtypeName(x.dtype()));
+  }
+  if (indices) ctx.setOutput(1, std::move(*indices).finish());
+  return Status::ok();
+}
+
+// AveragePool (power 1, mean) and LpPool (power p, p-th root of the sum of |x|^p).
+template <typename T>
+void sumPool(const PoolShape& s, const T* x, T* y, bool average, bool countPad, double p) {
+  const Window& w = s.window;
+  const int64_t inSize = nn::product(w.in), outSize = nn::product(w.out);
+  const std::vector<int64_t> inStride = rowStrides(w.in);
+  for (int64_t pl = 0; pl < s.planes; ++pl) {
+    const T* plane = x + pl * inSize;
+    forEachOutput(w, [&](int64_t o, const Taps& taps) {
+      T sum{0};
+      int64_t count = 0;
+      if (average) {
+        forEachTap(w, inStride, taps, [&](int64_t off) {
+          sum += plane[off];
+          ++count;
+        });
+        if (countPad) count = paddedTapCount(w, taps);
+        y[pl * outSize + o] = count > 0 ? sum / static_cast<T>(count) : T{0};
+      } else if (p == 2.0) {
+        forEachTap(w, inStride, taps, [&](int64_t off) { sum += plane[off] * plane[off]; });
+        y[pl * outSize + o] = std::sqrt(sum);
+      } else {
+        forEachTap(w, inStride, taps, [&](int64_t off) {
+          sum += static_cast<T>(std::pow(std::fabs(static_cast<double>(plane[off])), p));
+        });
+        y[pl * outSize + o] = static_cast<T>(std::pow(static_cast<double>(sum), 1.0 / p));
+      }
+    });
+  }
+}
+
+Status sumPoolOp(KernelContext& ctx, bool average) {
+  const Tensor& x = ctx.input(0);
+  PoolShape s;
+  KILN_TRY(poolShape(ctx, x.dims(), s));
+  const bool countPad = ctx.attrInt("count_include_pad", 0) != 0;
+  // p is an int since opset 2 and was a float before.
+  const double p = ctx.attrInt("p", -1) >= 0 ? static_cast<double>(ctx.attrInt("p", 2))
+                                             : ctx.attrFloat("p", 2.0f);
+  bool done = nn::dispatchFloat(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    Staged<T> xv(x);
+    StagedOut<T> y(x.dtype(), s.outDims);
+    sumPool<T>(s, xv.data(), y.data(), average, countPad, p);
+    ctx.setOutput(0, std::move(y).finish());
+  });
+  if (!done) return ctx.unsupported("dtype {}", dtypeName(x.dtype()));
+  return Status::ok();
+}
+
+Status averagePoolOp(KernelContext& ctx) { return sumPoolOp(ctx, true); }
+Status lpPoolOp(KernelContext& ctx) { return sumPoolOp(ctx, false); }
+
+enum class GlobalKind { Average, Max, Lp };
+
+Status globalPoolOp(KernelContext& ctx, GlobalKind kind) {
+  const Tensor& x = ctx.input(0);
+  const auto& xd = x.dims();
+  if (xd.size() < 2) return ctx.fail("X must have rank >= 2, got {}", xd.size());
+  const int64_t planes = xd[0] * xd[1], size = nn::product(xd, 2);
+  std::vector<int64_t> yd = {xd[0], xd[1]};
+  yd.resize(xd.size(), 1);
+  // p is an int since opset 2 and was a float before.
+  const double p = ctx.attrInt("p", -1) >= 0 ? static_cast<double>(ctx.attrInt("p", 2))
+                                             : ctx.attrFloat("p", 2.0f);
+  bool done = nn::dispatchFloat(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    Staged<T> xv(x);
+    StagedOut<T> y(x.dtype(), yd);
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      const T* src = xv.data() + pl * size;
+      T acc = kind == GlobalKind::Max ? -std::numeric_limits<T>::infinity() : T{0};
+      if (kind == GlobalKind::Max) {
+        for (int64_t i = 0; i < size; ++i)
+          acc = std::max(acc, src[i]);
+      } else if (kind == GlobalKind::Average) {
+        for (int64_t i = 0; i < size; ++i)
+          acc += src[i];
+        acc /= static_cast<T>(size);
+      } else {
+        double sum = 0;
+        for (int64_t i = 0; i < size; ++i)
+          sum += std::pow(std::fabs(static_cast<double>(src[i])), p);
+        acc = static_cast<T>(std::pow(sum, 1.0 / p));
+      }
+      y.data()[pl] = acc;
+    }
+    ctx.setOutput(0, std::move(y).finish());
+  });
+  if (!done) return ctx.unsupported("dtype {}", dtypeName(x.dtype()));
+  return Status::ok();
+}
+
+Status globalAveragePoolOp(KernelContext& ctx) { return globalPoolOp(ctx, GlobalKind::Average); }
+Status globalMaxPoolOp(KernelContext& ctx) { return globalPoolOp(ctx, GlobalKind::Max); }
+Status globalLpPoolOp(KernelContext& ctx) { return globalPoolOp(ctx, GlobalKind::Lp); }
+
+// MaxUnpool scatters X to the flat positions MaxPool's Indices named, zeros elsewhere. Indices
+// address the natural unpooled shape; a larger output_shape keeps each value at its coordinates
+// (the extra rows and columns stay zero).
+Status maxUnpoolOp(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& ind = ctx.input(1);
+  const auto& xd = x.dims();
+  if (xd.size() < 3) return ctx.fail("X must have rank >= 3, got {}", xd.size());
+  if (ind.dims() != xd) return ctx.fail("I must have the shape of X");
+  const size_t r = xd.size() - 2;
+  std::vector<int64_t> kernel = ctx.attrInts("kernel_shape");
+  std::vector<int64_t> strides = ctx.attrInts("strides", std::vector<int64_t>(r, 1));
+  std::vector<int64_t> pads = ctx.attrInts("pads", std::vector<int64_t>(2 * r, 0));
+  if (kernel.size() != r || strides.size() != r || pads.size() != 2 * r)
+    return ctx.fail("kernel_shape/strides/pads do not match {} spatial dims", r);
+  std::vector<int64_t> natural = {xd[0], xd[1]};
+  for (size_t d = 0; d < r; ++d)
+    natural.push_back((xd[d + 2] - 1) * strides[d] + kernel[d] - pads[d] - pads[d + r]);
+  std::vector<int64_t> yd = natural;
+  if (ctx.hasInput(2)) {
+    yd = ctx.inputInts(2);
+    if (yd.size() != xd.size()) return ctx.fail("output_shape must have rank {}", xd.size());
+  }
+  const std::vector<int64_t> natStride = rowStrides(natural), outStride = rowStrides(yd);
+  const int64_t naturalTotal = nn::product(natural);
+  std::vector<int64_t> idx = toInt64Vector(ind);
+  Status status = Status::ok();
+  bool done = nn::dispatchFloat(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    Staged<T> xv(x);
+    StagedOut<T> y(x.dtype(), yd);
+    std::fill(y.data(), y.data() + y.elementCount(), T{0});
+    for (size_t i = 0; i < idx.size(); ++i) {
+      int64_t rest = idx[i], off = 0;
+      bool inside = rest >= 0 && rest < naturalTotal;
+      for (size_t d = 0; d < yd.size() && inside; ++d) {
+        const int64_t c = rest / natStride[d];
+        rest %= natStride[d];
+        if (c >= yd[d]) inside = false;
+        off += c * outStride[d];
+      }
+      if (!inside) {
+        status = ctx.fail("index {} is outside the output", idx[i]);
+        return;
+      }
+      y.data()[off] = xv[i];
+    }
+    ctx.setOutput(0, std::move(y).finish());
+  });
+  if (!done) return ctx.unsupported("dtype {}", dtypeName(x.dtype()));
+  return status;
+}
+
+KILN_REGISTER_KERNEL("MaxPool", maxPoolOp);
+KILN_REGISTER_KERNEL("AveragePool", averagePoolOp);
+KILN_REGISTER_KERNEL("LpPool", lpPoolOp);
+KILN_REGISTER_KERNEL("GlobalAveragePool", globalAveragePoolOp);
+KILN_REGISTER_KERNEL("GlobalMaxPool", globalMaxPoolOp);
+KILN_REGISTER_KERNEL("GlobalLpPool", globalLpPoolOp);
+KILN_REGISTER_KERNEL("MaxUnpool", maxUnpoolOp);
+
+} // namespace
+} // namespace kiln::rt
