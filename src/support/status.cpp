@@ -9,14 +9,14 @@ std::string codeString(ErrorCode code) { return fmt::format("K{:04d}", static_ca
 
 std::string Status::toString() const {
   if (isOk()) return "OK";
-  std::string text = codeString(code_) + ": " + message_;
+  std::string text = codeString(code_) + (peerCode_.empty() ? "" : " (" + peerCode_ + ")") + ": " + message_;
   if (!hint_.empty()) text += ". Fix: " + hint_;
   return text;
 }
 
 Status Status::withContext(const std::string& context) const {
   if (isOk()) return *this;
-  return Status(code_, context + ": " + message_, hint_);
+  return Status(code_, context + ": " + message_, hint_).withPeerCode(peerCode_);
 }
 
 void checkFailed(const char* file, int line, const char* expr, const std::string& message) {

@@ -38,6 +38,12 @@ enum class ErrorCode : int {
   // K4xxx: command line
   BadFlag = 4001,
   UnsupportedFormat = 4002,
+  ShapeSpecSyntax = 4101,
+  ShapeSpecUnknownInput = 4102,
+  ShapeSpecRankMismatch = 4103,
+  ShapeSpecDimMismatch = 4104,
+  ShapeSpecBadDim = 4105,
+  DynamicProfileInvalid = 4106,
   // K5xxx: execution
   RuntimeUnsupported = 5001,
   RuntimeBadInput = 5002,
@@ -63,6 +69,13 @@ class [[nodiscard]] Status {
   ErrorCode code() const { return code_; }
   const std::string& message() const { return message_; }
   const std::string& hint() const { return hint_; }
+  // The code the drop-in CLIs print for this error (ATC's "E10002", converter_lite's "-600"), if any.
+  const std::string& peerCode() const { return peerCode_; }
+  Status withPeerCode(std::string code) const {
+    Status copy = *this;
+    copy.peerCode_ = std::move(code);
+    return copy;
+  }
   // "K2002: <message>. Fix: <hint>" — the one line users see.
   std::string toString() const;
   // Prefixes context (a file name, a node) to the message.
@@ -72,6 +85,7 @@ class [[nodiscard]] Status {
   ErrorCode code_ = ErrorCode::Ok;
   std::string message_;
   std::string hint_;
+  std::string peerCode_;
 };
 
 template <typename... Args>
