@@ -238,7 +238,6 @@ class Importer {
     // Canonical paths follow symlinks, so a link inside the folder that points out is caught too.
     std::error_code baseError, resolvedError;
     fs::path base = fs::weakly_canonical(fs::path(baseDir_), baseError);
-    if (!base.has_filename()) base = base.parent_path(); // "dir/" has an empty last component
     fs::path resolved = fs::weakly_canonical(base / relative, resolvedError);
     auto [baseEnd, resolvedIt] =
         std::mismatch(base.begin(), base.end(), resolved.begin(), resolved.end());

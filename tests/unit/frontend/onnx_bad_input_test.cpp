@@ -508,6 +508,18 @@ TEST_F(OnnxBadInput, ExternalDataNextToModelAliasesFile) {
   EXPECT_EQ(tensor.copyValues<float>(), (std::vector<float>{1.5f, -2.5f}));
 }
 
+TEST_F(OnnxBadInput, ExternalDataBaseDirWithTrailingSlash) {
+  // A base folder spelled with a trailing slash still contains "dir/w.bin".
+  writeBytes("m/w.bin", kTwoFloats);
+  onnx::ModelProto model = addModel();
+  makeExternal(weight(model), "w.bin");
+  auto bytes = std::make_shared<std::string>(model.SerializeAsString());
+  auto imported = importOnnxBytes(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(),
+                                  bytes, "in-memory", (dir_ / "m").string() + "/");
+  ASSERT_TRUE(imported) << imported.status().toString();
+  EXPECT_TRUE(imported->graph->findLocalValue("W")->initializer().aliasesFile());
+}
+
 TEST_F(OnnxBadInput, ExternalDataSymlinkInsideFolderIsAllowed) {
   writeBytes("m/data/w.bin", kTwoFloats);
   fs::create_symlink("data/w.bin", dir_ / "m" / "link.bin");
