@@ -24,11 +24,21 @@ Status leakyReluKernel(KernelContext& ctx) {
   });
 }
 
-// The slope broadcasts onto X (unidirectionally), so the output keeps X's shape.
+// The slope broadcasts onto X (unidirectionally), so the output keeps X's shape. Before opset 7
+// a 1-D slope of length C applies along the channel axis (axis 1).
 Status preluKernel(KernelContext& ctx) {
-  return binarySameTypeKernel(ctx, true, [](auto x, auto slope) {
-    using T = decltype(x);
-    return x < T(0) ? static_cast<T>(slope * x) : x;
+  const Tensor& x = ctx.input(0);
+  Tensor slope = ctx.input(1);
+  const size_t rank = x.dims().size();
+  if (ctx.opset() < 7 && slope.dims().size() == 1 && rank >= 2 && slope.dims()[0] == x.dims()[1] &&
+      slope.dims()[0] != 1) {
+    std::vector<int64_t> dims(rank - 1, 1);
+    dims[0] = slope.dims()[0];
+    slope = Tensor(slope.dtype(), std::move(dims), slope.buffer());
+  }
+  return binarySameType(ctx, x, slope, true, [](auto v, auto s) {
+    using T = decltype(v);
+    return v < T(0) ? static_cast<T>(s * v) : v;
   });
 }
 

@@ -215,11 +215,25 @@ inline std::string dimsText(const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
-// Binary op over two inputs of one dtype with broadcasting; fn is generic over the element type.
+// Before opset 7 binary ops broadcast only with broadcast=1, aligning B's dims at `axis` (default:
+// the trailing dims); B then gets trailing ones so numpy broadcasting gives the same result.
+inline Tensor legacyBroadcastOperand(KernelContext& ctx, const Tensor& a, const Tensor& b) {
+  if (ctx.opset() >= 7 || ctx.attrInt("broadcast", 0) == 0 || b.dtype() == DType::String) return b;
+  const int64_t rankA = static_cast<int64_t>(a.dims().size());
+  const int64_t rankB = static_cast<int64_t>(b.dims().size());
+  int64_t axis = ctx.attrInt("axis", rankA - rankB);
+  if (axis < 0) axis += rankA;
+  if (axis < 0 || axis + rankB > rankA) return b;
+  std::vector<int64_t> dims = b.dims();
+  dims.resize(static_cast<size_t>(rankA - axis), 1);
+  return Tensor(b.dtype(), std::move(dims), b.buffer());
+}
+
+// Binary op over two tensors of one dtype with broadcasting; fn is generic over the element type.
 // Half types run in float. `withIntegers` admits the integer types as well as f32/f64.
-template <typename Fn> Status binarySameTypeKernel(KernelContext& ctx, bool withIntegers, Fn&& fn) {
-  const Tensor& a = ctx.input(0);
-  const Tensor& b = ctx.input(1);
+template <typename Fn>
+Status binarySameType(KernelContext& ctx, const Tensor& a, const Tensor& b, bool withIntegers,
+                      Fn&& fn) {
   if (a.dtype() != b.dtype())
     return ctx.fail("inputs have different dtypes {} and {}", dtypeName(a.dtype()),
                     dtypeName(b.dtype()));
@@ -242,6 +256,12 @@ template <typename Fn> Status binarySameTypeKernel(KernelContext& ctx, bool with
     return ctx.unsupported("dtype {} is not supported", dtypeName(dt));
   ctx.setOutput(0, std::move(r));
   return Status::ok();
+}
+
+// binarySameType over the node's two inputs.
+template <typename Fn> Status binarySameTypeKernel(KernelContext& ctx, bool withIntegers, Fn&& fn) {
+  const Tensor& a = ctx.input(0);
+  return binarySameType(ctx, a, legacyBroadcastOperand(ctx, a, ctx.input(1)), withIntegers, fn);
 }
 
 // Walks every index of outDims and calls fn(outIndex, offA, offB, offC) for three broadcast inputs.
