@@ -1,4 +1,5 @@
-// Gemm and MatMul kernels: floats through BLAS, integer types through plain loops.
+// Gemm and MatMul kernels (floats through BLAS, integer types through plain loops) and the
+// quantized MatMulInteger and QLinearMatMul.
 #include "nn_util.h"
 
 namespace kiln::rt {
@@ -192,8 +193,90 @@ Status matmulOp(KernelContext& ctx) {
   return ctx.unsupported("dtype {}", dtypeName(a.dtype()));
 }
 
+bool isInt8Like(DType d) { return d == DType::UInt8 || d == DType::Int8; }
+
+// Values of int8/uint8 operand i minus its zero point (input zpIndex: absent, a scalar, or one per
+// row / column of each matrix) as int32.
+Status shiftedOperand(const KernelContext& ctx, size_t i, size_t zpIndex, int64_t rows,
+                      int64_t cols, bool perRow, std::vector<int32_t>& out) {
+  std::vector<int64_t> v = toInt64Vector(ctx.input(i));
+  std::vector<int64_t> zp =
+      ctx.hasInput(zpIndex) ? ctx.inputInts(zpIndex) : std::vector<int64_t>{0};
+  const int64_t perCount = perRow ? rows : cols;
+  if (zp.size() != 1 && static_cast<int64_t>(zp.size()) != perCount)
+    return ctx.fail("zero point has {} values, expected 1 or {}", zp.size(), perCount);
+  out.resize(v.size());
+  for (size_t e = 0; e < v.size(); ++e) {
+    int64_t z = zp[0];
+    if (zp.size() > 1) {
+      const int64_t inMatrix = static_cast<int64_t>(e) % (rows * cols);
+      z = zp[static_cast<size_t>(perRow ? inMatrix / cols : inMatrix % cols)];
+    }
+    out[e] = static_cast<int32_t>(v[e] - z);
+  }
+  return Status::ok();
+}
+
+// int32 products of (A - a_zero_point) and (B - b_zero_point), batched like MatMul; A, B and
+// their zero points are inputs aIndex, aZp, bIndex, bZp.
+Status integerMatMul(KernelContext& ctx, size_t aIndex, size_t aZp, size_t bIndex, size_t bZp,
+                     MatMulShape& s, std::vector<int32_t>& acc) {
+  const Tensor& a = ctx.input(aIndex);
+  const Tensor& b = ctx.input(bIndex);
+  if (!isInt8Like(a.dtype()) || !isInt8Like(b.dtype()))
+    return ctx.unsupported("dtypes {} x {}", dtypeName(a.dtype()), dtypeName(b.dtype()));
+  KILN_TRY(matmulShape(ctx, a.dims(), b.dims(), s));
+  std::vector<int32_t> av, bv;
+  KILN_TRY(shiftedOperand(ctx, aIndex, aZp, s.m, s.k, true, av));
+  KILN_TRY(shiftedOperand(ctx, bIndex, bZp, s.k, s.n, false, bv));
+  const int64_t aMat = s.m * s.k, bMat = s.k * s.n, yMat = s.m * s.n;
+  acc.assign(static_cast<size_t>(s.batchCount * yMat), 0);
+  forEachBatch(s, [&](int64_t i, int64_t ao, int64_t bo) {
+    nn::gemmLoops<int32_t>(false, false, s.m, s.n, s.k, av.data() + ao * aMat, s.k,
+                           bv.data() + bo * bMat, s.n, acc.data() + i * yMat, s.n, false);
+  });
+  return Status::ok();
+}
+
+Status matmulIntegerOp(KernelContext& ctx) {
+  MatMulShape s;
+  std::vector<int32_t> acc;
+  KILN_TRY(integerMatMul(ctx, 0, 2, 1, 3, s, acc));
+  ctx.setOutput(0, makeTensor<int32_t>(DType::Int32, s.outDims, acc));
+  return Status::ok();
+}
+
+Status qlinearMatMulOp(KernelContext& ctx) {
+  // Inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point.
+  MatMulShape s;
+  std::vector<int32_t> acc;
+  KILN_TRY(integerMatMul(ctx, 0, 2, 3, 5, s, acc));
+  std::vector<float> as = toFloatVector(ctx.input(1)), bs = toFloatVector(ctx.input(4));
+  std::vector<float> ys = toFloatVector(ctx.input(6));
+  if ((as.size() != 1 && static_cast<int64_t>(as.size()) != s.m) ||
+      (bs.size() != 1 && static_cast<int64_t>(bs.size()) != s.n) || ys.size() != 1)
+    return ctx.fail("scales must be scalars, or one per row of A / column of B");
+  const DType yType = ctx.hasInput(7) ? ctx.input(7).dtype() : DType::UInt8;
+  if (!isInt8Like(yType)) return ctx.unsupported("output dtype {}", dtypeName(yType));
+  const int64_t yz = ctx.hasInput(7) ? ctx.inputInts(7).at(0) : 0;
+  const int64_t lo = yType == DType::UInt8 ? 0 : -128, hi = yType == DType::UInt8 ? 255 : 127;
+  OutTensor y(yType, s.outDims);
+  for (size_t e = 0; e < acc.size(); ++e) {
+    const int64_t inMatrix = static_cast<int64_t>(e) % (s.m * s.n);
+    const float sa = as.size() == 1 ? as[0] : as[static_cast<size_t>(inMatrix / s.n)];
+    const float sb = bs.size() == 1 ? bs[0] : bs[static_cast<size_t>(inMatrix % s.n)];
+    const float v = static_cast<float>(acc[e]) * (sa * sb / ys[0]);
+    y.bytes()[e] = static_cast<uint8_t>(
+        std::clamp(static_cast<int64_t>(std::nearbyint(v)) + yz, lo, hi) & 0xff);
+  }
+  ctx.setOutput(0, std::move(y).finish());
+  return Status::ok();
+}
+
 KILN_REGISTER_KERNEL("Gemm", gemmOp);
 KILN_REGISTER_KERNEL("MatMul", matmulOp);
+KILN_REGISTER_KERNEL("MatMulInteger", matmulIntegerOp);
+KILN_REGISTER_KERNEL("QLinearMatMul", qlinearMatMulOp);
 
 } // namespace
 } // namespace kiln::rt
