@@ -1,0 +1,391 @@
+// Resize (opsets 10-19) and the deprecated Upsample: nearest, linear and cubic interpolation over
+// any number of axes, every coordinate transformation and nearest rounding mode.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kiln/runtime/kernel.h"
+#include "shape_util.h"
+
+namespace kiln::rt {
+namespace {
+
+enum class Mode { Nearest, Linear, Cubic };
+
+struct ResizeParams {
+  Mode mode = Mode::Nearest;
+  std::string transform = "half_pixel";
+  std::string nearestMode = "round_prefer_floor";
+  bool opset10Nearest = false; // Resize-10 / Upsample: floor when enlarging, ceil when shrinking
+  double cubicA = -0.75;
+  bool excludeOutside = false;
+  double extrapolation = 0.0;
+};
+
+// Input-axis taps of one output coordinate: (index, weight) pairs.
+struct AxisPlan {
+  int64_t inLen = 0, outLen = 0;
+  std::vector<int64_t> tapStart; // per output coordinate, into index/weight (size outLen + 1)
+  std::vector<int64_t> index;
+  std::vector<double> weight;
+  std::vector<uint8_t> outside; // tf_crop_and_resize coordinates outside the input
+  bool identity = true;
+};
+
+// Input coordinate of output coordinate o. The resized length is in * scale before flooring (what
+// the ONNX reference uses), so align_corners downscales by a fractional length.
+double sourceCoordinate(const ResizeParams& p, int64_t o, double scale, int64_t inLen,
+                        int64_t outLen, double roiStart, double roiEnd) {
+  const double x = static_cast<double>(o);
+  const double in = static_cast<double>(inLen), out = in * scale;
+  const std::string& t = p.transform;
+  if (t == "half_pixel") return (x + 0.5) / scale - 0.5;
+  if (t == "half_pixel_symmetric") {
+    const double adjustment = static_cast<double>(outLen) / out;
+    return in / 2.0 * (1.0 - adjustment) + (x + 0.5) / scale - 0.5;
+  }
+  if (t == "pytorch_half_pixel") return out > 1.0 ? (x + 0.5) / scale - 0.5 : 0.0;
+  if (t == "align_corners") return out == 1.0 ? 0.0 : x * (in - 1.0) / (out - 1.0);
+  if (t == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
+  if (t == "tf_crop_and_resize") {
+    return out > 1.0 ? roiStart * (in - 1.0) + x * (roiEnd - roiStart) * (in - 1.0) / (out - 1.0)
+                     : 0.5 * (roiStart + roiEnd) * (in - 1.0);
+  }
+  return x / scale; // asymmetric
+}
+
+int64_t nearestIndex(const ResizeParams& p, double x, double scale) {
+  if (p.opset10Nearest) return static_cast<int64_t>(scale < 1.0 ? std::ceil(x) : std::floor(x));
+  const std::string& m = p.nearestMode;
+  if (m == "floor") return static_cast<int64_t>(std::floor(x));
+  if (m == "ceil") return static_cast<int64_t>(std::ceil(x));
+  if (m == "round_prefer_ceil") return static_cast<int64_t>(std::floor(x + 0.5));
+  return static_cast<int64_t>(std::ceil(x - 0.5)); // round_prefer_floor
+}
+
+AxisPlan planAxis(const ResizeParams& p, int64_t inLen, int64_t outLen, double scale,
+                  double roiStart, double roiEnd) {
+  AxisPlan plan;
+  plan.inLen = inLen;
+  plan.outLen = outLen;
+  plan.outside.assign(static_cast<size_t>(outLen), 0);
+  const bool crop = p.transform == "tf_crop_and_resize";
+  auto add = [&](int64_t i, double w) {
+    if (w == 0.0) return;
+    plan.index.push_back(std::clamp<int64_t>(i, 0, inLen - 1));
+    plan.weight.push_back(w);
+  };
+  for (int64_t o = 0; o < outLen; ++o) {
+    plan.tapStart.push_back(static_cast<int64_t>(plan.index.size()));
+    const double x = sourceCoordinate(p, o, scale, inLen, outLen, roiStart, roiEnd);
+    if (crop && (x < 0.0 || x > static_cast<double>(inLen - 1))) {
+      plan.outside[static_cast<size_t>(o)] = 1;
+      plan.identity = false;
+      add(0, 1.0);
+      continue;
+    }
+    if (p.mode == Mode::Nearest) {
+      add(nearestIndex(p, x, scale), 1.0);
+    } else if (p.mode == Mode::Linear) {
+      const double c = std::clamp(x, 0.0, static_cast<double>(inLen - 1));
+      const auto i0 = static_cast<int64_t>(std::floor(c));
+      const double t = c - static_cast<double>(i0);
+      add(i0, 1.0 - t);
+      add(std::min(i0 + 1, inLen - 1), t);
+    } else {
+      const auto i0 = static_cast<int64_t>(std::floor(x));
+      const double t = x - static_cast<double>(i0), a = p.cubicA;
+      double w[4];
+      const double d0 = t + 1.0, d1 = t, d2 = 1.0 - t, d3 = 2.0 - t;
+      w[0] = ((a * d0 - 5.0 * a) * d0 + 8.0 * a) * d0 - 4.0 * a;
+      w[1] = ((a + 2.0) * d1 - (a + 3.0)) * d1 * d1 + 1.0;
+      w[2] = ((a + 2.0) * d2 - (a + 3.0)) * d2 * d2 + 1.0;
+      w[3] = ((a * d3 - 5.0 * a) * d3 + 8.0 * a) * d3 - 4.0 * a;
+      if (p.excludeOutside) {
+        double sum = 0.0;
+        for (int k = 0; k < 4; ++k) {
+          const int64_t i = i0 - 1 + k;
+          if (i < 0 || i >= inLen) w[k] = 0.0;
+          sum += w[k];
+        }
+        if (sum != 0.0)
+          for (double& v : w)
+            v /= sum;
+      }
+      for (int k = 0; k < 4; ++k)
+        add(i0 - 1 + k, w[k]);
+    }
+    const int64_t start = plan.tapStart.back();
+    const auto count = static_cast<int64_t>(plan.index.size()) - start;
+    if (count != 1 || plan.index.back() != o || plan.weight.back() != 1.0) plan.identity = false;
+  }
+  plan.tapStart.push_back(static_cast<int64_t>(plan.index.size()));
+  if (inLen != outLen) plan.identity = false;
+  return plan;
+}
+
+std::vector<double> toDoubles(const Tensor& t) {
+  std::vector<double> out(t.elementCount());
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = elementAsDouble(t, i);
+  return out;
+}
+
+// Interpolates axis `a` of a row-major buffer in place of a new buffer.
+std::vector<double> resizeAxis(const std::vector<double>& src, std::vector<int64_t>& dims, size_t a,
+                               const AxisPlan& plan) {
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i < a) outer *= dims[i];
+    if (i > a) inner *= dims[i];
+  }
+  std::vector<double> dst(static_cast<size_t>(outer * plan.outLen * inner), 0.0);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t y = 0; y < plan.outLen; ++y) {
+      double* d = dst.data() + (o * plan.outLen + y) * inner;
+      for (int64_t t = plan.tapStart[static_cast<size_t>(y)];
+           t < plan.tapStart[static_cast<size_t>(y) + 1]; ++t) {
+        const double w = plan.weight[static_cast<size_t>(t)];
+        const double* s =
+            src.data() + (o * plan.inLen + plan.index[static_cast<size_t>(t)]) * inner;
+        for (int64_t i = 0; i < inner; ++i)
+          d[i] += w * s[i];
+      }
+    }
+  dims[a] = plan.outLen;
+  return dst;
+}
+
+std::optional<Tensor> fromDoubles(const std::vector<double>& v, DType dtype,
+                                  std::vector<int64_t> dims) {
+  OutTensor out(dtype, std::move(dims));
+  if (dtype == DType::Float16 || dtype == DType::BFloat16) {
+    for (size_t i = 0; i < v.size(); ++i)
+      out.data<uint16_t>()[i] = dtype == DType::Float16 ? floatToHalf(static_cast<float>(v[i]))
+                                                        : floatToBfloat16(static_cast<float>(v[i]));
+    return std::move(out).finish();
+  }
+  bool ok = dispatchNumeric(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* dst = out.data<T>();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if constexpr (std::is_floating_point_v<T>) {
+        dst[i] = static_cast<T>(v[i]);
+      } else if constexpr (std::is_same_v<T, bool>) {
+        dst[i] = v[i] != 0.0;
+      } else {
+        const double r = std::nearbyint(v[i]);
+        dst[i] = static_cast<T>(std::clamp(r, static_cast<double>(std::numeric_limits<T>::lowest()),
+                                           static_cast<double>(std::numeric_limits<T>::max())));
+      }
+    }
+  });
+  if (!ok) return std::nullopt;
+  return std::move(out).finish();
+}
+
+// Resizes x to outDims; scales[i] is the scale the coordinate transform uses for axis i.
+Status runResize(KernelContext& ctx, const Tensor& x, const std::vector<int64_t>& outDims,
+                 const std::vector<double>& scales, const std::vector<double>& roi,
+                 const ResizeParams& p) {
+  const size_t rank = x.dims().size();
+  std::vector<AxisPlan> plans;
+  bool anyOutside = false;
+  for (size_t a = 0; a < rank; ++a) {
+    if (x.dims()[a] == 0 && outDims[a] > 0) return ctx.fail("cannot resize an empty axis");
+    const double roiStart = roi.empty() ? 0.0 : roi[a], roiEnd = roi.empty() ? 1.0 : roi[a + rank];
+    plans.push_back(planAxis(p, x.dims()[a], outDims[a], scales[a], roiStart, roiEnd));
+    for (uint8_t o : plans.back().outside)
+      anyOutside |= o != 0;
+  }
+  if (p.mode == Mode::Nearest && !anyOutside) {
+    // Pure gather: works for every dtype, strings included.
+    return shape::withElements(ctx, x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      shape::ElemOut<T> out(x.dtype(), outDims);
+      const T* src = shape::elements<T>(x);
+      T* dst = out.data();
+      const std::vector<int64_t> strides = stridesOf(x.dims());
+      std::vector<int64_t> idx(rank, 0);
+      for (uint64_t i = 0; i < out.size(); ++i) {
+        int64_t off = 0;
+        for (size_t a = 0; a < rank; ++a)
+          off +=
+              plans[a].index[static_cast<size_t>(plans[a].tapStart[static_cast<size_t>(idx[a])])] *
+              strides[a];
+        dst[i] = src[off];
+        for (size_t a = rank; a-- > 0;) {
+          if (++idx[a] < outDims[a]) break;
+          idx[a] = 0;
+        }
+      }
+      ctx.setOutput(0, std::move(out).finish());
+      return Status::ok();
+    });
+  }
+  if (x.dtype() == DType::String) return ctx.unsupported("interpolating strings");
+  std::vector<double> values = toDoubles(x);
+  std::vector<int64_t> dims = x.dims();
+  for (size_t a = 0; a < rank; ++a)
+    if (!plans[a].identity) values = resizeAxis(values, dims, a, plans[a]);
+  if (anyOutside) {
+    std::vector<int64_t> idx(rank, 0);
+    for (size_t i = 0; i < values.size(); ++i) {
+      bool outside = false;
+      for (size_t a = 0; a < rank; ++a)
+        outside |= plans[a].outside[static_cast<size_t>(idx[a])] != 0;
+      if (outside) values[i] = p.extrapolation;
+      for (size_t a = rank; a-- > 0;) {
+        if (++idx[a] < outDims[a]) break;
+        idx[a] = 0;
+      }
+    }
+  }
+  auto out = fromDoubles(values, x.dtype(), outDims);
+  if (!out) return ctx.unsupported("dtype {}", dtypeName(x.dtype()));
+  ctx.setOutput(0, std::move(*out));
+  return Status::ok();
+}
+
+std::optional<Mode> modeOf(const std::string& name) {
+  if (name == "nearest") return Mode::Nearest;
+  if (name == "linear" || name == "bilinear" || name == "trilinear") return Mode::Linear;
+  if (name == "cubic") return Mode::Cubic;
+  return std::nullopt;
+}
+
+// Output dims from per-axis scales: floor(in * scale).
+std::vector<int64_t> dimsFromScales(const std::vector<int64_t>& in,
+                                    const std::vector<double>& scales) {
+  std::vector<int64_t> out(in.size());
+  for (size_t i = 0; i < in.size(); ++i)
+    out[i] = static_cast<int64_t>(std::floor(static_cast<double>(in[i]) * scales[i] + 1e-9));
+  return out;
+}
+
+std::vector<double> floatInput(const KernelContext& ctx, size_t i) {
+  const std::vector<float> v = toFloatVector(ctx.input(i));
+  return std::vector<double>(v.begin(), v.end());
+}
+
+Status resize(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const size_t rank = x.dims().size();
+  ResizeParams p;
+  auto mode = modeOf(ctx.attrString("mode", "nearest"));
+  if (!mode) return ctx.unsupported("mode '{}'", ctx.attrString("mode"));
+  p.mode = *mode;
+  std::vector<double> scales(rank, 1.0), roi;
+  std::vector<int64_t> outDims = x.dims();
+  if (ctx.opset() < 11) {
+    p.transform = "asymmetric";
+    p.opset10Nearest = true;
+    if (!ctx.hasInput(1)) return ctx.fail("missing scales");
+    scales = floatInput(ctx, 1);
+    if (scales.size() != rank) return ctx.fail("{} scales for rank {}", scales.size(), rank);
+    outDims = dimsFromScales(x.dims(), scales);
+    return runResize(ctx, x, outDims, scales, roi, p);
+  }
+  if (ctx.attrInt("antialias", 0) != 0) return ctx.unsupported("antialias");
+  p.transform = ctx.attrString("coordinate_transformation_mode", "half_pixel");
+  p.nearestMode = ctx.attrString("nearest_mode", "round_prefer_floor");
+  p.cubicA = ctx.attrFloat("cubic_coeff_a", -0.75f);
+  p.excludeOutside = ctx.attrInt("exclude_outside", 0) != 0;
+  p.extrapolation = ctx.attrFloat("extrapolation_value", 0.0f);
+  // Optional axes (opset 18) name which dims scales/sizes/roi describe.
+  std::vector<int64_t> axes = ctx.attrInts("axes");
+  if (axes.empty())
+    for (size_t i = 0; i < rank; ++i)
+      axes.push_back(static_cast<int64_t>(i));
+  for (int64_t& a : axes) {
+    auto n = normalizeAxis(a, static_cast<int64_t>(rank));
+    if (!n) return ctx.fail("axis {} out of range", a);
+    a = *n;
+  }
+  if (ctx.hasInput(1) && ctx.input(1).elementCount() > 0) {
+    std::vector<double> given = floatInput(ctx, 1);
+    if (given.size() != 2 * axes.size()) return ctx.fail("roi has {} values", given.size());
+    roi.assign(2 * rank, 0.0);
+    for (size_t i = 0; i < rank; ++i)
+      roi[i + rank] = 1.0;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      roi[static_cast<size_t>(axes[i])] = given[i];
+      roi[static_cast<size_t>(axes[i]) + rank] = given[i + axes.size()];
+    }
+  }
+  const bool hasScales = ctx.hasInput(2) && ctx.input(2).elementCount() > 0;
+  const bool hasSizes = ctx.hasInput(3) && ctx.input(3).elementCount() > 0;
+  if (hasScales == hasSizes) return ctx.fail("exactly one of scales and sizes must be given");
+  if (hasScales) {
+    std::vector<double> given = floatInput(ctx, 2);
+    if (given.size() != axes.size())
+      return ctx.fail("{} scales for {} axes", given.size(), axes.size());
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (given[i] <= 0.0) return ctx.fail("scale {} must be positive", given[i]);
+      scales[static_cast<size_t>(axes[i])] = given[i];
+    }
+    outDims = dimsFromScales(x.dims(), scales);
+  } else {
+    std::vector<int64_t> sizes = ctx.inputInts(3);
+    if (sizes.size() != axes.size())
+      return ctx.fail("{} sizes for {} axes", sizes.size(), axes.size());
+    const std::string policy = ctx.attrString("keep_aspect_ratio_policy", "stretch");
+    if (policy == "stretch") {
+      for (size_t i = 0; i < axes.size(); ++i) {
+        const auto a = static_cast<size_t>(axes[i]);
+        outDims[a] = sizes[i];
+        scales[a] = x.dims()[a] == 0
+                        ? 1.0
+                        : static_cast<double>(sizes[i]) / static_cast<double>(x.dims()[a]);
+      }
+    } else if (policy == "not_larger" || policy == "not_smaller") {
+      double scale = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0.0;
+      for (size_t i = 0; i < axes.size(); ++i) {
+        const double s = static_cast<double>(sizes[i]) /
+                         static_cast<double>(x.dims()[static_cast<size_t>(axes[i])]);
+        scale = policy == "not_larger" ? std::min(scale, s) : std::max(scale, s);
+      }
+      for (int64_t a : axes) {
+        scales[static_cast<size_t>(a)] = scale;
+        outDims[static_cast<size_t>(a)] = static_cast<int64_t>(
+            std::round(scale * static_cast<double>(x.dims()[static_cast<size_t>(a)])));
+      }
+    } else {
+      return ctx.unsupported("keep_aspect_ratio_policy '{}'", policy);
+    }
+  }
+  return runResize(ctx, x, outDims, scales, roi, p);
+}
+
+Status upsample(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const size_t rank = x.dims().size();
+  ResizeParams p;
+  auto mode = modeOf(ctx.attrString("mode", "nearest"));
+  if (!mode || *mode == Mode::Cubic) return ctx.unsupported("mode '{}'", ctx.attrString("mode"));
+  p.mode = *mode;
+  p.transform = "asymmetric";
+  p.opset10Nearest = true;
+  std::vector<double> scales;
+  if (ctx.hasInput(1)) {
+    scales = floatInput(ctx, 1);
+  } else if (ctx.hasAttr("scales")) {
+    for (float s : ctx.attrFloats("scales"))
+      scales.push_back(s);
+  } else {
+    // Upsample-1 described the two innermost scales with height_scale / width_scale.
+    scales.assign(rank, 1.0);
+    if (rank >= 2) {
+      scales[rank - 2] = ctx.attrFloat("height_scale", 1.0f);
+      scales[rank - 1] = ctx.attrFloat("width_scale", 1.0f);
+    }
+  }
+  if (scales.size() != rank) return ctx.fail("{} scales for rank {}", scales.size(), rank);
+  return runResize(ctx, x, dimsFromScales(x.dims(), scales), scales, {}, p);
+}
+
+KILN_REGISTER_KERNEL("Resize", resize);
+KILN_REGISTER_KERNEL("Upsample", upsample);
+
+} // namespace
+} // namespace kiln::rt
