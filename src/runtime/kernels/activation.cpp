@@ -183,6 +183,37 @@ Status clipKernel(KernelContext& ctx) {
 
 enum class SoftKind { Softmax, LogSoftmax, Hardmax };
 
+// A contiguous vector (the common last-axis case), kept free of the per-column bookkeeping.
+template <SoftKind kind, typename T> void softRow(const T* in, T* out, int64_t n) {
+  T best = in[0];
+  int64_t at = 0;
+  for (int64_t k = 1; k < n; ++k)
+    if (in[k] > best) { // ties keep the first index
+      best = in[k];
+      at = k;
+    }
+  if constexpr (kind == SoftKind::Hardmax) {
+    for (int64_t k = 0; k < n; ++k)
+      out[k] = k == at ? T(1) : T(0);
+  } else {
+    double sum = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const T e = std::exp(static_cast<T>(in[k] - best));
+      if constexpr (kind == SoftKind::Softmax) out[k] = e;
+      sum += static_cast<double>(e);
+    }
+    if constexpr (kind == SoftKind::Softmax) {
+      const T scale = static_cast<T>(1.0 / sum);
+      for (int64_t k = 0; k < n; ++k)
+        out[k] *= scale;
+    } else {
+      const T shift = static_cast<T>(static_cast<double>(best) + std::log(sum));
+      for (int64_t k = 0; k < n; ++k)
+        out[k] = static_cast<T>(in[k] - shift);
+    }
+  }
+}
+
 // One [extent x inner] block: columns are independent softmax vectors laid out with stride inner.
 template <SoftKind kind, typename T>
 void softBlock(const T* in, T* out, int64_t extent, int64_t inner, std::vector<double>& colMax,
@@ -204,19 +235,25 @@ void softBlock(const T* in, T* out, int64_t extent, int64_t inner, std::vector<d
         out[k * inner + static_cast<int64_t>(i)] = colArg[i] == k ? T(1) : T(0);
     return;
   } else {
+    // exp runs in the element type (the shift keeps it in range); the sums are doubles. Softmax
+    // keeps the exponentials in `out` and rescales them afterwards.
     colSum.assign(cols, 0.0);
-    for (int64_t k = 0; k < extent; ++k)
-      for (size_t i = 0; i < cols; ++i)
-        colSum[i] +=
-            std::exp(static_cast<double>(in[k * inner + static_cast<int64_t>(i)]) - colMax[i]);
     for (int64_t k = 0; k < extent; ++k)
       for (size_t i = 0; i < cols; ++i) {
         const int64_t at = k * inner + static_cast<int64_t>(i);
-        const double shifted = static_cast<double>(in[at]) - colMax[i];
+        const T e = std::exp(static_cast<T>(in[at] - static_cast<T>(colMax[i])));
+        if constexpr (kind == SoftKind::Softmax) out[at] = e;
+        colSum[i] += static_cast<double>(e);
+      }
+    for (size_t i = 0; i < cols; ++i)
+      colSum[i] = kind == SoftKind::Softmax ? 1.0 / colSum[i] : std::log(colSum[i]);
+    for (int64_t k = 0; k < extent; ++k)
+      for (size_t i = 0; i < cols; ++i) {
+        const int64_t at = k * inner + static_cast<int64_t>(i);
         if constexpr (kind == SoftKind::Softmax)
-          out[at] = static_cast<T>(std::exp(shifted) / colSum[i]);
+          out[at] = static_cast<T>(static_cast<double>(out[at]) * colSum[i]);
         else
-          out[at] = static_cast<T>(shifted - std::log(colSum[i]));
+          out[at] = static_cast<T>(static_cast<double>(in[at]) - colMax[i] - colSum[i]);
       }
   }
 }
@@ -251,10 +288,13 @@ template <SoftKind kind> Status softKernel(KernelContext& ctx) {
         std::vector<double> colMax, colSum;
         std::vector<int64_t> colArg;
         const int64_t block = s.extent * s.inner;
-        if (block > 0)
-          for (int64_t o = 0; o < s.outer; ++o)
+        for (int64_t o = 0; block > 0 && o < s.outer; ++o) {
+          if (s.inner == 1)
+            softRow<kind, T>(in + o * block, po + o * block, s.extent);
+          else
             softBlock<kind, T>(in + o * block, po + o * block, s.extent, s.inner, colMax, colSum,
                                colArg);
+        }
         r = std::move(out).finish();
       }))
     return ctx.unsupported("dtype {}", dtypeName(dt));
