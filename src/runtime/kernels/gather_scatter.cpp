@@ -61,6 +61,9 @@ Status elementOffsets(KernelContext& ctx, const std::vector<int64_t>& dataDims,
                       const std::vector<int64_t>& indexDims, std::vector<int64_t> indices,
                       int64_t axis, std::vector<int64_t>& offsets) {
   if (indexDims.size() != dataDims.size()) return ctx.fail("indices rank differs from data rank");
+  for (size_t d = 0; d < dataDims.size(); ++d)
+    if (static_cast<int64_t>(d) != axis && indexDims[d] > dataDims[d])
+      return ctx.fail("indices dim {} ({}) exceeds data dim ({})", d, indexDims[d], dataDims[d]);
   const std::vector<int64_t> strides = stridesOf(dataDims);
   const auto a = static_cast<size_t>(axis);
   const size_t rank = dataDims.size();
