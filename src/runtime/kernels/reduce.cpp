@@ -154,11 +154,16 @@ template <Red kind> Status reduceKernel(KernelContext& ctx) {
   const Tensor& raw = ctx.input(0);
   const DType dt = raw.dtype();
   Tensor x = asComputeTensor(raw);
+  // Bool max/min (opset 20) are any/all: the same as uint8 max/min over 0/1 bytes.
+  const bool boolMinMax = dt == DType::Bool && (kind == Red::Max || kind == Red::Min);
+  if (boolMinMax) x = Tensor(DType::UInt8, raw.dims(), raw.buffer());
   ReducePlan plan;
   if (Status s = planReduction(ctx, x.dims(), plan); !s) return s;
   Tensor r;
   if (!dispatchArith(x.dtype(), [&](auto tag) { r = reduceTyped<kind, decltype(tag)>(x, plan); }))
     return ctx.unsupported("dtype {}", dtypeName(dt));
+  if (boolMinMax) // an empty Min group starts at 255; bools must be 0/1
+    r = mapUnary<uint8_t, uint8_t>(r, DType::Bool, [](uint8_t v) { return uint8_t(v != 0); });
   ctx.setOutput(0, narrowFromFloat(r, dt));
   return Status::ok();
 }
