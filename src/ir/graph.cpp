@@ -201,6 +201,25 @@ void Graph::eraseNode(Node* node) {
     eraseValue(out);
 }
 
+void Graph::replaceNodeWithConstants(Node* node, std::vector<Tensor> values) {
+  auto it = findNode(node);
+  KILN_CHECK(values.size() == node->outputs_.size(), "one value per output of '{}'", node->name_);
+  for (size_t i = 0; i < node->inputs_.size(); ++i)
+    if (node->inputs_[i]) node->inputs_[i]->removeUse({node, i});
+  node->inputs_.clear();
+  std::vector<Value*> unnamed;
+  for (size_t i = 0; i < values.size(); ++i) {
+    Value* out = node->outputs_[i];
+    if (!out) continue;
+    out->producer_ = nullptr;
+    out->setType(ValueType::tensor(values[i].dtype(), Shape::fromStatic(values[i].dims())));
+    out->setInitializer(std::move(values[i]));
+    initializers_.push_back(out);
+    annotated_.erase(std::remove(annotated_.begin(), annotated_.end(), out), annotated_.end());
+  }
+  nodes_.erase(it);
+}
+
 void Graph::replaceAllUsesWith(Value* from, Value* to) {
   std::vector<Use> uses = from->uses_;
   for (const Use& use : uses)

@@ -33,6 +33,7 @@ Expected<PipelineResult> runPipeline(Model& model, const std::vector<std::string
   context.model = &model;
   context.explain = options.explain;
   context.foldSizeLimit = options.foldSizeLimit;
+  context.inputShapes = options.inputShapes;
   PipelineResult result;
   for (const std::string& name : passes) {
     std::unique_ptr<Pass> pass = createPass(name);

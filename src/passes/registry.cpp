@@ -8,12 +8,20 @@ namespace kiln {
 
 std::unique_ptr<Pass> makeRemoveNoopsPass();
 std::unique_ptr<Pass> makeEliminateDeadNodesPass();
+std::unique_ptr<Pass> makeFixInputShapesPass();
+std::unique_ptr<Pass> makeFoldConstantsPass();
+std::unique_ptr<Pass> makeInferShapesPass();
+std::unique_ptr<Pass> makeSettleShapesPass();
 
 namespace {
 
 const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>& factories() {
   static const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>> table = {
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
+      {"fix-input-shapes", makeFixInputShapesPass},
+      {"fold-constants", makeFoldConstantsPass},
+      {"infer-shapes", makeInferShapesPass},
+      {"settle-shapes", makeSettleShapesPass},
       {"remove-noops", makeRemoveNoopsPass},
   };
   return table;

@@ -14,6 +14,12 @@ Expected<std::vector<std::string>> pipelineByName(const std::string& name) {
         "remove-noops",
         // Drops nodes and initializers nothing reads, before anything spends time on them.
         "eliminate-dead-nodes",
+        // User shapes go in before inference, or inference would settle on the model's dynamic
+        // dims.
+        "fix-input-shapes",
+        // Inference and folding to a fixpoint: shape sub-graphs fold once their inputs' shapes are
+        // known.
+        "settle-shapes",
     };
   return Status(ErrorCode::BadFlag, fmt::format("unknown pipeline '{}'", name),
                 "use 'default' or 'none'");

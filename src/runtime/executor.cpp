@@ -42,6 +42,24 @@ void collectOuterReads(const Graph& graph, const Graph& scopeOwner,
 Executor::Executor(const Model& model, ExecutorOptions options)
     : model_(model), options_(options), opset_(model.opsetVersion("")) {}
 
+Expected<std::vector<RtValue>>
+Executor::evaluateNode(const Node& node, const std::vector<const RtValue*>& inputs, int64_t opset) {
+  KernelFn kernel = findKernel(node.domain(), node.opType());
+  if (!kernel)
+    return Status(ErrorCode::RuntimeUnsupported, fmt::format("no CPU kernel for {}", node.opType()),
+                  "");
+  static const Model emptyModel;
+  Executor executor(emptyModel, ExecutorOptions{});
+  Scope scope;
+  KernelContext context(executor, node, inputs, scope, opset);
+  KILN_TRY(kernel(context));
+  for (size_t i = 0; i < node.outputs().size(); ++i)
+    if (node.output(i) && context.outputs()[i].kind == RtValue::Kind::Missing)
+      return Status(ErrorCode::Internal,
+                    fmt::format("{} did not produce output {}", node.opType(), i), "");
+  return std::move(context.outputs());
+}
+
 Status Executor::checkSupported() const {
   std::set<std::string> ops;
   std::vector<std::string> nodes;

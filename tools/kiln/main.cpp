@@ -6,8 +6,10 @@
 #include <map>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "kiln/compare.h"
 #include "kiln/conformance.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/frontend/value_io.h"
@@ -15,6 +17,7 @@
 #include "kiln/ir/printer.h"
 #include "kiln/passes/pass.h"
 #include "kiln/runtime/executor.h"
+#include "kiln/shape_spec.h"
 
 namespace {
 
@@ -129,6 +132,85 @@ int convertModel(const std::string& path, const std::string& output,
   return 0;
 }
 
+struct CompareFlags {
+  std::string reference;
+  std::string candidate;
+  std::vector<std::string> inputs;
+  std::string inputShape;
+  uint32_t seed = 1;
+  bool json = false;
+};
+
+kiln::Expected<std::map<std::string, kiln::rt::RtValue>>
+readFeeds(const kiln::Graph& graph, const std::vector<std::string>& specs) {
+  std::map<std::string, kiln::rt::RtValue> feeds;
+  for (const std::string& spec : specs) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return kiln::Status(kiln::ErrorCode::BadFlag,
+                          fmt::format("--input '{}' is not NAME=FILE.pb", spec),
+                          "write --input x=input_0.pb");
+    std::string name = spec.substr(0, eq);
+    const kiln::Value* target = nullptr;
+    for (const kiln::Value* in : graph.inputs())
+      if (in->name() == name) target = in;
+    if (!target)
+      return kiln::Status(kiln::ErrorCode::BadFlag,
+                          fmt::format("--input: '{}' is not a graph input", name),
+                          "see `kiln inspect` for the input names");
+    KILN_ASSIGN_OR_RETURN(feeds[name], kiln::readValueFile(spec.substr(eq + 1), target->type()));
+  }
+  return feeds;
+}
+
+int compareCommand(const CompareFlags& flags) {
+  auto reference = kiln::loadModel(flags.reference);
+  if (!reference) return report(reference.status());
+  auto candidate = kiln::loadModel(flags.candidate);
+  if (!candidate) return report(candidate.status());
+  std::map<std::string, kiln::rt::RtValue> feeds;
+  if (!flags.inputs.empty()) {
+    auto read = readFeeds(*reference->graph, flags.inputs);
+    if (!read) return report(read.status());
+    feeds = read.take();
+  } else {
+    // Generated inputs need static shapes: fix them on the reference's inputs first.
+    if (!flags.inputShape.empty()) {
+      auto spec = kiln::parseShapeSpec(flags.inputShape, kiln::ShapeDialect::Atc);
+      if (!spec) return report(spec.status());
+      kiln::PipelineOptions options;
+      options.inputShapes = &*spec;
+      auto fixed = kiln::runPipeline(*reference, {"fix-input-shapes"}, options);
+      if (!fixed) return report(fixed.status());
+    }
+    auto made = kiln::makeDeterministicInputs(*reference->graph, flags.seed);
+    if (!made) return report(made.status());
+    feeds = made.take();
+  }
+  auto result = kiln::compareModels(*reference, *candidate, feeds);
+  if (!result) return report(result.status());
+  if (flags.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& o : *result)
+      out.push_back({{"output", o.name},
+                     {"shape", o.dims},
+                     {"cosine", o.metrics.cosine},
+                     {"mean_relative_error", o.metrics.meanRelativeError},
+                     {"max_abs_error", o.metrics.maxAbsError},
+                     {"sqnr_db", std::isinf(o.metrics.sqnrDb) ? nlohmann::json("inf")
+                                                              : nlohmann::json(o.metrics.sqnrDb)}});
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("{:<32} {:>12} {:>14} {:>14} {:>10}\n", "output", "cosine",
+                             "mean_rel_err", "max_abs_err", "sqnr_db");
+    for (const auto& o : *result)
+      std::cout << fmt::format("{:<32} {:>12.8f} {:>14.3e} {:>14.3e} {:>10.2f}\n", o.name,
+                               o.metrics.cosine, o.metrics.meanRelativeError, o.metrics.maxAbsError,
+                               o.metrics.sqnrDb);
+  }
+  return 0;
+}
+
 struct OptFlags {
   std::string model;
   std::vector<std::string> passes;
@@ -137,6 +219,8 @@ struct OptFlags {
   bool printPassStats = false;
   bool explain = false;
   std::string output;
+  std::string inputShape;
+  std::string shapeDialect = "atc";
 };
 
 int optimizeModel(const OptFlags& flags) {
@@ -149,6 +233,15 @@ int optimizeModel(const OptFlags& flags) {
     passes.insert(passes.begin(), named->begin(), named->end());
   }
   kiln::PipelineOptions options;
+  std::optional<kiln::ShapeSpec> spec;
+  if (!flags.inputShape.empty()) {
+    auto parsed = kiln::parseShapeSpec(flags.inputShape, flags.shapeDialect == "lite"
+                                                             ? kiln::ShapeDialect::ConverterLite
+                                                             : kiln::ShapeDialect::Atc);
+    if (!parsed) return report(parsed.status());
+    spec = parsed.take();
+    options.inputShapes = &*spec;
+  }
   options.printIrAfter = flags.printIrAfter;
   options.irStream = &std::cout;
   options.explain = flags.explain;
@@ -220,6 +313,22 @@ int main(int argc, char** argv) {
                 "per-pass time and node counts on stderr");
   opt->add_flag("--explain", optFlags.explain, "log why rewrites declined");
   opt->add_option("-o,--output", optFlags.output, "write the result as ONNX");
+  opt->add_option("--input-shape", optFlags.inputShape,
+                  "fix input shapes: name:1,3,224,224;name2:...");
+  opt->add_option("--shape-dialect", optFlags.shapeDialect, "grammar of --input-shape: atc or lite")
+      ->check(CLI::IsMember({"atc", "lite"}));
+
+  CompareFlags compareFlags;
+  auto* compare =
+      app.add_subcommand("compare", "run two models on the same inputs and compare their outputs");
+  compare->add_option("reference", compareFlags.reference, "reference model")->required();
+  compare->add_option("model", compareFlags.candidate, "model to check")->required();
+  compare->add_option("--input", compareFlags.inputs,
+                      "NAME=FILE.pb (default: deterministic generated inputs)");
+  compare->add_option("--input-shape", compareFlags.inputShape,
+                      "shapes for generated inputs (name:1,3,224,224)");
+  compare->add_option("--seed", compareFlags.seed, "seed for generated inputs");
+  compare->add_flag("--json", compareFlags.json, "print JSON");
 
   std::vector<std::string> conformancePaths;
   kiln::ConformanceOptions conformanceOptions;
@@ -263,6 +372,7 @@ int main(int argc, char** argv) {
   if (convert->parsed()) return convertModel(convertPath, convertOutput, convertExpose);
   if (run->parsed()) return runModel(runFlags);
   if (opt->parsed()) return optimizeModel(optFlags);
+  if (compare->parsed()) return compareCommand(compareFlags);
   if (conformance->parsed())
     return kiln::runConformance(conformancePaths, conformanceOptions, std::cout);
   return 0;

@@ -11,6 +11,7 @@
 namespace onnx {
 class ModelProto;
 class TensorProto;
+class TypeProto;
 } // namespace onnx
 
 namespace kiln {
@@ -40,6 +41,8 @@ Expected<Model> importOnnxTextFile(const std::string& path, const OnnxImportOpti
 // baseDir). `label` names the tensor in errors.
 Expected<Tensor> tensorFromOnnx(const onnx::TensorProto& proto, const std::string& baseDir,
                                 const std::string& label = "");
+// TypeProto → ValueType with the importer's checks; `label` names the value in errors.
+Expected<ValueType> valueTypeFromOnnx(const onnx::TypeProto& proto, const std::string& label);
 // Tensor → TensorProto (raw_data, or string_data for strings).
 void tensorToOnnx(const Tensor& tensor, const std::string& name, onnx::TensorProto& proto);
 

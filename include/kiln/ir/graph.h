@@ -199,6 +199,9 @@ class Graph {
                          const std::vector<std::string>& outputNames);
   // Erases a node whose outputs have no uses and are not graph outputs; its output values go too.
   void eraseNode(Node* node);
+  // Constant folding: `node`'s outputs become initializers holding `values` (same Value objects,
+  // same names and uses) and the node is removed.
+  void replaceNodeWithConstants(Node* node, std::vector<Tensor> values);
   // Rewires every use of `from` (in this graph, its subgraphs and as a graph output) to `to`.
   void replaceAllUsesWith(Value* from, Value* to);
   // Reorders nodes; `order` must be a permutation of nodes().

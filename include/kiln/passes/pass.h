@@ -12,6 +12,8 @@
 
 namespace kiln {
 
+struct ShapeSpec;
+
 // What passes share during one pipeline run.
 struct PassContext {
   Model* model = nullptr; // opsets, metadata; the graph passes get is model->graph
@@ -19,6 +21,8 @@ struct PassContext {
   // Largest tensor (in bytes) constant folding may create: keeps Tile/ConstantOfShape from blowing
   // up.
   uint64_t foldSizeLimit = 16u << 20;
+  // Input shapes the user fixed (--input_shape / --inputShape); nullptr when none were given.
+  const ShapeSpec* inputShapes = nullptr;
   // Notes a pass leaves for the user (e.g. tensors that stay dynamic and why).
   std::vector<std::string> notes;
   int64_t opset() const { return model ? model->opsetVersion("") : 0; }
@@ -51,6 +55,7 @@ struct PipelineOptions {
   std::ostream* irStream = nullptr;
   bool explain = false;
   uint64_t foldSizeLimit = 16u << 20;
+  const ShapeSpec* inputShapes = nullptr;
 };
 
 struct PipelineResult {

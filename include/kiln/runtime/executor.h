@@ -48,6 +48,10 @@ class Executor {
   // Feeds are keyed by graph input name; inputs backed by initializers may be omitted.
   Expected<RunResult> run(const std::map<std::string, RtValue>& feeds);
 
+  // Runs one node on given inputs (constant folding); nullptr entries are omitted inputs.
+  static Expected<std::vector<RtValue>>
+  evaluateNode(const Node& node, const std::vector<const RtValue*>& inputs, int64_t opset);
+
   const ExecutorOptions& options() const { return options_; }
   Expected<std::vector<RtValue>> runGraph(const Graph& graph, const std::vector<RtValue>& inputs,
                                           const Scope* parent);

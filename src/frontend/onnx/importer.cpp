@@ -269,7 +269,6 @@ class Importer {
     return Buffer::view(file, static_cast<size_t>(offset), static_cast<size_t>(size));
   }
 
- private:
   // Types.
   static Expected<Shape> shape(const onnx::TensorShapeProto& proto, const std::string& label) {
     std::vector<Dim> dims;
@@ -339,6 +338,7 @@ class Importer {
     return Status::ok();
   }
 
+ private:
   // Attributes.
   Expected<Attribute> attribute(const onnx::AttributeProto& proto, Graph* owner,
                                 const std::string& nodeText) {
@@ -679,6 +679,10 @@ Expected<Tensor> tensorFromOnnx(const onnx::TensorProto& proto, const std::strin
                                 const std::string& label) {
   Importer importer(label, baseDir, nullptr, nullptr, nullptr);
   return importer.tensor(proto, std::nullopt, "");
+}
+
+Expected<ValueType> valueTypeFromOnnx(const onnx::TypeProto& proto, const std::string& label) {
+  return Importer::type(proto, label);
 }
 
 Expected<Model> importOnnxTextFile(const std::string& path, const OnnxImportOptions& options) {

@@ -1,0 +1,43 @@
+// Accuracy metrics between a reference and a converted model's tensors (`kiln compare`).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+#include "kiln/runtime/value.h"
+#include "kiln/support/status.h"
+
+namespace kiln {
+
+struct TensorMetrics {
+  uint64_t elements = 0;
+  double cosine = 1.0; // dot / (|a||b|); 1 when both are all zero
+  double meanRelativeError =
+      0.0; // MindSpore Lite benchmark's definition (mean over out-of-tolerance elements)
+  double maxAbsError = 0.0;
+  double sqnrDb = 0.0;    // 10 log10(|ref|^2 / |ref - out|^2); +inf when identical
+  bool nonFinite = false; // NaN/Inf in the output where the reference is finite
+};
+
+// Both tensors as float; shapes must match (checked by the caller).
+TensorMetrics computeMetrics(const Tensor& reference, const Tensor& output);
+
+// Deterministic inputs for every non-initializer graph input with a static shape: floats uniform in
+// [-1, 1) from a fixed LCG seeded by `seed` and the input index, integers 0, bools false.
+Expected<std::map<std::string, rt::RtValue>> makeDeterministicInputs(const Graph& graph,
+                                                                     uint32_t seed);
+
+struct CompareOutput {
+  std::string name;
+  std::vector<int64_t> dims;
+  TensorMetrics metrics;
+};
+
+// Runs both models on `inputs` and compares outputs by position.
+Expected<std::vector<CompareOutput>>
+compareModels(const Model& reference, const Model& candidate,
+              const std::map<std::string, rt::RtValue>& inputs);
+
+} // namespace kiln

@@ -1,0 +1,150 @@
+// infer-shapes: fills value types and shapes with ONNX shape inference (with data propagation).
+//
+//   %y = Conv(%x: f32[1,3,640,640], %w)       →  %y: f32[1,16,320,320] = Conv(...)
+// Only makes types more specific: a static dim is never replaced by an unknown one.
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+#include <spdlog/spdlog.h>
+
+#include "kiln/frontend/onnx.h"
+#include "kiln/passes/pass.h"
+
+namespace kiln {
+namespace {
+
+// Large float weights go to inference as typed graph inputs: it needs their shapes, not their
+// bytes, and this keeps the pass from copying the model's weights.
+constexpr size_t kInlineInitializerBytes = 4096;
+
+void stripLargeInitializers(onnx::GraphProto& graph) {
+  google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
+  std::unordered_set<std::string> inputs;
+  for (const auto& in : graph.input())
+    inputs.insert(in.name());
+  for (auto& init : *graph.mutable_initializer()) {
+    bool large = init.raw_data().size() > kInlineInitializerBytes &&
+                 init.data_type() != onnx::TensorProto::INT64 &&
+                 init.data_type() != onnx::TensorProto::INT32;
+    if (!large) {
+      *kept.Add() = std::move(init);
+      continue;
+    }
+    if (!inputs.count(init.name())) {
+      auto* in = graph.add_input();
+      in->set_name(init.name());
+      auto* tensor = in->mutable_type()->mutable_tensor_type();
+      tensor->set_elem_type(init.data_type());
+      auto* shape = tensor->mutable_shape();
+      for (int64_t d : init.dims())
+        shape->add_dim()->set_dim_value(d);
+    }
+  }
+  graph.mutable_initializer()->Swap(&kept);
+}
+
+bool moreSpecific(const ValueType& inferred, const ValueType& current) {
+  if (inferred.kind != TypeKind::Tensor)
+    return current.kind == TypeKind::Unknown && inferred.kind != TypeKind::Unknown;
+  if (current.kind == TypeKind::Unknown) return true;
+  if (current.kind != TypeKind::Tensor) return false;
+  if (current.dtype == DType::Undefined && inferred.dtype != DType::Undefined) return true;
+  if (!inferred.shape.hasRank()) return false;
+  if (!current.shape.hasRank()) return true;
+  if (inferred.shape.rank() != current.shape.rank()) return false;
+  for (size_t i = 0; i < current.shape.rank(); ++i) {
+    const Dim &c = current.shape[i], &n = inferred.shape[i];
+    if (!c.isStatic() && n.isStatic()) return true;
+    if (!c.isStatic() && !c.isSymbolic() && n.isSymbolic()) return true;
+  }
+  return false;
+}
+
+// Merges inferred dims into the current type dim by dim, keeping every static dim already known.
+ValueType merged(const ValueType& inferred, const ValueType& current) {
+  if (current.kind != TypeKind::Tensor || !current.shape.hasRank() ||
+      inferred.kind != TypeKind::Tensor || !inferred.shape.hasRank() ||
+      inferred.shape.rank() != current.shape.rank()) {
+    ValueType out = inferred;
+    if (out.dtype == DType::Undefined) out.dtype = current.dtype;
+    return out;
+  }
+  std::vector<Dim> dims;
+  for (size_t i = 0; i < current.shape.rank(); ++i) {
+    const Dim &c = current.shape[i], &n = inferred.shape[i];
+    dims.push_back(c.isStatic() ? c
+                                : (n.isStatic() || (!c.isSymbolic() && n.isSymbolic()) ? n : c));
+  }
+  ValueType out = current;
+  if (out.dtype == DType::Undefined) out.dtype = inferred.dtype;
+  out.shape = Shape(std::move(dims));
+  return out;
+}
+
+bool apply(Graph& graph, const onnx::GraphProto& proto) {
+  std::unordered_map<std::string, const onnx::TypeProto*> types;
+  for (const auto& v : proto.value_info())
+    types[v.name()] = &v.type();
+  for (const auto& v : proto.output())
+    types[v.name()] = &v.type();
+  bool changed = false;
+  auto update = [&](Value* value) {
+    auto it = types.find(value->name());
+    if (it == types.end()) return;
+    auto inferred = valueTypeFromOnnx(*it->second, value->name());
+    if (!inferred || !moreSpecific(*inferred, value->type())) return;
+    bool wasAnnotated = value->type().kind != TypeKind::Unknown;
+    value->setType(merged(*inferred, value->type()));
+    if (!wasAnnotated && !value->isGraphInput() && !value->isGraphOutput() &&
+        !value->isInitializer())
+      graph.addAnnotatedValue(value);
+    changed = true;
+  };
+  // Node order is the export order, so proto nodes and IR nodes line up one to one.
+  auto protoNode = proto.node().begin();
+  for (const auto& node : graph.nodes()) {
+    if (protoNode == proto.node().end()) break;
+    for (Value* out : node->outputs())
+      if (out) update(out);
+    size_t attrIndex = 0;
+    for (const auto& [name, attr] : node->attributes()) {
+      if (attrIndex < static_cast<size_t>(protoNode->attribute_size())) {
+        const auto& protoAttr = protoNode->attribute(static_cast<int>(attrIndex));
+        if (attr.kind() == AttrKind::Graph && protoAttr.has_g())
+          changed |= apply(*attr.asGraph(), protoAttr.g());
+        if (attr.kind() == AttrKind::Graphs)
+          for (size_t g = 0;
+               g < attr.asGraphs().size() && g < static_cast<size_t>(protoAttr.graphs_size()); ++g)
+            changed |= apply(*attr.asGraphs()[g], protoAttr.graphs(static_cast<int>(g)));
+      }
+      ++attrIndex;
+    }
+    ++protoNode;
+  }
+  return changed;
+}
+
+class InferShapes : public Pass {
+ public:
+  std::string_view name() const override { return "infer-shapes"; }
+  Expected<bool> run(Graph& graph, PassContext& context) override {
+    onnx::ModelProto proto;
+    KILN_TRY(exportOnnx(*context.model, proto));
+    stripLargeInitializers(*proto.mutable_graph());
+    try {
+      onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0,
+                                          /*data_propagation=*/true);
+      onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
+    } catch (const std::exception& e) {
+      // Inference failing on one node is not fatal: the graph keeps the types it had.
+      spdlog::debug("infer-shapes: ONNX shape inference stopped: {}", e.what());
+      context.notes.push_back(fmt::format("shape inference stopped early: {}", e.what()));
+    }
+    return apply(graph, proto.graph());
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> makeInferShapesPass() { return std::make_unique<InferShapes>(); }
+
+} // namespace kiln
