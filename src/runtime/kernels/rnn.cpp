@@ -100,7 +100,10 @@ Status parseActivations(const KernelContext& ctx, CellKind kind, int64_t dirs,
     else
       names = {"Sigmoid", "Tanh", "Tanh"};
   }
-  if (names.size() == perDir && dirs == 2) names.insert(names.end(), names.begin(), names.end());
+  if (names.size() == perDir && dirs == 2) {
+    std::vector<std::string> forward = names;
+    names.insert(names.end(), forward.begin(), forward.end());
+  }
   if (names.size() != perDir * static_cast<size_t>(dirs))
     return ctx.fail("{} activations given, expected {}", names.size(), perDir * dirs);
   std::vector<float> alphas = ctx.attrFloats("activation_alpha");

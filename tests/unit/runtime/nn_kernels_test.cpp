@@ -1,0 +1,421 @@
+// NN kernels against naive references and against each other, on the paths the ONNX backend
+// cases leave out: groups with dilations, ConvTranspose groups, batched MatMul broadcast, Gemm
+// bias broadcast, recurrent directions, layouts and sequence lengths, fp16.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kiln/ir/graph.h"
+#include "kiln/runtime/executor.h"
+#include "kiln/runtime/tensor_util.h"
+
+using namespace kiln;
+
+namespace {
+
+struct Arg {
+  std::string name;
+  std::optional<Tensor> tensor; // nullopt: an omitted optional input
+};
+
+// Runs one node whose inputs are initializers; returns its outputs.
+std::vector<Tensor> runNode(const std::string& op, const std::vector<Arg>& args,
+                            const std::vector<std::pair<std::string, Attribute>>& attrs,
+                            size_t outputs, int64_t opset = 17) {
+  Model model;
+  model.opsets = {{"", opset}};
+  model.graph = std::make_shared<Graph>("g");
+  Graph& g = *model.graph;
+  std::vector<Value*> ins;
+  for (const Arg& a : args)
+    ins.push_back(a.tensor ? g.addInitializer(a.name, *a.tensor) : nullptr);
+  std::vector<std::string> outNames;
+  for (size_t i = 0; i < outputs; ++i)
+    outNames.push_back("out" + std::to_string(i));
+  Node* n = g.appendNode(op, ins, outNames);
+  for (const auto& [name, value] : attrs)
+    n->setAttribute(name, value);
+  for (size_t i = 0; i < outputs; ++i)
+    g.addOutput(n->output(i));
+  rt::Executor exec(model);
+  auto result = exec.run({});
+  EXPECT_TRUE(result.hasValue()) << (result ? "" : result.status().toString());
+  std::vector<Tensor> out;
+  if (!result) return out;
+  for (auto& v : result->outputs)
+    out.push_back(v.tensor);
+  return out;
+}
+
+std::vector<float> randomValues(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v)
+    x = dist(gen);
+  return v;
+}
+
+Tensor floats(std::vector<int64_t> dims, const std::vector<float>& v) {
+  return rt::makeTensor<float>(DType::Float32, std::move(dims), v);
+}
+
+void expectNear(const Tensor& t, const std::vector<float>& expected, float tol = 1e-4f) {
+  std::vector<float> got = rt::toFloatVector(t);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], expected[i], tol * (1.0f + std::fabs(expected[i]))) << "element " << i;
+}
+
+// Direct 2-D convolution.
+std::vector<float> naiveConv2d(const std::vector<float>& x, const std::vector<float>& w,
+                               const std::vector<float>& b, int64_t n, int64_t c, int64_t h,
+                               int64_t wd, int64_t m, int64_t kh, int64_t kw, int64_t group,
+                               int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
+                               int64_t pl, int64_t oh, int64_t ow) {
+  std::vector<float> y(static_cast<size_t>(n * m * oh * ow));
+  const int64_t cg = c / group, mg = m / group;
+  for (int64_t bn = 0; bn < n; ++bn)
+    for (int64_t om = 0; om < m; ++om)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double acc = b.empty() ? 0.0 : b[static_cast<size_t>(om)];
+          const int64_t g = om / mg;
+          for (int64_t ic = 0; ic < cg; ++ic)
+            for (int64_t ky = 0; ky < kh; ++ky)
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                const int64_t iy = oy * sh + ky * dh - pt, ix = ox * sw + kx * dw - pl;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                acc += x[static_cast<size_t>(((bn * c + g * cg + ic) * h + iy) * wd + ix)] *
+                       w[static_cast<size_t>(((om * cg + ic) * kh + ky) * kw + kx)];
+              }
+          y[static_cast<size_t>(((bn * m + om) * oh + oy) * ow + ox)] = static_cast<float>(acc);
+        }
+  return y;
+}
+
+TEST(NnKernels, ConvGroupsDilationsStridesPads) {
+  const int64_t n = 2, c = 6, h = 9, wd = 8, m = 4, kh = 3, kw = 2, group = 2;
+  auto x = randomValues(static_cast<size_t>(n * c * h * wd), 1);
+  auto w = randomValues(static_cast<size_t>(m * (c / group) * kh * kw), 2);
+  auto b = randomValues(static_cast<size_t>(m), 3);
+  // pads [top, left, bottom, right] = [1, 2, 0, 1], strides [2, 1], dilations [2, 3]
+  const int64_t oh = (h + 1 + 0 - ((kh - 1) * 2 + 1)) / 2 + 1;
+  const int64_t ow = (wd + 2 + 1 - ((kw - 1) * 3 + 1)) / 1 + 1;
+  auto out = runNode("Conv",
+                     {{"x", floats({n, c, h, wd}, x)},
+                      {"w", floats({m, c / group, kh, kw}, w)},
+                      {"b", floats({m}, b)}},
+                     {{"group", Attribute::ofInt(group)},
+                      {"strides", Attribute::ofInts({2, 1})},
+                      {"dilations", Attribute::ofInts({2, 3})},
+                      {"pads", Attribute::ofInts({1, 2, 0, 1})}},
+                     1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{n, m, oh, ow}));
+  expectNear(out[0], naiveConv2d(x, w, b, n, c, h, wd, m, kh, kw, group, 2, 1, 2, 3, 1, 2, oh, ow));
+}
+
+TEST(NnKernels, ConvDepthwiseSameLower) {
+  const int64_t n = 1, c = 3, h = 5, wd = 6, m = 6, k = 4;
+  auto x = randomValues(static_cast<size_t>(n * c * h * wd), 4);
+  auto w = randomValues(static_cast<size_t>(m * k * k), 5);
+  auto out = runNode("Conv", {{"x", floats({n, c, h, wd}, x)}, {"w", floats({m, 1, k, k}, w)}},
+                     {{"group", Attribute::ofInt(c)},
+                      {"auto_pad", Attribute::ofString("SAME_LOWER")},
+                      {"strides", Attribute::ofInts({2, 2})}},
+                     1);
+  ASSERT_EQ(out.size(), 1u);
+  // out = ceil(in / 2); total pad = (out-1)*2 + 4 - in, the odd unit at the beginning.
+  const int64_t oh = 3, ow = 3, padH = (oh - 1) * 2 + k - h, padW = (ow - 1) * 2 + k - wd;
+  EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{n, m, oh, ow}));
+  expectNear(out[0], naiveConv2d(x, w, {}, n, c, h, wd, m, k, k, c, 2, 2, 1, 1, padH - padH / 2,
+                                 padW - padW / 2, oh, ow));
+}
+
+TEST(NnKernels, Conv1dAnd3dMatchConv2d) {
+  // A 1-D conv is a 2-D conv with a unit height; a 3-D conv with unit depth likewise.
+  const int64_t n = 2, c = 4, len = 11, m = 3, k = 3;
+  auto x = randomValues(static_cast<size_t>(n * c * len), 6);
+  auto w = randomValues(static_cast<size_t>(m * c * k), 7);
+  auto y1 =
+      runNode("Conv", {{"x", floats({n, c, len}, x)}, {"w", floats({m, c, k}, w)}},
+              {{"pads", Attribute::ofInts({2, 1})}, {"dilations", Attribute::ofInts({2})}}, 1);
+  auto y2 = runNode(
+      "Conv", {{"x", floats({n, c, 1, len}, x)}, {"w", floats({m, c, 1, k}, w)}},
+      {{"pads", Attribute::ofInts({0, 2, 0, 1})}, {"dilations", Attribute::ofInts({1, 2})}}, 1);
+  auto y3 =
+      runNode("Conv", {{"x", floats({n, c, 1, 1, len}, x)}, {"w", floats({m, c, 1, 1, k}, w)}},
+              {{"pads", Attribute::ofInts({0, 0, 2, 0, 0, 1})},
+               {"dilations", Attribute::ofInts({1, 1, 2})}},
+              1);
+  ASSERT_EQ(y1.size(), 1u);
+  ASSERT_EQ(y2.size(), 1u);
+  ASSERT_EQ(y3.size(), 1u);
+  expectNear(y1[0], rt::toFloatVector(y2[0]));
+  expectNear(y3[0], rt::toFloatVector(y2[0]));
+}
+
+TEST(NnKernels, ConvTransposeGroupsDilations) {
+  const int64_t n = 1, c = 4, h = 3, wd = 4, mg = 2, k = 3, group = 2, s = 2, d = 2, pad = 1;
+  auto x = randomValues(static_cast<size_t>(n * c * h * wd), 8);
+  auto w = randomValues(static_cast<size_t>(c * mg * k * k), 9);
+  auto out =
+      runNode("ConvTranspose", {{"x", floats({n, c, h, wd}, x)}, {"w", floats({c, mg, k, k}, w)}},
+              {{"group", Attribute::ofInt(group)},
+               {"strides", Attribute::ofInts({s, s})},
+               {"dilations", Attribute::ofInts({d, d})},
+               {"pads", Attribute::ofInts({pad, pad, pad, pad})},
+               {"output_padding", Attribute::ofInts({1, 0})}},
+              1);
+  ASSERT_EQ(out.size(), 1u);
+  const int64_t m = mg * group, ek = (k - 1) * d + 1;
+  const int64_t oh = s * (h - 1) + 1 + ek - 2 * pad, ow = s * (wd - 1) + ek - 2 * pad;
+  EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{n, m, oh, ow}));
+  std::vector<float> y(static_cast<size_t>(n * m * oh * ow), 0.0f);
+  const int64_t cg = c / group;
+  for (int64_t ic = 0; ic < c; ++ic)
+    for (int64_t iy = 0; iy < h; ++iy)
+      for (int64_t ix = 0; ix < wd; ++ix)
+        for (int64_t om = 0; om < mg; ++om)
+          for (int64_t ky = 0; ky < k; ++ky)
+            for (int64_t kx = 0; kx < k; ++kx) {
+              const int64_t oy = iy * s + ky * d - pad, ox = ix * s + kx * d - pad;
+              if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
+              const int64_t g = ic / cg;
+              y[static_cast<size_t>(((g * mg + om) * oh + oy) * ow + ox)] +=
+                  x[static_cast<size_t>((ic * h + iy) * wd + ix)] *
+                  w[static_cast<size_t>(((ic * mg + om) * k + ky) * k + kx)];
+            }
+  expectNear(out[0], y);
+}
+
+TEST(NnKernels, MatMulBroadcastAndVectors) {
+  auto a = randomValues(2 * 1 * 3 * 4, 10), b = randomValues(5 * 4 * 6, 11);
+  auto out =
+      runNode("MatMul", {{"a", floats({2, 1, 3, 4}, a)}, {"b", floats({5, 4, 6}, b)}}, {}, 1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{2, 5, 3, 6}));
+  std::vector<float> y;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 5; ++j)
+      for (int r = 0; r < 3; ++r)
+        for (int col = 0; col < 6; ++col) {
+          double acc = 0;
+          for (int p = 0; p < 4; ++p)
+            acc += a[static_cast<size_t>((i * 3 + r) * 4 + p)] *
+                   b[static_cast<size_t>((j * 4 + p) * 6 + col)];
+          y.push_back(static_cast<float>(acc));
+        }
+  expectNear(out[0], y);
+
+  auto v = randomValues(4, 12);
+  auto mv = runNode("MatMul", {{"a", floats({5, 6, 4}, b)}, {"v", floats({4}, v)}}, {}, 1);
+  auto vm = runNode("MatMul", {{"v", floats({4}, v)}, {"b", floats({5, 4, 6}, b)}}, {}, 1);
+  ASSERT_EQ(mv.size(), 1u);
+  ASSERT_EQ(vm.size(), 1u);
+  EXPECT_EQ(mv[0].dims(), (std::vector<int64_t>{5, 6}));
+  EXPECT_EQ(vm[0].dims(), (std::vector<int64_t>{5, 6}));
+  std::vector<float> ymv, yvm;
+  for (int j = 0; j < 5; ++j)
+    for (int r = 0; r < 6; ++r) {
+      double am = 0, ma = 0;
+      for (int p = 0; p < 4; ++p) {
+        am += b[static_cast<size_t>((j * 6 + r) * 4 + p)] * v[static_cast<size_t>(p)];
+        ma += v[static_cast<size_t>(p)] * b[static_cast<size_t>((j * 4 + p) * 6 + r)];
+      }
+      ymv.push_back(static_cast<float>(am));
+      yvm.push_back(static_cast<float>(ma));
+    }
+  expectNear(mv[0], ymv);
+  expectNear(vm[0], yvm);
+}
+
+TEST(NnKernels, GemmBiasBroadcastTransposes) {
+  auto a = randomValues(4 * 3, 13), b = randomValues(5 * 4, 14), c = randomValues(3, 15);
+  auto out = runNode("Gemm",
+                     {{"a", floats({4, 3}, a)}, {"b", floats({5, 4}, b)}, {"c", floats({3, 1}, c)}},
+                     {{"transA", Attribute::ofInt(1)},
+                      {"transB", Attribute::ofInt(1)},
+                      {"alpha", Attribute::ofFloat(0.5f)},
+                      {"beta", Attribute::ofFloat(2.0f)}},
+                     1);
+  ASSERT_EQ(out.size(), 1u);
+  std::vector<float> y;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) {
+      double acc = 0;
+      for (int p = 0; p < 4; ++p)
+        acc += a[static_cast<size_t>(p * 3 + i)] * b[static_cast<size_t>(j * 4 + p)];
+      y.push_back(static_cast<float>(0.5 * acc + 2.0 * c[static_cast<size_t>(i)]));
+    }
+  expectNear(out[0], y);
+}
+
+TEST(NnKernels, ConvFloat16MatchesFloat) {
+  auto x = randomValues(1 * 2 * 5 * 5, 16), w = randomValues(3 * 2 * 3 * 3, 17);
+  auto half = [](std::vector<int64_t> dims, const std::vector<float>& v) {
+    std::vector<uint16_t> h;
+    for (float f : v)
+      h.push_back(rt::floatToHalf(f));
+    return rt::makeTensor<uint16_t>(DType::Float16, std::move(dims), h);
+  };
+  auto y32 =
+      runNode("Conv", {{"x", floats({1, 2, 5, 5}, x)}, {"w", floats({3, 2, 3, 3}, w)}}, {}, 1);
+  auto y16 = runNode("Conv", {{"x", half({1, 2, 5, 5}, x)}, {"w", half({3, 2, 3, 3}, w)}}, {}, 1);
+  ASSERT_EQ(y16.size(), 1u);
+  EXPECT_EQ(y16[0].dtype(), DType::Float16);
+  expectNear(y16[0], rt::toFloatVector(y32[0]), 1e-2f);
+}
+
+TEST(NnKernels, MaxPoolColumnMajorIndices) {
+  std::vector<float> x = {1, 9, 3, 4, 5, 6, 7, 8, 2}; // 3x3, max of the 2x2 top-left is 9 at (0,1)
+  auto out = runNode(
+      "MaxPool", {{"x", floats({1, 1, 3, 3}, x)}},
+      {{"kernel_shape", Attribute::ofInts({2, 2})}, {"storage_order", Attribute::ofInt(1)}}, 2);
+  ASSERT_EQ(out.size(), 2u);
+  expectNear(out[0], {9, 9, 8, 8});
+  // Column-major: (row, col) -> row + col * 3.
+  EXPECT_EQ(rt::toInt64Vector(out[1]), (std::vector<int64_t>{3, 3, 5, 5}));
+}
+
+// Recurrent op fixture: weights for one direction, duplicated for bidirectional runs.
+struct Recurrent {
+  std::string op;
+  int64_t gates, seq = 4, batch = 3, input = 2, hidden = 3;
+  std::vector<float> x, w, r, b;
+  Recurrent(std::string o, int64_t g, uint32_t seed) : op(std::move(o)), gates(g) {
+    x = randomValues(static_cast<size_t>(seq * batch * input), seed);
+    w = randomValues(static_cast<size_t>(gates * hidden * input), seed + 1);
+    r = randomValues(static_cast<size_t>(gates * hidden * hidden), seed + 2);
+    b = randomValues(static_cast<size_t>(2 * gates * hidden), seed + 3);
+  }
+  static std::vector<float> twice(const std::vector<float>& v) {
+    std::vector<float> t = v;
+    t.insert(t.end(), v.begin(), v.end());
+    return t;
+  }
+  std::vector<Tensor> run(const std::string& direction, const std::vector<float>& xs,
+                          bool batchFirst = false, std::optional<std::vector<int32_t>> lens = {}) {
+    const int64_t dirs = direction == "bidirectional" ? 2 : 1;
+    std::vector<Arg> args = {
+        {"x", floats(batchFirst ? std::vector<int64_t>{batch, seq, input}
+                                : std::vector<int64_t>{seq, batch, input},
+                     xs)},
+        {"w", floats({dirs, gates * hidden, input}, dirs == 2 ? twice(w) : w)},
+        {"r", floats({dirs, gates * hidden, hidden}, dirs == 2 ? twice(r) : r)},
+        {"b", floats({dirs, 2 * gates * hidden}, dirs == 2 ? twice(b) : b)}};
+    if (lens) args.push_back({"lens", rt::makeTensor<int32_t>(DType::Int32, {batch}, *lens)});
+    std::vector<std::pair<std::string, Attribute>> attrs = {
+        {"hidden_size", Attribute::ofInt(hidden)},
+        {"direction", Attribute::ofString(direction)},
+        {"layout", Attribute::ofInt(batchFirst ? 1 : 0)}};
+    if (op == "GRU") attrs.push_back({"linear_before_reset", Attribute::ofInt(0)});
+    return runNode(op, args, attrs, op == "LSTM" ? 3 : 2);
+  }
+  // X with the time axis reversed (time-major).
+  std::vector<float> reversedX() const {
+    std::vector<float> rx(x.size());
+    for (int64_t t = 0; t < seq; ++t)
+      std::copy(x.begin() + (seq - 1 - t) * batch * input, x.begin() + (seq - t) * batch * input,
+                rx.begin() + t * batch * input);
+    return rx;
+  }
+};
+
+class RecurrentTest : public ::testing::TestWithParam<std::pair<const char*, int>> {};
+
+TEST_P(RecurrentTest, ReverseIsForwardOnReversedInput) {
+  Recurrent rc(GetParam().first, GetParam().second, 20);
+  auto rev = rc.run("reverse", rc.x);
+  auto fwdOnRev = rc.run("forward", rc.reversedX());
+  ASSERT_FALSE(rev.empty());
+  ASSERT_FALSE(fwdOnRev.empty());
+  expectNear(rev[1], rt::toFloatVector(fwdOnRev[1]));
+  // Y at time t of the reverse run is Y at time seq-1-t of the forward run on reversed input.
+  std::vector<float> y = rt::toFloatVector(fwdOnRev[0]), flipped(y.size());
+  const int64_t step = rc.batch * rc.hidden;
+  for (int64_t t = 0; t < rc.seq; ++t)
+    std::copy(y.begin() + (rc.seq - 1 - t) * step, y.begin() + (rc.seq - t) * step,
+              flipped.begin() + t * step);
+  expectNear(rev[0], flipped);
+}
+
+TEST_P(RecurrentTest, BidirectionalStacksBothDirections) {
+  Recurrent rc(GetParam().first, GetParam().second, 30);
+  auto bi = rc.run("bidirectional", rc.x);
+  auto fwd = rc.run("forward", rc.x);
+  auto rev = rc.run("reverse", rc.x);
+  ASSERT_FALSE(bi.empty());
+  ASSERT_FALSE(fwd.empty());
+  ASSERT_FALSE(rev.empty());
+  std::vector<float> yh = rt::toFloatVector(fwd[1]), yhr = rt::toFloatVector(rev[1]);
+  yh.insert(yh.end(), yhr.begin(), yhr.end());
+  expectNear(bi[1], yh);
+  std::vector<float> y, yf = rt::toFloatVector(fwd[0]), yr = rt::toFloatVector(rev[0]);
+  const int64_t step = rc.batch * rc.hidden;
+  for (int64_t t = 0; t < rc.seq; ++t) {
+    y.insert(y.end(), yf.begin() + t * step, yf.begin() + (t + 1) * step);
+    y.insert(y.end(), yr.begin() + t * step, yr.begin() + (t + 1) * step);
+  }
+  expectNear(bi[0], y);
+}
+
+TEST_P(RecurrentTest, BatchFirstLayoutTransposes) {
+  Recurrent rc(GetParam().first, GetParam().second, 40);
+  std::vector<float> xb(rc.x.size());
+  for (int64_t t = 0; t < rc.seq; ++t)
+    for (int64_t b = 0; b < rc.batch; ++b)
+      std::copy(rc.x.begin() + (t * rc.batch + b) * rc.input,
+                rc.x.begin() + (t * rc.batch + b + 1) * rc.input,
+                xb.begin() + (b * rc.seq + t) * rc.input);
+  auto tm = rc.run("bidirectional", rc.x);
+  auto bf = rc.run("bidirectional", xb, true);
+  ASSERT_FALSE(tm.empty());
+  ASSERT_FALSE(bf.empty());
+  EXPECT_EQ(bf[0].dims(), (std::vector<int64_t>{rc.batch, rc.seq, 2, rc.hidden}));
+  EXPECT_EQ(bf[1].dims(), (std::vector<int64_t>{rc.batch, 2, rc.hidden}));
+  std::vector<float> y = rt::toFloatVector(tm[0]), expect(y.size());
+  for (int64_t t = 0; t < rc.seq; ++t)
+    for (int64_t d = 0; d < 2; ++d)
+      for (int64_t b = 0; b < rc.batch; ++b)
+        for (int64_t k = 0; k < rc.hidden; ++k)
+          expect[static_cast<size_t>(((b * rc.seq + t) * 2 + d) * rc.hidden + k)] =
+              y[static_cast<size_t>(((t * 2 + d) * rc.batch + b) * rc.hidden + k)];
+  expectNear(bf[0], expect);
+}
+
+TEST_P(RecurrentTest, SequenceLengthsStopEachBatchEarly) {
+  Recurrent rc(GetParam().first, GetParam().second, 50);
+  auto full = rc.run("bidirectional", rc.x, false, std::vector<int32_t>{4, 2, 3});
+  ASSERT_FALSE(full.empty());
+  // Batch 1 has length 2: the same as running its first two steps alone.
+  Recurrent one = rc;
+  one.seq = 2;
+  one.batch = 1;
+  one.x.clear();
+  for (int64_t t = 0; t < 2; ++t)
+    one.x.insert(one.x.end(), rc.x.begin() + (t * rc.batch + 1) * rc.input,
+                 rc.x.begin() + (t * rc.batch + 2) * rc.input);
+  auto alone = one.run("bidirectional", one.x);
+  ASSERT_FALSE(alone.empty());
+  std::vector<float> yh = rt::toFloatVector(full[1]), ya = rt::toFloatVector(alone[1]);
+  for (int64_t d = 0; d < 2; ++d)
+    for (int64_t k = 0; k < rc.hidden; ++k)
+      EXPECT_NEAR(yh[static_cast<size_t>((d * rc.batch + 1) * rc.hidden + k)],
+                  ya[static_cast<size_t>(d * rc.hidden + k)], 1e-5f);
+  // Steps past the length are zero in Y.
+  std::vector<float> y = rt::toFloatVector(full[0]);
+  for (int64_t t = 2; t < rc.seq; ++t)
+    for (int64_t d = 0; d < 2; ++d)
+      for (int64_t k = 0; k < rc.hidden; ++k)
+        EXPECT_EQ(y[static_cast<size_t>(((t * 2 + d) * rc.batch + 1) * rc.hidden + k)], 0.0f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, RecurrentTest,
+                         ::testing::Values(std::make_pair("RNN", 1), std::make_pair("GRU", 3),
+                                           std::make_pair("LSTM", 4)),
+                         [](const auto& info) { return std::string(info.param.first); });
+
+} // namespace
