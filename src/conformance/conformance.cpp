@@ -162,7 +162,14 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
         result.reason = expected.status().toString();
         return result;
       }
-      std::string problem = compareValues(*expected, run->outputs[i], tolerance);
+      // Older test data stores bfloat16 tensors as uint16 words: read them as the declared type.
+      if (expected->isTensor() && expected->tensor.dtype() == DType::UInt16 && out->dtype() == DType::BFloat16)
+        expected->tensor = Tensor(DType::BFloat16, expected->tensor.dims(), expected->tensor.buffer());
+      // Per-op exception (docs/conformance.md): bfloat16 results are compared to one bfloat16 step,
+      // since the 1.12 test data truncates float → bfloat16 where kiln rounds to nearest even.
+      Tolerance outputTolerance = tolerance;
+      if (out->dtype() == DType::BFloat16) outputTolerance.rtol = 1.0 / 128;
+      std::string problem = compareValues(*expected, run->outputs[i], outputTolerance);
       if (!problem.empty()) {
         result.reason =
             fmt::format("{} output '{}': {}", set.filename().string(), out->name(), problem);
@@ -192,6 +199,7 @@ std::vector<std::pair<fs::path, std::string>> findCases(const std::vector<std::s
   }
   std::sort(cases.begin(), cases.end(),
             [](const auto& a, const auto& b) { return a.second < b.second; });
+  cases.erase(std::unique(cases.begin(), cases.end()), cases.end());  // a folder named twice runs once
   return cases;
 }
 
