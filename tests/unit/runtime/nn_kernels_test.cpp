@@ -413,6 +413,68 @@ TEST_P(RecurrentTest, SequenceLengthsStopEachBatchEarly) {
         EXPECT_EQ(y[static_cast<size_t>(((t * 2 + d) * rc.batch + 1) * rc.hidden + k)], 0.0f);
 }
 
+// One forward GRU direction, written straight from the ONNX equations.
+std::vector<float> naiveGruYh(const Recurrent& rc, bool linearBeforeReset,
+                              const std::vector<float>& h0) {
+  const int64_t H = rc.hidden, I = rc.input;
+  std::vector<double> h(h0.begin(), h0.end());
+  auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  for (int64_t t = 0; t < rc.seq; ++t) {
+    std::vector<double> next(h.size());
+    for (int64_t b = 0; b < rc.batch; ++b) {
+      auto xw = [&](int64_t row) {
+        double acc = rc.b[static_cast<size_t>(row)];
+        for (int64_t i = 0; i < I; ++i)
+          acc += rc.x[static_cast<size_t>((t * rc.batch + b) * I + i)] *
+                 rc.w[static_cast<size_t>(row * I + i)];
+        return acc;
+      };
+      auto hr = [&](int64_t row, const std::vector<double>& v) {
+        double acc = 0;
+        for (int64_t k = 0; k < H; ++k)
+          acc += v[static_cast<size_t>(k)] * rc.r[static_cast<size_t>(row * H + k)];
+        return acc;
+      };
+      std::vector<double> hb(h.begin() + b * H, h.begin() + (b + 1) * H), z(H), r(H);
+      for (int64_t j = 0; j < H; ++j) {
+        z[j] = sig(xw(j) + hr(j, hb) + rc.b[static_cast<size_t>(3 * H + j)]);
+        r[j] = sig(xw(H + j) + hr(H + j, hb) + rc.b[static_cast<size_t>(4 * H + j)]);
+      }
+      std::vector<double> rh(H);
+      for (int64_t k = 0; k < H; ++k)
+        rh[k] = r[k] * hb[k];
+      for (int64_t j = 0; j < H; ++j) {
+        const double rbh = rc.b[static_cast<size_t>(5 * H + j)];
+        const double cand = linearBeforeReset
+                                ? std::tanh(xw(2 * H + j) + r[j] * (hr(2 * H + j, hb) + rbh))
+                                : std::tanh(xw(2 * H + j) + hr(2 * H + j, rh) + rbh);
+        next[static_cast<size_t>(b * H + j)] = (1 - z[j]) * cand + z[j] * hb[j];
+      }
+    }
+    h = next;
+  }
+  return std::vector<float>(h.begin(), h.end());
+}
+
+TEST(NnKernels, GruLinearBeforeResetBothWays) {
+  Recurrent rc("GRU", 3, 60);
+  auto h0 = randomValues(static_cast<size_t>(rc.batch * rc.hidden), 64);
+  for (int lbr = 0; lbr < 2; ++lbr) {
+    auto out = runNode("GRU",
+                       {{"x", floats({rc.seq, rc.batch, rc.input}, rc.x)},
+                        {"w", floats({1, 3 * rc.hidden, rc.input}, rc.w)},
+                        {"r", floats({1, 3 * rc.hidden, rc.hidden}, rc.r)},
+                        {"b", floats({1, 6 * rc.hidden}, rc.b)},
+                        {"lens", std::nullopt},
+                        {"h0", floats({1, rc.batch, rc.hidden}, h0)}},
+                       {{"hidden_size", Attribute::ofInt(rc.hidden)},
+                        {"linear_before_reset", Attribute::ofInt(lbr)}},
+                       2);
+    ASSERT_EQ(out.size(), 2u);
+    expectNear(out[1], naiveGruYh(rc, lbr != 0, h0));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, RecurrentTest,
                          ::testing::Values(std::make_pair("RNN", 1), std::make_pair("GRU", 3),
                                            std::make_pair("LSTM", 4)),
