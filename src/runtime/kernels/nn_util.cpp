@@ -9,9 +9,11 @@ namespace kiln::rt::nn {
 namespace {
 
 // OpenBLAS keeps one global thread count; only touch it when a caller asks for a different one.
-void useThreads(int threads) {
+// Small products (recurrent steps, depthwise groups) run faster on one thread than on a woken pool;
+// the choice depends only on the sizes, so results stay a function of the requested count.
+void useThreads(int threads, int64_t m, int64_t n, int64_t k) {
   static std::atomic<int> current{-1};
-  if (threads < 1) threads = 1;
+  if (threads < 1 || m * n * k < (int64_t{1} << 18)) threads = 1;
   if (current.exchange(threads) != threads) openblas_set_num_threads(threads);
 }
 
@@ -27,7 +29,7 @@ void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k
         c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  useThreads(threads);
+  useThreads(threads, m, n, k);
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
@@ -44,7 +46,7 @@ void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k
         c[i * ldc + j] = beta == 0.0 ? 0.0 : beta * c[i * ldc + j];
     return;
   }
-  useThreads(threads);
+  useThreads(threads, m, n, k);
   cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
