@@ -1,6 +1,7 @@
 // Normalization kernels: BatchNormalization, InstanceNormalization, LayerNormalization, LRN,
 // MeanVarianceNormalization, and Dropout (inference: identity with an all-true mask).
 #include <cmath>
+#include <random>
 
 #include "nn_util.h"
 
@@ -329,6 +330,34 @@ Status mvnOp(KernelContext& ctx) {
   return Status::ok();
 }
 
+// Training-mode Dropout keeps x / (1 - ratio) where a uniform [0, 1) draw is >= ratio. The draws
+// come from MT19937 seeded with the seed attribute (0 when absent, so runs are reproducible),
+// each a 53-bit double from two 32-bit outputs: the convention of the ONNX reference generator.
+Status trainingDropout(KernelContext& ctx, double ratio) {
+  const Tensor& x = ctx.input(0);
+  if (ratio < 0.0 || ratio >= 1.0) return ctx.fail("ratio {} outside [0, 1)", ratio);
+  std::mt19937 gen(static_cast<uint32_t>(ctx.attrInt("seed", 0)));
+  OutTensor mask(DType::Bool, x.dims());
+  uint8_t* keep = mask.bytes();
+  for (uint64_t i = 0; i < mask.elementCount(); ++i) {
+    const uint32_t a = gen() >> 5, b = gen() >> 6;
+    const double u = (a * 67108864.0 + b) / 9007199254740992.0;
+    keep[i] = u >= ratio ? 1 : 0;
+  }
+  bool done = nn::dispatchFloat(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    Staged<T> xv(x);
+    StagedOut<T> y(x.dtype(), x.dims());
+    const T scale = static_cast<T>(1.0 / (1.0 - ratio));
+    for (uint64_t i = 0; i < y.elementCount(); ++i)
+      y.data()[i] = keep[i] ? xv[i] * scale : T{0};
+    ctx.setOutput(0, std::move(y).finish());
+  });
+  if (!done) return ctx.unsupported("dtype {}", dtypeName(x.dtype()));
+  if (ctx.wantsOutput(1)) ctx.setOutput(1, std::move(mask).finish());
+  return Status::ok();
+}
+
 Status dropoutOp(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   // Before opset 12 there is no training switch: graphs run Dropout in inference mode.
@@ -339,8 +368,7 @@ Status dropoutOp(KernelContext& ctx) {
     if (ctx.hasInput(2))
       training = ctx.input(2).elementCount() > 0 && ctx.inputData<uint8_t>(2)[0] != 0;
   }
-  if (training && ratio != 0.0)
-    return ctx.unsupported("training-mode Dropout with ratio {} (random mask)", ratio);
+  if (training && ratio != 0.0) return trainingDropout(ctx, ratio);
   ctx.setOutput(0, x);
   if (ctx.wantsOutput(1)) {
     const DType maskType = ctx.opset() >= 10 ? DType::Bool : x.dtype();
