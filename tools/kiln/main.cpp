@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "kiln/check.h"
 #include "kiln/compare.h"
 #include "kiln/conformance.h"
 #include "kiln/frontend/onnx.h"
@@ -18,6 +19,7 @@
 #include "kiln/passes/pass.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/shape_spec.h"
+#include "kiln/support/atomic_file.h"
 
 namespace {
 
@@ -211,6 +213,26 @@ int compareCommand(const CompareFlags& flags) {
   return 0;
 }
 
+struct CheckFlags {
+  std::string model;
+  kiln::CheckOptions options;
+  std::string shapeDialect = "atc";
+  std::string jsonPath;
+};
+
+int checkCommand(CheckFlags& flags) {
+  auto model = kiln::loadModel(flags.model);
+  if (!model) return report(model.status());
+  flags.options.converterLiteDialect = flags.shapeDialect == "lite";
+  auto result = kiln::checkModel(*model, flags.options);
+  if (!result) return report(result.status());
+  std::cout << result->toText();
+  if (!flags.jsonPath.empty())
+    if (auto status = kiln::writeFileAtomically(flags.jsonPath, result->toJson()); !status)
+      return report(status);
+  return result->ok() ? 0 : 1;
+}
+
 struct OptFlags {
   std::string model;
   std::vector<std::string> passes;
@@ -318,6 +340,18 @@ int main(int argc, char** argv) {
   opt->add_option("--shape-dialect", optFlags.shapeDialect, "grammar of --input-shape: atc or lite")
       ->check(CLI::IsMember({"atc", "lite"}));
 
+  CheckFlags checkFlags;
+  auto* check =
+      app.add_subcommand("check", "validate input shapes and op support before converting");
+  check->add_option("model", checkFlags.model, "model file")->required();
+  check->add_option("--input-shape", checkFlags.options.inputShape, "name:1,3,224,224;name2:...");
+  check
+      ->add_option("--shape-dialect", checkFlags.shapeDialect,
+                   "grammar of --input-shape: atc or lite")
+      ->check(CLI::IsMember({"atc", "lite"}));
+  check->add_option("--target", checkFlags.options.target, "target to check against (cpu)");
+  check->add_option("--json", checkFlags.jsonPath, "also write the report as JSON here");
+
   CompareFlags compareFlags;
   auto* compare =
       app.add_subcommand("compare", "run two models on the same inputs and compare their outputs");
@@ -373,6 +407,7 @@ int main(int argc, char** argv) {
   if (run->parsed()) return runModel(runFlags);
   if (opt->parsed()) return optimizeModel(optFlags);
   if (compare->parsed()) return compareCommand(compareFlags);
+  if (check->parsed()) return checkCommand(checkFlags);
   if (conformance->parsed())
     return kiln::runConformance(conformancePaths, conformanceOptions, std::cout);
   return 0;

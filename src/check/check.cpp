@@ -1,0 +1,122 @@
+// Pre-conversion check: shape-spec validation, shape fixing, per-node support for a target.
+#include "kiln/check.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "kiln/ir/printer.h"
+#include "kiln/passes/pass.h"
+#include "kiln/runtime/kernel.h"
+#include "kiln/shape_spec.h"
+
+namespace kiln {
+namespace {
+
+std::string typeText(const Value* v) {
+  if (!v) return "_";
+  std::string t = typeToText(v->type());
+  return t.empty() ? "?" : t;
+}
+
+void checkNodes(const Graph& graph, const Model& model, CheckReport& report) {
+  for (const auto& node : graph.nodes()) {
+    NodeCheck check;
+    check.name = node->name();
+    if (!node->outputs().empty() && node->output(0)) check.firstOutput = node->output(0)->name();
+    check.opType = node->domain().empty() ? node->opType() : node->domain() + "::" + node->opType();
+    check.opset = model.opsetVersion(node->domain());
+    for (const Value* in : node->inputs())
+      check.inputTypes.push_back(typeText(in));
+    for (const Value* out : node->outputs())
+      check.outputTypes.push_back(typeText(out));
+    if (!rt::findKernel(node->domain(), node->opType())) {
+      check.supported = false;
+      check.reason = fmt::format("target {} has no kernel for {}", report.target, check.opType);
+      ++report.unsupportedNodes;
+    }
+    report.nodes.push_back(std::move(check));
+    for (const Graph* sub : node->subgraphs())
+      checkNodes(*sub, model, report);
+  }
+}
+
+} // namespace
+
+Expected<CheckReport> checkModel(Model& model, const CheckOptions& options) {
+  CheckReport report;
+  report.model = model.sourcePath;
+  report.target = options.target;
+  if (options.target != "cpu")
+    return Status(ErrorCode::BadFlag, fmt::format("unknown target '{}'", options.target),
+                  "use --target cpu (the om and ms targets come with their backends)");
+  std::optional<ShapeSpec> spec;
+  if (!options.inputShape.empty()) {
+    auto parsed = parseShapeSpec(options.inputShape, options.converterLiteDialect
+                                                         ? ShapeDialect::ConverterLite
+                                                         : ShapeDialect::Atc);
+    if (!parsed)
+      report.problems.push_back(parsed.status());
+    else
+      spec = parsed.take();
+  }
+  bool shapesValid = report.problems.empty();
+  if (spec) {
+    auto problems = validateShapeSpec(*spec, *model.graph);
+    shapesValid = problems.empty();
+    for (auto& p : problems)
+      report.problems.push_back(std::move(p));
+  }
+  if (shapesValid) {
+    PipelineOptions pipeline;
+    pipeline.inputShapes = spec ? &*spec : nullptr;
+    auto passes = pipelineByName("default");
+    auto result = runPipeline(model, *passes, pipeline);
+    if (!result) report.problems.push_back(result.status());
+  }
+  checkNodes(*model.graph, model, report);
+  return report;
+}
+
+std::string NodeCheck::label() const {
+  return name.empty() ? fmt::format("node producing '{}'", firstOutput)
+                      : fmt::format("node '{}'", name);
+}
+
+std::string CheckReport::toText() const {
+  std::string out = fmt::format("check: {} (target {})\n", model, target);
+  for (const Status& p : problems)
+    out += "problem: " + p.toString() + "\n";
+  for (const NodeCheck& n : nodes)
+    if (!n.supported)
+      out += fmt::format("unsupported: {} ({}, opset {}): {}\n", n.label(), n.opType, n.opset,
+                         n.reason);
+  out += fmt::format("{} nodes checked, {} unsupported, {} other problem(s): {}\n", nodes.size(),
+                     unsupportedNodes, problems.size(), ok() ? "PASS" : "FAIL");
+  return out;
+}
+
+std::string CheckReport::toJson() const {
+  nlohmann::json out;
+  out["model"] = model;
+  out["target"] = target;
+  out["result"] = ok() ? "success" : "failed";
+  out["problems"] = nlohmann::json::array();
+  for (const Status& p : problems)
+    out["problems"].push_back({{"code", codeString(p.code())},
+                               {"peer_code", p.peerCode()},
+                               {"message", p.message()},
+                               {"fix", p.hint()}});
+  out["nodes"] = nlohmann::json::array();
+  for (const NodeCheck& n : nodes)
+    out["nodes"].push_back({{"name", n.name},
+                            {"op", n.opType},
+                            {"opset", n.opset},
+                            {"inputs", n.inputTypes},
+                            {"outputs", n.outputTypes},
+                            {"result", n.supported ? "success" : "failed"},
+                            {"reason", n.reason}});
+  return out.dump(2) + "\n";
+}
+
+} // namespace kiln
