@@ -42,8 +42,49 @@ bool isPointwise(const Window& w) {
   return true;
 }
 
+// Depthwise 2-D conv (one input channel per group) as direct loops: per-group GEMMs would be
+// 1-row products dominated by call and unfolding overhead.
+template <typename T>
+void depthwise2d(const ConvShape& s, const T* x, const T* w, const T* bias, T* y) {
+  const Window& win = s.window;
+  const int64_t h = win.in[0], wd = win.in[1], oh = win.out[0], ow = win.out[1];
+  const int64_t kh = win.kernel[0], kw = win.kernel[1], sh = win.strides[0], sw = win.strides[1];
+  const int64_t dh = win.dilations[0], dw = win.dilations[1];
+  const int64_t pt = win.padBegin[0], pl = win.padBegin[1], mg = s.filters / s.group;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t m = 0; m < s.filters; ++m) {
+      const T* src = x + (b * s.channels + m / mg) * h * wd;
+      const T* wk = w + m * kh * kw;
+      T* dst = y + (b * s.filters + m) * oh * ow;
+      std::fill(dst, dst + oh * ow, bias ? bias[m] : T{0});
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        // Output columns whose input column ox*sw + kx*dw - pl lies inside [0, wd).
+        const int64_t shift = kx * dw - pl;
+        int64_t lo = shift >= 0 ? 0 : (-shift + sw - 1) / sw;
+        int64_t hi = wd - shift <= 0 ? 0 : (wd - shift + sw - 1) / sw;
+        hi = std::min(hi, ow);
+        if (lo >= hi) continue;
+        for (int64_t oy = 0; oy < oh; ++oy) {
+          T* row = dst + oy * ow;
+          for (int64_t ky = 0; ky < kh; ++ky) {
+            const int64_t iy = oy * sh + ky * dh - pt;
+            if (iy < 0 || iy >= h) continue;
+            const T wv = wk[ky * kw + kx];
+            const T* in = src + iy * wd + shift;
+            for (int64_t ox = lo; ox < hi; ++ox)
+              row[ox] += wv * in[ox * sw];
+          }
+        }
+      }
+    }
+}
+
 template <typename T>
 void convForward(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y) {
+  if (s.window.rank() == 2 && s.group > 1 && s.channels == s.group) {
+    depthwise2d(s, x, w, bias, y);
+    return;
+  }
   const Window& win = s.window;
   const int64_t cg = s.channels / s.group, mg = s.filters / s.group;
   const int64_t ks = nn::product(win.kernel), inSize = nn::product(win.in);
