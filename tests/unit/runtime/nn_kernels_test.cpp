@@ -280,6 +280,36 @@ TEST(NnKernels, MaxPoolColumnMajorIndices) {
   EXPECT_EQ(rt::toInt64Vector(out[1]), (std::vector<int64_t>{3, 3, 5, 5}));
 }
 
+TEST(NnKernels, LpPoolAndGlobalLpPool) {
+  std::vector<float> x = {1, -2, 3, 4, 0, -1, 2, 2, 5};
+  auto lp = runNode("LpPool", {{"x", floats({1, 1, 3, 3}, x)}},
+                    {{"kernel_shape", Attribute::ofInts({2, 2})}, {"p", Attribute::ofInt(3)}}, 1);
+  ASSERT_EQ(lp.size(), 1u);
+  auto root3 = [](double v) { return static_cast<float>(std::cbrt(v)); };
+  expectNear(lp[0], {root3(1 + 8 + 64 + 0), root3(8 + 27 + 0 + 1), root3(64 + 0 + 8 + 8),
+                     root3(0 + 1 + 8 + 125)});
+  auto glp = runNode("GlobalLpPool", {{"x", floats({1, 1, 3, 3}, x)}}, {}, 1);
+  ASSERT_EQ(glp.size(), 1u);
+  EXPECT_EQ(glp[0].dims(), (std::vector<int64_t>{1, 1, 1, 1}));
+  expectNear(glp[0], {static_cast<float>(std::sqrt(1 + 4 + 9 + 16 + 0 + 1 + 4 + 4 + 25))});
+}
+
+TEST(NnKernels, AveragePoolPadCounting) {
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  // 3x3 input, kernel 2, stride 2, pad 1 at the start: windows straddle the padding.
+  std::vector<std::pair<std::string, Attribute>> attrs = {
+      {"kernel_shape", Attribute::ofInts({2, 2})},
+      {"strides", Attribute::ofInts({2, 2})},
+      {"pads", Attribute::ofInts({1, 1, 0, 0})}};
+  auto exclude = runNode("AveragePool", {{"x", floats({1, 1, 3, 3}, x)}}, attrs, 1);
+  attrs.push_back({"count_include_pad", Attribute::ofInt(1)});
+  auto include = runNode("AveragePool", {{"x", floats({1, 1, 3, 3}, x)}}, attrs, 1);
+  ASSERT_EQ(exclude.size(), 1u);
+  ASSERT_EQ(include.size(), 1u);
+  expectNear(exclude[0], {1, 2.5f, 5.5f, 7});
+  expectNear(include[0], {0.25f, 1.25f, 2.75f, 7});
+}
+
 // Recurrent op fixture: weights for one direction, duplicated for bidirectional runs.
 struct Recurrent {
   std::string op;
