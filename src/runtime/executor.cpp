@@ -2,6 +2,7 @@
 #include "kiln/runtime/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 #include <unordered_set>
 
@@ -188,7 +189,16 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
       inputs.push_back(v);
     }
     KernelContext context(*this, node, std::move(inputs), scope, opset_);
+    auto start = options_.profile ? std::chrono::steady_clock::now()
+                                  : std::chrono::steady_clock::time_point{};
     Status status = kernel(context);
+    if (options_.profile && current_) {
+      OpProfile& entry = current_->profile[node.opType()];
+      entry.millis +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      ++entry.calls;
+    }
     if (!status) return status;
     for (size_t i = 0; i < node.outputs().size(); ++i) {
       const Value* out = node.output(i);

@@ -36,6 +36,7 @@ struct RunFlags {
   std::vector<std::string> capture;
   int threads = 1;
   int repeat = 1;
+  bool profile = false;
 };
 
 std::string fileNameFor(const std::string& valueName) {
@@ -81,6 +82,7 @@ int runModel(const RunFlags& flags) {
   options.threads = flags.threads;
   options.captureIntermediates = flags.captureAll;
   options.captureNames = flags.capture;
+  options.profile = flags.profile;
   kiln::rt::Executor executor(*model, options);
   if (auto status = executor.checkSupported(); !status) return report(status);
   std::vector<double> millis;
@@ -104,6 +106,15 @@ int runModel(const RunFlags& flags) {
     if (auto status = writeValues(dir, result->captured); !status) return report(status);
     std::cout << "kiln: wrote " << result->captured.size() << " captured tensor(s) to "
               << dir.string() << "\n";
+  }
+  if (flags.profile) {
+    std::vector<std::pair<std::string, kiln::rt::OpProfile>> ops(result->profile.begin(),
+                                                                 result->profile.end());
+    std::sort(ops.begin(), ops.end(),
+              [](const auto& a, const auto& b) { return a.second.millis > b.second.millis; });
+    std::cout << fmt::format("{:<24} {:>10} {:>8}  (last run)\n", "op", "ms", "calls");
+    for (const auto& [op, p] : ops)
+      std::cout << fmt::format("{:<24} {:>10.2f} {:>8}\n", op, p.millis, p.calls);
   }
   if (flags.repeat > 1) {
     std::sort(millis.begin(), millis.end());
@@ -318,6 +329,7 @@ int main(int argc, char** argv) {
   run->add_option("--capture", runFlags.capture,
                   "also write this intermediate tensor (repeatable)");
   run->add_option("--threads", runFlags.threads, "worker threads")->check(CLI::Range(1, 256));
+  run->add_flag("--profile", runFlags.profile, "print time per op type");
   run->add_option("--repeat", runFlags.repeat, "run N times and print timing")
       ->check(CLI::Range(1, 100000));
 

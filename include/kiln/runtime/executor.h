@@ -19,11 +19,19 @@ struct ExecutorOptions {
   bool captureIntermediates = false;
   // Keep just these values (by name), e.g. one tensor before a saturating activation.
   std::vector<std::string> captureNames;
+  // Accumulate wall time per op type (RunResult::profile).
+  bool profile = false;
+};
+
+struct OpProfile {
+  double millis = 0;
+  uint64_t calls = 0;
 };
 
 struct RunResult {
   std::vector<RtValue> outputs; // in graph output order
   std::map<std::string, RtValue> captured;
+  std::map<std::string, OpProfile> profile; // by op type
 };
 
 // Values visible while a graph runs; subgraph scopes chain to their parent.
