@@ -22,6 +22,7 @@ std::string compareValues(const rt::RtValue& expected, const rt::RtValue& actual
 struct ConformanceOptions {
   std::string via = "onnx";       // onnx (ms and om come with their backends)
   std::string precision = "fp32"; // fp32 (fp16 comes with the precision passes)
+  std::string pipeline = "none";  // named pass pipeline run on each model before executing it
   std::string expectFile;         // cases listed here must pass
   std::string writeExpected;      // write the passing cases here
   int jobs = 1;

@@ -18,6 +18,7 @@
 
 #include "kiln/frontend/onnx.h"
 #include "kiln/frontend/value_io.h"
+#include "kiln/passes/pass.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
 
@@ -106,6 +107,18 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
     result.reason = "import: " + model.status().toString();
     return result;
   }
+  if (options.pipeline != "none") {
+    auto passes = pipelineByName(options.pipeline);
+    if (!passes) {
+      result.reason = passes.status().toString();
+      return result;
+    }
+    auto ran = runPipeline(*model, *passes);
+    if (!ran) {
+      result.reason = "pipeline: " + ran.status().toString();
+      return result;
+    }
+  }
   rt::Executor executor(*model, rt::ExecutorOptions{});
   if (auto status = executor.checkSupported(); !status) {
     result.outcome = Outcome::Skip;
@@ -163,8 +176,10 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
         return result;
       }
       // Older test data stores bfloat16 tensors as uint16 words: read them as the declared type.
-      if (expected->isTensor() && expected->tensor.dtype() == DType::UInt16 && out->dtype() == DType::BFloat16)
-        expected->tensor = Tensor(DType::BFloat16, expected->tensor.dims(), expected->tensor.buffer());
+      if (expected->isTensor() && expected->tensor.dtype() == DType::UInt16 &&
+          out->dtype() == DType::BFloat16)
+        expected->tensor =
+            Tensor(DType::BFloat16, expected->tensor.dims(), expected->tensor.buffer());
       // Per-op exception (docs/conformance.md): bfloat16 results are compared to one bfloat16 step,
       // since the 1.12 test data truncates float → bfloat16 where kiln rounds to nearest even.
       Tolerance outputTolerance = tolerance;
@@ -199,7 +214,8 @@ std::vector<std::pair<fs::path, std::string>> findCases(const std::vector<std::s
   }
   std::sort(cases.begin(), cases.end(),
             [](const auto& a, const auto& b) { return a.second < b.second; });
-  cases.erase(std::unique(cases.begin(), cases.end()), cases.end());  // a folder named twice runs once
+  cases.erase(std::unique(cases.begin(), cases.end()),
+              cases.end()); // a folder named twice runs once
   return cases;
 }
 

@@ -386,6 +386,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"onnx"}));
   conformance->add_option("--precision", conformanceOptions.precision, "precision")
       ->check(CLI::IsMember({"fp32"}));
+  conformance
+      ->add_option("--pipeline", conformanceOptions.pipeline,
+                   "pass pipeline run on each model first")
+      ->check(CLI::IsMember({"none", "default"}));
   conformance->add_option("--expect", conformanceOptions.expectFile,
                           "list of cases that must pass");
   conformance->add_option("--write-expected", conformanceOptions.writeExpected,
