@@ -12,6 +12,10 @@ std::unique_ptr<Pass> makeFixInputShapesPass();
 std::unique_ptr<Pass> makeFoldConstantsPass();
 std::unique_ptr<Pass> makeInferShapesPass();
 std::unique_ptr<Pass> makeSettleShapesPass();
+std::unique_ptr<Pass> makeFuseBatchNormPass();
+std::unique_ptr<Pass> makeFuseMatMulAddPass();
+std::unique_ptr<Pass> makeMergeTransposeReshapePass();
+std::unique_ptr<Pass> makeEliminateCommonSubexpressionsPass();
 
 namespace {
 
@@ -23,6 +27,10 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"infer-shapes", makeInferShapesPass},
       {"settle-shapes", makeSettleShapesPass},
       {"remove-noops", makeRemoveNoopsPass},
+      {"fuse-batchnorm", makeFuseBatchNormPass},
+      {"fuse-matmul-add", makeFuseMatMulAddPass},
+      {"merge-transpose-reshape", makeMergeTransposeReshapePass},
+      {"eliminate-common-subexpressions", makeEliminateCommonSubexpressionsPass},
   };
   return table;
 }

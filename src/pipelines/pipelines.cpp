@@ -20,6 +20,17 @@ Expected<std::vector<std::string>> pipelineByName(const std::string& name) {
         // Inference and folding to a fixpoint: shape sub-graphs fold once their inputs' shapes are
         // known.
         "settle-shapes",
+        // Duplicate branches collapse first, so the rewrites below run once per branch, not per
+        // copy.
+        "eliminate-common-subexpressions",
+        // Layout shuffles collapse before fusion, so fusion patterns see producer → consumer.
+        "merge-transpose-reshape",
+        // MatMul + Add become Gemm first, so a BatchNormalization after them can fold into it.
+        "fuse-matmul-add",
+        // Folds into Conv/ConvTranspose/Gemm whose weights settle-shapes turned into initializers.
+        "fuse-batchnorm",
+        // Last: drops the weights the fusions replaced and anything the merges left unread.
+        "eliminate-dead-nodes",
     };
   return Status(ErrorCode::BadFlag, fmt::format("unknown pipeline '{}'", name),
                 "use 'default' or 'none'");

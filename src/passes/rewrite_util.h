@@ -1,0 +1,96 @@
+// Small graph-rewrite helpers shared by the fusion passes (header-only, file-local linkage).
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+
+namespace kiln::rewrite {
+
+// A tensor the pass may bake into new weights: an initializer the user cannot override as an input.
+inline const Tensor* constantTensor(const Value* v) {
+  if (!v || !v->isInitializer() || v->isGraphInput()) return nullptr;
+  return &v->initializer();
+}
+
+inline std::optional<std::vector<int64_t>> constantInts(const Value* v) {
+  const Tensor* t = constantTensor(v);
+  if (!t) return std::nullopt;
+  if (t->dtype() == DType::Int64) return t->copyValues<int64_t>();
+  if (t->dtype() == DType::Int32) {
+    std::vector<int64_t> out;
+    for (int32_t x : t->copyValues<int32_t>())
+      out.push_back(x);
+    return out;
+  }
+  return std::nullopt;
+}
+
+// True when the value only feeds `user` (once) and callers outside the graph cannot see it, so the
+// producer may be folded into that user.
+inline bool onlyFeeds(const Value* v, const Node* user) {
+  return v && !v->isGraphOutput() && v->uses().size() == 1 && v->uses()[0].user == user;
+}
+
+// True when output `i` of `node` is absent or nobody reads it.
+inline bool outputUnused(const Node& node, size_t i) {
+  const Value* out = node.output(i);
+  return !out || (!out->hasUses() && !out->isGraphOutput());
+}
+
+inline Node* nodeAfter(Graph& graph, const Node* node) {
+  const auto& nodes = graph.nodes();
+  for (auto it = nodes.begin(); it != nodes.end(); ++it)
+    if (it->get() == node) return ++it == nodes.end() ? nullptr : it->get();
+  return nullptr;
+}
+
+// Replaces `chain` (producer first, each node only feeding the next) by one new node whose single
+// output keeps the name, type and uses of the last node's output 0: graph output names and
+// per-tensor compare by name keep working. The new node sits where the last node was, is named
+// after `chain.front()` and carries the locations of every original.
+// opType, domain and attributes are copies: callers often pass a chain node's own, which dies here.
+inline Node* replaceChain(Graph& graph, const std::vector<Node*>& chain, std::string opType,
+                          std::string domain, const std::vector<Value*>& inputs,
+                          Node::AttributeList attributes) {
+  Node* last = chain.back();
+  Value* kept = last->output(0);
+  const std::string name = kept->name();
+  const ValueType type = kept->type();
+  const std::string doc = kept->docString();
+  const auto& annotated = graph.annotatedValues();
+  const bool wasAnnotated = std::find(annotated.begin(), annotated.end(), kept) != annotated.end();
+  Node* anchor = nodeAfter(graph, last);
+
+  // Park the uses on a placeholder so the old value (and its name) can go with its producer.
+  Value* parked = graph.addValue(graph.uniqueName(name + "_parked"));
+  graph.replaceAllUsesWith(kept, parked);
+  std::vector<Location> locations;
+  for (const Node* n : chain)
+    for (const Location& loc : n->locations())
+      if (std::find(locations.begin(), locations.end(), loc) == locations.end())
+        locations.push_back(loc);
+  const std::string nodeName = chain.front()->name();
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+    graph.eraseNode(*it);
+
+  Node* fused = graph.insertNodeBefore(anchor, opType, inputs, {name});
+  fused->setName(nodeName);
+  fused->setDomain(domain);
+  for (const auto& [key, value] : attributes)
+    fused->setAttribute(key, value);
+  for (Location& loc : locations)
+    fused->addLocation(std::move(loc));
+  Value* out = fused->output(0);
+  out->setType(type);
+  out->setDocString(doc);
+  if (wasAnnotated) graph.addAnnotatedValue(out);
+  graph.replaceAllUsesWith(parked, out);
+  graph.eraseValue(parked);
+  return fused;
+}
+
+} // namespace kiln::rewrite
