@@ -7,11 +7,51 @@
 namespace kiln::rt {
 namespace {
 
+// Iterative radix-2 FFT for power-of-two n (audio frames are usually 256..2048 long, where the
+// naive transform would dominate run time). `in` and `out` must not alias.
+void fftPow2(const double* in, int64_t n, double sign, const std::vector<double>& cosT,
+             const std::vector<double>& sinT, double* out) {
+  int bits = 0;
+  while ((int64_t{1} << bits) < n)
+    ++bits;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = 0;
+    for (int b = 0; b < bits; ++b)
+      if (i & (int64_t{1} << b)) r |= int64_t{1} << (bits - 1 - b);
+    out[2 * r] = in[2 * i];
+    out[2 * r + 1] = in[2 * i + 1];
+  }
+  for (int64_t len = 2; len <= n; len <<= 1) {
+    const int64_t half = len / 2, step = n / len;
+    for (int64_t start = 0; start < n; start += len) {
+      for (int64_t j = 0; j < half; ++j) {
+        const double c = cosT[static_cast<size_t>(j * step)];
+        const double s = sign * sinT[static_cast<size_t>(j * step)];
+        double* a = out + 2 * (start + j);
+        double* b = out + 2 * (start + j + half);
+        const double br = b[0] * c - b[1] * s, bi = b[0] * s + b[1] * c;
+        b[0] = a[0] - br;
+        b[1] = a[1] - bi;
+        a[0] += br;
+        a[1] += bi;
+      }
+    }
+  }
+  if (sign > 0) {
+    for (int64_t i = 0; i < 2 * n; ++i)
+      out[i] /= static_cast<double>(n);
+  }
+}
+
 // Naive DFT of one length-n complex sequence (re/im interleaved) into `out` (n complex values),
 // through a twiddle table indexed by (j*k) mod n so large products keep full precision.
 void dftOne(const double* in, int64_t n, bool inverse, const std::vector<double>& cosT,
             const std::vector<double>& sinT, double* out) {
   const double sign = inverse ? 1.0 : -1.0;
+  if (n >= 8 && (n & (n - 1)) == 0) {
+    fftPow2(in, n, sign, cosT, sinT, out);
+    return;
+  }
   for (int64_t k = 0; k < n; ++k) {
     double re = 0, im = 0;
     int64_t m = 0;
