@@ -16,32 +16,6 @@ namespace {
 // bytes, and this keeps the pass from copying the model's weights.
 constexpr size_t kInlineInitializerBytes = 4096;
 
-void stripLargeInitializers(onnx::GraphProto& graph) {
-  google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
-  std::unordered_set<std::string> inputs;
-  for (const auto& in : graph.input())
-    inputs.insert(in.name());
-  for (auto& init : *graph.mutable_initializer()) {
-    bool large = init.raw_data().size() > kInlineInitializerBytes &&
-                 init.data_type() != onnx::TensorProto::INT64 &&
-                 init.data_type() != onnx::TensorProto::INT32;
-    if (!large) {
-      *kept.Add() = std::move(init);
-      continue;
-    }
-    if (!inputs.count(init.name())) {
-      auto* in = graph.add_input();
-      in->set_name(init.name());
-      auto* tensor = in->mutable_type()->mutable_tensor_type();
-      tensor->set_elem_type(init.data_type());
-      auto* shape = tensor->mutable_shape();
-      for (int64_t d : init.dims())
-        shape->add_dim()->set_dim_value(d);
-    }
-  }
-  graph.mutable_initializer()->Swap(&kept);
-}
-
 bool moreSpecific(const ValueType& inferred, const ValueType& current) {
   if (inferred.kind != TypeKind::Tensor)
     return current.kind == TypeKind::Unknown && inferred.kind != TypeKind::Unknown;
@@ -128,8 +102,9 @@ class InferShapes : public Pass {
   std::string_view name() const override { return "infer-shapes"; }
   Expected<bool> run(Graph& graph, PassContext& context) override {
     onnx::ModelProto proto;
-    KILN_TRY(exportOnnx(*context.model, proto));
-    stripLargeInitializers(*proto.mutable_graph());
+    OnnxExportOptions exportOptions;
+    exportOptions.weightsAsInputsAbove = kInlineInitializerBytes;
+    KILN_TRY(exportOnnx(*context.model, proto, exportOptions));
     try {
       onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0,
                                           /*data_propagation=*/true);

@@ -47,7 +47,13 @@ Expected<ValueType> valueTypeFromOnnx(const onnx::TypeProto& proto, const std::s
 void tensorToOnnx(const Tensor& tensor, const std::string& name, onnx::TensorProto& proto);
 
 // IR → ModelProto; tensors are written inline as raw_data.
-Status exportOnnx(const Model& model, onnx::ModelProto& proto);
+struct OnnxExportOptions {
+  // For analysis (shape inference): main-graph weights above this many bytes are exported as typed
+  // graph inputs instead of copying their bytes. SIZE_MAX (default) exports everything.
+  size_t weightsAsInputsAbove = SIZE_MAX;
+};
+Status exportOnnx(const Model& model, onnx::ModelProto& proto,
+                  const OnnxExportOptions& options = {});
 // Serializes to `path` atomically.
 Status writeOnnxFile(const Model& model, const std::string& path);
 

@@ -54,7 +54,9 @@ void exportValueInfo(const Value& value, onnx::ValueInfoProto& proto) {
   if (!type.denotation.empty()) typeProto->set_denotation(type.denotation);
 }
 
-void exportGraph(const Graph& graph, onnx::GraphProto& proto);
+// `weightsAsInputsAbove`: see OnnxExportOptions (only the main graph is exported with it).
+void exportGraph(const Graph& graph, onnx::GraphProto& proto,
+                 size_t weightsAsInputsAbove = SIZE_MAX);
 
 void exportAttribute(const std::string& name, const Attribute& attr, onnx::AttributeProto& proto) {
   proto.set_name(name);
@@ -127,13 +129,24 @@ void exportAttribute(const std::string& name, const Attribute& attr, onnx::Attri
   }
 }
 
-void exportGraph(const Graph& graph, onnx::GraphProto& proto) {
+void exportGraph(const Graph& graph, onnx::GraphProto& proto, size_t weightsAsInputsAbove) {
   proto.set_name(graph.name());
   if (!graph.docString().empty()) proto.set_doc_string(graph.docString());
-  for (const Value* init : graph.initializers())
-    tensorToOnnx(init->initializer(), init->name(), *proto.add_initializer());
+  std::vector<const Value*> weightInputs;
+  for (const Value* init : graph.initializers()) {
+    const Tensor& t = init->initializer();
+    bool asInput = t.byteSize() > weightsAsInputsAbove && t.dtype() != DType::Int64 &&
+                   t.dtype() != DType::Int32;
+    if (asInput) {
+      if (!init->isGraphInput()) weightInputs.push_back(init);
+      continue;
+    }
+    tensorToOnnx(t, init->name(), *proto.add_initializer());
+  }
   for (const Value* in : graph.inputs())
     exportValueInfo(*in, *proto.add_input());
+  for (const Value* w : weightInputs)
+    exportValueInfo(*w, *proto.add_input());
   for (const Value* out : graph.outputs())
     exportValueInfo(*out, *proto.add_output());
   for (const Value* value : graph.annotatedValues())
@@ -155,7 +168,7 @@ void exportGraph(const Graph& graph, onnx::GraphProto& proto) {
 
 } // namespace
 
-Status exportOnnx(const Model& model, onnx::ModelProto& proto) {
+Status exportOnnx(const Model& model, onnx::ModelProto& proto, const OnnxExportOptions& options) {
   if (!model.graph) return Status(ErrorCode::Internal, "model has no graph", "");
   proto.Clear();
   proto.set_ir_version(model.irVersion);
@@ -176,7 +189,7 @@ Status exportOnnx(const Model& model, onnx::ModelProto& proto) {
   }
   for (const auto& function : model.functions)
     proto.add_functions()->ParseFromString(function.bytes);
-  exportGraph(*model.graph, *proto.mutable_graph());
+  exportGraph(*model.graph, *proto.mutable_graph(), options.weightsAsInputsAbove);
   return Status::ok();
 }
 
