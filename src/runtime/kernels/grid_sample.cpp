@@ -1,5 +1,5 @@
-// GridSample over 4-D (N, C, H, W) images: nearest, bilinear and bicubic with zeros, border and
-// reflection padding.
+// GridSample over (N, C, D1..Dr) images for any spatial rank r: nearest, (bi/tri)linear and cubic
+// interpolation with zeros, border and reflection padding.
 #include <cmath>
 #include <string>
 
@@ -30,33 +30,6 @@ double reflectInto(double x, double lo, double hi) {
   return x;
 }
 
-struct Plane {
-  const double* data;
-  int64_t h, w;
-  PadMode pad;
-  double xMin, xMax, yMin, yMax;
-
-  // Pixel (r, c) with the padding rule applied to out-of-image indices.
-  double at(int64_t r, int64_t c) const {
-    if (r >= 0 && r < h && c >= 0 && c < w) return data[r * w + c];
-    switch (pad) {
-    case PadMode::Zeros:
-      return 0;
-    case PadMode::Border:
-      r = std::clamp<int64_t>(r, 0, h - 1);
-      c = std::clamp<int64_t>(c, 0, w - 1);
-      break;
-    case PadMode::Reflection:
-      r = static_cast<int64_t>(reflectInto(static_cast<double>(r), yMin, yMax));
-      c = static_cast<int64_t>(reflectInto(static_cast<double>(c), xMin, xMax));
-      r = std::clamp<int64_t>(r, 0, h - 1);
-      c = std::clamp<int64_t>(c, 0, w - 1);
-      break;
-    }
-    return data[r * w + c];
-  }
-};
-
 // Cubic convolution weights (A = -0.75) for the four taps around a point at fraction t.
 void cubicCoeffs(double t, double coeffs[4]) {
   constexpr double a = -0.75;
@@ -67,22 +40,34 @@ void cubicCoeffs(double t, double coeffs[4]) {
   coeffs[3] = ((a * (2 - x) - 5 * a) * (2 - x) + 8 * a) * (2 - x) - 4 * a;
 }
 
-double denormalize(double v, int64_t len, bool alignCorners) {
-  return alignCorners ? (v + 1) / 2.0 * static_cast<double>(len - 1)
-                      : ((v + 1) * static_cast<double>(len) - 1) / 2.0;
-}
+// The sampling taps along one spatial axis: input indices (-1 when a zero-padded tap falls
+// outside) and their weights.
+struct AxisTaps {
+  int64_t index[4];
+  double weight[4];
+};
 
 Status gridSample(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& grid = ctx.input(1);
   if (!miscIsReal(x.dtype()) || !miscIsReal(grid.dtype()))
     return ctx.unsupported("only floating-point inputs are supported");
-  if (x.dims().size() != 4) return ctx.unsupported("only 4-D (N, C, H, W) input is supported");
-  const int64_t n = x.dims()[0], c = x.dims()[1], h = x.dims()[2], w = x.dims()[3];
+  const auto& xd = x.dims();
   const auto& gd = grid.dims();
-  if (gd.size() != 4 || gd[0] != n || gd[3] != 2)
-    return ctx.fail("grid must be (N, H_out, W_out, 2)");
-  const int64_t ho = gd[1], wo = gd[2];
+  if (xd.size() < 3) return ctx.fail("input must be (N, C, D1, ..., Dr)");
+  const size_t r = xd.size() - 2;
+  if (gd.size() != r + 2 || gd[0] != xd[0] || gd.back() != static_cast<int64_t>(r))
+    return ctx.fail("grid must be (N, D1_out, ..., Dr_out, {})", r);
+  if (r != 2 && ctx.opset() < 20)
+    return ctx.fail("opset {} GridSample takes 4-D input", ctx.opset());
+  const int64_t n = xd[0], c = xd[1];
+  std::vector<int64_t> inSize(xd.begin() + 2, xd.end());
+  std::vector<int64_t> outSize(gd.begin() + 1, gd.end() - 1);
+  int64_t inPlane = 1, outPlane = 1;
+  for (size_t d = 0; d < r; ++d) {
+    inPlane *= inSize[d];
+    outPlane *= outSize[d];
+  }
 
   const std::string modeName = ctx.attrString("mode", ctx.opset() >= 20 ? "linear" : "bilinear");
   SampleMode mode;
@@ -105,64 +90,98 @@ Status gridSample(KernelContext& ctx) {
   else
     return ctx.fail("unknown padding_mode '{}'", padName);
   const bool alignCorners = ctx.attrInt("align_corners", 0) != 0;
+  const int tapsPerAxis = mode == SampleMode::Nearest ? 1 : mode == SampleMode::Linear ? 2 : 4;
+  int64_t tapCount = 1;
+  for (size_t d = 0; d < r; ++d)
+    tapCount *= tapsPerAxis;
 
   std::vector<double> img = miscReadReal(x), g = miscReadReal(grid);
-  std::vector<double> out(static_cast<size_t>(n * c * ho * wo));
-  // Sampling bounds: pixel centres with align_corners, pixel edges without.
-  const double xMin = alignCorners ? 0 : -0.5, yMin = alignCorners ? 0 : -0.5;
-  const double xMax = alignCorners ? static_cast<double>(w - 1) : static_cast<double>(w) - 0.5;
-  const double yMax = alignCorners ? static_cast<double>(h - 1) : static_cast<double>(h) - 0.5;
+  std::vector<double> out(static_cast<size_t>(n * c * outPlane), 0.0);
+  std::vector<AxisTaps> taps(r);
+  std::vector<int64_t> inStride(r);
+  for (size_t d = r; d-- > 0;)
+    inStride[d] = d + 1 == r ? 1 : inStride[d + 1] * inSize[d + 1];
+  std::vector<int> tapIdx(r);
+
   for (int64_t b = 0; b < n; ++b) {
-    for (int64_t oy = 0; oy < ho; ++oy) {
-      for (int64_t ox = 0; ox < wo; ++ox) {
-        const size_t gi = static_cast<size_t>(((b * ho + oy) * wo + ox) * 2);
-        double px = denormalize(g[gi], w, alignCorners);
-        double py = denormalize(g[gi + 1], h, alignCorners);
-        if (mode == SampleMode::Nearest) {
-          px = std::nearbyint(px);
-          py = std::nearbyint(py);
+    for (int64_t p = 0; p < outPlane; ++p) {
+      const double* coord = g.data() + (b * outPlane + p) * static_cast<int64_t>(r);
+      for (size_t d = 0; d < r; ++d) {
+        // The grid's last axis lists coordinates innermost-first (x, then y, then z).
+        const double len = static_cast<double>(inSize[d]);
+        const double v = coord[r - 1 - d];
+        double pos = alignCorners ? (v + 1) / 2.0 * (len - 1) : ((v + 1) * len - 1) / 2.0;
+        // Sampling bounds: pixel centres with align_corners, pixel edges without.
+        const double lo = alignCorners ? 0.0 : -0.5, hi = alignCorners ? len - 1 : len - 0.5;
+        if (mode == SampleMode::Nearest) pos = std::nearbyint(pos);
+        if (pos < lo || pos > hi) {
+          if (pad == PadMode::Border)
+            pos = std::clamp(pos, 0.0, len - 1);
+          else if (pad == PadMode::Reflection)
+            pos = reflectInto(pos, lo, hi);
         }
-        if (px < xMin || px > xMax || py < yMin || py > yMax) {
-          if (pad == PadMode::Border) {
-            px = std::clamp(px, 0.0, static_cast<double>(w - 1));
-            py = std::clamp(py, 0.0, static_cast<double>(h - 1));
-          } else if (pad == PadMode::Reflection) {
-            px = reflectInto(px, xMin, xMax);
-            py = reflectInto(py, yMin, yMax);
+        AxisTaps& t = taps[d];
+        int64_t first;
+        if (mode == SampleMode::Nearest) {
+          first = static_cast<int64_t>(std::nearbyint(pos));
+          t.weight[0] = 1;
+        } else {
+          const double fl = std::floor(pos);
+          const double f = pos - fl;
+          if (mode == SampleMode::Linear) {
+            first = static_cast<int64_t>(fl);
+            t.weight[0] = 1 - f;
+            t.weight[1] = f;
+          } else {
+            first = static_cast<int64_t>(fl) - 1;
+            cubicCoeffs(f, t.weight);
           }
         }
-        for (int64_t ch = 0; ch < c; ++ch) {
-          const Plane plane{img.data() + (b * c + ch) * h * w, h, w, pad, xMin, xMax, yMin, yMax};
-          double v;
-          if (mode == SampleMode::Nearest) {
-            v = plane.at(static_cast<int64_t>(std::nearbyint(py)),
-                         static_cast<int64_t>(std::nearbyint(px)));
-          } else if (mode == SampleMode::Linear) {
-            const double fx = std::floor(px), fy = std::floor(py);
-            const int64_t x1 = static_cast<int64_t>(fx), y1 = static_cast<int64_t>(fy);
-            const double dx1 = px - fx, dx2 = 1 - dx1, dy1 = py - fy, dy2 = 1 - dy1;
-            v = dy2 * (dx2 * plane.at(y1, x1) + dx1 * plane.at(y1, x1 + 1)) +
-                dy1 * (dx2 * plane.at(y1 + 1, x1) + dx1 * plane.at(y1 + 1, x1 + 1));
-          } else {
-            const double fx = std::floor(px), fy = std::floor(py);
-            const int64_t x0 = static_cast<int64_t>(fx) - 1, y0 = static_cast<int64_t>(fy) - 1;
-            double cx[4], cy[4];
-            cubicCoeffs(px - fx, cx);
-            cubicCoeffs(py - fy, cy);
-            v = 0;
-            for (int64_t i = 0; i < 4; ++i) {
-              double row = 0;
-              for (int64_t j = 0; j < 4; ++j)
-                row += cx[j] * plane.at(y0 + i, x0 + j);
-              v += cy[i] * row;
+        for (int k = 0; k < tapsPerAxis; ++k) {
+          int64_t idx = first + k;
+          if (idx < 0 || idx >= inSize[d]) {
+            if (pad == PadMode::Zeros) {
+              idx = -1;
+            } else {
+              if (pad == PadMode::Reflection)
+                idx = static_cast<int64_t>(reflectInto(static_cast<double>(idx), lo, hi));
+              idx = std::clamp<int64_t>(idx, 0, inSize[d] - 1);
             }
           }
-          out[static_cast<size_t>(((b * c + ch) * ho + oy) * wo + ox)] = v;
+          t.index[k] = idx;
+        }
+      }
+      // Sum over the tensor product of the per-axis taps.
+      std::fill(tapIdx.begin(), tapIdx.end(), 0);
+      for (int64_t tap = 0; tap < tapCount; ++tap) {
+        double w = 1;
+        int64_t off = 0;
+        bool inside = true;
+        for (size_t d = 0; d < r; ++d) {
+          const int64_t idx = taps[d].index[tapIdx[d]];
+          if (idx < 0) {
+            inside = false;
+            break;
+          }
+          w *= taps[d].weight[tapIdx[d]];
+          off += idx * inStride[d];
+        }
+        if (inside) {
+          const double* src = img.data() + b * c * inPlane + off;
+          double* dst = out.data() + b * c * outPlane + p;
+          for (int64_t ch = 0; ch < c; ++ch)
+            dst[ch * outPlane] += w * src[ch * inPlane];
+        }
+        for (size_t d = r; d-- > 0;) {
+          if (++tapIdx[d] < tapsPerAxis) break;
+          tapIdx[d] = 0;
         }
       }
     }
   }
-  ctx.setOutput(0, miscMakeReal(x.dtype(), {n, c, ho, wo}, out));
+  std::vector<int64_t> outDims{n, c};
+  outDims.insert(outDims.end(), outSize.begin(), outSize.end());
+  ctx.setOutput(0, miscMakeReal(x.dtype(), outDims, out));
   return Status::ok();
 }
 
