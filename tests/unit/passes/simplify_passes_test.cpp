@@ -1,0 +1,126 @@
+// Fused and merged nodes keep the ONNX locations of every original, and the graph still verifies.
+// (ONNX's text syntax cannot name nodes, so the golden tests cannot check locations.)
+#include <gtest/gtest.h>
+#include <onnx/defs/parser.h>
+
+#include "kiln/frontend/onnx.h"
+#include "kiln/ir/verifier.h"
+#include "kiln/passes/pass.h"
+
+using namespace kiln;
+
+namespace {
+
+// Parses ONNX text and names node i "n<i>", as exporters do.
+Model modelFromText(const char* text) {
+  onnx::ModelProto proto;
+  auto status = onnx::OnnxParser::Parse(proto, text);
+  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
+  for (int i = 0; i < proto.graph().node_size(); ++i)
+    proto.mutable_graph()->mutable_node(i)->set_name("n" + std::to_string(i));
+  auto model = importOnnxProto(proto, "test", ".");
+  EXPECT_TRUE(model) << model.status().toString();
+  return model.take();
+}
+
+std::vector<std::string> locationNames(const Node& node) {
+  std::vector<std::string> out;
+  for (const Location& loc : node.locations())
+    out.push_back(loc.nodeName);
+  return out;
+}
+
+const Node* producerOf(const Model& model, const std::string& value) {
+  const Value* v = model.graph->findLocalValue(value);
+  return v ? v->producer() : nullptr;
+}
+
+void run(Model& model, const std::vector<std::string>& passes) {
+  PipelineOptions options;
+  options.verifyEach = true;
+  auto result = runPipeline(model, passes, options);
+  ASSERT_TRUE(result) << result.status().toString();
+  EXPECT_TRUE(verifyModel(model).isOk());
+}
+
+} // namespace
+
+TEST(SimplifyPasses, FuseBatchNormKeepsBothLocations) {
+  Model model = modelFromText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,2,2,2] x) => (float[1,2,2,2] y) <float[2,2,1,1] w = {1, 2, 3, 4}, float[2] s = {1, 2}, float[2] z = {0, 0}, float[2] v = {1, 1}> {
+  c = Conv (x, w)
+  y = BatchNormalization (c, s, z, z, v)
+}
+)");
+  run(model, {"fuse-batchnorm", "eliminate-dead-nodes"});
+  ASSERT_EQ(model.graph->nodeCount(), 1u);
+  const Node* conv = producerOf(model, "y");
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->opType(), "Conv");
+  EXPECT_EQ(conv->name(), "n0");
+  EXPECT_EQ(locationNames(*conv), (std::vector<std::string>{"n0", "n1"}));
+  EXPECT_EQ(model.graph->findLocalValue("w"), nullptr); // the old weight went with dead-node sweep
+}
+
+TEST(SimplifyPasses, FuseMatMulAddKeepsBothLocations) {
+  Model model = modelFromText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[3,2] a) => (float[3,2] y) <float[2,2] w = {1, 2, 3, 4}, float[2] b = {1, 2}> {
+  m = MatMul (a, w)
+  y = Add (b, m)
+}
+)");
+  run(model, {"fuse-matmul-add"});
+  const Node* gemm = producerOf(model, "y");
+  ASSERT_NE(gemm, nullptr);
+  EXPECT_EQ(gemm->opType(), "Gemm");
+  EXPECT_EQ(locationNames(*gemm), (std::vector<std::string>{"n0", "n1"}));
+  EXPECT_EQ(model.graph->outputs()[0]->name(), "y");
+}
+
+TEST(SimplifyPasses, MergeTransposeChainKeepsAllLocations) {
+  Model model = modelFromText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,2,3] x) => (float[3,2,1] y) {
+  a = Transpose <perm = [1, 0, 2]> (x)
+  b = Transpose <perm = [0, 2, 1]> (a)
+  y = Transpose <perm = [1, 0, 2]> (b)
+}
+)");
+  run(model, {"merge-transpose-reshape"});
+  ASSERT_EQ(model.graph->nodeCount(), 1u);
+  const Node* t = producerOf(model, "y");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(locationNames(*t), (std::vector<std::string>{"n0", "n1", "n2"}));
+  EXPECT_EQ(t->attribute("perm")->asInts(), (std::vector<int64_t>{2, 1, 0}));
+}
+
+TEST(SimplifyPasses, CommonSubexpressionSurvivorTakesLocations) {
+  Model model = modelFromText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[2] x) => (float[2] y) {
+  a = Relu (x)
+  b = Relu (x)
+  y = Add (a, b)
+}
+)");
+  run(model, {"eliminate-common-subexpressions"});
+  ASSERT_EQ(model.graph->nodeCount(), 2u);
+  const Node* relu = producerOf(model, "a");
+  ASSERT_NE(relu, nullptr);
+  EXPECT_EQ(locationNames(*relu), (std::vector<std::string>{"n0", "n1"}));
+  const Node* add = producerOf(model, "y");
+  EXPECT_EQ(add->input(0), add->input(1));
+}
+
+TEST(SimplifyPasses, DefaultPipelineRunsThemAfterSettleShapes) {
+  auto passes = pipelineByName("default");
+  ASSERT_TRUE(passes);
+  auto at = [&](const std::string& name) {
+    return std::find(passes->begin(), passes->end(), name) - passes->begin();
+  };
+  EXPECT_LT(at("settle-shapes"), at("eliminate-common-subexpressions"));
+  EXPECT_LT(at("fuse-matmul-add"), at("fuse-batchnorm"));
+  EXPECT_EQ(passes->back(), "eliminate-dead-nodes");
+}
