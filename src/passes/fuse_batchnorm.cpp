@@ -11,6 +11,8 @@
 // locations of both originals; the old weights stay for eliminate-dead-nodes.
 // Declines when the BatchNormalization is in training mode or its statistics outputs are read, when
 // the producer's output has another reader, or when any weight is not a constant f32 initializer.
+// A per-channel bias Add between the two (how some exporters write a ConvTranspose bias) folds in
+// as well: Conv → Add(%c, const [1,C,1,1]) → BatchNormalization becomes one Conv.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -177,16 +179,59 @@ bool isFusableProducer(const Node& node) {
   return node.opType() == "Conv" || node.opType() == "ConvTranspose" || node.opType() == "Gemm";
 }
 
+// A bias some exporters keep as a separate Add: Add(%c, const) where const broadcasts along the
+// channel axis (axis 1) only, e.g. [1,C,1,1] or [C,1,1] after a 2-D Conv, [N] after Gemm.
+struct BiasAdd {
+  Node* add = nullptr;
+  Node* producer = nullptr;
+  const Tensor* bias = nullptr;
+};
+
+std::optional<BiasAdd> biasAdd(Node* node) {
+  if (node->opType() != "Add" || (!node->domain().empty() && node->domain() != "ai.onnx") ||
+      node->inputs().size() != 2)
+    return std::nullopt;
+  for (size_t side = 0; side < 2; ++side) {
+    Value* v = node->input(side);
+    const Tensor* bias = constantF32(node->input(1 - side));
+    Node* p = v ? v->producer() : nullptr;
+    if (bias && p && isFusableProducer(*p) && p->output(0) == v && rewrite::onlyFeeds(v, node))
+      return BiasAdd{node, p, bias};
+  }
+  return std::nullopt;
+}
+
+// The bias Add's constant as one value per channel, or nullopt when it varies along another axis.
+std::optional<std::vector<double>> perChannel(const BiasAdd& b, uint64_t channels) {
+  const Tensor* w = constantF32(b.producer->input(1));
+  const size_t rank = b.producer->opType() == "Gemm" ? 2 : (w ? w->dims().size() : 0);
+  const auto& dims = b.bias->dims();
+  if (rank < 2 || dims.size() > rank) return std::nullopt;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const bool channelAxis = rank - dims.size() + i == 1;
+    if (dims[i] != 1 && !(channelAxis && static_cast<uint64_t>(dims[i]) == channels))
+      return std::nullopt;
+  }
+  const auto values = b.bias->copyValues<float>();
+  if (values.size() != 1 && values.size() != channels) return std::nullopt;
+  std::vector<double> out(channels);
+  for (uint64_t c = 0; c < channels; ++c)
+    out[c] = values[values.size() == 1 ? 0 : c];
+  return out;
+}
+
 // Fuses `bn` into its producer; returns why it declined, or "" after fusing.
 std::string tryFuse(Graph& graph, Node* bn, const PassContext& context) {
   if (std::string why = batchNormDeclineReason(*bn, context.opset()); !why.empty()) return why;
   Value* x = bn->input(0);
   Node* producer = x ? x->producer() : nullptr;
-  if (!producer || !isFusableProducer(*producer))
-    return "its input is not produced by Conv, ConvTranspose or Gemm";
-  if (producer->output(0) != x) return "its input is not the producer's main output";
-  if (!rewrite::onlyFeeds(x, bn))
+  if (producer && producer->output(0) == x && !rewrite::onlyFeeds(x, bn))
     return fmt::format("'{}' has other readers or is a graph output", x->name());
+  std::optional<BiasAdd> between = producer ? biasAdd(producer) : std::nullopt;
+  if (between) producer = between->producer;
+  if (!producer || !isFusableProducer(*producer))
+    return "its input is not produced by Conv, ConvTranspose or Gemm (or their bias Add)";
+  if (!between && producer->output(0) != x) return "its input is not the producer's main output";
   std::string why;
   auto affine = batchNormAffine(*bn, why);
   if (!affine) return why;
@@ -197,6 +242,12 @@ std::string tryFuse(Graph& graph, Node* bn, const PassContext& context) {
   if (!channel) return why;
   auto bias = producerBias(*producer, channels, why);
   if (!bias) return why;
+  if (between) {
+    auto extra = perChannel(*between, channels);
+    if (!extra) return "the Add between producer and BatchNormalization is not a per-channel bias";
+    for (uint64_t c = 0; c < channels; ++c)
+      (*bias)[c] += (*extra)[c];
+  }
 
   std::vector<float> wv = w->copyValues<float>();
   for (size_t i = 0; i < wv.size(); ++i)
@@ -221,8 +272,9 @@ std::string tryFuse(Graph& graph, Node* bn, const PassContext& context) {
     if (it != attributes.end()) attributes.erase(it);
   }
   std::vector<Value*> inputs = {producer->input(0), newW, newB};
-  rewrite::replaceChain(graph, {producer, bn}, producer->opType(), producer->domain(), inputs,
-                        attributes);
+  std::vector<Node*> chain = {producer, bn};
+  if (between) chain.insert(chain.begin() + 1, between->add);
+  rewrite::replaceChain(graph, chain, producer->opType(), producer->domain(), inputs, attributes);
   return "";
 }
 
