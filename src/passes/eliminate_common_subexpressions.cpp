@@ -1,9 +1,8 @@
 // eliminate-common-subexpressions: merges nodes that compute the same thing, and identical small
 // initializers.
 //
-//   init %a = f32[4] {1, 2, 3, 4}; init %b = f32[4] {1, 2, 3, 4}   →  init %a (readers of %b read
-//   %a) %p = Relu(%x); %q = Relu(%x)                                  →  %p = Relu(%x) (readers of
-//   %q read %p)
+//   init %a = f32[2] {1, 2}; init %b = f32[2] {1, 2}   →  init %a       (readers of %b read %a)
+//   %p = Relu(%x); %q = Relu(%x)                       →  %p = Relu(%x)  (readers of %q read %p)
 // Two nodes match when op type, domain, inputs (the same values) and attributes (kind and value,
 // tensors by contents, floats bit for bit) agree; their outputs then agree too. The first
 // occurrence in topological order survives and takes the other's locations, so results do not

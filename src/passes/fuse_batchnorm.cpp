@@ -5,14 +5,14 @@
 //   %y = BatchNormalization(%c, %s, %beta, %m, %v)  →    with  k = s / sqrt(v + epsilon)
 //                                                              w_bn[o] = w[o] * k[o]
 //                                                              b_bn = (b - m) * k + beta
-// ConvTranspose weights are [C_in, C_out/group, ...], so output channel o = group * (C_out/group) +
-// j picks the scale; Gemm scales the columns of B (rows when transB = 1) and its bias becomes
-// (beta_gemm * C - m) * k + beta with beta_gemm = 1. The fused node keeps %y's name and the
-// locations of both originals; the old weights stay for eliminate-dead-nodes.
-// Declines when the BatchNormalization is in training mode or its statistics outputs are read, when
-// the producer's output has another reader, or when any weight is not a constant f32 initializer.
-// A per-channel bias Add between the two (how some exporters write a ConvTranspose bias) folds in
-// as well: Conv → Add(%c, const [1,C,1,1]) → BatchNormalization becomes one Conv.
+// ConvTranspose weights are [C_in, C_out/group, ...]: element [i, j, ...] belongs to output channel
+// (i / (C_in/group)) * (C_out/group) + j. Gemm scales the columns of B (rows when transB = 1) and
+// its bias becomes (beta_gemm * C - m) * k + beta with beta_gemm = 1. The fused node keeps %y's
+// name and the locations of both originals; the old weights stay for eliminate-dead-nodes. Declines
+// when the BatchNormalization is in training mode or its statistics outputs are read, when the
+// producer's output has another reader, or when any weight is not a constant f32 initializer. A
+// per-channel bias Add between the two (how some exporters write a ConvTranspose bias) folds in as
+// well: Conv → Add(%c, const [1,C,1,1]) → BatchNormalization becomes one Conv.
 #include <cmath>
 
 #include <fmt/format.h>

@@ -1,10 +1,9 @@
 // merge-transpose-reshape: collapses back-to-back layout changes into one node.
 //
-//   %t = Transpose(%x) {perm = p}; %y = Transpose(%t) {perm = q}  →  %y = Transpose(%x) {perm =
-//   p∘q}
-//                                      (p∘q)[i] = p[q[i]]; an identity result disappears
+//   %t = Transpose(%x) {perm = p}; %y = Transpose(%t) {perm = q}  →  %y = Transpose(%x) {perm = c}
+//     with c[i] = p[q[i]]; an identity c drops both (a graph output keeps an identity Transpose)
 //   %r = Reshape(%x, %s1); %y = Reshape(%r, %s2: const)           →  %y = Reshape(%x, %s2)
-//   %r = <reshape-like>(%x); %y = <reshape-like>(%r) (%y static)  →  %y = Reshape(%x, [dims of %y])
+//   %r = <reshape-like>(%x); %y = <reshape-like>(%r), %y static   →  %y = Reshape(%x, dims of %y)
 // Reshape-like ops (Reshape, Flatten, Squeeze, Unsqueeze) keep the row-major element order, so only
 // the last shape matters. A constant last target works as is unless it holds a 0 (copy-the-input
 // dim) without allowzero; -1 is fine, since both inputs have the same element count. Otherwise the
