@@ -35,6 +35,27 @@ struct CompareOutput {
   TensorMetrics metrics;
 };
 
+struct CompareTensor {
+  std::string name;      // candidate tensor name
+  std::string reference; // reference tensor it is compared with (same name, or found via locations)
+  std::string node;      // candidate node producing it
+  std::string opType;
+  std::vector<int64_t> dims;
+  TensorMetrics metrics;
+};
+
+struct PerTensorReport {
+  std::vector<CompareTensor> tensors; // candidate topological order
+  int firstDivergent = -1;            // index into tensors, -1 when none diverges
+};
+
+// Runs both models capturing every tensor; compares each candidate tensor with the reference tensor
+// of the same name, or (for fused nodes) with the output of the reference node named by the
+// candidate node's last location. A tensor diverges when its cosine falls below `minCosine`.
+Expected<PerTensorReport> compareTensors(const Model& reference, const Model& candidate,
+                                         const std::map<std::string, rt::RtValue>& inputs,
+                                         double minCosine);
+
 // Runs both models on `inputs` and compares outputs by position.
 Expected<std::vector<CompareOutput>>
 compareModels(const Model& reference, const Model& candidate,

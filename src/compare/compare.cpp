@@ -114,4 +114,58 @@ compareModels(const Model& reference, const Model& candidate,
   return out;
 }
 
+namespace {
+
+// Reference tensor names by producing node name, for mapping fused candidate nodes back.
+std::map<std::string, std::string> outputByNodeName(const Graph& graph) {
+  std::map<std::string, std::string> out;
+  for (const auto& node : graph.nodes())
+    if (!node->name().empty() && !node->outputs().empty() && node->output(0))
+      out[node->name()] = node->output(0)->name();
+  return out;
+}
+
+} // namespace
+
+Expected<PerTensorReport> compareTensors(const Model& reference, const Model& candidate,
+                                         const std::map<std::string, rt::RtValue>& inputs,
+                                         double minCosine) {
+  rt::ExecutorOptions options;
+  options.captureIntermediates = true;
+  rt::Executor refExec(reference, options), candExec(candidate, options);
+  KILN_TRY(refExec.checkSupported());
+  KILN_TRY(candExec.checkSupported());
+  KILN_ASSIGN_OR_RETURN(rt::RunResult refRun, refExec.run(inputs));
+  KILN_ASSIGN_OR_RETURN(rt::RunResult candRun, candExec.run(inputs));
+  auto byNode = outputByNodeName(*reference.graph);
+  PerTensorReport report;
+  for (const auto& node : candidate.graph->nodes()) {
+    for (const Value* out : node->outputs()) {
+      if (!out) continue;
+      auto cand = candRun.captured.find(out->name());
+      if (cand == candRun.captured.end() || !cand->second.isTensor()) continue;
+      std::string refName = out->name();
+      auto ref = refRun.captured.find(refName);
+      if (ref == refRun.captured.end() && !node->locations().empty()) {
+        auto mapped = byNode.find(node->locations().back().nodeName);
+        if (mapped != byNode.end()) {
+          refName = mapped->second;
+          ref = refRun.captured.find(refName);
+        }
+      }
+      if (ref == refRun.captured.end() || !ref->second.isTensor()) continue;
+      const Tensor& r = ref->second.tensor;
+      const Tensor& c = cand->second.tensor;
+      if (r.dims() != c.dims() || !isFloatingPoint(r.dtype()) || !isFloatingPoint(c.dtype()))
+        continue;
+      report.tensors.push_back(
+          {out->name(), refName, node->name(), node->opType(), c.dims(), computeMetrics(r, c)});
+      const TensorMetrics& m = report.tensors.back().metrics;
+      if (report.firstDivergent < 0 && (m.cosine < minCosine || m.nonFinite))
+        report.firstDivergent = static_cast<int>(report.tensors.size()) - 1;
+    }
+  }
+  return report;
+}
+
 } // namespace kiln

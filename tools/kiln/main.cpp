@@ -152,6 +152,8 @@ struct CompareFlags {
   std::string inputShape;
   uint32_t seed = 1;
   bool json = false;
+  bool perTensor = false;
+  double minCosine = 0.999;
 };
 
 kiln::Expected<std::map<std::string, kiln::rt::RtValue>>
@@ -199,6 +201,29 @@ int compareCommand(const CompareFlags& flags) {
     auto made = kiln::makeDeterministicInputs(*reference->graph, flags.seed);
     if (!made) return report(made.status());
     feeds = made.take();
+  }
+  if (flags.perTensor) {
+    auto tensors = kiln::compareTensors(*reference, *candidate, feeds, flags.minCosine);
+    if (!tensors) return report(tensors.status());
+    const kiln::PerTensorReport& perTensor = *tensors;
+    std::cout << fmt::format("{:<40} {:<20} {:>12} {:>14} {:>12}\n", "tensor", "op", "cosine",
+                             "mean_rel_err", "max_abs_err");
+    for (const auto& t : perTensor.tensors)
+      std::cout << fmt::format("{:<40} {:<20} {:>12.8f} {:>14.3e} {:>12.3e}\n", t.name, t.opType,
+                               t.metrics.cosine, t.metrics.meanRelativeError,
+                               t.metrics.maxAbsError);
+    if (perTensor.firstDivergent >= 0) {
+      const auto& t = perTensor.tensors[static_cast<size_t>(perTensor.firstDivergent)];
+      std::string producer = t.node.empty() ? fmt::format("the unnamed node producing '{}'", t.name)
+                                            : fmt::format("node '{}'", t.node);
+      std::cout << fmt::format(
+          "first divergent tensor: '{}' (cosine {:.6f} < {}) produced by {} ({})\n", t.name,
+          t.metrics.cosine, flags.minCosine, producer, t.opType);
+      return 1;
+    }
+    std::cout << fmt::format("no tensor diverges (all {} compared tensors have cosine >= {})\n",
+                             perTensor.tensors.size(), flags.minCosine);
+    return 0;
   }
   auto result = kiln::compareModels(*reference, *candidate, feeds);
   if (!result) return report(result.status());
@@ -375,6 +400,10 @@ int main(int argc, char** argv) {
                       "shapes for generated inputs (name:1,3,224,224)");
   compare->add_option("--seed", compareFlags.seed, "seed for generated inputs");
   compare->add_flag("--json", compareFlags.json, "print JSON");
+  compare->add_flag("--per-tensor", compareFlags.perTensor,
+                    "compare every tensor by name; name the first divergent node");
+  compare->add_option("--min-cosine", compareFlags.minCosine,
+                      "cosine below which a tensor diverges (--per-tensor)");
 
   std::vector<std::string> conformancePaths;
   kiln::ConformanceOptions conformanceOptions;
