@@ -14,4 +14,7 @@ if [ ! -f "$work/npm/node_modules/.kiln-installed" ] || ! cmp -s "$here/package-
   cp "$here/package-lock.json" "$work/npm/.lock-used"
   touch "$work/npm/node_modules/.kiln-installed"
 fi
-node "$here/compare.mjs" "$kiln" "$work/npm/node_modules" "$work/out"
+status=0
+node "$here/compare.mjs" "$kiln" "$work/npm/node_modules" "$work/out" || status=1
+bash "$here/simplify.sh" "$kiln" "$work/npm/node_modules" "$work/simplify" || status=1
+exit $status
