@@ -77,48 +77,19 @@ uint16_t floatToBfloat16(float f) {
 
 double elementAsDouble(const Tensor& t, uint64_t i) {
   const uint8_t* p = t.data();
-  auto read = [&](auto tag) {
+  if (t.dtype() == DType::Float16 || t.dtype() == DType::BFloat16) {
+    uint16_t h;
+    std::memcpy(&h, p + i * 2, 2);
+    return t.dtype() == DType::Float16 ? halfToFloat(h) : bfloat16ToFloat(h);
+  }
+  double out = std::numeric_limits<double>::quiet_NaN();
+  dispatchNumeric(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T v;
     std::memcpy(&v, p + i * sizeof(T), sizeof(T));
-    return static_cast<double>(v);
-  };
-  switch (t.dtype()) {
-  case DType::Float32:
-    return read(float{});
-  case DType::Float64:
-    return read(double{});
-  case DType::Int8:
-    return read(int8_t{});
-  case DType::UInt8:
-    return read(uint8_t{});
-  case DType::Int16:
-    return read(int16_t{});
-  case DType::UInt16:
-    return read(uint16_t{});
-  case DType::Int32:
-    return read(int32_t{});
-  case DType::UInt32:
-    return read(uint32_t{});
-  case DType::Int64:
-    return read(int64_t{});
-  case DType::UInt64:
-    return read(uint64_t{});
-  case DType::Bool:
-    return p[i] ? 1.0 : 0.0;
-  case DType::Float16: {
-    uint16_t h;
-    std::memcpy(&h, p + i * 2, 2);
-    return halfToFloat(h);
-  }
-  case DType::BFloat16: {
-    uint16_t h;
-    std::memcpy(&h, p + i * 2, 2);
-    return bfloat16ToFloat(h);
-  }
-  default:
-    return std::numeric_limits<double>::quiet_NaN();
-  }
+    out = static_cast<double>(v);
+  });
+  return out;
 }
 
 std::vector<int64_t> toInt64Vector(const Tensor& t) {
