@@ -1,5 +1,7 @@
 // Convolution kernels: Conv and ConvTranspose (im2col / col2im around BLAS GEMM), and the
 // integer ConvInteger and QLinearConv (same unfolding, plain-loop integer GEMM).
+#include <algorithm>
+
 #include "nn_util.h"
 
 namespace kiln::rt {
@@ -42,8 +44,38 @@ bool isPointwise(const Window& w) {
   return true;
 }
 
+// Columns [lo, hi) of an output row whose input column ox * stride + shift lies inside [0, width).
+inline void validColumns(int64_t shift, int64_t stride, int64_t width, int64_t outWidth,
+                         int64_t& lo, int64_t& hi) {
+  lo = shift >= 0 ? 0 : (-shift + stride - 1) / stride;
+  hi = width - shift <= 0 ? 0 : (width - shift + stride - 1) / stride;
+  hi = std::min(hi, outWidth);
+  lo = std::min(lo, hi);
+}
+
+// row[ox] += wv * in[ox * stride] over [lo, hi): the depthwise hot loop. Built for AVX2 and for
+// the baseline and picked at load time; without FMA both clones round identically, so results do
+// not depend on the machine.
+__attribute__((target_clones("avx2", "default"))) void
+axpyStrided(float* row, const float* in, float wv, int64_t lo, int64_t hi, int64_t stride) {
+  if (stride == 1) {
+    for (int64_t ox = lo; ox < hi; ++ox)
+      row[ox] += wv * in[ox];
+  } else {
+    for (int64_t ox = lo; ox < hi; ++ox)
+      row[ox] += wv * in[ox * stride];
+  }
+}
+
+template <typename T>
+void axpyStrided(T* row, const T* in, T wv, int64_t lo, int64_t hi, int64_t stride) {
+  for (int64_t ox = lo; ox < hi; ++ox)
+    row[ox] += wv * in[ox * stride];
+}
+
 // Depthwise 2-D conv (one input channel per group) as direct loops: per-group GEMMs would be
-// 1-row products dominated by call and unfolding overhead.
+// 1-row products dominated by call and unfolding overhead. Each output row is finished before the
+// next so that it stays in L1 while its kh * kw taps are added in a fixed order.
 template <typename T>
 void depthwise2d(const ConvShape& s, const T* x, const T* w, const T* bias, T* y) {
   const Window& win = s.window;
@@ -51,57 +83,112 @@ void depthwise2d(const ConvShape& s, const T* x, const T* w, const T* bias, T* y
   const int64_t kh = win.kernel[0], kw = win.kernel[1], sh = win.strides[0], sw = win.strides[1];
   const int64_t dh = win.dilations[0], dw = win.dilations[1];
   const int64_t pt = win.padBegin[0], pl = win.padBegin[1], mg = s.filters / s.group;
+  std::vector<int64_t> lo(static_cast<size_t>(kw)), hi(static_cast<size_t>(kw));
+  for (int64_t kx = 0; kx < kw; ++kx)
+    validColumns(kx * dw - pl, sw, wd, ow, lo[kx], hi[kx]);
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t m = 0; m < s.filters; ++m) {
       const T* src = x + (b * s.channels + m / mg) * h * wd;
       const T* wk = w + m * kh * kw;
       T* dst = y + (b * s.filters + m) * oh * ow;
-      std::fill(dst, dst + oh * ow, bias ? bias[m] : T{0});
-      for (int64_t kx = 0; kx < kw; ++kx) {
-        // Output columns whose input column ox*sw + kx*dw - pl lies inside [0, wd).
-        const int64_t shift = kx * dw - pl;
-        int64_t lo = shift >= 0 ? 0 : (-shift + sw - 1) / sw;
-        int64_t hi = wd - shift <= 0 ? 0 : (wd - shift + sw - 1) / sw;
-        hi = std::min(hi, ow);
-        if (lo >= hi) continue;
-        for (int64_t oy = 0; oy < oh; ++oy) {
-          T* row = dst + oy * ow;
-          for (int64_t ky = 0; ky < kh; ++ky) {
-            const int64_t iy = oy * sh + ky * dh - pt;
-            if (iy < 0 || iy >= h) continue;
-            const T wv = wk[ky * kw + kx];
-            const T* in = src + iy * wd + shift;
-            for (int64_t ox = lo; ox < hi; ++ox)
-              row[ox] += wv * in[ox * sw];
-          }
+      const T bv = bias ? bias[m] : T{0};
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        T* row = dst + oy * ow;
+        std::fill(row, row + ow, bv);
+        for (int64_t ky = 0; ky < kh; ++ky) {
+          const int64_t iy = oy * sh + ky * dh - pt;
+          if (iy < 0 || iy >= h) continue;
+          const T* inRow = src + iy * wd;
+          for (int64_t kx = 0; kx < kw; ++kx)
+            if (lo[kx] < hi[kx])
+              axpyStrided(row, inRow + (kx * dw - pl), wk[ky * kw + kx], lo[kx], hi[kx], sw);
         }
       }
     }
 }
 
+// Unfolds output rows [oy0, oy1) of a 2-D conv over `channels` input planes into a
+// [channels * kh * kw, (oy1 - oy0) * ow] column matrix; padding positions read 0. The interior of
+// each row is a plain copy, the padded ends are filled outside the copy loop.
+template <typename T>
+void im2colRows(const T* image, int64_t channels, const Window& win, int64_t oy0, int64_t oy1,
+                T* cols) {
+  const int64_t h = win.in[0], wd = win.in[1], ow = win.out[1];
+  const int64_t kh = win.kernel[0], kw = win.kernel[1], sh = win.strides[0], sw = win.strides[1];
+  const int64_t dh = win.dilations[0], dw = win.dilations[1];
+  const int64_t pt = win.padBegin[0], pl = win.padBegin[1];
+  T* dst = cols;
+  for (int64_t c = 0; c < channels; ++c) {
+    const T* plane = image + c * h * wd;
+    for (int64_t ky = 0; ky < kh; ++ky)
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        const int64_t shift = kx * dw - pl;
+        int64_t lo = 0, hi = 0;
+        validColumns(shift, sw, wd, ow, lo, hi);
+        for (int64_t oy = oy0; oy < oy1; ++oy, dst += ow) {
+          const int64_t iy = oy * sh + ky * dh - pt;
+          if (iy < 0 || iy >= h || lo >= hi) {
+            std::fill(dst, dst + ow, T{0});
+            continue;
+          }
+          const T* in = plane + iy * wd + shift;
+          std::fill(dst, dst + lo, T{0});
+          if (sw == 1)
+            std::copy(in + lo, in + hi, dst + lo);
+          else
+            for (int64_t ox = lo; ox < hi; ++ox)
+              dst[ox] = in[ox * sw];
+          std::fill(dst + hi, dst + ow, T{0});
+        }
+      }
+  }
+}
+
+// About 1 MiB of columns per GEMM: large enough for BLAS to run at full speed, small enough that
+// the unfolded tile is still in cache when the GEMM reads it (an untiled 3x3 conv over 96
+// channels at 160x160 would write and re-read 88 MB).
+constexpr int64_t kColumnTileBytes = int64_t{1} << 20;
+
 template <typename T>
 void convForward(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y) {
-  if (s.window.rank() == 2 && s.group > 1 && s.channels == s.group) {
+  const Window& win = s.window;
+  if (win.rank() == 2 && s.group > 1 && s.channels == s.group) {
     depthwise2d(s, x, w, bias, y);
     return;
   }
-  const Window& win = s.window;
   const int64_t cg = s.channels / s.group, mg = s.filters / s.group;
   const int64_t ks = nn::product(win.kernel), inSize = nn::product(win.in);
   const int64_t outSize = nn::product(win.out), rows = cg * ks;
   const bool pointwise = isPointwise(win);
-  std::vector<T> cols(pointwise ? 0 : static_cast<size_t>(rows * outSize));
+  // 2-D convs unfold a band of output rows at a time; other ranks unfold the whole image.
+  const bool tiled = !pointwise && win.rank() == 2;
+  const int64_t ow = tiled ? win.out[1] : outSize, oh = tiled ? win.out[0] : 1;
+  const int64_t bandRows =
+      tiled ? std::clamp<int64_t>(kColumnTileBytes / std::max<int64_t>(1, rows * ow * sizeof(T)), 1,
+                                  oh)
+            : 1;
+  std::vector<T> cols;
+  if (!pointwise) cols.resize(static_cast<size_t>(rows * (tiled ? bandRows * ow : outSize)));
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.group; ++g) {
       const T* xg = x + (b * s.channels + g * cg) * inSize;
-      const T* colData = xg;
-      if (!pointwise) {
-        nn::im2col(xg, cg, win, T{0}, cols.data());
-        colData = cols.data();
-      }
+      const T* wg = w + g * mg * rows;
       T* yg = y + (b * s.filters + g * mg) * outSize;
-      nn::gemm(threads, false, false, mg, outSize, rows, T{1}, w + g * mg * rows, rows, colData,
-               outSize, T{0}, yg, outSize);
+      if (pointwise) {
+        nn::gemm(threads, false, false, mg, outSize, rows, T{1}, wg, rows, xg, outSize, T{0}, yg,
+                 outSize);
+      } else if (tiled) {
+        for (int64_t oy0 = 0; oy0 < oh; oy0 += bandRows) {
+          const int64_t oy1 = std::min(oh, oy0 + bandRows), n = (oy1 - oy0) * ow;
+          im2colRows(xg, cg, win, oy0, oy1, cols.data());
+          nn::gemm(threads, false, false, mg, n, rows, T{1}, wg, rows, cols.data(), n, T{0},
+                   yg + oy0 * ow, outSize);
+        }
+      } else {
+        nn::im2col(xg, cg, win, T{0}, cols.data());
+        nn::gemm(threads, false, false, mg, outSize, rows, T{1}, wg, rows, cols.data(), outSize,
+                 T{0}, yg, outSize);
+      }
       if (bias)
         for (int64_t m = 0; m < mg; ++m) {
           const T bv = bias[g * mg + m];
