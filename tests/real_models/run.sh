@@ -17,4 +17,6 @@ fi
 status=0
 node "$here/compare.mjs" "$kiln" "$work/npm/node_modules" "$work/out" || status=1
 bash "$here/simplify.sh" "$kiln" "$work/npm/node_modules" "$work/simplify" || status=1
+bash "$here/determinism.sh" "$kiln" "$work/npm/node_modules" "$work/out/ppocr_det/input.pb" "$work/determinism" \
+  || status=1
 exit $status

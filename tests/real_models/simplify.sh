@@ -31,5 +31,14 @@ check() {
 }
 check ppocr_det "$assets/ch_PP-OCRv4_det_infer.onnx" x:1,3,640,640
 check ppocr_rec "$assets/ch_PP-OCRv4_rec_infer.onnx" x:1,3,48,320
+# The classic mistake: NHWC shape for the NCHW det model. kiln check must name it and the right shape.
+"$kiln" check "$assets/ch_PP-OCRv4_det_infer.onnx" --input-shape x:1,640,640,3 >"$work/check.out" 2>&1
+if [ $? -ne 0 ] && grep -q "looks like NHWC but the model input is NCHW" "$work/check.out" &&
+   grep -q "use 1,3,640,640" "$work/check.out"; then
+  echo "PASS ppocr_det check x:1,640,640,3: $(grep -o 'the shape looks like.*' "$work/check.out")"
+  passed=$((passed + 1))
+else
+  echo "FAIL ppocr_det check x:1,640,640,3"; sed 's/^/  /' "$work/check.out"; failed=$((failed + 1))
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
