@@ -138,6 +138,39 @@ Tensor mapUnary(const Tensor& x, DType outType, Fn&& fn) {
   return std::move(out).finish();
 }
 
+// True when `small` (right-aligned against `outDims`) matches outDims up to some axis and is 1
+// after it, as a per-channel [C, 1, 1] operand is against [N, C, H, W]: element j of `small` then
+// covers the j-th contiguous block of `inner` output elements.
+inline bool blockBroadcast(const std::vector<int64_t>& outDims, const std::vector<int64_t>& small,
+                           uint64_t& inner) {
+  if (small.size() > outDims.size()) return false;
+  const size_t lead = outDims.size() - small.size();
+  size_t axis = outDims.size();
+  while (axis > lead && small[axis - 1 - lead] == 1)
+    --axis;
+  inner = 1;
+  for (size_t d = axis; d < outDims.size(); ++d)
+    inner *= static_cast<uint64_t>(outDims[d]);
+  for (size_t d = 0; d < axis; ++d)
+    if ((d < lead ? 1 : small[d - lead]) != outDims[d]) return false;
+  return inner > 1;
+}
+
+// True when `small` equals the trailing dims of `outDims` (leading 1s allowed), as an [H, W]
+// operand is against [N, C, H, W]: it repeats unchanged over every outer index.
+inline bool suffixBroadcast(const std::vector<int64_t>& outDims,
+                            const std::vector<int64_t>& small) {
+  if (small.size() > outDims.size()) return false;
+  const size_t lead = outDims.size() - small.size();
+  size_t d = 0;
+  while (d < small.size() && small[d] == 1 && outDims[lead + d] != 1)
+    ++d; // leading 1s of `small` that broadcast are only allowed before the matching suffix
+  for (size_t e = d; e < small.size(); ++e)
+    if (small[e] != outDims[lead + e]) return false;
+  // Every axis before the suffix must broadcast (small has 1 or nothing there).
+  return countOf(small) > 1;
+}
+
 // out = fn(a, b) with numpy broadcasting; the caller has checked the shapes broadcast.
 template <typename TA, typename TB, typename TO, typename Fn>
 Tensor mapBinary(const Tensor& a, const Tensor& b, DType outType,
@@ -160,6 +193,26 @@ Tensor mapBinary(const Tensor& a, const Tensor& b, DType outType,
     const TA va = pa[0];
     for (uint64_t i = 0; i < n; ++i)
       po[i] = static_cast<TO>(fn(va, pb[i]));
+  } else if (uint64_t inner = 0; na == n && blockBroadcast(outDims, b.dims(), inner)) {
+    for (uint64_t j = 0, o = 0; o < n; ++j) {
+      const TB vb = pb[j];
+      for (const uint64_t end = o + inner; o < end; ++o)
+        po[o] = static_cast<TO>(fn(pa[o], vb));
+    }
+  } else if (na == n && suffixBroadcast(outDims, b.dims())) {
+    for (uint64_t o = 0; o < n; o += nb)
+      for (uint64_t i = 0; i < nb; ++i)
+        po[o + i] = static_cast<TO>(fn(pa[o + i], pb[i]));
+  } else if (nb == n && blockBroadcast(outDims, a.dims(), inner)) {
+    for (uint64_t j = 0, o = 0; o < n; ++j) {
+      const TA va = pa[j];
+      for (const uint64_t end = o + inner; o < end; ++o)
+        po[o] = static_cast<TO>(fn(va, pb[o]));
+    }
+  } else if (nb == n && suffixBroadcast(outDims, a.dims())) {
+    for (uint64_t o = 0; o < n; o += na)
+      for (uint64_t i = 0; i < na; ++i)
+        po[o + i] = static_cast<TO>(fn(pa[i], pb[o + i]));
   } else {
     forEachBroadcast2(outDims, a.dims(), b.dims(), [&](uint64_t o, int64_t ia, int64_t ib) {
       po[o] = static_cast<TO>(fn(pa[ia], pb[ib]));
