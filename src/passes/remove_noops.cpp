@@ -11,22 +11,10 @@
 #include <spdlog/spdlog.h>
 
 #include "kiln/passes/pass.h"
+#include "rewrite_util.h"
 
 namespace kiln {
 namespace {
-
-std::optional<std::vector<int64_t>> constantInts(const Value* v) {
-  if (!v || !v->isInitializer()) return std::nullopt;
-  const Tensor& t = v->initializer();
-  if (t.dtype() == DType::Int64) return t.copyValues<int64_t>();
-  if (t.dtype() == DType::Int32) {
-    std::vector<int64_t> out;
-    for (int32_t x : t.copyValues<int32_t>())
-      out.push_back(x);
-    return out;
-  }
-  return std::nullopt;
-}
 
 // Why `node` is a no-op, or "" when it is not.
 std::string noopReason(const Node& node) {
@@ -62,7 +50,7 @@ std::string noopReason(const Node& node) {
     return "identity permutation";
   }
   if (op == "Reshape") {
-    auto target = constantInts(node.input(1));
+    auto target = rewrite::constantInts(node.input(1));  // not a graph input: users can't override it
     if (!target || !in->shape().isStatic()) return "";
     std::vector<int64_t> dims = in->shape().staticDims();
     if (target->size() != dims.size()) return "";
