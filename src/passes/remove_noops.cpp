@@ -29,9 +29,9 @@ std::string noopReason(const Node& node) {
         (node.output(1)->hasUses() || node.output(1)->isGraphOutput()))
       return "";
     if (const Value* training = node.input(2)) {
-      auto flag = training->isInitializer() ? training->initializer().copyValues<uint8_t>()
-                                            : std::vector<uint8_t>{1};
-      if (flag.empty() || flag[0]) return "";
+      // Only a constant false training_mode makes it a no-op; a fed or overridable one might be true.
+      const Tensor* flag = rewrite::constantTensor(training);
+      if (!flag || flag->byteSize() == 0 || flag->data()[0]) return "";
     }
     return "dropout at inference";
   }
