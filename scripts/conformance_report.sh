@@ -34,6 +34,14 @@ out=$(mktemp)
   echo "- bfloat16 outputs: rtol 1/128 (one bfloat16 step). The 1.12 test data truncates float → bfloat16 (and stores"
   echo "  the expected tensors as uint16 words, which are read as bfloat16); kiln rounds to nearest even."
   echo
+  echo "## Known faults in the test data"
+  echo
+  echo "- \`node/test_adam_multiple\`: the model's Adam node sets no \`epsilon\`, but its expected outputs were made"
+  echo "  with epsilon = 1e-2 (recomputing with 1e-2 reproduces them exactly). kiln uses the schema default and"
+  echo "  does not special-case the test, so the case fails."
+  echo "- Random ops (\`Bernoulli\`, \`RandomUniformLike\`) have no kernel: their expected outputs come from one"
+  echo "  generator's stream and cannot be reproduced by a different one."
+  echo
   echo "## Cases that do not pass"
   echo
   echo "| case | result | reason |"
