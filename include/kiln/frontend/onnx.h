@@ -51,6 +51,8 @@ struct OnnxExportOptions {
   // For analysis (shape inference): main-graph weights above this many bytes are exported as typed
   // graph inputs instead of copying their bytes. SIZE_MAX (default) exports everything.
   size_t weightsAsInputsAbove = SIZE_MAX;
+  // For streaming writers: leave the main graph's initializers out (the writer appends them).
+  bool omitMainInitializers = false;
 };
 Status exportOnnx(const Model& model, onnx::ModelProto& proto,
                   const OnnxExportOptions& options = {});

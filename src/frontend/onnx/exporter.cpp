@@ -56,7 +56,7 @@ void exportValueInfo(const Value& value, onnx::ValueInfoProto& proto) {
 
 // `weightsAsInputsAbove`: see OnnxExportOptions (only the main graph is exported with it).
 void exportGraph(const Graph& graph, onnx::GraphProto& proto,
-                 size_t weightsAsInputsAbove = SIZE_MAX);
+                 size_t weightsAsInputsAbove = SIZE_MAX, bool omitInitializers = false);
 
 void exportAttribute(const std::string& name, const Attribute& attr, onnx::AttributeProto& proto) {
   proto.set_name(name);
@@ -129,11 +129,13 @@ void exportAttribute(const std::string& name, const Attribute& attr, onnx::Attri
   }
 }
 
-void exportGraph(const Graph& graph, onnx::GraphProto& proto, size_t weightsAsInputsAbove) {
+void exportGraph(const Graph& graph, onnx::GraphProto& proto, size_t weightsAsInputsAbove,
+                 bool omitInitializers) {
   proto.set_name(graph.name());
   if (!graph.docString().empty()) proto.set_doc_string(graph.docString());
   std::vector<const Value*> weightInputs;
   for (const Value* init : graph.initializers()) {
+    if (omitInitializers) break;
     const Tensor& t = init->initializer();
     bool asInput = t.byteSize() > weightsAsInputsAbove && t.dtype() != DType::Int64 &&
                    t.dtype() != DType::Int32;
@@ -189,21 +191,92 @@ Status exportOnnx(const Model& model, onnx::ModelProto& proto, const OnnxExportO
   }
   for (const auto& function : model.functions)
     proto.add_functions()->ParseFromString(function.bytes);
-  exportGraph(*model.graph, *proto.mutable_graph(), options.weightsAsInputsAbove);
+  exportGraph(*model.graph, *proto.mutable_graph(), options.weightsAsInputsAbove,
+              options.omitMainInitializers);
   return Status::ok();
 }
 
+namespace {
+
+void putVarint(std::ostream& out, uint64_t value) {
+  char bytes[10];
+  int n = 0;
+  do {
+    bytes[n] = static_cast<char>(value & 0x7f);
+    value >>= 7;
+    if (value) bytes[n] |= static_cast<char>(0x80);
+    ++n;
+  } while (value);
+  out.write(bytes, n);
+}
+
+size_t varintSize(uint64_t value) {
+  size_t n = 1;
+  while (value >= 0x80) {
+    value >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+constexpr char kModelGraphTag = (7 << 3) | 2;       // ModelProto.graph, length-delimited
+constexpr char kGraphInitializerTag = (5 << 3) | 2; // GraphProto.initializer
+constexpr char kTensorRawDataTag = (9 << 3) | 2;    // TensorProto.raw_data
+
+} // namespace
+
+// Streams the model so weights go from their buffers (often the mapped source file) straight to
+// disk: the proto is serialized without the main graph's initializers, then a second `graph` field
+// carrying them follows. Protobuf merges repeated occurrences of a message field, so readers see
+// one graph whose initializers come last — in the IR's order.
 Status writeOnnxFile(const Model& model, const std::string& path) {
   onnx::ModelProto proto;
-  KILN_TRY(exportOnnx(model, proto));
-  if (proto.ByteSizeLong() > static_cast<size_t>(INT32_MAX))
+  OnnxExportOptions options;
+  options.omitMainInitializers = true;
+  KILN_TRY(exportOnnx(model, proto, options));
+  std::vector<std::string> headers; // TensorProto fields other than raw_data, per initializer
+  uint64_t initializerBytes = 0;
+  for (const Value* init : model.graph->initializers()) {
+    const Tensor& t = init->initializer();
+    onnx::TensorProto header;
+    if (t.dtype() == DType::String) {
+      tensorToOnnx(t, init->name(), header);  // strings are small and live in string_data
+    } else {
+      tensorToOnnx(Tensor(t.dtype(), t.dims(), Buffer::owned({})), init->name(), header);
+      header.clear_raw_data();
+    }
+    headers.push_back(header.SerializeAsString());
+    uint64_t raw = t.dtype() == DType::String ? 0 : 1 + varintSize(t.byteSize()) + t.byteSize();
+    uint64_t payload = headers.back().size() + raw;
+    initializerBytes += 1 + varintSize(payload) + payload;
+  }
+  if (proto.ByteSizeLong() + initializerBytes > static_cast<uint64_t>(INT32_MAX))
     return makeError(ErrorCode::FileWriteFailed,
                      "ONNX files over 2 GiB need external data (not yet written)",
-                     "'{}' would be {} bytes", path, proto.ByteSizeLong());
+                     "'{}' would be {} bytes", path, proto.ByteSizeLong() + initializerBytes);
   return writeFileAtomically(path, [&](std::ostream& stream) {
     if (!proto.SerializeToOstream(&stream))
       return makeError(ErrorCode::FileWriteFailed, "check free disk space",
                        "serializing '{}' failed", path);
+    if (headers.empty()) return Status::ok();
+    stream.put(kModelGraphTag);
+    putVarint(stream, initializerBytes);
+    size_t i = 0;
+    for (const Value* init : model.graph->initializers()) {
+      const Tensor& t = init->initializer();
+      const std::string& header = headers[i++];
+      bool raw = t.dtype() != DType::String;
+      uint64_t payload = header.size() + (raw ? 1 + varintSize(t.byteSize()) + t.byteSize() : 0);
+      stream.put(kGraphInitializerTag);
+      putVarint(stream, payload);
+      stream.write(header.data(), static_cast<std::streamsize>(header.size()));
+      if (raw) {
+        stream.put(kTensorRawDataTag);
+        putVarint(stream, t.byteSize());
+        stream.write(reinterpret_cast<const char*>(t.data()),
+                     static_cast<std::streamsize>(t.byteSize()));
+      }
+    }
     return Status::ok();
   });
 }
