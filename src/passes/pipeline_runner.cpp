@@ -34,6 +34,7 @@ Expected<PipelineResult> runPipeline(Model& model, const std::vector<std::string
   context.explain = options.explain;
   context.foldSizeLimit = options.foldSizeLimit;
   context.inputShapes = options.inputShapes;
+  context.precision = options.precision;
   PipelineResult result;
   for (const std::string& name : passes) {
     std::unique_ptr<Pass> pass = createPass(name);

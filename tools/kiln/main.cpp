@@ -286,7 +286,21 @@ struct OptFlags {
   std::string output;
   std::string inputShape;
   std::string shapeDialect = "atc";
+  std::string precisionMode;
+  std::vector<std::string> keepDtypeNodes;
 };
+
+const std::map<std::string, kiln::PrecisionMode>& precisionModes() {
+  static const std::map<std::string, kiln::PrecisionMode> modes = {
+      {"force_fp16", kiln::PrecisionMode::ForceFp16},
+      {"allow_fp32_to_fp16", kiln::PrecisionMode::AllowFp32ToFp16},
+      {"allow_mix_precision", kiln::PrecisionMode::AllowMixPrecision},
+      {"must_keep_origin_dtype", kiln::PrecisionMode::KeepOrigin},
+      {"force_fp32", kiln::PrecisionMode::ForceFp32},
+      {"fp16_weights", kiln::PrecisionMode::WeightsOnlyFp16},
+  };
+  return modes;
+}
 
 int optimizeModel(const OptFlags& flags) {
   auto model = kiln::loadModel(flags.model);
@@ -306,6 +320,12 @@ int optimizeModel(const OptFlags& flags) {
     if (!parsed) return report(parsed.status());
     spec = parsed.take();
     options.inputShapes = &*spec;
+  }
+  kiln::PrecisionOptions precision;
+  if (!flags.precisionMode.empty()) {
+    precision.mode = precisionModes().at(flags.precisionMode);
+    precision.keepNodeNames = flags.keepDtypeNodes;
+    options.precision = &precision;
   }
   options.printIrAfter = flags.printIrAfter;
   options.irStream = &std::cout;
@@ -381,6 +401,14 @@ int main(int argc, char** argv) {
   opt->add_option("-o,--output", optFlags.output, "write the result as ONNX");
   opt->add_option("--input-shape", optFlags.inputShape,
                   "fix input shapes: name:1,3,224,224;name2:...");
+  std::vector<std::string> modeNames;
+  for (const auto& [name, mode] : precisionModes())
+    modeNames.push_back(name);
+  opt->add_option("--precision-mode", optFlags.precisionMode, "precision for the convert-fp16 pass")
+      ->check(CLI::IsMember(modeNames));
+  opt->add_option("--keep-dtype", optFlags.keepDtypeNodes,
+                  "node names kept in fp32 (comma separated)")
+      ->delimiter(',');
   opt->add_option("--shape-dialect", optFlags.shapeDialect, "grammar of --input-shape: atc or lite")
       ->check(CLI::IsMember({"atc", "lite"}));
 

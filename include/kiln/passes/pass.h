@@ -14,6 +14,16 @@ namespace kiln {
 
 struct ShapeSpec;
 
+// Precision the fp16 pass aims for (ATC --precision_mode values; converter_lite --fp16=on is
+// WeightsOnlyFp16: constants stored as fp16, compute unchanged).
+enum class PrecisionMode { KeepOrigin, ForceFp16, AllowFp32ToFp16, AllowMixPrecision, ForceFp32, WeightsOnlyFp16 };
+
+struct PrecisionOptions {
+  PrecisionMode mode = PrecisionMode::KeepOrigin;
+  std::vector<std::string> keepOpTypes;    // extra op types kept in fp32 (added to the default block list)
+  std::vector<std::string> keepNodeNames;  // ATC --keep_dtype
+};
+
 // What passes share during one pipeline run.
 struct PassContext {
   Model* model = nullptr; // opsets, metadata; the graph passes get is model->graph
@@ -23,6 +33,7 @@ struct PassContext {
   uint64_t foldSizeLimit = 16u << 20;
   // Input shapes the user fixed (--input_shape / --inputShape); nullptr when none were given.
   const ShapeSpec* inputShapes = nullptr;
+  const PrecisionOptions* precision = nullptr;
   // Notes a pass leaves for the user (e.g. tensors that stay dynamic and why).
   std::vector<std::string> notes;
   int64_t opset() const { return model ? model->opsetVersion("") : 0; }
@@ -56,6 +67,7 @@ struct PipelineOptions {
   bool explain = false;
   uint64_t foldSizeLimit = 16u << 20;
   const ShapeSpec* inputShapes = nullptr;
+  const PrecisionOptions* precision = nullptr;
 };
 
 struct PipelineResult {

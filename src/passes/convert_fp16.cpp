@@ -1,0 +1,308 @@
+// convert-fp16: lowers float32 compute to float16 under a precision mode, with casts only at
+// precision boundaries.
+//
+//   %y = Conv(%x: f32, %w: f32)  ; %z = Softmax(%y)          (allow_mix_precision)
+//     →  %x_fp16 = Cast(%x) {to = 10}
+//        %y: f16 = Conv(%x_fp16, %w_fp16)          init %w_fp16 = f16[...]
+//        %y_fp32 = Cast(%y) {to = 1} ; %z = Softmax(%y_fp32)   (Softmax is on the block list)
+// Modes: force_fp16 lowers every op that can compute in fp16 (except ops whose float inputs are
+// indices or sizes); allow_fp32_to_fp16 lowers the cube ops (Conv, ConvTranspose, MatMul, Gemm);
+// allow_mix_precision lowers white-listed ops, keeps block-listed ones in fp32, and lets the others
+// follow their producer; must_keep_origin_dtype / force_fp32 change nothing; weights-only
+// (--fp16=on) stores float32 constants as fp16 and computes in fp32. Nodes producing graph outputs,
+// nodes named in keepNodeNames and nodes with a weight outside the fp16 range stay fp32 (each
+// reported in a note).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "kiln/passes/pass.h"
+#include "kiln/runtime/tensor_util.h"
+
+namespace kiln {
+namespace {
+
+constexpr float kFp16Max = 65504.0f;
+constexpr float kFp16MinSubnormal = 5.96046448e-08f;
+
+// Numerically sensitive ops kept in fp32 under allow_mix_precision (docs/precision.md).
+const std::set<std::string> kDefaultBlockList = {"ReduceSum",
+                                                 "ReduceMean",
+                                                 "ReduceL1",
+                                                 "ReduceL2",
+                                                 "ReduceLogSum",
+                                                 "ReduceLogSumExp",
+                                                 "ReduceSumSquare",
+                                                 "ReduceProd",
+                                                 "Exp",
+                                                 "Pow",
+                                                 "Log",
+                                                 "Softmax",
+                                                 "LogSoftmax",
+                                                 "LayerNormalization",
+                                                 "InstanceNormalization",
+                                                 "CumSum",
+                                                 "Range",
+                                                 "TopK",
+                                                 "NonMaxSuppression",
+                                                 "Erf"};
+// Ops that may always compute in fp16 (white list for allow_mix_precision; the cube ops).
+const std::set<std::string> kCubeOps = {"Conv", "ConvTranspose", "MatMul", "Gemm"};
+const std::set<std::string> kWhiteList = {"Conv",
+                                          "ConvTranspose",
+                                          "MatMul",
+                                          "Gemm",
+                                          "AveragePool",
+                                          "MaxPool",
+                                          "GlobalAveragePool",
+                                          "BatchNormalization",
+                                          "Relu",
+                                          "LeakyRelu"};
+// Ops that never compute in fp16: their float inputs are indices, sizes or scales.
+const std::set<std::string> kNeverFp16 = {
+    "Range", "NonMaxSuppression", "TopK", "ConstantOfShape", "Shape",
+    "Size",  "RoiAlign",          "Cast", "CastLike"};
+
+// Inputs that carry data (converted to fp16); others (Resize scales/roi, Clip bounds stay data)
+// keep their type.
+bool isDataInput(const Node& node, size_t i) {
+  if (node.opType() == "Resize" || node.opType() == "Upsample") return i == 0;
+  return true;
+}
+
+bool isF32(const Value* v) {
+  return v && v->type().kind == TypeKind::Tensor && v->dtype() == DType::Float32;
+}
+
+bool computesInFloat(const Node& node) {
+  for (const Value* in : node.inputs())
+    if (isF32(in)) return true;
+  for (const Value* out : node.outputs())
+    if (isF32(out)) return true;
+  return false;
+}
+
+struct WeightCheck {
+  bool inRange = true;
+  float maxAbs = 0;
+};
+
+WeightCheck checkWeight(const Tensor& t) {
+  WeightCheck check;
+  for (float v : t.copyValues<float>()) {
+    check.maxAbs = std::max(check.maxAbs, std::fabs(v));
+    if (std::fabs(v) > kFp16Max) check.inRange = false;
+  }
+  return check;
+}
+
+class Lowering {
+ public:
+  Lowering(Graph& graph, PassContext& context)
+      : graph_(graph), context_(context), options_(*context.precision) {}
+
+  bool run() {
+    if (options_.mode == PrecisionMode::KeepOrigin || options_.mode == PrecisionMode::ForceFp32)
+      return false;
+    if (options_.mode == PrecisionMode::WeightsOnlyFp16) return convertWeightsOnly();
+    decide();
+    return rewrite();
+  }
+
+ private:
+  bool blocked(const Node& node) const {
+    return kDefaultBlockList.count(node.opType()) ||
+           std::find(options_.keepOpTypes.begin(), options_.keepOpTypes.end(), node.opType()) !=
+               options_.keepOpTypes.end();
+  }
+
+  void keep(const Node& node, const std::string& why) {
+    context_.notes.push_back(
+        fmt::format("fp16: node '{}' ({}) stays fp32: {}", node.name(), node.opType(), why));
+  }
+
+  void decide() {
+    for (const auto& nodePtr : graph_.nodes()) {
+      const Node& node = *nodePtr;
+      if (!computesInFloat(node) || !node.subgraphs().empty() || kNeverFp16.count(node.opType()))
+        continue;
+      bool wanted = false;
+      switch (options_.mode) {
+      case PrecisionMode::ForceFp16:
+        wanted = true;
+        break;
+      case PrecisionMode::AllowFp32ToFp16:
+        wanted = kCubeOps.count(node.opType()) > 0;
+        break;
+      case PrecisionMode::AllowMixPrecision:
+        if (blocked(node)) {
+          wanted = false;
+          keep(node, "on the fp32 block list");
+        } else if (kWhiteList.count(node.opType())) {
+          wanted = true;
+        } else { // gray: follow the producer of the first float input
+          for (const Value* in : node.inputs())
+            if (in && in->producer() && (isF32(in) || in->dtype() == DType::Float16)) {
+              wanted = lowered_.count(in->producer()) > 0;
+              break;
+            }
+        }
+        break;
+      default:
+        break;
+      }
+      if (!wanted) continue;
+      if (std::find(options_.keepNodeNames.begin(), options_.keepNodeNames.end(), node.name()) !=
+          options_.keepNodeNames.end()) {
+        keep(node, "named in keep_dtype");
+        continue;
+      }
+      bool untyped = false;
+      for (const Value* out : node.outputs()) untyped |= out && out->dtype() == DType::Undefined;
+      if (untyped) {  // without output types, casts for fp32 consumers could not be placed
+        keep(node, "output types unknown (run infer-shapes first)");
+        continue;
+      }
+      bool outputIsGraphOutput = false;
+      for (const Value* out : node.outputs())
+        outputIsGraphOutput |= out && out->isGraphOutput();
+      if (outputIsGraphOutput) {
+        keep(node, "its output is a graph output (graph I/O types are kept)");
+        continue;
+      }
+      bool ok = true;
+      for (size_t i = 0; i < node.inputs().size(); ++i) {
+        const Value* in = node.input(i);
+        if (!isF32(in) || !in->isInitializer() || !isDataInput(node, i)) continue;
+        WeightCheck check = checkWeight(in->initializer());
+        if (!check.inRange) {
+          keep(node, fmt::format("weight '{}' has max |w| = {} beyond fp16's {}", in->name(),
+                                 check.maxAbs, kFp16Max));
+          ok = false;
+        }
+      }
+      if (ok) lowered_.insert(&node);
+    }
+  }
+
+  Value* fp16Constant(Value* weight) {
+    auto it = constants_.find(weight);
+    if (it != constants_.end()) return it->second;
+    std::vector<float> values = weight->initializer().copyValues<float>();
+    std::vector<uint16_t> halves(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      halves[i] = rt::floatToHalf(values[i]);
+      if (values[i] != 0.0f && std::fabs(values[i]) < kFp16MinSubnormal / 2) ++flushedToZero_;
+    }
+    Value* converted = graph_.addInitializer(
+        graph_.uniqueName(weight->name() + "_fp16"),
+        Tensor::fromValues<uint16_t>(DType::Float16, weight->initializer().dims(), halves));
+    constants_[weight] = converted;
+    return converted;
+  }
+
+  // A value in the wanted precision, inserting one Cast per value (before `user`, its first
+  // consumer in topological order).
+  Value* castOf(Value* value, DType to, Node* user, std::map<Value*, Value*>& cache,
+                const char* suffix) {
+    auto it = cache.find(value);
+    if (it != cache.end()) return it->second;
+    // Undo our own opposite cast instead of stacking a second one.
+    if (value->producer() && inserted_.count(value->producer()))
+      return cache[value] = value->producer()->input(0);
+    Node* cast =
+        graph_.insertNodeBefore(user, "Cast", {value}, {graph_.uniqueName(value->name() + suffix)});
+    cast->setAttribute("to", Attribute::ofInt(dtypeToOnnx(to)));
+    cast->addLocation({user->name(), "Cast"});
+    ValueType type = value->type();
+    type.dtype = to;
+    cast->output(0)->setType(type);
+    inserted_.insert(cast);
+    return cache[value] = cast->output(0);
+  }
+
+  bool rewrite() {
+    if (lowered_.empty()) return false;
+    std::vector<Node*> order;
+    for (const auto& node : graph_.nodes())
+      order.push_back(node.get());
+    std::map<Value*, Value*> toFp16, toFp32;
+    std::set<Value*> nowFp16;
+    for (Node* node : order) {
+      bool low = lowered_.count(node) > 0;
+      for (size_t i = 0; i < node->inputs().size(); ++i) {
+        Value* in = node->input(i);
+        if (!in) continue;
+        if (low && isDataInput(*node, i) && isF32(in)) {
+          node->setInput(i, in->isInitializer() && !in->isGraphInput()
+                                ? fp16Constant(in)
+                                : castOf(in, DType::Float16, node, toFp16, "_fp16"));
+        } else if (!low && nowFp16.count(in)) {
+          node->setInput(i, castOf(in, DType::Float32, node, toFp32, "_fp32"));
+        }
+      }
+      if (!low) continue;
+      for (Value* out : node->outputs())
+        if (isF32(out)) {
+          ValueType type = out->type();
+          type.dtype = DType::Float16;
+          out->setType(type);
+          nowFp16.insert(out);
+        }
+    }
+    context_.notes.push_back(
+        fmt::format("fp16: {} node(s) lowered, {} cast(s) inserted, {} weight(s) converted, "
+                    "{} weight value(s) flushed to zero",
+                    lowered_.size(), inserted_.size(), constants_.size(), flushedToZero_));
+    return true;
+  }
+
+  bool convertWeightsOnly() {
+    // Stored precision only: weights round through fp16 and are used as fp32 again.
+    size_t converted = 0;
+    for (Value* init : graph_.initializers()) {
+      if (!isF32(init) || init->isGraphInput()) continue;
+      WeightCheck check = checkWeight(init->initializer());
+      if (!check.inRange) {
+        context_.notes.push_back(
+            fmt::format("fp16: weight '{}' stays fp32: max |w| = {} beyond fp16's {}", init->name(),
+                        check.maxAbs, kFp16Max));
+        continue;
+      }
+      std::vector<float> values = init->initializer().copyValues<float>();
+      for (float& v : values)
+        v = rt::halfToFloat(rt::floatToHalf(v));
+      init->setInitializer(
+          Tensor::fromValues<float>(DType::Float32, init->initializer().dims(), values));
+      ++converted;
+    }
+    context_.notes.push_back(fmt::format("fp16: {} weight(s) stored as fp16", converted));
+    return converted > 0;
+  }
+
+  Graph& graph_;
+  PassContext& context_;
+  const PrecisionOptions& options_;
+  std::set<const Node*> lowered_;
+  std::set<const Node*> inserted_;
+  std::map<Value*, Value*> constants_;
+  size_t flushedToZero_ = 0;
+};
+
+class ConvertFp16 : public Pass {
+ public:
+  std::string_view name() const override { return "convert-fp16"; }
+  Expected<bool> run(Graph& graph, PassContext& context) override {
+    if (!context.precision) return false;
+    return Lowering(graph, context).run();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> makeConvertFp16Pass() { return std::make_unique<ConvertFp16>(); }
+
+} // namespace kiln
