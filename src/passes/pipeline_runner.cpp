@@ -35,6 +35,7 @@ Expected<PipelineResult> runPipeline(Model& model, const std::vector<std::string
   context.foldSizeLimit = options.foldSizeLimit;
   context.inputShapes = options.inputShapes;
   context.precision = options.precision;
+  context.weightQuant = options.weightQuant;
   PipelineResult result;
   for (const std::string& name : passes) {
     std::unique_ptr<Pass> pass = createPass(name);

@@ -288,6 +288,8 @@ struct OptFlags {
   std::string shapeDialect = "atc";
   std::string precisionMode;
   std::vector<std::string> keepDtypeNodes;
+  int weightQuantBits = 0;
+  kiln::WeightQuantOptions weightQuant;
 };
 
 const std::map<std::string, kiln::PrecisionMode>& precisionModes() {
@@ -326,6 +328,11 @@ int optimizeModel(const OptFlags& flags) {
     precision.mode = precisionModes().at(flags.precisionMode);
     precision.keepNodeNames = flags.keepDtypeNodes;
     options.precision = &precision;
+  }
+  kiln::WeightQuantOptions weightQuant = flags.weightQuant;
+  if (flags.weightQuantBits > 0) {
+    weightQuant.bitNum = flags.weightQuantBits;
+    options.weightQuant = &weightQuant;
   }
   options.printIrAfter = flags.printIrAfter;
   options.irStream = &std::cout;
@@ -408,6 +415,17 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(modeNames));
   opt->add_option("--keep-dtype", optFlags.keepDtypeNodes,
                   "node names kept in fp32 (comma separated)")
+      ->delimiter(',');
+  opt->add_option("--weight-quant-bits", optFlags.weightQuantBits,
+                  "quantize-weights: bit_num (1-16)")
+      ->check(CLI::Range(1, 16));
+  opt->add_flag("!--weight-quant-asymmetric", optFlags.weightQuant.symmetric,
+                "quantize-weights: asymmetric ranges");
+  opt->add_option("--min-quant-weight-size", optFlags.weightQuant.minQuantWeightSize,
+                  "quantize-weights threshold");
+  opt->add_option("--min-quant-weight-channel", optFlags.weightQuant.minQuantWeightChannel,
+                  "quantize-weights: Conv channel threshold");
+  opt->add_option("--skip-quant-node", optFlags.weightQuant.skipNodes, "node names left in float")
       ->delimiter(',');
   opt->add_option("--shape-dialect", optFlags.shapeDialect, "grammar of --input-shape: atc or lite")
       ->check(CLI::IsMember({"atc", "lite"}));

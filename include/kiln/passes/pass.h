@@ -16,12 +16,29 @@ struct ShapeSpec;
 
 // Precision the fp16 pass aims for (ATC --precision_mode values; converter_lite --fp16=on is
 // WeightsOnlyFp16: constants stored as fp16, compute unchanged).
-enum class PrecisionMode { KeepOrigin, ForceFp16, AllowFp32ToFp16, AllowMixPrecision, ForceFp32, WeightsOnlyFp16 };
+enum class PrecisionMode {
+  KeepOrigin,
+  ForceFp16,
+  AllowFp32ToFp16,
+  AllowMixPrecision,
+  ForceFp32,
+  WeightsOnlyFp16
+};
 
 struct PrecisionOptions {
   PrecisionMode mode = PrecisionMode::KeepOrigin;
-  std::vector<std::string> keepOpTypes;    // extra op types kept in fp32 (added to the default block list)
-  std::vector<std::string> keepNodeNames;  // ATC --keep_dtype
+  std::vector<std::string>
+      keepOpTypes; // extra op types kept in fp32 (added to the default block list)
+  std::vector<std::string> keepNodeNames; // ATC --keep_dtype
+};
+
+// converter_lite [common_quant_param] quant_type=WEIGHT_QUANT (defaults as MindSpore Lite's).
+struct WeightQuantOptions {
+  int bitNum = 8;                     // 1..16; ≤ 8 bits stored as int8, more as int16
+  bool symmetric = true;              // zero point 0 and a range symmetric around it
+  uint64_t minQuantWeightSize = 0;    // weights with more elements than this are quantized
+  int64_t minQuantWeightChannel = 16; // Conv/ConvTranspose with fewer output channels are skipped
+  std::vector<std::string> skipNodes; // skip_quant_node
 };
 
 // What passes share during one pipeline run.
@@ -34,6 +51,7 @@ struct PassContext {
   // Input shapes the user fixed (--input_shape / --inputShape); nullptr when none were given.
   const ShapeSpec* inputShapes = nullptr;
   const PrecisionOptions* precision = nullptr;
+  const WeightQuantOptions* weightQuant = nullptr;
   // Notes a pass leaves for the user (e.g. tensors that stay dynamic and why).
   std::vector<std::string> notes;
   int64_t opset() const { return model ? model->opsetVersion("") : 0; }
@@ -68,6 +86,7 @@ struct PipelineOptions {
   uint64_t foldSizeLimit = 16u << 20;
   const ShapeSpec* inputShapes = nullptr;
   const PrecisionOptions* precision = nullptr;
+  const WeightQuantOptions* weightQuant = nullptr;
 };
 
 struct PipelineResult {

@@ -1,0 +1,185 @@
+// quantize-weights: stores Conv/ConvTranspose/MatMul/Gemm weights and Gather embeddings as
+// per-channel integers; the IR keeps the integers and their scale/zero point, and a
+// DequantizeLinear in front of the consumer restores float values at run time.
+//
+//   %y = Conv(%x, %w: f32[64,3,3,3])
+//     →  init %w_q = i8[64,3,3,3], %w_scale = f32[64], %w_zero = i8[64]
+//        %w_dq = DequantizeLinear(%w_q, %w_scale, %w_zero) {axis = 0}
+//        %y = Conv(%x, %w_dq)
+// Channels are the output-channel axis (Conv: 0; ConvTranspose: 1; MatMul B [K,N]: 1; Gemm B: 1, or
+// 0 with transB) and rows for Gather data. Symmetric: q = round(w / s), s = max|w| / (2^(b-1) - 1).
+// Asymmetric: s = (max - min) / (2^b - 1), zero point chosen so min maps to the lowest code.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "kiln/passes/pass.h"
+#include "rewrite_util.h"
+
+namespace kiln {
+namespace {
+
+struct Target {
+  size_t input; // which input holds the weight
+  int64_t axis; // its channel axis
+};
+
+std::optional<Target> targetOf(const Node& node) {
+  const std::string& op = node.opType();
+  if (op == "Conv") return Target{1, 0};
+  if (op == "ConvTranspose") return Target{1, 1};
+  if (op == "MatMul") return Target{1, 1};
+  if (op == "Gemm") {
+    const Attribute* transB = node.attribute("transB");
+    return Target{1, transB && transB->asInt() != 0 ? 0 : 1};
+  }
+  if (op == "Gather") {
+    const Attribute* axis = node.attribute("axis");
+    if (axis && axis->asInt() != 0) return std::nullopt; // embeddings gather rows
+    return Target{0, 0};
+  }
+  return std::nullopt;
+}
+
+struct Quantized {
+  Tensor values;
+  Tensor scales;
+  Tensor zeroPoints;
+};
+
+Quantized quantize(const Tensor& weight, int64_t axis, const WeightQuantOptions& options) {
+  const auto& dims = weight.dims();
+  const int64_t channels = dims[static_cast<size_t>(axis)];
+  int64_t inner = 1, outer = 1;
+  for (size_t i = static_cast<size_t>(axis) + 1; i < dims.size(); ++i)
+    inner *= dims[i];
+  for (size_t i = 0; i < static_cast<size_t>(axis); ++i)
+    outer *= dims[i];
+  std::vector<float> w = weight.copyValues<float>();
+  const int bits = options.bitNum;
+  const int64_t qmin =
+      options.symmetric ? -((int64_t{1} << (bits - 1)) - 1) : -(int64_t{1} << (bits - 1));
+  const int64_t qmax = (int64_t{1} << (bits - 1)) - 1;
+  std::vector<float> scales(static_cast<size_t>(channels));
+  std::vector<int64_t> zeros(static_cast<size_t>(channels), 0);
+  std::vector<int64_t> q(w.size());
+  for (int64_t c = 0; c < channels; ++c) {
+    float lo = 0, hi = 0; // the range always includes 0 so zero stays exact
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k = 0; k < inner; ++k) {
+        float v = w[static_cast<size_t>((o * channels + c) * inner + k)];
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    float scale;
+    int64_t zero = 0;
+    if (options.symmetric) {
+      scale = std::max(std::fabs(lo), std::fabs(hi)) / static_cast<float>(qmax);
+    } else {
+      scale = (hi - lo) / static_cast<float>(qmax - qmin);
+      zero = scale > 0 ? qmin - static_cast<int64_t>(std::nearbyint(lo / scale)) : 0;
+      zero = std::clamp(zero, qmin, qmax);
+    }
+    if (scale == 0) scale = 1; // an all-zero channel: any scale represents it exactly
+    scales[static_cast<size_t>(c)] = scale;
+    zeros[static_cast<size_t>(c)] = zero;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k = 0; k < inner; ++k) {
+        size_t i = static_cast<size_t>((o * channels + c) * inner + k);
+        int64_t code = static_cast<int64_t>(std::nearbyint(w[i] / scale)) + zero;
+        q[i] = std::clamp(code, qmin, qmax);
+      }
+  }
+  Quantized out;
+  std::vector<int64_t> channelDims = {channels};
+  out.scales = Tensor::fromValues<float>(DType::Float32, channelDims, scales);
+  if (bits <= 8) {
+    std::vector<int8_t> codes(q.begin(), q.end()), zp(zeros.begin(), zeros.end());
+    out.values = Tensor::fromValues<int8_t>(DType::Int8, dims, codes);
+    out.zeroPoints = Tensor::fromValues<int8_t>(DType::Int8, channelDims, zp);
+  } else {
+    std::vector<int16_t> codes(q.begin(), q.end()), zp(zeros.begin(), zeros.end());
+    out.values = Tensor::fromValues<int16_t>(DType::Int16, dims, codes);
+    out.zeroPoints = Tensor::fromValues<int16_t>(DType::Int16, channelDims, zp);
+  }
+  return out;
+}
+
+class QuantizeWeights : public Pass {
+ public:
+  std::string_view name() const override { return "quantize-weights"; }
+  Expected<bool> run(Graph& graph, PassContext& context) override {
+    if (!context.weightQuant) return false;
+    const WeightQuantOptions& options = *context.weightQuant;
+    if (options.bitNum < 1 || options.bitNum > 16)
+      return Status(ErrorCode::BadFlag, fmt::format("bit_num {} is outside 1..16", options.bitNum),
+                    "set bit_num between 1 and 16");
+    std::map<Value*, Value*> dequantized; // one DequantizeLinear per weight, shared by its users
+    size_t count = 0;
+    uint64_t floatBytes = 0, quantBytes = 0;
+    std::vector<Node*> order;
+    for (const auto& node : graph.nodes())
+      order.push_back(node.get());
+    for (Node* node : order) {
+      auto target = targetOf(*node);
+      if (!target) continue;
+      Value* weight = node->input(target->input);
+      const Tensor* tensor = rewrite::constantTensor(weight);
+      if (!tensor || tensor->dtype() != DType::Float32) continue;
+      const auto& dims = tensor->dims();
+      if (static_cast<size_t>(target->axis) >= dims.size() ||
+          (node->opType() == "MatMul" && dims.size() != 2) ||
+          (node->opType() == "Gemm" && dims.size() != 2))
+        continue;
+      if (std::find(options.skipNodes.begin(), options.skipNodes.end(), node->name()) !=
+          options.skipNodes.end()) {
+        context.notes.push_back(
+            fmt::format("weight quant: node '{}' skipped (skip_quant_node)", node->name()));
+        continue;
+      }
+      if (tensor->elementCount() <= options.minQuantWeightSize) continue;
+      bool isConv = node->opType() == "Conv" || node->opType() == "ConvTranspose";
+      if (isConv && dims[static_cast<size_t>(target->axis)] < options.minQuantWeightChannel) {
+        context.notes.push_back(fmt::format("weight quant: node '{}' ({}) skipped: {} channels < "
+                                            "min_quant_weight_channel {}",
+                                            node->name(), node->opType(),
+                                            dims[static_cast<size_t>(target->axis)],
+                                            options.minQuantWeightChannel));
+        continue;
+      }
+      auto it = dequantized.find(weight);
+      if (it == dequantized.end()) {
+        Quantized q = quantize(*tensor, target->axis, options);
+        floatBytes += tensor->byteSize();
+        quantBytes += q.values.byteSize() + q.scales.byteSize() + q.zeroPoints.byteSize();
+        Value* values =
+            graph.addInitializer(graph.uniqueName(weight->name() + "_q"), std::move(q.values));
+        Value* scales =
+            graph.addInitializer(graph.uniqueName(weight->name() + "_scale"), std::move(q.scales));
+        Value* zeros = graph.addInitializer(graph.uniqueName(weight->name() + "_zero"),
+                                            std::move(q.zeroPoints));
+        Node* dq = graph.insertNodeBefore(node, "DequantizeLinear", {values, scales, zeros},
+                                          {graph.uniqueName(weight->name() + "_dq")});
+        dq->setAttribute("axis", Attribute::ofInt(target->axis));
+        dq->addLocation({node->name(), "DequantizeLinear"});
+        dq->output(0)->setType(weight->type());
+        it = dequantized.emplace(weight, dq->output(0)).first;
+        ++count;
+      }
+      node->setInput(target->input, it->second);
+    }
+    if (count)
+      context.notes.push_back(fmt::format(
+          "weight quant: {} weight(s) to {}-bit {} per-channel, {} -> {} bytes", count,
+          options.bitNum, options.symmetric ? "symmetric" : "asymmetric", floatBytes, quantBytes));
+    return count > 0;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> makeQuantizeWeightsPass() { return std::make_unique<QuantizeWeights>(); }
+
+} // namespace kiln
