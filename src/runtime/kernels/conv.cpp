@@ -280,6 +280,39 @@ Status convTransposeShape(const KernelContext& ctx, const std::vector<int64_t>& 
   return Status::ok();
 }
 
+// True for a 2-D ConvTranspose whose kernel equals its stride with no padding or dilation (the
+// 2x2 stride-2 upsampling of detection heads): every output pixel then receives exactly one
+// input position and one tap, so the columns can be written in place instead of added.
+bool isTiling(const Window& w) {
+  if (w.rank() != 2) return false;
+  for (size_t d = 0; d < 2; ++d)
+    if (w.kernel[d] != w.strides[d] || w.dilations[d] != 1 || w.padBegin[d] != 0 ||
+        w.padEnd[d] != 0 || w.in[d] != w.out[d] * w.strides[d])
+      return false;
+  return true;
+}
+
+// Writes [channels * kh * kw, oh * ow] columns into [channels, oh * kh, ow * kw] tiles, adding
+// the bias on the way.
+template <typename T>
+void scatterTiles(const T* cols, int64_t channels, const Window& w, const T* bias, T* image) {
+  const int64_t oh = w.out[0], ow = w.out[1], kh = w.kernel[0], kw = w.kernel[1];
+  const int64_t width = w.in[1], plane = w.in[0] * width;
+  for (int64_t c = 0; c < channels; ++c) {
+    const T bv = bias ? bias[c] : T{0};
+    for (int64_t ky = 0; ky < kh; ++ky)
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        const T* src = cols + ((c * kh + ky) * kw + kx) * oh * ow;
+        for (int64_t oy = 0; oy < oh; ++oy) {
+          T* dst = image + c * plane + (oy * kh + ky) * width + kx;
+          const T* row = src + oy * ow;
+          for (int64_t ox = 0; ox < ow; ++ox)
+            dst[ox * kw] = row[ox] + bv;
+        }
+      }
+  }
+}
+
 template <typename T>
 void convTransposeForward(int threads, const ConvShape& s, const T* x, const T* w, const T* bias,
                           T* y) {
@@ -288,13 +321,18 @@ void convTransposeForward(int threads, const ConvShape& s, const T* x, const T* 
   const int64_t ks = nn::product(win.kernel), xSize = nn::product(win.out);
   const int64_t ySize = nn::product(win.in), rows = mg * ks;
   std::vector<T> cols(static_cast<size_t>(rows * xSize));
-  std::fill(y, y + s.batch * s.filters * ySize, T{0});
+  const bool tiles = isTiling(win);
+  if (!tiles) std::fill(y, y + s.batch * s.filters * ySize, T{0});
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.group; ++g) {
       const T* xg = x + (b * s.channels + g * cg) * xSize;
       nn::gemm(threads, true, false, rows, xSize, cg, T{1}, w + g * cg * rows, rows, xg, xSize,
                T{0}, cols.data(), xSize);
       T* yg = y + (b * s.filters + g * mg) * ySize;
+      if (tiles) {
+        scatterTiles(cols.data(), mg, win, bias ? bias + g * mg : nullptr, yg);
+        continue;
+      }
       nn::col2imAdd(cols.data(), mg, win, yg);
       if (bias)
         for (int64_t m = 0; m < mg; ++m) {
