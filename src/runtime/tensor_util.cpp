@@ -153,6 +153,21 @@ std::string numberToString(const Tensor& t, uint64_t i) {
   return fmt::format("{}", static_cast<int64_t>(v));
 }
 
+// Writes v as element i of `out` in its dtype; false when the dtype has no numeric conversion.
+bool storeConverted(OutTensor& out, uint64_t i, double v) {
+  if (dispatchNumeric(out.dtype(), [&](auto tag) {
+        out.data<decltype(tag)>()[i] = convertScalar<decltype(tag)>(v);
+      }))
+    return true;
+  if (out.dtype() == DType::Float16)
+    out.data<uint16_t>()[i] = floatToHalf(static_cast<float>(v));
+  else if (out.dtype() == DType::BFloat16)
+    out.data<uint16_t>()[i] = floatToBfloat16(static_cast<float>(v));
+  else
+    return false;
+  return true;
+}
+
 } // namespace
 
 std::optional<Tensor> castTensor(const Tensor& t, DType to) {
@@ -181,16 +196,7 @@ std::optional<Tensor> castTensor(const Tensor& t, DType to) {
         v = -INFINITY;
       else
         v = std::strtod(s.c_str(), nullptr);
-      bool ok = dispatchNumeric(
-          to, [&](auto tag) { out.data<decltype(tag)>()[i] = convertScalar<decltype(tag)>(v); });
-      if (!ok) {
-        if (to == DType::Float16)
-          out.data<uint16_t>()[i] = floatToHalf(static_cast<float>(v));
-        else if (to == DType::BFloat16)
-          out.data<uint16_t>()[i] = floatToBfloat16(static_cast<float>(v));
-        else
-          return std::nullopt;
-      }
+      if (!storeConverted(out, i, v)) return std::nullopt;
     }
     return std::move(out).finish();
   }
@@ -210,16 +216,7 @@ std::optional<Tensor> castTensor(const Tensor& t, DType to) {
   for (uint64_t i = 0; i < n; ++i) {
     double v = elementAsDouble(t, i);
     if (t.dtype() == DType::Float32 && isInteger(to)) v = std::trunc(v);
-    bool ok = dispatchNumeric(
-        to, [&](auto tag) { out.data<decltype(tag)>()[i] = convertScalar<decltype(tag)>(v); });
-    if (!ok) {
-      if (to == DType::Float16)
-        out.data<uint16_t>()[i] = floatToHalf(static_cast<float>(v));
-      else if (to == DType::BFloat16)
-        out.data<uint16_t>()[i] = floatToBfloat16(static_cast<float>(v));
-      else
-        return std::nullopt;
-    }
+    if (!storeConverted(out, i, v)) return std::nullopt;
   }
   if (!dispatchNumeric(t.dtype(), [](auto) {}) && t.dtype() != DType::Float16 &&
       t.dtype() != DType::BFloat16)
