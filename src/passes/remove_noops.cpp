@@ -3,6 +3,7 @@
 //   %y = Identity(%x)                       →  uses of %y read %x
 //   %y = Dropout(%x)  (mask unused)         →  uses of %y read %x
 //   %y = Cast(%x) {to = <x's own type>}     →  uses of %y read %x
+//   %y = Cast(Cast(%x: f16) {to = f32}) {to = f16}  →  uses of %y read %x (the widening is exact)
 //   %y = Transpose(%x) {perm = [0,1,..]}    →  uses of %y read %x
 //   %y = Reshape(%x, %s) (s == x's static shape) → uses of %y read %x
 // A node whose output is a graph output stays: graph outputs keep their names.
@@ -15,6 +16,35 @@
 
 namespace kiln {
 namespace {
+
+// Bits of precision a float type keeps; a cast to a type with at least as many mantissa and
+// exponent bits is exact.
+bool widensLosslessly(DType from, DType to) {
+  if (from == to) return true;
+  switch (from) {
+  case DType::Float16:
+    return to == DType::Float32 || to == DType::Float64;
+  case DType::BFloat16:
+    return to == DType::Float32 || to == DType::Float64;
+  case DType::Float32:
+    return to == DType::Float64;
+  default:
+    return false;
+  }
+}
+
+// For Cast(to=A)(Cast(to=B)(x: A)) where A→B is exact: x, the value the pair round-trips.
+Value* castBackSource(const Node& node) {
+  const Value* mid = node.input(0);
+  const Node* inner = mid ? mid->producer() : nullptr;
+  if (!inner || inner->opType() != "Cast" || !inner->domain().empty()) return nullptr;
+  Value* source = inner->input(0);
+  const Attribute* to = node.attribute("to");
+  if (!source || !to || source->dtype() == DType::Undefined || mid->dtype() == DType::Undefined)
+    return nullptr;
+  if (static_cast<int64_t>(source->dtype()) != to->asInt()) return nullptr;
+  return widensLosslessly(source->dtype(), mid->dtype()) ? source : nullptr;
+}
 
 // Why `node` is a no-op, or "" when it is not.
 std::string noopReason(const Node& node) {
@@ -29,7 +59,8 @@ std::string noopReason(const Node& node) {
         (node.output(1)->hasUses() || node.output(1)->isGraphOutput()))
       return "";
     if (const Value* training = node.input(2)) {
-      // Only a constant false training_mode makes it a no-op; a fed or overridable one might be true.
+      // Only a constant false training_mode makes it a no-op; a fed or overridable one might be
+      // true.
       const Tensor* flag = rewrite::constantTensor(training);
       if (!flag || flag->byteSize() == 0 || flag->data()[0]) return "";
     }
@@ -40,6 +71,7 @@ std::string noopReason(const Node& node) {
     if (to && to->kind() == AttrKind::Int && in->dtype() != DType::Undefined &&
         static_cast<int64_t>(in->dtype()) == to->asInt())
       return "cast to the same type";
+    if (castBackSource(node)) return "cast back through a lossless widening cast";
     return "";
   }
   if (op == "Transpose") {
@@ -50,7 +82,8 @@ std::string noopReason(const Node& node) {
     return "identity permutation";
   }
   if (op == "Reshape") {
-    auto target = rewrite::constantInts(node.input(1));  // not a graph input: users can't override it
+    auto target =
+        rewrite::constantInts(node.input(1)); // not a graph input: users can't override it
     if (!target || !in->shape().isStatic()) return "";
     std::vector<int64_t> dims = in->shape().staticDims();
     if (target->size() != dims.size()) return "";
@@ -83,7 +116,9 @@ bool removeNoops(Graph& graph, bool explain) {
       continue;
     }
     if (explain) spdlog::debug("remove-noops: '{}' ({}): {}", node->name(), node->opType(), reason);
-    graph.replaceAllUsesWith(out, node->input(0));
+    Value* replacement =
+        node->opType() == "Cast" && castBackSource(*node) ? castBackSource(*node) : node->input(0);
+    graph.replaceAllUsesWith(out, replacement);
     changed = true;
     bool stillRead =
         std::any_of(node->outputs().begin(), node->outputs().end(),
