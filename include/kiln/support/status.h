@@ -50,6 +50,8 @@ enum class ErrorCode : int {
   RuntimeMissingInput = 5003,
   // K6xxx: conformance and comparison
   ConformanceDataBad = 6001,
+  // K7xxx: target model files (.ms / .om)
+  MsFileInvalid = 7001,
   // K9xxx: internal
   Internal = 9001,
 };
