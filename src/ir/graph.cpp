@@ -119,6 +119,14 @@ std::string Graph::uniqueName(const std::string& base) {
   }
 }
 
+void Graph::renameValue(Value* value, const std::string& name) {
+  KILN_CHECK(value->owner_ == this && !valuesByName_.count(name), "cannot rename '{}' to '{}'",
+             value->name_, name);
+  valuesByName_.erase(value->name_);
+  value->name_ = name;
+  valuesByName_.emplace(name, value);
+}
+
 void Graph::eraseValue(Value* value) {
   KILN_CHECK(value->owner_ == this && value->uses_.empty() && !value->producer_,
              "erasing live value '{}'", value->name_);

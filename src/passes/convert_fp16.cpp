@@ -161,15 +161,16 @@ class Lowering {
         continue;
       }
       bool untyped = false;
-      for (const Value* out : node.outputs()) untyped |= out && out->dtype() == DType::Undefined;
-      if (untyped) {  // without output types, casts for fp32 consumers could not be placed
+      for (const Value* out : node.outputs())
+        untyped |= out && out->dtype() == DType::Undefined;
+      if (untyped) { // without output types, casts for fp32 consumers could not be placed
         keep(node, "output types unknown (run infer-shapes first)");
         continue;
       }
       bool outputIsGraphOutput = false;
       for (const Value* out : node.outputs())
         outputIsGraphOutput |= out && out->isGraphOutput();
-      if (outputIsGraphOutput) {
+      if (outputIsGraphOutput && !options_.outputsFp16) {
         keep(node, "its output is a graph output (graph I/O types are kept)");
         continue;
       }
@@ -224,13 +225,49 @@ class Lowering {
     return cache[value] = cast->output(0);
   }
 
+  // --input_fp16_nodes: the graph input itself becomes fp16; fp32 consumers get a Cast.
+  size_t retypeInputs(std::set<Value*>& nowFp16) {
+    size_t count = 0;
+    for (Value* in : graph_.inputs()) {
+      if (!isF32(in) || in->isInitializer() ||
+          std::find(options_.inputFp16Nodes.begin(), options_.inputFp16Nodes.end(), in->name()) ==
+              options_.inputFp16Nodes.end())
+        continue;
+      ValueType type = in->type();
+      type.dtype = DType::Float16;
+      in->setType(type);
+      nowFp16.insert(in);
+      ++count;
+    }
+    return count;
+  }
+
+  // --output_type=FP16 for outputs whose producer stayed fp32: the producer's value is renamed and
+  // a Cast produces the output under its original name.
+  void castOutputs() {
+    for (size_t i = 0; i < graph_.outputs().size(); ++i) {
+      Value* out = graph_.outputs()[i];
+      if (!isF32(out) || !out->producer()) continue;
+      std::string name = out->name();
+      graph_.renameValue(out, graph_.uniqueName(name + "_fp32"));
+      Node* cast = graph_.insertNodeBefore(nullptr, "Cast", {out}, {name});
+      cast->setAttribute("to", Attribute::ofInt(dtypeToOnnx(DType::Float16)));
+      ValueType type = out->type();
+      type.dtype = DType::Float16;
+      cast->output(0)->setType(type);
+      inserted_.insert(cast);
+      graph_.setOutput(i, cast->output(0));
+    }
+  }
+
   bool rewrite() {
-    if (lowered_.empty()) return false;
     std::vector<Node*> order;
     for (const auto& node : graph_.nodes())
       order.push_back(node.get());
     std::map<Value*, Value*> toFp16, toFp32;
     std::set<Value*> nowFp16;
+    size_t retyped = retypeInputs(nowFp16);
+    if (lowered_.empty() && retyped == 0 && !options_.outputsFp16) return false;
     for (Node* node : order) {
       bool low = lowered_.count(node) > 0;
       for (size_t i = 0; i < node->inputs().size(); ++i) {
@@ -253,6 +290,7 @@ class Lowering {
           nowFp16.insert(out);
         }
     }
+    if (options_.outputsFp16) castOutputs();
     context_.notes.push_back(
         fmt::format("fp16: {} node(s) lowered, {} cast(s) inserted, {} weight(s) converted, "
                     "{} weight value(s) flushed to zero",

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "kiln/backends/ms.h"
 #include "kiln/check.h"
 #include "kiln/compare.h"
 #include "kiln/conformance.h"
@@ -288,6 +289,8 @@ struct OptFlags {
   std::string shapeDialect = "atc";
   std::string precisionMode;
   std::vector<std::string> keepDtypeNodes;
+  std::vector<std::string> inputFp16Nodes;
+  std::string outputType = "FP32";
   int weightQuantBits = 0;
   kiln::WeightQuantOptions weightQuant;
 };
@@ -327,6 +330,8 @@ int optimizeModel(const OptFlags& flags) {
   if (!flags.precisionMode.empty()) {
     precision.mode = precisionModes().at(flags.precisionMode);
     precision.keepNodeNames = flags.keepDtypeNodes;
+    precision.inputFp16Nodes = flags.inputFp16Nodes;
+    precision.outputsFp16 = flags.outputType == "FP16";
     options.precision = &precision;
   }
   kiln::WeightQuantOptions weightQuant = flags.weightQuant;
@@ -365,7 +370,7 @@ int main(int argc, char** argv) {
   bool inspectIr = false;
   auto* inspect =
       app.add_subcommand("inspect", "print inputs, outputs, op histogram and parameter bytes");
-  inspect->add_option("model", inspectPath, "model file (.onnx, .onnxtxt)")->required();
+  inspect->add_option("model", inspectPath, "model file (.onnx, .onnxtxt, .ms)")->required();
   inspect->add_flag("--json", inspectAsJson, "print JSON");
   inspect->add_flag("--ir", inspectIr, "print the whole graph in kiln's text IR");
 
@@ -416,6 +421,11 @@ int main(int argc, char** argv) {
   opt->add_option("--keep-dtype", optFlags.keepDtypeNodes,
                   "node names kept in fp32 (comma separated)")
       ->delimiter(',');
+  opt->add_option("--input-fp16-nodes", optFlags.inputFp16Nodes,
+                  "graph inputs that take fp16 data (comma separated)")
+      ->delimiter(',');
+  opt->add_option("--output-type", optFlags.outputType, "float outputs as FP32 (default) or FP16")
+      ->check(CLI::IsMember({"FP32", "FP16"}));
   opt->add_option("--weight-quant-bits", optFlags.weightQuantBits,
                   "quantize-weights: bit_num (1-16)")
       ->check(CLI::Range(1, 16));
@@ -493,6 +503,14 @@ int main(int argc, char** argv) {
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
 
   if (inspect->parsed()) {
+    // .ms files are read straight from the FlatBuffer until the .ms reader to IR exists.
+    if (std::filesystem::path(inspectPath).extension() == ".ms" && !inspectIr) {
+      auto dump =
+          inspectAsJson ? kiln::dumpMsFile(inspectPath) : kiln::summarizeMsFile(inspectPath);
+      if (!dump) return report(dump.status());
+      std::cout << *dump;
+      return 0;
+    }
     auto model = kiln::loadModel(inspectPath);
     if (!model) return report(model.status());
     if (inspectIr)

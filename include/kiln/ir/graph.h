@@ -172,6 +172,8 @@ class Graph {
   // Looks the name up here, then in enclosing graphs (subgraphs may read outer values).
   Value* lookupValue(const std::string& name) const;
   std::string uniqueName(const std::string& base);
+  // Gives a value a new (unused) name; uses and graph I/O keep pointing at the same Value.
+  void renameValue(Value* value, const std::string& name);
   const std::vector<std::unique_ptr<Value>>& values() const { return values_; }
   // Removes an unused, unproduced value (not an input or output).
   void eraseValue(Value* value);

@@ -30,6 +30,9 @@ struct PrecisionOptions {
   std::vector<std::string>
       keepOpTypes; // extra op types kept in fp32 (added to the default block list)
   std::vector<std::string> keepNodeNames; // ATC --keep_dtype
+  std::vector<std::string>
+      inputFp16Nodes;       // ATC --input_fp16_nodes: these graph inputs take fp16 data
+  bool outputsFp16 = false; // ATC --output_type=FP16: float outputs are produced as fp16
 };
 
 // converter_lite [common_quant_param] quant_type=WEIGHT_QUANT (defaults as MindSpore Lite's).
