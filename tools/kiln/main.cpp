@@ -289,6 +289,8 @@ struct OptFlags {
   std::string shapeDialect = "atc";
   std::string precisionMode;
   std::vector<std::string> keepDtypeNodes;
+  std::vector<std::string> inputFp16Nodes;
+  std::string outputType = "FP32";
   int weightQuantBits = 0;
   kiln::WeightQuantOptions weightQuant;
 };
@@ -328,6 +330,8 @@ int optimizeModel(const OptFlags& flags) {
   if (!flags.precisionMode.empty()) {
     precision.mode = precisionModes().at(flags.precisionMode);
     precision.keepNodeNames = flags.keepDtypeNodes;
+    precision.inputFp16Nodes = flags.inputFp16Nodes;
+    precision.outputsFp16 = flags.outputType == "FP16";
     options.precision = &precision;
   }
   kiln::WeightQuantOptions weightQuant = flags.weightQuant;
@@ -417,6 +421,11 @@ int main(int argc, char** argv) {
   opt->add_option("--keep-dtype", optFlags.keepDtypeNodes,
                   "node names kept in fp32 (comma separated)")
       ->delimiter(',');
+  opt->add_option("--input-fp16-nodes", optFlags.inputFp16Nodes,
+                  "graph inputs that take fp16 data (comma separated)")
+      ->delimiter(',');
+  opt->add_option("--output-type", optFlags.outputType, "float outputs as FP32 (default) or FP16")
+      ->check(CLI::IsMember({"FP32", "FP16"}));
   opt->add_option("--weight-quant-bits", optFlags.weightQuantBits,
                   "quantize-weights: bit_num (1-16)")
       ->check(CLI::Range(1, 16));
