@@ -133,7 +133,14 @@ expectError "truncated file" K2002 "$bad/truncated.onnx" inspect "$bad/truncated
 expectError "text file" K2001 "$bad/readme.onnx" inspect "$bad/readme.onnx"
 expectError "binary garbage" K2001 "$bad/garbage.onnx" inspect "$bad/garbage.onnx"
 expectError "no graph" K2014 "$bad/no_graph.onnx" inspect "$bad/no_graph.onnx"
-expectError "unsupported format" K4002 "$bad/model.ms" inspect "$bad/model.ms"
+expectError "unsupported format" K4002 "$bad/model.om" inspect "$bad/model.om"
+printf 'This is not a FlatBuffer.\n' >"$bad/model.ms"
+expectError "invalid .ms" K7001 "$bad/model.ms" inspect "$bad/model.ms"
+lenet="$src/../shared/conformance/ms/lenet_tod_infer.ms"
+if [ -f "$lenet" ]; then
+  expectOk "inspect .ms" inspect "$lenet"
+  expectOk "inspect .ms --json" inspect "$lenet" --json
+fi
 
 # --- bad inputs (structure, in ONNX text syntax)
 header='<ir_version: 8, opset_import: ["" : 17]>'
