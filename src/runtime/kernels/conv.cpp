@@ -149,6 +149,16 @@ void im2colRows(const T* image, int64_t channels, const Window& win, int64_t oy0
 // channels at 160x160 would write and re-read 88 MB).
 constexpr int64_t kColumnTileBytes = int64_t{1} << 20;
 
+// y[c, :] += bias[c] for `channels` rows of `size` elements (Conv and ConvTranspose outputs).
+template <typename T> void addChannelBias(T* y, const T* bias, int64_t channels, int64_t size) {
+  for (int64_t c = 0; c < channels; ++c) {
+    const T bv = bias[c];
+    T* row = y + c * size;
+    for (int64_t i = 0; i < size; ++i)
+      row[i] += bv;
+  }
+}
+
 template <typename T>
 void convForward(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y) {
   const Window& win = s.window;
@@ -189,13 +199,7 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
         nn::gemm(threads, false, false, mg, outSize, rows, T{1}, wg, rows, cols.data(), outSize,
                  T{0}, yg, outSize);
       }
-      if (bias)
-        for (int64_t m = 0; m < mg; ++m) {
-          const T bv = bias[g * mg + m];
-          T* row = yg + m * outSize;
-          for (int64_t i = 0; i < outSize; ++i)
-            row[i] += bv;
-        }
+      if (bias) addChannelBias(yg, bias + g * mg, mg, outSize);
     }
   }
 }
@@ -334,13 +338,7 @@ void convTransposeForward(int threads, const ConvShape& s, const T* x, const T* 
         continue;
       }
       nn::col2imAdd(cols.data(), mg, win, yg);
-      if (bias)
-        for (int64_t m = 0; m < mg; ++m) {
-          const T bv = bias[g * mg + m];
-          T* row = yg + m * ySize;
-          for (int64_t i = 0; i < ySize; ++i)
-            row[i] += bv;
-        }
+      if (bias) addChannelBias(yg, bias + g * mg, mg, ySize);
     }
   }
 }
