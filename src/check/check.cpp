@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "kiln/backends/target.h"
 #include "kiln/ir/printer.h"
 #include "kiln/passes/pass.h"
 #include "kiln/runtime/kernel.h"
@@ -19,7 +20,8 @@ std::string typeText(const Value* v) {
   return t.empty() ? "?" : t;
 }
 
-void checkNodes(const Graph& graph, const Model& model, CheckReport& report) {
+void checkNodes(const Graph& graph, const Model& model, const TargetHooks* target,
+                const std::string& variant, CheckReport& report) {
   for (const auto& node : graph.nodes()) {
     NodeCheck check;
     check.name = node->name();
@@ -30,14 +32,17 @@ void checkNodes(const Graph& graph, const Model& model, CheckReport& report) {
       check.inputTypes.push_back(typeText(in));
     for (const Value* out : node->outputs())
       check.outputTypes.push_back(typeText(out));
-    if (!rt::findKernel(node->domain(), node->opType())) {
+    if (target) {
+      check.reason = target->unsupportedReason(*node, variant);
+      check.supported = check.reason.empty();
+    } else if (!rt::findKernel(node->domain(), node->opType())) {
       check.supported = false;
       check.reason = fmt::format("target {} has no kernel for {}", report.target, check.opType);
-      ++report.unsupportedNodes;
     }
+    if (!check.supported) ++report.unsupportedNodes;
     report.nodes.push_back(std::move(check));
     for (const Graph* sub : node->subgraphs())
-      checkNodes(*sub, model, report);
+      checkNodes(*sub, model, target, variant, report);
   }
 }
 
@@ -47,9 +52,20 @@ Expected<CheckReport> checkModel(Model& model, const CheckOptions& options) {
   CheckReport report;
   report.model = model.sourcePath;
   report.target = options.target;
-  if (options.target != "cpu")
-    return Status(ErrorCode::BadFlag, fmt::format("unknown target '{}'", options.target),
-                  "use --target cpu (the om and ms targets come with their backends)");
+  const TargetHooks* target = nullptr;
+  std::string variant;
+  if (options.target != "cpu") {
+    target = findTarget(options.target);
+    if (!target || !target->unsupportedReason) {
+      std::string known = "cpu";
+      for (const std::string& name : targetNames())
+        known += ", " + name;
+      return Status(ErrorCode::BadFlag, fmt::format("unknown target '{}'", options.target),
+                    fmt::format("use --target with one of: {}", known));
+    }
+    if (auto colon = options.target.find(':'); colon != std::string::npos)
+      variant = options.target.substr(colon + 1);
+  }
   std::optional<ShapeSpec> spec;
   if (!options.inputShape.empty()) {
     auto parsed = parseShapeSpec(options.inputShape, options.converterLiteDialect
@@ -74,7 +90,7 @@ Expected<CheckReport> checkModel(Model& model, const CheckOptions& options) {
     auto result = runPipeline(model, *passes, pipeline);
     if (!result) report.problems.push_back(result.status());
   }
-  checkNodes(*model.graph, model, report);
+  checkNodes(*model.graph, model, target, variant, report);
   return report;
 }
 

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/backends/target.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/frontend/value_io.h"
 #include "kiln/passes/pass.h"
@@ -118,6 +119,27 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
       result.reason = "pipeline: " + ran.status().toString();
       return result;
     }
+  }
+  if (options.via != "onnx") {
+    const TargetHooks* target = findTarget(options.via);
+    if (!target || !target->roundTrip) {
+      result.reason = fmt::format("no artifact path '{}' in this build", options.via);
+      return result;
+    }
+    std::string variant;
+    if (auto colon = options.via.find(':'); colon != std::string::npos)
+      variant = options.via.substr(colon + 1);
+    auto viaModel = target->roundTrip(model.take(), RoundTripOptions{variant, options.precision});
+    if (!viaModel) {
+      const auto& codes = target->unsupportedCodes;
+      bool doesNotLower =
+          std::find(codes.begin(), codes.end(), viaModel.status().code()) != codes.end();
+      result.outcome = doesNotLower ? Outcome::Skip : Outcome::Fail;
+      result.reason = (doesNotLower ? "does not lower: " : "via " + options.via + ": ") +
+                      viaModel.status().toString();
+      return result;
+    }
+    model = viaModel.take();
   }
   rt::Executor executor(*model, rt::ExecutorOptions{});
   if (auto status = executor.checkSupported(); !status) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kiln/backends/target.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/ir/printer.h"
 
@@ -122,10 +123,12 @@ std::string inspectJson(const Model& model) {
 
 Expected<Model> loadModel(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
+  if (const TargetHooks* target = findTargetForExtension(ext); target && target->read)
+    return target->read(path);
   if (ext == ".ms" || ext == ".om")
     return makeError(ErrorCode::UnsupportedFormat,
-                     "pass an .onnx model; .ms/.om readers are not built yet",
-                     "{}: reading {} files is not supported yet", path, ext);
+                     "pass an .onnx model; this build has no reader for this format",
+                     "{}: reading {} files is not supported", path, ext);
   if (ext == ".onnxtxt") return importOnnxTextFile(path);
   return importOnnxFile(path);
 }

@@ -50,8 +50,26 @@ enum class ErrorCode : int {
   RuntimeMissingInput = 5003,
   // K6xxx: conformance and comparison
   ConformanceDataBad = 6001,
-  // K7xxx: target model files (.ms / .om)
+  // K42xx: precision configuration (keep-dtype lists, precision reports)
+  PrecisionConfigInvalid = 4201,
+  // K7xxx: MindSpore Lite .ms files, lowering, converter_lite and benchmark
   MsFileInvalid = 7001,
+  MsReadUnsupported = 7002,
+  MsLowerUnsupported = 7101,
+  MsLowerBadAttribute = 7102,
+  MsModelTooLarge = 7103,
+  ConverterConfigInvalid = 7201,
+  BenchmarkDataInvalid = 7301,
+  BenchmarkAccuracyFailed = 7302,
+  // K8xxx: Ascend .om files, lowering, atc and AIPP
+  OmFileInvalid = 8001,
+  OmReadUnsupported = 8002,
+  OmLowerUnsupported = 8101,
+  OmLowerBadAttribute = 8102,
+  SocVersionUnknown = 8201,
+  AtcOptionInvalid = 8202,
+  AippConfigSyntax = 8301,
+  AippConfigInvalid = 8302,
   // K9xxx: internal
   Internal = 9001,
 };

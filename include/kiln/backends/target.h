@@ -1,0 +1,44 @@
+// Target backends (.ms, .om) plug into the tools here: reading their files into IR, the
+// conformance/compare round trip (lower, write, read back) and per-node support checks.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+#include "kiln/support/status.h"
+
+namespace kiln {
+
+struct RoundTripOptions {
+  std::string variant;            // what follows ':' in "om:Ascend310P3" ("" for none)
+  std::string precision = "fp32"; // fp32 or fp16 (the backend's FP16 conversion)
+};
+
+struct TargetHooks {
+  std::string name;                    // "ms", "om": the --via / --target name
+  std::vector<std::string> extensions; // file extensions this target reads, e.g. ".ms"
+  // Reads a file of this format into IR the executor runs.
+  std::function<Expected<Model>(const std::string& path)> read;
+  // Lowers `model` (ONNX-semantics IR, pipeline already run), serializes it, reads the bytes back
+  // and returns executable IR. A model with ops that do not lower fails with the backend's
+  // "unsupported op" code (conformance counts that as a skip that names the ops).
+  std::function<Expected<Model>(Model model, const RoundTripOptions& options)> roundTrip;
+  // Why the target cannot take this node ("" when it can); `variant` as in RoundTripOptions.
+  std::function<std::string(const Node& node, const std::string& variant)> unsupportedReason;
+  // Codes that mean "does not lower" rather than "broken".
+  std::vector<ErrorCode> unsupportedCodes;
+};
+
+// Called from a static initializer in the backend's own file (see KILN_REGISTER_TARGET).
+bool registerTarget(TargetHooks hooks);
+// "ms" or "om:Ascend310P3" → the target named before ':' (nullptr when unknown).
+const TargetHooks* findTarget(const std::string& nameAndVariant);
+const TargetHooks* findTargetForExtension(const std::string& extension);
+std::vector<std::string> targetNames();
+
+} // namespace kiln
+
+#define KILN_REGISTER_TARGET(id, makeHooks)                                                        \
+  static const bool kilnTargetRegistered_##id = ::kiln::registerTarget(makeHooks())
