@@ -9,6 +9,7 @@ packages=(
   libflatbuffers-dev flatbuffers-compiler
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev llvm-14-tools libonnx-testdata libopenblas-dev
+  time # GNU time: peak RSS in bench/convert_vs_peer.sh
 )
 if [ "${1:-}" = "fuzz" ]; then packages+=(clang libclang-rt-14-dev); fi
 
