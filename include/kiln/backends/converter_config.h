@@ -1,0 +1,67 @@
+// converter_lite's --configFile: the INI sections and keys MindSpore Lite's converter reads,
+// parsed and range-checked into one struct; only what kiln acts on is typed, the rest is kept.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/passes/pass.h"
+#include "kiln/support/status.h"
+
+namespace kiln {
+
+// One `key=value` line as written, for messages and for keys kiln accepts but does not act on.
+struct ConfigEntry {
+  std::string value;
+  int line = 0;
+};
+
+struct ConverterConfig {
+  std::string path; // the file the config came from ("" when none was given)
+
+  // [common_quant_param]
+  std::string quantType; // "" (no quantization), WEIGHT_QUANT, FULL_QUANT, DYNAMIC_QUANT
+  int bitNum = 8;
+  uint64_t minQuantWeightSize = 0;
+  int64_t minQuantWeightChannel = 16;
+  std::vector<std::string> skipQuantNode;
+  bool enableEncode = true;
+
+  // [weight_quant_param]
+  bool perChannel = true;
+  bool biasCorrection = true;
+  std::string dequantStrategy = "DEFAULT";
+  std::string quantStrategy = "MAX_MIN";
+
+  // [registry]
+  bool disableFusion = false;
+  std::vector<std::string> fusionBlacklists;
+  std::vector<std::string> pluginPaths;
+
+  // Every entry by section then key, including the typed ones above.
+  std::map<std::string, std::map<std::string, ConfigEntry>> sections;
+
+  bool has(const std::string& section, const std::string& key) const;
+};
+
+// Parses INI text: `[section]` lines, `key=value` lines (split at the first '='), blank lines and
+// lines starting with '#' or ';'. Unknown sections and keys, values of the wrong kind or out of
+// range, keys given twice and keys outside a section give ErrorCode::ConverterConfigInvalid with
+// peer code -600 naming `displayName`, the line, the section and the key; a valid request kiln
+// does not carry out (FULL_QUANT, DYNAMIC_QUANT, mixed-bit bit_num=0, GPTQ, per-layer, plugins)
+// gives the same code with peer -7 (RET_NOT_SUPPORT).
+Expected<ConverterConfig> parseConverterConfigText(const std::string& text,
+                                                   const std::string& displayName);
+// Reads `path` (K1001/K1002 with peer -600 when it cannot) and parses it.
+Expected<ConverterConfig> parseConverterConfigFile(const std::string& path);
+
+// The quantize-weights options for quant_type=WEIGHT_QUANT (asymmetric, as converter_lite
+// quantizes on the CPU path); false when the config asks for no weight quantization.
+bool weightQuantOptionsFor(const ConverterConfig& config, WeightQuantOptions& options);
+
+// Notes for entries kiln accepts but does not act on (other devices, micro code generation,
+// calibration settings without FULL_QUANT, ...), one per entry, naming file, line and key.
+std::vector<std::string> ignoredConfigNotes(const ConverterConfig& config);
+
+} // namespace kiln

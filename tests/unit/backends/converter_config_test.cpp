@@ -1,0 +1,165 @@
+// converter_lite --configFile parsing: typed quant keys, range checks, unknown sections/keys and
+// the requests kiln does not carry out, each with its file, line, section and key.
+#include <gtest/gtest.h>
+
+#include "kiln/backends/converter_config.h"
+
+using namespace kiln;
+
+namespace {
+
+Status errorOf(const std::string& text) {
+  auto parsed = parseConverterConfigText(text, "cfg.ini");
+  EXPECT_FALSE(parsed) << "expected an error for:\n" << text;
+  return parsed ? Status::ok() : parsed.status();
+}
+
+} // namespace
+
+TEST(ConverterConfig, WeightQuantKeysAreTyped) {
+  auto config = parseConverterConfigText("# weight quant\n"
+                                         "[common_quant_param]\n"
+                                         "quant_type = WEIGHT_QUANT\n"
+                                         "bit_num=8\n"
+                                         "min_quant_weight_size=100\n"
+                                         "min_quant_weight_channel=4\n"
+                                         "skip_quant_node= conv1 , fc2\n"
+                                         "\n"
+                                         "[weight_quant_param]\n"
+                                         "per_channel=True\n",
+                                         "cfg.ini");
+  ASSERT_TRUE(config) << config.status().toString();
+  EXPECT_EQ(config->quantType, "WEIGHT_QUANT");
+  EXPECT_EQ(config->bitNum, 8);
+  EXPECT_EQ(config->minQuantWeightSize, 100u);
+  EXPECT_EQ(config->minQuantWeightChannel, 4);
+  EXPECT_EQ(config->skipQuantNode, (std::vector<std::string>{"conv1", "fc2"}));
+  EXPECT_TRUE(config->has("weight_quant_param", "per_channel"));
+
+  WeightQuantOptions options;
+  ASSERT_TRUE(weightQuantOptionsFor(*config, options));
+  EXPECT_EQ(options.bitNum, 8);
+  EXPECT_FALSE(options.symmetric); // converter_lite quantizes weights asymmetrically
+  EXPECT_EQ(options.minQuantWeightSize, 100u);
+  EXPECT_EQ(options.minQuantWeightChannel, 4);
+  EXPECT_EQ(options.skipNodes, config->skipQuantNode);
+  EXPECT_TRUE(ignoredConfigNotes(*config).empty());
+}
+
+TEST(ConverterConfig, DefaultsMatchConverterLite) {
+  auto config = parseConverterConfigText("[common_quant_param]\nquant_type=WEIGHT_QUANT\n", "c");
+  ASSERT_TRUE(config) << config.status().toString();
+  WeightQuantOptions options;
+  ASSERT_TRUE(weightQuantOptionsFor(*config, options));
+  EXPECT_EQ(options.bitNum, 8);
+  EXPECT_EQ(options.minQuantWeightSize, 0u);
+  EXPECT_EQ(options.minQuantWeightChannel, 16);
+
+  auto empty = parseConverterConfigText("", "c");
+  ASSERT_TRUE(empty);
+  EXPECT_FALSE(weightQuantOptionsFor(*empty, options));
+}
+
+TEST(ConverterConfig, UnknownKeyNamesFileLineSectionAndKey) {
+  Status s = errorOf("[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_nums=8\n");
+  EXPECT_EQ(s.code(), ErrorCode::ConverterConfigInvalid);
+  EXPECT_EQ(s.peerCode(), "-600");
+  EXPECT_NE(s.message().find("cfg.ini:3"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("INPUT ILLEGAL: `bit_nums` is not supported in [common_quant_param]"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.hint().find("did you mean `bit_num`"), std::string::npos) << s.hint();
+}
+
+TEST(ConverterConfig, UnknownSectionSuggestsTheRealName) {
+  Status s = errorOf("[common_quantize_param]\nquant_type=WEIGHT_QUANT\n");
+  EXPECT_EQ(s.code(), ErrorCode::ConverterConfigInvalid);
+  EXPECT_NE(s.message().find("cfg.ini:1"), std::string::npos);
+  EXPECT_NE(s.message().find("[common_quantize_param]"), std::string::npos);
+  EXPECT_NE(s.hint().find("did you mean [common_quant_param]"), std::string::npos) << s.hint();
+}
+
+TEST(ConverterConfig, RangesAndKindsAreChecked) {
+  struct Case {
+    const char* text;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=17\n",
+       "bit_num should be in [0, 16]"},
+      {"[common_quant_param]\nbit_num=eight\n", "bit_num must be an integer"},
+      {"[common_quant_param]\nmin_quant_weight_size=65536\n", "[0, 65535]"},
+      {"[common_quant_param]\nmin_quant_weight_channel=-1\n", "[0, 65535]"},
+      {"[common_quant_param]\nquant_type=weight_quant\n", "WEIGHT_QUANT|FULL_QUANT|DYNAMIC_QUANT"},
+      {"[common_quant_param]\nenable_encode=yes\n", "true or false"},
+      {"[mixed_bit_weight_quant_param]\ninit_scale=1\n", "init_scale must be a number in (0, 1)"},
+      {"[mixed_bit_weight_quant_param]\nmax_iterations=39\n", "[40, 65535]"},
+      {"[registry]\ndisable_fusion=true\n", "on or off"},
+      {"[data_preprocess_param]\ncalibrate_size=0\n", "[1, 65535]"},
+      {"[common_quant_param]\nquant_type=WEIGHT_QUANT\nquant_type=WEIGHT_QUANT\n", "given twice"},
+      {"quant_type=WEIGHT_QUANT\n", "before any [section]"},
+      {"[common_quant_param]\nquant_type\n", "neither [section] nor key=value"},
+      {"[common_quant_param\n", "no closing ']'"},
+      {"[common_quant_param]\nbit_num=\n", "has no value"},
+      {"[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=4\nenable_encode=false\n",
+       "needs enable_encode=true"},
+      {"[common_quant_param]\nquant_type=FULL_QUANT\nbit_num=4\n", "takes bit_num=8 only"},
+      {"[cpu_option_cfg_param]\narchitecture=ARM64\n", "needs both architecture and instruction"},
+  };
+  for (const Case& c : cases) {
+    Status s = errorOf(c.text);
+    EXPECT_EQ(s.code(), ErrorCode::ConverterConfigInvalid) << c.text;
+    EXPECT_EQ(s.peerCode(), "-600") << c.text;
+    EXPECT_NE(s.message().find(c.needle), std::string::npos)
+        << "message: " << s.message() << "\nexpected: " << c.needle;
+    EXPECT_FALSE(s.hint().empty()) << c.text;
+  }
+}
+
+TEST(ConverterConfig, RequestsKilnDoesNotCarryOutSayNotSupported) {
+  const char* cases[] = {
+      "[common_quant_param]\nquant_type=FULL_QUANT\n",
+      "[common_quant_param]\nquant_type=DYNAMIC_QUANT\n",
+      "[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=0\n",
+      "[common_quant_param]\nquant_type=WEIGHT_QUANT\n[weight_quant_param]\nquant_strategy=GPTQ\n",
+      "[common_quant_param]\nquant_type=WEIGHT_QUANT\n[weight_quant_param]\nper_channel=false\n",
+      "[registry]\nplugin_path=./libplugin.so\n",
+      "[model_param]\nfmk=ONNX\n",
+  };
+  for (const char* text : cases) {
+    Status s = errorOf(text);
+    EXPECT_EQ(s.code(), ErrorCode::ConverterConfigInvalid) << text;
+    EXPECT_EQ(s.peerCode(), "-7") << text;
+    EXPECT_NE(s.message().find("not supported"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("cfg.ini:"), std::string::npos) << s.message();
+  }
+}
+
+TEST(ConverterConfig, AcceptedButIgnoredEntriesAreNoted) {
+  auto config = parseConverterConfigText("[registry]\n"
+                                         "disable_fusion=on\n"
+                                         "fusion_blacklists=ConvActivationFusion, MatMulAddFusion\n"
+                                         "[ascend_context]\n"
+                                         "provider=ge\n"
+                                         "[common_quant_param]\n"
+                                         "bit_num=8\n",
+                                         "cfg.ini");
+  ASSERT_TRUE(config) << config.status().toString();
+  EXPECT_TRUE(config->disableFusion);
+  EXPECT_EQ(config->fusionBlacklists,
+            (std::vector<std::string>{"ConvActivationFusion", "MatMulAddFusion"}));
+  auto notes = ignoredConfigNotes(*config);
+  ASSERT_EQ(notes.size(), 2u);
+  // Sections print in name order: ascend_context, common_quant_param.
+  EXPECT_NE(notes[0].find("cfg.ini:5: [ascend_context] provider=ge"), std::string::npos)
+      << notes[0];
+  EXPECT_NE(notes[1].find("no quant_type=WEIGHT_QUANT"), std::string::npos) << notes[1];
+}
+
+TEST(ConverterConfig, MissingFileIsFileNotFound) {
+  auto config = parseConverterConfigFile("/nonexistent/dir/cfg.ini");
+  ASSERT_FALSE(config);
+  EXPECT_EQ(config.status().code(), ErrorCode::FileNotFound);
+  EXPECT_EQ(config.status().peerCode(), "-600");
+  EXPECT_NE(config.status().message().find("/nonexistent/dir/cfg.ini"), std::string::npos);
+}
