@@ -1,0 +1,154 @@
+// Shared pieces of the .om backend: container constants and structs, data type and format
+// numbering, and the lowering / raising entry points between IR and ge.proto.ModelDef.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/backends/om.h"
+#include "kiln/ir/graph.h"
+#include "kiln/support/status.h"
+#include "kiln_proto/ge_ir.pb.h"
+
+namespace kiln::om {
+
+// docs/formats/om.md §1.2 / §1.5 / §1.6.
+constexpr uint32_t kMagic = 0x444F4D49; // "IMOD" in file byte order
+constexpr uint32_t kHeaderSize = 256;
+constexpr uint32_t kVersion2 = 0x20000000;
+constexpr uint32_t kVersion1 = 0x10000000;
+constexpr uint32_t kOmProtoVersion = 2;
+
+enum PartitionType : uint32_t {
+  kModelDef = 0,
+  kWeightsData = 1,
+  kTaskInfo = 2,
+  kTbeKernels = 3,
+  kCustAicpuKernels = 4,
+  kSoBins = 5,
+  kFlowModel = 6,
+  kFlowSubmodel = 7,
+  kModelInoutInfo = 8,
+  kTilingData = 12,
+  kCustomOps = 26,
+};
+const char* partitionTypeName(uint32_t type);
+
+enum ModelHeaderType : uint8_t { kIrModel = 0, kFlowModelType = 3 };
+
+// Which header layout a file uses (om.md §1.3).
+enum class HeaderGeneration { Current, Legacy2020, Intermediate, Mobile };
+const char* headerGenerationName(HeaderGeneration generation);
+
+struct OmHeader {
+  uint32_t magic = 0;
+  uint32_t headSize = 0;
+  uint32_t version = 0;
+  uint32_t length = 0;
+  uint8_t isEncrypt = 0;
+  uint8_t isChecksum = 0;
+  uint8_t modelType = 0;
+  uint8_t genMode = 0;
+  std::string name;
+  uint32_t ops = 0;
+  uint32_t omIrVersion = 0;
+  uint32_t modelNum = 1;
+  std::string platformVersion;
+  uint8_t platformType = 0;
+  uint64_t modelLength = 0;
+  uint8_t needCheckOsCpuInfo = 0;
+  uint8_t isUnknownModel = 0;
+  HeaderGeneration generation = HeaderGeneration::Current;
+};
+
+struct Partition {
+  uint32_t type = 0;
+  uint64_t offset = 0; // as the table states it (relative to the end of the table)
+  uint64_t size = 0;
+  uint64_t fileOffset = 0; // where the bytes really are (the loader walks sizes in order)
+  const uint8_t* data = nullptr;
+};
+
+struct ModelBlock {
+  uint64_t tableOffset = 0; // file offset of the partition table
+  bool wideTable = true;
+  std::vector<Partition> partitions;
+  const Partition* find(uint32_t type) const;
+};
+
+struct OmContainer {
+  OmHeader header;
+  std::vector<ModelBlock> blocks;
+};
+
+// Parses the header and every block's partition table; checks bounds and the total length.
+// Errors are K8001 OmFileInvalid naming `displayName` and the offset.
+Expected<OmContainer> parseContainer(const uint8_t* data, size_t size,
+                                     const std::string& displayName);
+// The 256 header bytes for a current-generation file.
+std::vector<uint8_t> encodeHeader(const OmHeader& header);
+
+// Data types. The proto numbering (ModelDef) and the C++ ge::DataType numbering
+// (MODEL_INOUT_INFO, Cast's dst_type) differ; both are keyed by name.
+std::optional<ge::proto::DataType> toGeDType(DType type);
+std::optional<DType> fromGeDType(int protoType);
+int geProtoToCxxDType(int protoType); // -1 when unknown
+int geCxxToProtoDType(int cxxType);   // -1 when unknown
+const char* geDTypeName(int protoType);
+
+// ge::Format numbering (om.md §1.12).
+enum GeFormat : int {
+  kFormatNchw = 0,
+  kFormatNhwc = 1,
+  kFormatNd = 2,
+  kFormatNc1hwc0 = 3,
+  kFormatFractalZ = 4,
+  kFormatNcdhw = 30,
+};
+std::string formatName(int format);
+int formatFromName(const std::string& name); // -1 when unknown
+
+// One graph input or output as MODEL_INOUT_INFO describes it.
+struct IoTensor {
+  std::string name;
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> dims; // -1 for unknown dims
+  int format = kFormatNd;
+};
+
+// The lowered model before it is laid out in a container.
+struct LoweredModel {
+  ge::proto::ModelDef modelDef;
+  std::vector<uint8_t> weights;
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> externalFiles;
+  std::vector<IoTensor> inputs;
+  std::vector<IoTensor> outputs;
+  uint64_t memorySize = 0; // feature-map bytes (no reuse)
+};
+
+// ONNX-semantics IR → GraphEngine ops (om_lower.cpp).
+Expected<LoweredModel> lowerModel(const Model& model, const OmWriteOptions& options);
+
+// ge.proto.ModelDef (attributes decompressed) → executable IR (om_lower.cpp, next to the rules
+// it inverts). `weights` is the WEIGHTS_DATA partition; `baseDir` holds external weight files.
+Expected<Model> raiseModelDef(const ge::proto::ModelDef& modelDef, const uint8_t* weights,
+                              size_t weightsSize, const std::string& baseDir,
+                              const std::string& displayName);
+
+// Undoes attribute-name/value compression (om.md §1.14) in place.
+void decompressAttributes(ge::proto::ModelDef& modelDef);
+
+// Opens and parses a file's first ModelDef (decompressed). Used by the dumps.
+struct LoadedOm {
+  std::vector<uint8_t> bytes;
+  OmContainer container;
+  std::vector<ge::proto::ModelDef> modelDefs; // one per block that has a MODEL_DEF
+};
+Expected<LoadedOm> loadOmFile(const std::string& path);
+Expected<ge::proto::ModelDef> parseModelDef(const Partition& partition,
+                                            const std::string& displayName);
+
+} // namespace kiln::om

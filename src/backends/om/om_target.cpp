@@ -1,0 +1,52 @@
+// Registers the "om" target: .om files read into IR, the conformance round trip (lower, write,
+// read back) and the per-node support check `kiln check --target om:<soc>` uses.
+#include <fmt/format.h>
+
+#include "kiln/backends/om.h"
+#include "kiln/backends/target.h"
+#include "kiln/passes/pass.h"
+
+namespace kiln {
+namespace {
+
+constexpr const char* kDefaultSoc = "Ascend310P3";
+
+Expected<Model> omRoundTrip(Model model, const RoundTripOptions& options) {
+  OmWriteOptions write;
+  write.socVersion = options.variant.empty() ? kDefaultSoc : options.variant;
+  write.modelName = "roundtrip";
+  if (options.precision == "fp16") {
+    // ATC's default precision mode: float compute in fp16 where the op has an fp16 kernel.
+    PrecisionOptions precision;
+    precision.mode = PrecisionMode::ForceFp16;
+    PipelineOptions pipeline;
+    pipeline.precision = &precision;
+    auto ran = runPipeline(model, {"convert-fp16"}, pipeline);
+    if (!ran) return ran.status();
+  } else if (options.precision != "fp32") {
+    return Status(ErrorCode::BadFlag,
+                  fmt::format("precision '{}' is not one the om target knows", options.precision),
+                  "use fp32 or fp16");
+  }
+  auto bytes = buildOmBuffer(model, write);
+  if (!bytes) return bytes.status();
+  return readOmBuffer(bytes->data(), bytes->size(), "roundtrip.om");
+}
+
+TargetHooks makeOmHooks() {
+  TargetHooks hooks;
+  hooks.name = "om";
+  hooks.extensions = {".om"};
+  hooks.read = [](const std::string& path) { return readOmFile(path); };
+  hooks.roundTrip = omRoundTrip;
+  hooks.unsupportedReason = [](const Node& node, const std::string& variant) {
+    return omUnsupportedReason(node, variant.empty() ? kDefaultSoc : variant);
+  };
+  hooks.unsupportedCodes = {ErrorCode::OmLowerUnsupported, ErrorCode::OmLowerBadAttribute};
+  return hooks;
+}
+
+} // namespace
+} // namespace kiln
+
+KILN_REGISTER_TARGET(om, kiln::makeOmHooks);
