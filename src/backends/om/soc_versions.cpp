@@ -234,9 +234,9 @@ Status unknownSocError(const std::string& socVersion) {
   return Status(ErrorCode::SocVersionUnknown,
                 fmt::format("Value [{}] for parameter [--soc_version] is invalid. Reason: The "
                             "corresponding platform configuration file cannot be found based on "
-                            "the configured soc_version",
-                            socVersion),
-                fmt::format("valid values: {}", fmt::join(socNames(), ", ")))
+                            "the configured soc_version. Valid values: {}",
+                            socVersion, fmt::join(socNames(), ", ")),
+                "pass one of the values listed as --soc_version")
       .withPeerCode("E20101");
 }
 

@@ -120,7 +120,7 @@ TEST(SocVersions, UnknownValueGivesAtcErrorWithTheValidList) {
   EXPECT_EQ(st.peerCode(), "E20101");
   EXPECT_NE(st.message().find("Value [Ascend999] for parameter"), std::string::npos);
   for (const std::string& name : socNames())
-    EXPECT_NE(st.hint().find(name), std::string::npos) << name;
+    EXPECT_NE(st.message().find(name), std::string::npos) << name;
 
   Status empty = checkSocVersion("");
   EXPECT_EQ(empty.code(), ErrorCode::SocVersionUnknown);

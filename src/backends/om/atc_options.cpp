@@ -1,0 +1,1115 @@
+// atc's flag table, its getopt-style command-line parser, option validation in ATC's order, the
+// usage text and ATC's error blocks.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <set>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "kiln/backends/atc.h"
+#include "kiln/shape_spec.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+using S = AtcFlagType;
+using U = AtcFlagUse;
+
+const std::vector<std::string> kZeroOne = {"0", "1"};
+
+std::vector<std::string> sorted(std::vector<std::string> values) {
+  std::sort(values.begin(), values.end());
+  return values;
+}
+
+AtcFlagInfo flag(std::string name, AtcFlagType type, std::string def, std::string section,
+                 std::string help, AtcFlagUse use = U::Ignored, std::string note = {}) {
+  AtcFlagInfo f;
+  f.name = std::move(name);
+  f.type = type;
+  f.defaultValue = std::move(def);
+  f.section = std::move(section);
+  f.help = std::move(help);
+  f.use = use;
+  f.note = std::move(note);
+  return f;
+}
+
+AtcFlagInfo withSet(AtcFlagInfo f, std::vector<std::string> values, std::string code) {
+  f.valueSet = std::move(values);
+  f.valueSetCode = std::move(code);
+  return f;
+}
+
+const char* kNoKernels = "kiln builds no device kernels";
+const char* kNoDevice = "kiln targets no physical device";
+const char* kNoFusion = "kiln's own pass pipeline decides fusion and scheduling";
+
+std::vector<AtcFlagInfo> buildFlagTable() {
+  std::vector<AtcFlagInfo> t;
+  // [General]
+  t.push_back(flag("help", S::Bool, "false", "General", "Show this help message", U::Used));
+  t.push_back(withSet(flag("mode", S::Int, "0", "General",
+                           "Run mode. 0: framework model to .om; 1: .om or ONNX model to JSON; 3: "
+                           "only pre-check; 6: display .om model info",
+                           U::Used),
+                      // ATC prints this set in this order (om.md §2.1).
+                      {"0", "1", "30", "3", "5", "6", "7"}, "E10001"));
+  // [Input]
+  t.push_back(flag("model", S::String, "", "Input", "Model file (ONNX .onnx)", U::Used));
+  t.push_back(flag("weight", S::String, "", "Input", "Weight file (Caffe only)", U::Used));
+  t.push_back(flag("om", S::String, "", "Input",
+                   "The .om (or, with --framework=5, ONNX) model "
+                   "for --mode=1 and --mode=6",
+                   U::Used));
+  t.push_back(withSet(flag("framework", S::Int, "-1", "Input",
+                           "Framework type. 0: Caffe; 1: MindSpore; 3: TensorFlow; 5: ONNX "
+                           "(kiln converts ONNX)",
+                           U::Used),
+                      {"0", "1", "3", "5"}, "E10007"));
+  t.push_back(flag("input_format", S::String, "", "Input",
+                   "Input layout: NCHW, ND or NCDHW for ONNX (default NCHW)", U::Used));
+  t.push_back(flag("input_shape", S::String, "", "Input",
+                   "Input shapes, e.g. \"input_name1:n1,c1,h1,w1;input_name2:n2,c2,h2,w2\"",
+                   U::Used));
+  t.push_back(flag("input_shape_range", S::String, "", "Input",
+                   "Deprecated: input shape ranges \"name:[n1~n2,c,h,w]\"", U::Rejected,
+                   "give ranges in --input_shape instead (\"name:1~4,3,224,224\")"));
+  t.push_back(flag("input_hint_shape", S::String, "", "Input",
+                   "Shape hints for dynamic inputs \"index1:[n,c,h,w];index2:[...]\"", U::Rejected,
+                   "kiln does not tune dynamic-shape kernels"));
+  t.push_back(flag("dynamic_batch_size", S::String, "", "Input",
+                   "Batch gears, e.g. \"1,2,4,8\" (N of --input_shape is -1)", U::Used));
+  t.push_back(flag("dynamic_image_size", S::String, "", "Input",
+                   "Image-size gears, e.g. \"224,224;448,448\" (H and W are -1)", U::Used));
+  t.push_back(flag("dynamic_dims", S::String, "", "Input",
+                   "ND gears, e.g. \"1,224;2,448\" (one value per -1 of --input_shape)", U::Used));
+  t.push_back(flag("singleop", S::String, "", "Input", "Single-op description JSON file",
+                   U::Rejected, "kiln converts whole ONNX models only"));
+  // [Output]
+  t.push_back(flag("output", S::String, "", "Output",
+                   "Output path and name without suffix; \".om\" is appended", U::Used));
+  t.push_back(flag("output_type", S::String, "", "Output",
+                   "Output data type of all outputs: FP32 or FP16", U::Used));
+  t.push_back(flag("check_report", S::String, "check_result.json", "Output",
+                   "Pre-check report file", U::Used));
+  t.push_back(flag("json", S::String, "", "Output", "JSON file written by --mode=1", U::Used));
+  t.push_back(flag("host_env_os", S::String, "", "Output",
+                   "OS of the host running the model "
+                   "(linux, minios)",
+                   U::Ignored, "kiln embeds no operator libraries in the .om"));
+  t.push_back(flag("host_env_cpu", S::String, "", "Output",
+                   "CPU of the host running the model (x86_64, aarch64, arm64, arm)", U::Ignored,
+                   "kiln embeds no operator libraries in the .om"));
+  // [Target]
+  t.push_back(flag("soc_version", S::String, "", "Target", "The chip, e.g. Ascend310P3", U::Used));
+  t.push_back(withSet(flag("virtual_type", S::Int, "0", "Target",
+                           "1: the model may run on a virtual (compute-split) device"),
+                      kZeroOne, "E10006"));
+  t.back().note = kNoDevice;
+  t.push_back(withSet(flag("core_type", S::String, "AiCore", "Target",
+                           "AiCore or VectorCore (VectorCore only on Ascend310P*)", U::Used),
+                      {"AiCore", "VectorCore"}, "E10001"));
+  t.push_back(flag("aicore_num", S::String, "", "Target", "Cores to use, \"N|M\" (cube|vector)",
+                   U::Ignored, kNoDevice));
+  // [Feature]
+  t.push_back(flag("out_nodes", S::String, "", "Feature",
+                   "Output nodes \"node:idx;node2:idx\" or ONNX output names", U::Rejected,
+                   "kiln keeps the model's graph outputs; expose others with `kiln convert "
+                   "--expose` first"));
+  t.push_back(flag("input_fp16_nodes", S::String, "", "Feature",
+                   "Inputs that take fp16 data, \"name1;name2\"", U::Used));
+  t.push_back(flag("is_input_adjust_hw_layout", S::String, "", "Feature",
+                   "\"true,false,...\": fp16 NC1HWC0 inputs (pairs with --input_fp16_nodes)",
+                   U::Rejected, "kiln keeps inputs in the model's layout"));
+  t.push_back(flag("is_output_adjust_hw_layout", S::String, "", "Feature",
+                   "\"true,false,...\": NC1HWC0 outputs (pairs with --out_nodes)", U::Rejected,
+                   "kiln keeps outputs in the model's layout"));
+  t.push_back(flag("insert_op_conf", S::String, "", "Feature", "AIPP configuration file", U::Used));
+  t.push_back(flag("op_name_map", S::String, "", "Feature", "Custom op mapping file (Caffe only)",
+                   U::Rejected, "kiln converts ONNX models only"));
+  t.push_back(withSet(flag("external_weight", S::String, "0", "Feature",
+                           "1: weights in files under weight/ beside the .om", U::Used),
+                      {"0", "1", "2"}, "E10006"));
+  // [Model Tuning]
+  t.push_back(withSet(
+      flag("disable_reuse_memory", S::Int, "0", "Model Tuning", "1: no feature-map memory reuse"),
+      kZeroOne, "E10006"));
+  t.back().note = kNoDevice;
+  t.push_back(flag("fusion_switch_file", S::String, "", "Model Tuning", "Fusion switch file",
+                   U::Ignored, kNoFusion));
+  t.push_back(flag("enable_scope_fusion_passes", S::String, "", "Model Tuning",
+                   "TensorFlow scope fusion passes", U::Ignored, "TensorFlow only"));
+  t.push_back(flag("enable_single_stream", S::String, "", "Model Tuning",
+                   "true: one stream for the model", U::Ignored, kNoDevice));
+  t.push_back(flag("ac_parallel_enable", S::String, "0", "Model Tuning",
+                   "1: AI CPU and AI Core in parallel (dynamic graphs)", U::Ignored, kNoDevice));
+  t.push_back(flag("tiling_schedule_optimize", S::String, "0", "Model Tuning",
+                   "1: tiling on the device", U::Ignored, kNoKernels));
+  t.push_back(flag("quant_dumpable", S::String, "", "Model Tuning",
+                   "1: keep quantized ops dumpable", U::Ignored, kNoDevice));
+  t.push_back(flag("enable_small_channel", S::String, "0", "Model Tuning",
+                   "1: small-channel convolution optimization", U::Ignored, kNoKernels));
+  t.push_back(flag("enable_compress_weight", S::String, "false", "Model Tuning",
+                   "true: compress weights", U::Rejected, "kiln does not compress weights"));
+  t.push_back(flag("compress_weight_conf", S::String, "", "Model Tuning",
+                   "Nodes whose weights are compressed", U::Rejected,
+                   "kiln does not compress weights"));
+  t.push_back(flag("compression_optimize_conf", S::String, "", "Model Tuning",
+                   "Compression (AMCT) configuration", U::Rejected, "AMCT is not part of kiln"));
+  t.push_back(flag("enable_attr_compression", S::String, "true", "Model Tuning",
+                   "Compress attribute names and values in the .om", U::Ignored,
+                   "the .om writer decides"));
+  t.push_back(withSet(flag("sparsity", S::Int, "0", "Model Tuning", "1: 2:4 structured sparsity"),
+                      kZeroOne, "E10006"));
+  t.back().note = kNoKernels;
+  t.push_back(withSet(flag("buffer_optimize", S::String, "l2_optimize", "Model Tuning",
+                           "l1_optimize, l2_optimize or off_optimize"),
+                      {"l1_optimize", "l2_optimize", "off_optimize"}, "E10001"));
+  t.back().note = kNoDevice;
+  t.push_back(flag("mdl_bank_path", S::String, "", "Model Tuning", "Subgraph tuning bank",
+                   U::Ignored, kNoKernels));
+  t.push_back(flag("oo_level", S::String, "O3", "Model Tuning", "Optimization level: O1 or O3",
+                   U::Ignored, kNoFusion));
+  t.push_back(flag("oo_constant_folding", S::String, "true", "Model Tuning",
+                   "Constant folding: true or false", U::Ignored, kNoFusion));
+  t.push_back(flag("oo_dead_code_elimination", S::String, "true", "Model Tuning",
+                   "Dead-code elimination: true or false", U::Ignored, kNoFusion));
+  t.push_back(flag("topo_sorting_mode", S::String, "", "Model Tuning",
+                   "0 BFS, 1 DFS, 2 RDFS, 3 StableRDFS", U::Ignored, kNoFusion));
+  t.push_back(flag("export_compile_stat", S::String, "1", "Model Tuning",
+                   "0 none, 1 fusion_result.json at exit, 2 at graph-compile end", U::Ignored,
+                   kNoFusion));
+  t.push_back(flag("multi_stream_parallel_mode", S::String, "", "Model Tuning",
+                   "cv, LoadBalance:N, MainStream:N", U::Ignored, kNoDevice));
+  t.push_back(flag("static_model_ops_lower_limit", S::String, "", "Model Tuning",
+                   "Smallest static subgraph, -1 = everything dynamic", U::Ignored, kNoDevice));
+  t.push_back(flag("h2d_overlapped_with_compute", S::String, "", "Model Tuning",
+                   "0, 1, or ascending boundaries \"44,64,68\"", U::Ignored, kNoDevice));
+  t.push_back(flag("build_config", S::String, "", "Model Tuning",
+                   "make command template for generated sources", U::Ignored, kNoKernels));
+  t.push_back(flag("save_original_model", S::String, "", "Model Tuning",
+                   "true: also write <output>_original.om", U::Rejected,
+                   "kiln writes one .om per run"));
+  t.push_back(flag("cluster_config", S::String, "", "Model Tuning", "Cluster configuration JSON",
+                   U::Ignored, kNoDevice));
+  t.push_back(flag("hccl_sub_comm_config", S::String, "", "Model Tuning",
+                   "HCCL sub-communicator JSON", U::Ignored, kNoDevice));
+  t.push_back(flag("raw_ge_options", S::String, "", "Model Tuning", "JSON file of compile options",
+                   U::Rejected, "pass the options as atc flags instead"));
+  t.push_back(flag("raw_ge_options_ignore_unsupported", S::Bool, "false", "Model Tuning",
+                   "true: skip unsupported keys of --raw_ge_options", U::Ignored,
+                   "--raw_ge_options is not read"));
+  // [Operator Tuning]
+  t.push_back(
+      withSet(flag("precision_mode", S::String, "", "Operator Tuning",
+                   "force_fp16 (default), force_fp32, cube_fp16in_fp32out, allow_mix_precision, "
+                   "allow_fp32_to_fp16, must_keep_origin_dtype, allow_mix_precision_fp16, "
+                   "allow_mix_precision_bf16, allow_fp32_to_bf16",
+                   U::Used),
+              sorted({"force_fp16", "force_fp32", "cube_fp16in_fp32out", "allow_mix_precision",
+                      "allow_fp32_to_fp16", "must_keep_origin_dtype", "allow_mix_precision_fp16",
+                      "allow_mix_precision_bf16", "allow_fp32_to_bf16"}),
+              "E10001"));
+  t.push_back(withSet(flag("precision_mode_v2", S::String, "", "Operator Tuning",
+                           "fp16 (default), origin, cube_fp16in_fp32out, mixed_float16, "
+                           "mixed_bfloat16, cube_hif8, mixed_hif8",
+                           U::Used),
+                      sorted({"fp16", "origin", "cube_fp16in_fp32out", "mixed_float16",
+                              "mixed_bfloat16", "cube_hif8", "mixed_hif8"}),
+                      "E10001"));
+  t.push_back(flag("modify_mixlist", S::String, "", "Operator Tuning",
+                   "JSON moving op types between the mixed-precision lists", U::Rejected,
+                   "kiln's mixed-precision lists are built in"));
+  t.push_back(flag("keep_dtype", S::String, "", "Operator Tuning",
+                   "File of op names (or OpType::Type lines) kept in their original dtype",
+                   U::Used));
+  t.push_back(flag("customize_dtypes", S::String, "", "Operator Tuning",
+                   "File of per-op input/output dtypes", U::Rejected,
+                   "use --keep_dtype for ops that must stay fp32"));
+  t.push_back(flag("op_precision_mode", S::String, "", "Operator Tuning",
+                   ".ini file of per-op implementation modes", U::Ignored, kNoKernels));
+  t.push_back(withSet(flag("op_select_implmode", S::String, "", "Operator Tuning",
+                           "high_precision, high_performance, high_precision_for_all, "
+                           "high_performance_for_all"),
+                      sorted({"high_precision", "high_performance", "high_precision_for_all",
+                              "high_performance_for_all"}),
+                      "E10001"));
+  t.back().note = kNoKernels;
+  t.push_back(flag("optypelist_for_implmode", S::String, "", "Operator Tuning",
+                   "Op types for --op_select_implmode", U::Ignored, kNoKernels));
+  t.push_back(
+      flag("allow_hf32", S::String, "", "Operator Tuning", "Reserved", U::Ignored, kNoKernels));
+  t.push_back(flag("is_weight_clip", S::String, "1", "Operator Tuning",
+                   "1: clip fp32 weights to the fp16 range before the cast", U::Ignored,
+                   "kiln's fp16 conversion always saturates"));
+  t.push_back(flag("op_bank_path", S::String, "", "Operator Tuning", "Op tuning bank", U::Ignored,
+                   kNoKernels));
+  t.push_back(withSet(flag("jit_compile", S::String, "1", "Operator Tuning",
+                           "0 binary kernels first, 1 online compile, 2 mixed"),
+                      {"0", "1", "2"}, "E10001"));
+  t.back().note = kNoKernels;
+  t.push_back(flag("optimization_switch", S::String, "", "Operator Tuning",
+                   "\"Pass1:on;Pass2:off\"", U::Ignored, kNoFusion));
+  t.push_back(flag("auto_tune_mode", S::String, "", "Operator Tuning", "Removed (use AOE)",
+                   U::Rejected, "removed from ATC"));
+  t.push_back(withSet(
+      flag("deterministic", S::String, "0", "Operator Tuning", "1: deterministic computation"),
+      kZeroOne, "E10006"));
+  t.back().note = "kiln's output does not depend on scheduling";
+  t.push_back(withSet(flag("deterministic_level", S::String, "0", "Operator Tuning",
+                           "0 off, 1 deterministic, 2 strong consistency, 3 batch consistency"),
+                      {"0", "1", "2", "3"}, "E10001"));
+  t.back().note = "kiln's output does not depend on scheduling";
+  // [Debug]
+  t.push_back(withSet(flag("op_debug_level", S::Int, "0", "Debug", "Kernel debug output 0..4"),
+                      {"0", "1", "2", "3", "4"}, "E10001"));
+  t.back().note = kNoKernels;
+  t.push_back(flag("op_debug_config", S::String, "", "Debug", "Kernel debug options file",
+                   U::Ignored, kNoKernels));
+  t.push_back(
+      flag("debug_dir", S::String, "", "Debug", "Kernel debug folder", U::Ignored, kNoKernels));
+  t.push_back(withSet(flag("log", S::String, "null", "Debug",
+                           "Log level: debug, info, warning, error, null (to stderr)", U::Used),
+                      sorted({"debug", "info", "warning", "error", "null"}), "E10010"));
+  t.push_back(withSet(flag("dump_mode", S::String, "0", "Debug",
+                           "1: --mode=1 on an original model also infers shapes"),
+                      kZeroOne, "E10006"));
+  t.back().note = "--mode=1 prints the ONNX model as stored";
+  t.push_back(withSet(flag("status_check", S::String, "0", "Debug", "1: overflow checks"), kZeroOne,
+                      "E10006"));
+  t.back().note = kNoKernels;
+  t.push_back(flag("op_compiler_cache_dir", S::String, "", "Debug", "Kernel cache folder",
+                   U::Ignored, kNoKernels));
+  t.push_back(withSet(
+      flag("op_compiler_cache_mode", S::String, "disable", "Debug", "enable, disable or force"),
+      {"disable", "enable", "force"}, "E10001"));
+  t.back().note = kNoKernels;
+  t.push_back(withSet(flag("display_model_info", S::String, "0", "Debug",
+                           "1: print the model info after conversion", U::Used),
+                      kZeroOne, "E10006"));
+  t.push_back(withSet(flag("shape_generalized_build_mode", S::String, "shape_precise", "Debug",
+                           "Deprecated: shape_generalized or shape_precise"),
+                      {"shape_generalized", "shape_precise"}, "E10001"));
+  t.back().note = "deprecated";
+  t.push_back(withSet(
+      flag("atomic_clean_policy", S::String, "0", "Debug", "0 centralized memory clean, 1 per op"),
+      kZeroOne, "E10006"));
+  t.back().note = kNoDevice;
+  t.push_back(flag("device_id", S::String, "0", "Debug", "Device id", U::Ignored, kNoDevice));
+  t.back().hidden = true;
+  t.push_back(flag("target", S::String, "", "Debug", "Legacy", U::Ignored, "legacy flag"));
+  t.back().hidden = true;
+  t.push_back(flag("cal_conf", S::String, "", "Debug", "Legacy calibration configuration",
+                   U::Ignored, "legacy flag"));
+  t.back().hidden = true;
+  return t;
+}
+
+Status atcError(const char* peer, std::string message, std::string hint,
+                ErrorCode code = ErrorCode::AtcOptionInvalid) {
+  return Status(code, std::move(message), std::move(hint)).withPeerCode(peer);
+}
+
+// "Value V for parameter --F is invalid. Reason: R" (E10001) and the E10003 twin.
+Status invalidValue(const char* peer, const std::string& flagName, const std::string& value,
+                    const std::string& reason, std::string hint = {}) {
+  if (hint.empty()) hint = fmt::format("see `atc --help` for --{}", flagName);
+  return atcError(
+      peer,
+      fmt::format("Value {} for parameter --{} is invalid. Reason: {}", value, flagName, reason),
+      std::move(hint));
+}
+
+Status notSupported(const std::string& reason, std::string hint) {
+  return atcError("E10055", fmt::format("The operation is not supported. Reason: {}", reason),
+                  std::move(hint));
+}
+
+Status requiredEmpty(const std::string& flagName) {
+  return atcError("E10054",
+                  fmt::format("The required parameter --{} for ATC is empty. Another possible "
+                              "reason is that the values of some parameters are not enclosed by "
+                              "quotation marks (\"\").",
+                              flagName),
+                  fmt::format("pass --{}=<value>", flagName));
+}
+
+// The value-set check ATC runs while parsing (before the type check).
+Status valueSetError(const AtcFlagInfo& f, const std::string& value) {
+  if (f.valueSetCode == "E10006")
+    return atcError("E10006",
+                    fmt::format("Value {} for parameter --{} is invalid. The value must be either "
+                                "1 or 0.",
+                                value, f.name),
+                    fmt::format("use --{}=0 or --{}=1", f.name, f.name));
+  if (f.valueSetCode == "E10007")
+    return atcError("E10007",
+                    "--framework is required. The value must be 0(Caffe) or 1(MindSpore) or "
+                    "3(TensorFlow) or 5(Onnx).",
+                    "kiln converts ONNX: use --framework=5");
+  if (f.valueSetCode == "E10010")
+    return atcError("E10010", fmt::format("Value {} for parameter --log is invalid.", value),
+                    "Select the value from debug, info, warning, error, and null.");
+  return invalidValue("E10001", f.name, value, atcRangeText(f.valueSet),
+                      fmt::format("use one of: {}", fmt::join(f.valueSet, ", ")));
+}
+
+bool isDigits(const std::string& s) {
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+std::optional<bool> parseBool(const std::string& value) {
+  std::string v = value;
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (v.empty() || v == "1" || v == "t" || v == "true" || v == "y" || v == "yes") return true;
+  if (v == "0" || v == "f" || v == "false" || v == "n" || v == "no") return false;
+  return std::nullopt;
+}
+
+Status checkValue(const AtcFlagInfo& f, const std::string& value) {
+  if (!f.valueSet.empty() &&
+      std::find(f.valueSet.begin(), f.valueSet.end(), value) == f.valueSet.end())
+    return valueSetError(f, value);
+  if (f.type == S::Int) {
+    bool fits = isDigits(value) && value.size() <= 10 && std::stoll(value) <= INT32_MAX;
+    if (!fits)
+      return invalidValue("E10003", f.name, value, "The value type must be [int32].",
+                          fmt::format("give --{} a non-negative integer", f.name));
+  }
+  if (f.type == S::Bool && !parseBool(value))
+    return invalidValue("E10003", f.name, value, "The value type must be [bool].",
+                        fmt::format("use --{}=true or --{}=false", f.name, f.name));
+  return Status::ok();
+}
+
+} // namespace
+
+const std::vector<AtcFlagInfo>& atcFlagTable() {
+  static const std::vector<AtcFlagInfo> table = buildFlagTable();
+  return table;
+}
+
+const AtcFlagInfo* findAtcFlag(const std::string& name) {
+  for (const AtcFlagInfo& f : atcFlagTable())
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::string AtcArgs::get(const std::string& name) const {
+  if (auto it = values.find(name); it != values.end()) return it->second;
+  const AtcFlagInfo* f = findAtcFlag(name);
+  return f ? f->defaultValue : "";
+}
+
+std::string atcRangeText(const std::vector<std::string>& values) {
+  std::string text = "The value is not within the range of values. The valid range is ";
+  for (const std::string& v : values)
+    text += "[" + v + "] ";
+  return text + ".";
+}
+
+// Hand-written rather than CLI11: ATC's getopt_long behaviour (rewriting "-model=" to "--model=",
+// '-' → '_' in names, "--flag value" only for non-bool flags, the value-set check before the type
+// check, gflags-style error lines that go on after the first unknown flag) has no CLI11 setting.
+AtcArgs parseAtcCommandLine(const std::vector<std::string>& rawArgs) {
+  AtcArgs out;
+  auto fail = [&](Status st) {
+    if (out.error.isOk()) out.error = std::move(st);
+  };
+  auto lineError = [&](std::string line) {
+    out.errorLines.push_back(std::move(line));
+    fail(Status(ErrorCode::BadFlag, out.errorLines.back().substr(7), "see `atc --help`"));
+  };
+  std::vector<std::string> positional;
+  bool optionsEnded = false;
+  for (size_t i = 0; i < rawArgs.size(); ++i) {
+    std::string arg = rawArgs[i];
+    if (arg.empty()) {
+      lineError("ERROR: input argument value is empty or command line format is invalid");
+      continue;
+    }
+    if (optionsEnded || arg[0] != '-' || arg == "-") {
+      positional.push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      optionsEnded = true;
+      continue;
+    }
+    // "-model=x" (a single dash and at least two letters) is read as "--model=x".
+    if (arg[1] != '-' && arg.size() >= 3 && std::isalpha(static_cast<unsigned char>(arg[1])) &&
+        std::isalpha(static_cast<unsigned char>(arg[2])))
+      arg = "-" + arg;
+    if (arg == "-h" || arg == "--h") {
+      out.help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      lineError(fmt::format("ERROR: unknown command line flag '{}'", arg.substr(1)));
+      continue;
+    }
+    size_t eq = arg.find('=');
+    std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    std::replace(name.begin(), name.end(), '-', '_');
+    const AtcFlagInfo* f = findAtcFlag(name);
+    if (!f) {
+      lineError(fmt::format("ERROR: unknown command line flag '{}'", name));
+      continue;
+    }
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (f->type == S::Bool) {
+      value = "true";
+    } else if (i + 1 < rawArgs.size()) {
+      value = rawArgs[++i];
+    } else {
+      lineError(fmt::format("ERROR: flag '{}' is missing its argument; flag description: {}",
+                            rawArgs[i], f->help));
+      continue;
+    }
+    if (Status st = checkValue(*f, value); !st) {
+      fail(st);
+      continue;
+    }
+    if (f->name == "help") {
+      out.help = *parseBool(value);
+      continue;
+    }
+    out.values[f->name] = value;
+  }
+  for (const std::string& p : positional)
+    lineError(fmt::format("ERROR: Non-option parameter: {}", p));
+  return out;
+}
+
+namespace {
+
+bool pathCharsValid(const std::string& path) {
+  // ATC's set plus '/', checked on the resolved path; bytes >= 0x80 stand for the Chinese
+  // characters it also allows (UTF-8).
+  return std::all_of(path.begin(), path.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '/' || c >= 0x80;
+  });
+}
+
+const char* kPathCharsReason =
+    "The path can only contain 'a-z' 'A-Z' '0-9' '-' '.' '_' and Chinese characters.";
+
+// An input file flag: must exist and use ATC's path characters.
+Status checkInputPath(const std::string& flagName, const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    return Status(ErrorCode::FileNotFound,
+                  fmt::format("Value {} for parameter --{} is invalid. Reason: [Errno 2] No such "
+                              "file or directory",
+                              path, flagName),
+                  "check the path")
+        .withPeerCode("E10001");
+  std::string real = fs::canonical(path, ec).string();
+  if (ec) real = fs::absolute(path).string();
+  if (!pathCharsValid(real))
+    return invalidValue("E10001", flagName, path, kPathCharsReason,
+                        fmt::format("the resolved path is '{}': copy or link the file to a path "
+                                    "without such characters",
+                                    real));
+  return Status::ok();
+}
+
+Status checkOutputPath(const std::string& output) {
+  if (output.size() > 4096)
+    return atcError("E10021",
+                    "Path for parameter --output is too long. Keep the length within 4096.",
+                    "use a shorter path");
+  if (output.back() == '/')
+    return atcError(
+        "E10022",
+        fmt::format("Path {} for parameter --output does not include the file name.", output),
+        "Add the file name to the path.");
+  fs::path dir = fs::absolute(fs::path(output)).parent_path();
+  std::error_code ec;
+  fs::create_directories(dir, ec); // ATC creates the output folder
+  if (ec || !fs::is_directory(dir))
+    return invalidValue(
+        "E10001", "output", output,
+        fmt::format("[Errno {}] {}", ec ? ec.value() : ENOTDIR,
+                    ec ? ec.message() : "Not a directory"),
+        fmt::format("'{}' must be a folder kiln can create and write", dir.string()));
+  if (access(dir.c_str(), W_OK) != 0)
+    return invalidValue("E10001", "output", output, "[Errno 13] Permission denied",
+                        fmt::format("make '{}' writable or write elsewhere", dir.string()));
+  std::string real = fs::weakly_canonical(fs::absolute(output), ec).string();
+  if (!pathCharsValid(real))
+    return invalidValue("E10001", "output", output, kPathCharsReason,
+                        "write to a path without such characters");
+  return Status::ok();
+}
+
+struct PrecisionChoice {
+  PrecisionMode mode;
+  bool bf16 = false;
+  bool hif8 = false;
+  bool mixed = false;
+};
+
+std::optional<PrecisionChoice> precisionChoice(const std::string& name) {
+  static const std::map<std::string, PrecisionChoice> modes = {
+      {"force_fp16", {PrecisionMode::ForceFp16}},
+      {"fp16", {PrecisionMode::ForceFp16}},
+      {"force_fp32", {PrecisionMode::ForceFp32}},
+      {"cube_fp16in_fp32out", {PrecisionMode::ForceFp32}},
+      {"allow_fp32_to_fp16", {PrecisionMode::AllowFp32ToFp16}},
+      {"must_keep_origin_dtype", {PrecisionMode::KeepOrigin}},
+      {"origin", {PrecisionMode::KeepOrigin}},
+      {"allow_mix_precision", {PrecisionMode::AllowMixPrecision, false, false, true}},
+      {"allow_mix_precision_fp16", {PrecisionMode::AllowMixPrecision, false, false, true}},
+      {"mixed_float16", {PrecisionMode::AllowMixPrecision, false, false, true}},
+      {"allow_mix_precision_bf16", {PrecisionMode::KeepOrigin, true, false, true}},
+      {"mixed_bfloat16", {PrecisionMode::KeepOrigin, true, false, true}},
+      {"allow_fp32_to_bf16", {PrecisionMode::KeepOrigin, true, false, false}},
+      {"mixed_hif8", {PrecisionMode::KeepOrigin, false, true, true}},
+      {"cube_hif8", {PrecisionMode::KeepOrigin, false, true, false}},
+  };
+  auto it = modes.find(name);
+  if (it == modes.end()) return std::nullopt;
+  return it->second;
+}
+
+Status trueFalse(const AtcArgs& args, const std::string& name) {
+  if (!args.has(name)) return Status::ok();
+  const std::string v = args.get(name);
+  if (v == "true" || v == "false" || v.empty()) return Status::ok();
+  return atcError("E10005",
+                  fmt::format("Value {} for parameter --{} is invalid. The value must be either "
+                              "true or false.",
+                              v, name),
+                  fmt::format("use --{}=true or --{}=false", name, name));
+}
+
+Status zeroOne(const AtcArgs& args, const std::string& name) {
+  if (!args.has(name)) return Status::ok();
+  const std::string v = args.get(name);
+  if (v == "0" || v == "1" || v.empty()) return Status::ok();
+  return atcError("E10006",
+                  fmt::format("Value {} for parameter --{} is invalid. The value must be either "
+                              "1 or 0.",
+                              v, name),
+                  fmt::format("use --{}=0 or --{}=1", name, name));
+}
+
+Status oneOf(const AtcArgs& args, const std::string& name, const std::vector<std::string>& allowed,
+             const std::string& reason) {
+  if (!args.has(name)) return Status::ok();
+  const std::string v = args.get(name);
+  if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return Status::ok();
+  return invalidValue("E10001", name, v, reason);
+}
+
+std::vector<std::string> splitList(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t pos = s.find(sep, start);
+    std::string part = s.substr(start, pos == std::string::npos ? std::string::npos : pos - start);
+    if (!part.empty()) out.push_back(part);
+    if (pos == std::string::npos) break;
+    start = pos + 1;
+  }
+  return out;
+}
+
+// A rejected flag counts as used when its value differs from the default in a way that matters.
+bool rejectedFlagSet(const AtcArgs& args, const AtcFlagInfo& f) {
+  if (!args.has(f.name)) return false;
+  const std::string v = args.get(f.name);
+  if (f.name == "enable_compress_weight" || f.name == "save_original_model") return v == "true";
+  if (f.name == "is_input_adjust_hw_layout" || f.name == "is_output_adjust_hw_layout") {
+    for (const std::string& item : splitList(v, ','))
+      if (item == "true") return true;
+    return false;
+  }
+  return !v.empty() && v != f.defaultValue;
+}
+
+Status rejectedFlag(const AtcFlagInfo& f, const std::string& value) {
+  return notSupported(
+      fmt::format("--{}={} is not supported by kiln's atc ({}).", f.name, value, f.note),
+      fmt::format("drop --{}", f.name));
+}
+
+} // namespace
+
+Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& commandLine) {
+  AtcOptions o;
+  o.commandLine = commandLine;
+  o.mode = std::stoi(args.get("mode"));
+  o.framework = std::stoi(args.get("framework"));
+  o.log = args.get("log");
+  auto rejected = [&](const char* name) -> Status {
+    const AtcFlagInfo* f = findAtcFlag(name);
+    if (rejectedFlagSet(args, *f)) return rejectedFlag(*f, args.get(name));
+    return Status::ok();
+  };
+
+  // Step 2: --raw_ge_options.
+  KILN_TRY(rejected("raw_ge_options"));
+  // Step 3.
+  if (!args.get("auto_tune_mode").empty())
+    return invalidValue("E10001", "auto_tune_mode", args.get("auto_tune_mode"),
+                        "The Auto Tune function has been deprecated. Please use the AOE tool for "
+                        "tuning.",
+                        "drop --auto_tune_mode");
+  if (args.get("deterministic_level") != "0" && args.get("deterministic") != "1")
+    return invalidValue("E10001", "deterministic_level", args.get("deterministic_level"),
+                        "--deterministic_level other than 0 needs --deterministic=1.",
+                        "add --deterministic=1 or drop --deterministic_level");
+  // Step 4.
+  KILN_TRY(rejected("singleop"));
+
+  // Modes kiln implements; the others pass ATC's parse check but have no handler here.
+  if (o.mode == 5 || o.mode == 7 || o.mode == 30)
+    return notSupported(fmt::format("--mode={} is not supported by kiln's atc.", o.mode),
+                        "use --mode=0 (convert), 1 (JSON), 3 (pre-check) or 6 (model info)");
+
+  if (o.mode == 1) {
+    if (o.framework != -1 && o.framework != 0 && o.framework != 3 && o.framework != 5)
+      return invalidValue("E10001", "framework", args.get("framework"),
+                          "The framework must be selected from {0(Caffe), 3(TensorFlow), "
+                          "5(Onnx)} when model is set to 1(JSON).",
+                          "drop --framework for an .om, or use --framework=5 for ONNX");
+    if (o.framework == 0 || o.framework == 3)
+      return notSupported("kiln's atc reads .om and ONNX models only.",
+                          "use --framework=5 with an ONNX model, or no --framework with an .om");
+    o.om = args.get("om");
+    o.json = args.get("json");
+    if (o.om.empty()) return atcError("E10004", "Value for --om is empty.", "pass --om=<model>");
+    if (o.json.empty())
+      return atcError("E10004", "Value for --json is empty.", "pass --json=<file.json>");
+    KILN_TRY(checkInputPath("om", o.om));
+    return o;
+  }
+  if (o.mode == 6) {
+    if (args.has("framework"))
+      return atcError("E10057", "--om and --mode can only be used together.",
+                      "If --mode is 6, use only with --om.");
+    o.om = args.get("om");
+    if (o.om.empty()) return atcError("E10004", "Value for --om is empty.", "pass --om=<model>");
+    KILN_TRY(checkInputPath("om", o.om));
+    return o;
+  }
+
+  // Modes 0 and 3. Step 5: framework.
+  if (o.framework == -1)
+    return atcError("E10007",
+                    "--framework is required. The value must be 0(Caffe) or 1(MindSpore) or "
+                    "3(TensorFlow) or 5(Onnx).",
+                    "kiln converts ONNX: add --framework=5");
+  std::string weight = args.get("weight");
+  if (!weight.empty()) KILN_TRY(checkInputPath("weight", weight));
+  if (o.framework == 0 && weight.empty())
+    return atcError("E10008", "--weight must not be empty when --framework is set to 0 (Caffe).",
+                    "kiln converts ONNX: use --framework=5");
+  if (o.framework != 5)
+    return notSupported(fmt::format("--framework={} is not supported by kiln's atc, which "
+                                    "converts ONNX models only.",
+                                    o.framework),
+                        "export the model to ONNX and use --framework=5");
+  if (!weight.empty()) o.warnings.push_back("Parameter weight is ignored for TensorFlow/Onnx.");
+
+  // Step 6: soc <-> mode 30.
+  o.socVersion = args.get("soc_version");
+  if (o.socVersion == "Ascend035" || o.socVersion == "Ascend035A" || o.socVersion == "Ascend035B")
+    return notSupported("Option soc_version Ascend035 Ascend035A Ascend035B  and mode 30 must be "
+                        "set together.",
+                        "Ascend035* chips take only --mode=30, which kiln does not write");
+
+  // Step 7.
+  if (args.has("check_report"))
+    o.checkReport = args.get("check_report");
+  else if (const char* work = std::getenv("ASCEND_WORK_PATH"); work && *work)
+    o.checkReport = (fs::path(work) / "check_result.json").string();
+
+  // Step 8: --input_format for ONNX.
+  o.inputFormat = args.get("input_format");
+  if (!o.inputFormat.empty()) {
+    static const std::set<std::string> onnxFormats = {"NCHW", "ND", "NCDHW"};
+    static const std::set<std::string> knownFormats = {
+        "NCHW",      "NHWC",       "ND",   "NCDHW", "NDHWC",       "NC1HWC0",
+        "FRACTAL_Z", "FRACTAL_NZ", "HWCN", "CHWN",  "NC1HWC0_C04", "FRACTAL_Z_C04"};
+    if (!knownFormats.count(o.inputFormat))
+      return invalidValue("E10001", "input_format", o.inputFormat,
+                          "The current value is not within the valid range.",
+                          "use NCHW, ND or NCDHW");
+    if (!onnxFormats.count(o.inputFormat))
+      return invalidValue("E10001", "input_format", o.inputFormat,
+                          "The value must be NCHW, ND or NCDHW in ONNX model.",
+                          "use NCHW, ND or NCDHW");
+  } else {
+    o.inputFormat = "NCHW";
+  }
+
+  // Step 9: CheckFlags.
+  if (o.socVersion.empty()) return unknownSocError("");
+  o.soc = findSoc(o.socVersion);
+  if (!o.soc) return unknownSocError(o.socVersion);
+  o.output = args.get("output");
+  if (o.output.empty() && o.mode == 0) return requiredEmpty("output");
+  o.model = args.get("model");
+  if (o.model.empty()) return requiredEmpty("model");
+  KILN_TRY(checkInputPath("model", o.model));
+  if (!o.output.empty()) KILN_TRY(checkOutputPath(o.output));
+
+  // Step 10: precision and implementation-mode flags.
+  if (!args.get("optypelist_for_implmode").empty() && args.get("op_select_implmode").empty())
+    return invalidValue("E10001", "optypelist_for_implmode", args.get("optypelist_for_implmode"),
+                        "Parameters --op_select_implmode and --optypelist_for_implmode must be "
+                        "set at the same time.",
+                        "add --op_select_implmode or drop --optypelist_for_implmode");
+  if (std::string p = args.get("op_precision_mode"); !p.empty() && !fs::exists(p))
+    return invalidValue("E10001", "op_precision_mode", p,
+                        "Path defined by op precision mode is not found.", "check the path");
+  KILN_TRY(zeroOne(args, "is_weight_clip"));
+  std::string pm = args.get("precision_mode"), pm2 = args.get("precision_mode_v2");
+  if (!pm.empty() && !pm2.empty())
+    return atcError("E10056",
+                    "Cannot configure both parameters --precision_mode and --precision_mode_v2 "
+                    "simultaneously.",
+                    "keep one of them");
+  std::string precisionFlag = pm2.empty() ? "precision_mode" : "precision_mode_v2";
+  o.precisionName = pm2.empty() ? (pm.empty() ? "force_fp16" : pm) : pm2;
+  PrecisionChoice choice = *precisionChoice(o.precisionName);
+  if (!args.get("modify_mixlist").empty() && !choice.mixed)
+    return invalidValue("E10001", "modify_mixlist", args.get("modify_mixlist"),
+                        "modify_mixlist is assigned, Please ensure that precision_mode only can "
+                        "be assigned to 'allow_mix_precision' or 'allow_mix_precision_fp16' or "
+                        "'allow_mix_precision_bf16'(if available), precision_mode_v2 only can be "
+                        "assigned to 'mixed_float16' or 'mixed_bfloat16' or 'mixed_hif8'(if "
+                        "available).",
+                        "drop --modify_mixlist or pick a mixed precision mode");
+  KILN_TRY(rejected("modify_mixlist"));
+  if ((choice.bf16 && !o.soc->bf16) || (choice.hif8 && !o.soc->hif8))
+    return invalidValue(
+        "E10001", precisionFlag, o.precisionName,
+        fmt::format("{} does not support {}.", o.socVersion, choice.bf16 ? "bfloat16" : "hifloat8"),
+        "pick an fp16/fp32 precision mode for this chip");
+  if (choice.bf16 || choice.hif8)
+    return notSupported(fmt::format("--{}={} is not supported by kiln's atc (no {} conversion "
+                                    "pass).",
+                                    precisionFlag, o.precisionName,
+                                    choice.bf16 ? "bfloat16" : "hifloat8"),
+                        "use force_fp16, allow_mix_precision, allow_fp32_to_fp16, force_fp32 or "
+                        "must_keep_origin_dtype");
+  o.precision = choice.mode;
+
+  // Step 11: shape-range conversion and hint shapes.
+  KILN_TRY(rejected("input_shape_range"));
+  KILN_TRY(rejected("input_hint_shape"));
+  o.inputShape = args.get("input_shape");
+  std::optional<ShapeSpec> spec;
+  if (!o.inputShape.empty()) {
+    auto parsed = parseShapeSpec(o.inputShape, ShapeDialect::Atc);
+    if (!parsed) return parsed.status();
+    spec = parsed.take();
+  }
+  // Step 12: dynamic gears.
+  DynamicProfiles profiles;
+  profiles.batchSize = o.dynamicBatchSize = args.get("dynamic_batch_size");
+  profiles.imageSize = o.dynamicImageSize = args.get("dynamic_image_size");
+  profiles.dims = o.dynamicDims = args.get("dynamic_dims");
+  profiles.inputFormat = o.inputFormat;
+  if (!profiles.batchSize.empty() || !profiles.imageSize.empty() || !profiles.dims.empty())
+    KILN_TRY(validateDynamicProfiles(profiles, o.inputShape, spec ? &*spec : nullptr));
+
+  // Step 13.
+  o.insertOpConf = args.get("insert_op_conf");
+  if (!o.insertOpConf.empty() && !o.dynamicDims.empty())
+    return invalidValue("E10001", "insert_op_conf", o.insertOpConf,
+                        "The dynamic dims function does not support AIPP.",
+                        "drop --dynamic_dims or --insert_op_conf");
+  // Step 14: files named by flags.
+  if (!o.insertOpConf.empty()) KILN_TRY(checkInputPath("insert_op_conf", o.insertOpConf));
+  o.keepDtype = args.get("keep_dtype");
+  if (!o.keepDtype.empty() && !fs::exists(o.keepDtype))
+    return invalidValue("E10001", "keep_dtype", o.keepDtype,
+                        "File defined by keep_dtype is not found.", "check the path");
+  if (std::string c = args.get("compress_weight_conf"); !c.empty() && !fs::exists(c))
+    return atcError("E10410", fmt::format("File {} does not exist.", c), "check the path",
+                    ErrorCode::FileNotFound);
+  KILN_TRY(rejected("op_name_map"));
+
+  // Step 15: the remaining value checks, then flags kiln does not implement.
+  KILN_TRY(trueFalse(args, "enable_compress_weight"));
+  if (args.get("enable_compress_weight") == "true" && !args.get("compress_weight_conf").empty())
+    return atcError("E10047",
+                    "--enable_compress_weight and --compress_weight_conf are mutually exclusive.",
+                    "Remove either of them and try again.");
+  KILN_TRY(rejected("enable_compress_weight"));
+  KILN_TRY(rejected("compress_weight_conf"));
+  KILN_TRY(trueFalse(args, "save_original_model"));
+  KILN_TRY(rejected("save_original_model"));
+  KILN_TRY(trueFalse(args, "enable_single_stream"));
+  KILN_TRY(zeroOne(args, "ac_parallel_enable"));
+  KILN_TRY(zeroOne(args, "tiling_schedule_optimize"));
+  KILN_TRY(oneOf(args, "host_env_os", {"linux", "minios"}, "The value must be linux or minios."));
+  KILN_TRY(oneOf(args, "host_env_cpu", {"x86_64", "aarch64", "arm64", "arm"},
+                 "The value must be x86_64, aarch64, arm64 or arm."));
+  KILN_TRY(trueFalse(args, "allow_hf32"));
+  KILN_TRY(zeroOne(args, "quant_dumpable"));
+  KILN_TRY(zeroOne(args, "enable_small_channel"));
+  KILN_TRY(trueFalse(args, "enable_attr_compression"));
+  if (args.has("static_model_ops_lower_limit")) {
+    std::string v = args.get("static_model_ops_lower_limit");
+    bool ok = v == "-1" || (isDigits(v) && v.size() <= 19);
+    if (!ok)
+      return invalidValue("E10001", "static_model_ops_lower_limit", v,
+                          "The value must be an integer in [-1, 9223372036854775807].");
+  }
+  for (const char* name : {"oo_constant_folding", "oo_dead_code_elimination"})
+    KILN_TRY(oneOf(args, name, {"true", "false", ""}, "The value must be true, false or empty."));
+  KILN_TRY(oneOf(args, "topo_sorting_mode", {"0", "1", "2", "3", ""},
+                 "The value must be selected from {0, 1, 2, 3}."));
+  KILN_TRY(oneOf(args, "export_compile_stat", {"0", "1", "2"},
+                 "The value must be selected from {0, 1, 2}."));
+  KILN_TRY(oneOf(args, "oo_level", {"O1", "O3"}, "The value must be O1 or O3."));
+  for (const char* name : {"is_input_adjust_hw_layout", "is_output_adjust_hw_layout"}) {
+    for (const std::string& item : splitList(args.get(name), ','))
+      if (item != "true" && item != "false")
+        return atcError("E10005",
+                        fmt::format("Value {} for parameter --{} is invalid. The value must be "
+                                    "either true or false.",
+                                    args.get(name), name),
+                        "give one true/false per node");
+    KILN_TRY(rejected(name));
+  }
+  KILN_TRY(rejected("out_nodes"));
+  KILN_TRY(rejected("compression_optimize_conf"));
+  KILN_TRY(rejected("customize_dtypes"));
+
+  // Values kiln uses.
+  o.externalWeight = std::stoi(args.get("external_weight"));
+  if (o.externalWeight == 2)
+    return notSupported("--external_weight=2 (one combined weight file) is not supported by "
+                        "kiln's atc.",
+                        "use --external_weight=1 (one file per weight) or 0");
+  o.displayModelInfo = args.get("display_model_info") == "1";
+  o.inputFp16Nodes = splitList(args.get("input_fp16_nodes"), ';');
+  o.outputType = args.get("output_type");
+  if (!o.outputType.empty()) {
+    static const std::vector<std::string> types = {"FP32", "FP16", "UINT8",   "INT8",
+                                                   "HIF8", "HIF4", "FP8E5M2", "FP8E4M3FN"};
+    if (o.outputType.find(':') != std::string::npos) {
+      for (const std::string& item : splitList(o.outputType, ';')) {
+        auto parts = splitList(item, ':');
+        if (parts.size() != 3)
+          return invalidValue("E10001", "output_type", o.outputType,
+                              "The parameter is invalid. Valid format \"opname:index:dtype\".");
+        if (!isDigits(parts[1]))
+          return invalidValue("E10001", "output_type", o.outputType,
+                              "The value is not a positive integer.");
+      }
+      // The per-output form needs --out_nodes, which kiln rejects above.
+      return invalidValue("E10001", "output_type", o.outputType,
+                          "In the mode of specified node, the correct example is: "
+                          "node1:0:FP16;node2:0:FP32.The nodes set in --output_type must be "
+                          "found in --out_nodes.",
+                          "give one type for all outputs, e.g. --output_type=FP16");
+    }
+    if (std::find(types.begin(), types.end(), o.outputType) == types.end())
+      return invalidValue("E10001", "output_type", o.outputType,
+                          "The current value is not within the valid range. Only support FP32, "
+                          "FP16, UINT8, INT8, HIF8, FP8E5M2, FP8E4M3FN.",
+                          "use FP32 or FP16");
+    if (o.outputType != "FP32" && o.outputType != "FP16")
+      return notSupported(
+          fmt::format("--output_type={} is not supported by kiln's atc.", o.outputType),
+          "use --output_type=FP32 or FP16");
+  }
+  o.coreType = args.get("core_type") == "VectorCore" ? CoreType::VectorCore : CoreType::AiCore;
+  if (o.coreType == CoreType::VectorCore && !o.soc->supportsCoreType(CoreType::VectorCore)) {
+    o.warnings.push_back(fmt::format(
+        "--core_type=VectorCore has no effect on {}: only Ascend310P* chips have vector cores.",
+        o.socVersion));
+    o.coreType = CoreType::AiCore;
+  }
+
+  // Accepted flags without effect: say so, once each.
+  for (const AtcFlagInfo& f : atcFlagTable()) {
+    if (f.use != AtcFlagUse::Ignored || !args.has(f.name)) continue;
+    if (args.get(f.name) == f.defaultValue) continue;
+    o.warnings.push_back(
+        fmt::format("--{}={} is accepted and ignored: {}.", f.name, args.get(f.name), f.note));
+  }
+  return o;
+}
+
+namespace {
+
+struct CatalogEntry {
+  const char* title;
+  const char* solution; // "" when ATC's catalog has none
+};
+
+const std::map<std::string, CatalogEntry>& atcCatalog() {
+  static const std::map<std::string, CatalogEntry> catalog = {
+      {"E10001", {"Invalid_Argument", ""}},
+      {"E10002",
+       {"Invalid_Argument_Tensor_Input_Shape",
+        "The valid format is input_name1:n1,c1,h1,w1;input_name2:n2,c2,h2,w2. Replace "
+        "input_name with node names. Ensure that the shape values are integers."}},
+      {"E10003", {"Invalid_Argument", ""}},
+      {"E10004", {"Invalid_Argument", "Set a valid parameter value."}},
+      {"E10005", {"Invalid_Argument", "The parameter value can only be true or false."}},
+      {"E10006", {"Invalid_Argument", "The parameter value can only be 1 or 0."}},
+      {"E10007", {"Invalid_Argument", "Set a valid parameter value."}},
+      {"E10008", {"Invalid_Argument", "Give --weight for Caffe models, or correct --framework."}},
+      {"E10009", {"Invalid_Argument_Tensor_Dynamic_Shape", "Use only one of them."}},
+      {"E10010",
+       {"Invalid_Argument", "Select the value from debug, info, warning, error, and null."}},
+      {"E10011",
+       {"Invalid_Argument_Tensor_Input_Shape",
+        "Static shapes take positive integers; for dynamic shapes add a dynamic option."}},
+      {"E10012", {"Invalid_Argument_Tensor_Input_Shape", ""}},
+      {"E10013",
+       {"Invalid_Argument", "Run the \"atc -h\" command to view the usage. For details, see ATC "
+                            "Instructions."}},
+      {"E10014",
+       {"Invalid_Argument", "Run the \"atc -h\" command to view the usage. For details, see ATC "
+                            "Instructions."}},
+      {"E10016",
+       {"Invalid_Argument_Operator_Name", "Specify the name of an existing node in the graph."}},
+      {"E10017", {"Invalid_Argument", ""}},
+      {"E10018", {"Invalid_Argument_Tensor_Dynamic_Shape", ""}},
+      {"E10019", {"Invalid_Argument_Tensor_Input_Shape", ""}},
+      {"E10020", {"Invalid_Argument", "Give each profile as \"h,w\"."}},
+      {"E10021", {"Invalid_Argument", ""}},
+      {"E10022", {"Invalid_Argument", "Add the file name to the path."}},
+      {"E10031", {"Invalid_Argument_Tensor_Input_Shape", ""}},
+      {"E10034", {"Invalid_Argument", ""}},
+      {"E10035", {"Invalid_Argument_Tensor_Dynamic_Shape", ""}},
+      {"E10036", {"Invalid_Argument_Tensor_Dynamic_Shape", ""}},
+      {"E10037", {"Invalid_Argument_Tensor_Dynamic_Shape", ""}},
+      {"E10038", {"Invalid_Argument_Tensor_Dynamic_Shape", ""}},
+      {"E10039", {"Invalid_Argument_Tensor_Dynamic_Shape", ""}},
+      {"E10040", {"Invalid_Argument_Tensor_Input_Shape", ""}},
+      {"E10041", {"Invalid_Argument_Model", "Check the model file and --framework."}},
+      {"E10047", {"Invalid_Argument", "Remove either of them and try again."}},
+      {"E10049", {"Invalid_Argument_Tensor_Input_Shape", ""}},
+      {"E10052", {"Invalid_Argument", ""}},
+      {"E10054",
+       {"Invalid_Argument", "Check whether the command line parameter format is correct."}},
+      {"E10055", {"Not_Supported", ""}},
+      {"E10056", {"Invalid_Argument", ""}},
+      {"E10057", {"Invalid_Argument", "If --mode is 6, use only with --om."}},
+      {"E10058", {"Invalid_Argument", ""}},
+      {"E10410", {"File_Operation_Error_File_Not_Exist", ""}},
+      {"E13004", {"File_Operation_Error_Write", ""}},
+      {"E13005", {"File_Operation_Error_Parse", "Check that the file is a valid model."}},
+      {"E13018", {"File_Operation_Error_Parse", ""}},
+      {"E16002",
+       {"Invalid_Argument_ONNX_Model_Data", "Replace the operator, or check the model first with "
+                                            "--mode=3."}},
+      {"E16004", {"Invalid_Argument_ONNX_Model_Data", ""}},
+      {"E20101", {"Invalid_Argument", ""}},
+      {"E19999", {"Inner_Error", ""}},
+  };
+  return catalog;
+}
+
+bool isInnerCode(const std::string& code) {
+  return code.size() >= 6 && (code.compare(2, 4, "9999") == 0 || code.compare(2, 4, "8888") == 0);
+}
+
+} // namespace
+
+std::string formatAtcErrorBlock(const std::vector<Status>& errors, long pid,
+                                const std::string& timestamp) {
+  const Status* head = nullptr;
+  for (const Status& e : errors)
+    if (!e.peerCode().empty() && !isInnerCode(e.peerCode())) {
+      head = &e;
+      break;
+    }
+  if (!head) return "";
+  std::string out;
+  auto it = atcCatalog().find(head->peerCode());
+  const char* title = it != atcCatalog().end() ? it->second.title : "Invalid_Argument";
+  out += fmt::format("[PID: {}] {} {}({}): {}\n", pid, timestamp, title, head->peerCode(),
+                     head->message());
+  if (it != atcCatalog().end() && *it->second.solution)
+    out += fmt::format("        Solution: {}\n", it->second.solution);
+  std::vector<std::string> rest;
+  std::set<std::string> seen = {head->peerCode() + head->message()};
+  for (const Status& e : errors) {
+    if (&e == head || !seen.insert(e.peerCode() + e.message()).second) continue;
+    rest.push_back(e.message());
+  }
+  if (!rest.empty()) {
+    out += "TraceBack (most recent call last):\n";
+    for (const std::string& r : rest)
+      out += "        " + r + "\n";
+  }
+  return out;
+}
+
+std::string atcTimestamp() {
+  auto now = std::chrono::system_clock::now();
+  auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+      1000000;
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d-%H:%M:%S", &tm);
+  return fmt::format("{}.{:03d}.{:03d}", buf, micros / 1000, micros % 1000);
+}
+
+std::string atcUsageText() {
+  std::string out = "usage: atc <args>\n";
+  out += "generate offline model example:\n";
+  out += "atc --model=./resnet50.onnx --framework=5 --output=./resnet50 "
+         "--soc_version=<soc_version>\n";
+  out += "generate offline model for single op example:\n";
+  out += "atc --singleop=./op_list.json --output=./op_model --soc_version=<soc_version> "
+         "(not supported by kiln)\n";
+  const std::vector<std::pair<const char*, std::vector<const char*>>> groups = {
+      {"Basic Functionality", {"General", "Input", "Output", "Target"}},
+      {"Advanced Functionality", {"Feature", "Model Tuning", "Operator Tuning", "Debug"}},
+  };
+  for (const auto& [group, sections] : groups) {
+    out += fmt::format("\n===== {} =====\n", group);
+    for (const char* section : sections) {
+      out += fmt::format("[{}]\n", section);
+      for (const AtcFlagInfo& f : atcFlagTable()) {
+        if (f.section != section || f.hidden) continue;
+        std::string name = f.name == "help" ? "--h/help" : "--" + f.name;
+        std::string help = f.help;
+        if (f.use == AtcFlagUse::Ignored) help += " [accepted, no effect in kiln]";
+        if (f.use == AtcFlagUse::Rejected) help += " [not supported by kiln]";
+        if (!f.defaultValue.empty() && f.type != S::Bool)
+          help += fmt::format(" Default: {}", f.defaultValue);
+        if (name.size() < 20)
+          out += fmt::format("  {:<20}{}\n", name, help);
+        else
+          out += fmt::format("  {}\n  {:<20}{}\n", name, "", help);
+      }
+      if (std::string(section) == "Output")
+        out += "  Supported --host_env_os/--host_env_cpu: linux with x86_64, aarch64; minios "
+               "with aarch64. Default: this host.\n";
+    }
+  }
+  return out;
+}
+
+} // namespace kiln
