@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kiln/backends/ms.h"
+#include "kiln/backends/ms_writer.h"
 #include "kiln/check.h"
 #include "kiln/compare.h"
 #include "kiln/conformance.h"
@@ -137,7 +138,7 @@ int runModel(const RunFlags& flags) {
 }
 
 int convertModel(const std::string& path, const std::string& output,
-                 const std::vector<std::string>& expose) {
+                 const std::vector<std::string>& expose, const std::string& to, bool fp16) {
   auto model = kiln::loadModel(path);
   if (!model) return report(model.status());
   for (const std::string& name : expose) {
@@ -147,6 +148,16 @@ int convertModel(const std::string& path, const std::string& output,
                                  fmt::format("--expose: no value named '{}'", name),
                                  "see `kiln inspect --ir` for value names"));
     if (!value->isGraphOutput()) model->graph->addOutput(value);
+  }
+  if (to == "ms") {
+    auto passes = kiln::pipelineByName("default");
+    if (!passes) return report(passes.status());
+    if (auto result = kiln::runPipeline(*model, *passes); !result) return report(result.status());
+    kiln::MsWriteOptions options;
+    options.fp16Weights = fp16;
+    if (auto status = kiln::writeMsFile(*model, options, output); !status) return report(status);
+    std::cout << "kiln: wrote " << output << "\n";
+    return 0;
   }
   if (auto status = kiln::writeOnnxFile(*model, output); !status) return report(status);
   std::cout << "kiln: wrote " << output << " (" << model->graph->nodeCount() << " nodes)\n";
@@ -379,7 +390,9 @@ int main(int argc, char** argv) {
   auto* convert = app.add_subcommand("convert", "import a model and write it in a target format");
   convert->add_option("model", convertPath, "input model (.onnx, .onnxtxt)")->required();
   convert->add_option("-o,--output", convertOutput, "output file")->required();
-  convert->add_option("--to", convertTo, "target format")->check(CLI::IsMember({"onnx"}));
+  bool convertFp16 = false;
+  convert->add_option("--to", convertTo, "target format")->check(CLI::IsMember({"onnx", "ms"}));
+  convert->add_flag("--fp16", convertFp16, "--to ms: store float weights as float16");
   convert->add_option("--expose", convertExpose,
                       "also make this value a graph output (repeatable)");
 
@@ -519,7 +532,8 @@ int main(int argc, char** argv) {
       std::cout << (inspectAsJson ? kiln::inspectJson(*model) : kiln::inspectText(*model));
     return 0;
   }
-  if (convert->parsed()) return convertModel(convertPath, convertOutput, convertExpose);
+  if (convert->parsed())
+    return convertModel(convertPath, convertOutput, convertExpose, convertTo, convertFp16);
   if (run->parsed()) return runModel(runFlags);
   if (opt->parsed()) return optimizeModel(optFlags);
   if (compare->parsed()) return compareCommand(compareFlags);

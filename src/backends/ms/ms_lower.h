@@ -1,0 +1,82 @@
+// The lowered .ms graph (tensors and nodes in MindSpore Lite terms) that ms_writer.cpp serializes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <flatbuffers/flatbuffers.h>
+
+#include "kiln/backends/ms_writer.h"
+#include "kiln/ir/graph.h"
+#include "kiln/support/status.h"
+
+namespace kiln::ms {
+
+// .ms constants: TypeId numbers (ms.md §2.2), Format numbers (§2.3), Tensor.nodeType (§2.1).
+enum TypeIdValue : int {
+  kTypeBool = 30,
+  kTypeInt8 = 32,
+  kTypeInt16 = 33,
+  kTypeInt32 = 34,
+  kTypeInt64 = 35,
+  kTypeUInt8 = 37,
+  kTypeUInt16 = 38,
+  kTypeUInt32 = 39,
+  kTypeUInt64 = 40,
+  kTypeFloat16 = 42,
+  kTypeFloat32 = 43,
+  kTypeFloat64 = 44,
+};
+enum FormatValue : int { kFormatNCHW = 0, kFormatNHWC = 1, kFormatKHWC = 7 };
+enum NodeTypeValue : int { kNodeValue = 0, kNodeCNode = 2 };
+
+struct MsQuantParam {
+  double scale = 1;
+  int32_t zeroPoint = 0;
+  int numBits = 8;
+  int dstDtype = kTypeInt8;
+};
+
+struct MsTensor {
+  std::string name;
+  int nodeType = kNodeCNode;
+  int dataType = kTypeFloat32;
+  std::vector<int32_t> dims;
+  int format = kFormatNCHW;
+  std::shared_ptr<const Buffer> data; // constants only
+  std::vector<MsQuantParam> quantParams;
+  int compressType = 0; // WeightQuantCompressType
+  // Weight-quant codes before packing (int8 or int16 element bytes in `data`); the writer packs
+  // them when numBits is not the storage width.
+  bool isQuantizedWeight = false;
+};
+
+using AttrBuilder = std::function<flatbuffers::Offset<void>(flatbuffers::FlatBufferBuilder&)>;
+
+struct MsNode {
+  std::string name;
+  uint8_t primitiveType = 0; // kiln::msfb::PrimitiveType
+  AttrBuilder attributes;    // builds the op table; never empty
+  std::vector<uint32_t> inputs;
+  std::vector<uint32_t> outputs;
+  int quantType = 0; // 4 = QUANT_WEIGHT when an input is a quantized weight
+};
+
+struct MsGraph {
+  std::string name;
+  std::vector<MsTensor> tensors;
+  std::vector<MsNode> nodes; // execution order
+  std::vector<uint32_t> inputs;
+  std::vector<uint32_t> outputs;
+};
+
+// Lowers ONNX-semantics IR to .ms ops: NHWC 4-D activations (graph inputs/outputs keep the ONNX
+// layout and names), KHWC conv weights, int32 index constants, fused activations, quantized
+// weights from DequantizeLinear. All unsupported nodes at once → K7101; a value the target cannot
+// take → K7102.
+Expected<MsGraph> lowerToMs(const Model& model, const MsWriteOptions& options);
+
+} // namespace kiln::ms

@@ -1,0 +1,370 @@
+// buildMsBuffer/writeMsFile on small hand-built models: identifier, version, tensor formats and
+// dtypes, KHWC weights, fused activations, quant params and bit-packed codes, fp16, .msw split,
+// unsupported-op lists, determinism and atomic writes.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include <flatbuffers/flatbuffers.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <onnx/defs/parser.h>
+
+#include "kiln/backends/ms.h"
+#include "kiln/backends/ms_writer.h"
+#include "kiln/frontend/onnx.h"
+#include "kiln/passes/pass.h"
+#include "kiln_proto/ms_model_generated.h"
+
+using namespace kiln;
+namespace fb = kiln::msfb;
+
+namespace {
+
+// Parses ONNX text and names node i "n<i>", as exporters do.
+Model modelFromText(const char* text) {
+  onnx::ModelProto proto;
+  auto status = onnx::OnnxParser::Parse(proto, text);
+  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
+  for (int i = 0; i < proto.graph().node_size(); ++i)
+    proto.mutable_graph()->mutable_node(i)->set_name("n" + std::to_string(i));
+  auto model = importOnnxProto(proto, "test", ".");
+  EXPECT_TRUE(model) << model.status().toString();
+  return model.take();
+}
+
+std::vector<uint8_t> build(const Model& model, const MsWriteOptions& options = {}) {
+  auto buffer = buildMsBuffer(model, options);
+  EXPECT_TRUE(buffer) << buffer.status().toString();
+  return buffer ? *buffer : std::vector<uint8_t>{};
+}
+
+const fb::MetaGraph* root(const std::vector<uint8_t>& bytes) {
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  EXPECT_TRUE(fb::VerifyMetaGraphBuffer(verifier));
+  return fb::GetMetaGraph(bytes.data());
+}
+
+const fb::Tensor* tensorNamed(const fb::MetaGraph* g, const std::string& name) {
+  for (const auto* t : *g->allTensors())
+    if (t->name() && t->name()->str() == name) return t;
+  return nullptr;
+}
+
+std::vector<const fb::CNode*> nodesOfType(const fb::MetaGraph* g, fb::PrimitiveType type) {
+  std::vector<const fb::CNode*> out;
+  for (const auto* n : *g->nodes())
+    if (n->primitive()->value_type() == type) out.push_back(n);
+  return out;
+}
+
+template <typename T> std::vector<T> dataOf(const fb::Tensor* t) {
+  std::vector<T> out(t->data()->size() / sizeof(T));
+  std::memcpy(out.data(), t->data()->data(), out.size() * sizeof(T));
+  return out;
+}
+
+// Conv 2→3 channels, 2×2 kernel with weights w[o][i][h][w] = 1000o + 100i + 10h + w, then Relu:
+// the KHWC order and the fused activation are visible in the bytes.
+const char* kConvRelu = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,2,5,5] x) => (float[1,3,4,4] y) <float[3,2,2,2] w = {0, 1, 10, 11, 100, 101, 110, 111, 1000, 1001, 1010, 1011, 1100, 1101, 1110, 1111, 2000, 2001, 2010, 2011, 2100, 2101, 2110, 2111}, float[3] b = {1, 2, 3}> {
+  c = Conv <pads = [1, 0, 0, 1]> (x, w, b)
+  y = Relu (c)
+}
+)";
+
+} // namespace
+
+TEST(MsWriter, ContainerVersionAndGraphBoundary) {
+  Model model = modelFromText(kConvRelu);
+  auto bytes = build(model);
+  ASSERT_GT(bytes.size(), 8u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(bytes.data()) + 4, 4), "MSL2");
+  const auto* g = root(bytes);
+  EXPECT_EQ(g->version()->str(), "MindSpore Lite 2.1.0");
+  ASSERT_EQ(g->subGraph()->size(), 1u);
+  const auto* sub = g->subGraph()->Get(0);
+  ASSERT_NE(sub->name(), nullptr);
+  EXPECT_EQ(sub->nodeIndices()->size(), g->nodes()->size());
+  EXPECT_EQ(sub->tensorIndices()->size(), g->allTensors()->size());
+
+  // Graph input and output keep the ONNX names and NCHW layout; activations are nodeType 2.
+  ASSERT_EQ(g->inputIndex()->size(), 1u);
+  const auto* in = g->allTensors()->Get(g->inputIndex()->Get(0));
+  EXPECT_EQ(in->name()->str(), "x");
+  EXPECT_EQ(in->nodeType(), 2);
+  EXPECT_EQ(in->dataType(), 43);
+  EXPECT_EQ(std::vector<int32_t>(in->dims()->begin(), in->dims()->end()),
+            (std::vector<int32_t>{1, 2, 5, 5}));
+  const auto* out = g->allTensors()->Get(g->outputIndex()->Get(0));
+  EXPECT_EQ(out->name()->str(), "y");
+  EXPECT_EQ(std::vector<int32_t>(out->dims()->begin(), out->dims()->end()),
+            (std::vector<int32_t>{1, 3, 4, 4}));
+  EXPECT_EQ(out->format(), fb::Format_NCHW);
+
+  // Transpose in, Conv2DFusion (Relu fused), Transpose out.
+  ASSERT_EQ(g->nodes()->size(), 3u);
+  EXPECT_EQ(g->nodes()->Get(0)->primitive()->value_type(), fb::PrimitiveType_Transpose);
+  EXPECT_EQ(g->nodes()->Get(2)->primitive()->value_type(), fb::PrimitiveType_Transpose);
+  const auto* perm = g->allTensors()->Get(g->nodes()->Get(0)->inputIndex()->Get(1));
+  EXPECT_EQ(perm->dataType(), 34);
+  EXPECT_EQ(dataOf<int32_t>(perm), (std::vector<int32_t>{0, 2, 3, 1}));
+}
+
+TEST(MsWriter, ConvWeightsKhwcPadsAndFusedRelu) {
+  Model model = modelFromText(kConvRelu);
+  auto bytes = build(model);
+  const auto* g = root(bytes);
+  auto convs = nodesOfType(g, fb::PrimitiveType_Conv2DFusion);
+  ASSERT_EQ(convs.size(), 1u);
+  const auto* conv = convs[0]->primitive()->value_as_Conv2DFusion();
+  EXPECT_EQ(conv->format(), fb::Format_NHWC);
+  EXPECT_EQ(conv->activation_type(), fb::ActivationType_RELU);
+  EXPECT_EQ(std::vector<int64_t>(conv->kernel_size()->begin(), conv->kernel_size()->end()),
+            (std::vector<int64_t>{2, 2}));
+  // ONNX pads [top=1, left=0, bottom=0, right=1] → [top, bottom, left, right].
+  EXPECT_EQ(std::vector<int64_t>(conv->pad_list()->begin(), conv->pad_list()->end()),
+            (std::vector<int64_t>{1, 0, 0, 1}));
+  EXPECT_EQ(conv->group(), 1);
+  EXPECT_EQ(conv->in_channel(), 2);
+  EXPECT_EQ(conv->out_channel(), 3);
+
+  const auto* x = g->allTensors()->Get(convs[0]->inputIndex()->Get(0));
+  EXPECT_EQ(x->format(), fb::Format_NHWC);
+  EXPECT_EQ(std::vector<int32_t>(x->dims()->begin(), x->dims()->end()),
+            (std::vector<int32_t>{1, 5, 5, 2}));
+  const auto* w = g->allTensors()->Get(convs[0]->inputIndex()->Get(1));
+  EXPECT_EQ(w->nodeType(), 0);
+  EXPECT_EQ(w->format(), fb::Format_KHWC);
+  EXPECT_EQ(std::vector<int32_t>(w->dims()->begin(), w->dims()->end()),
+            (std::vector<int32_t>{3, 2, 2, 2}));
+  // KHWC [o][h][w][i] holds OIHW value 1000o + 100i + 10h + w.
+  auto values = dataOf<float>(w);
+  ASSERT_EQ(values.size(), 24u);
+  for (int o = 0; o < 3; ++o)
+    for (int h = 0; h < 2; ++h)
+      for (int ww = 0; ww < 2; ++ww)
+        for (int i = 0; i < 2; ++i)
+          EXPECT_EQ(values[((o * 2 + h) * 2 + ww) * 2 + i], 1000 * o + 100 * i + 10 * h + ww);
+  // No Activation node is left: Relu lives in the conv.
+  EXPECT_TRUE(nodesOfType(g, fb::PrimitiveType_Activation).empty());
+}
+
+TEST(MsWriter, Fp16WeightsAndDeterminism) {
+  Model model = modelFromText(kConvRelu);
+  MsWriteOptions options;
+  options.fp16Weights = true;
+  auto bytes = build(model, options);
+  EXPECT_EQ(bytes, build(model, options)) << "same input and options must give the same bytes";
+  const auto* g = root(bytes);
+  const auto* w = tensorNamed(g, "w");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->dataType(), 42);
+  auto halves = dataOf<uint16_t>(w);
+  ASSERT_EQ(halves.size(), 24u);
+  EXPECT_EQ(halves[0], 0x0000);  // 0
+  EXPECT_EQ(halves[1], 0x5640);  // KHWC [0][0][0][1] = OIHW [0][1][0][0] = 100
+  EXPECT_EQ(halves[23], 0x6820); // 2111 is a tie between 2110 and 2112: to even, 2112
+  // Activations and index constants are untouched by --fp16.
+  EXPECT_EQ(g->allTensors()->Get(g->inputIndex()->Get(0))->dataType(), 43);
+  EXPECT_NE(build(model), bytes);
+}
+
+TEST(MsWriter, WeightQuantPerChannelParams) {
+  Model model = modelFromText(kConvRelu);
+  WeightQuantOptions quant;
+  quant.bitNum = 8;
+  quant.minQuantWeightChannel = 1;
+  PipelineOptions pipeline;
+  pipeline.weightQuant = &quant;
+  auto result = runPipeline(model, {"quantize-weights"}, pipeline);
+  ASSERT_TRUE(result) << result.status().toString();
+  auto bytes = build(model);
+  const auto* g = root(bytes);
+  auto convs = nodesOfType(g, fb::PrimitiveType_Conv2DFusion);
+  ASSERT_EQ(convs.size(), 1u);
+  EXPECT_EQ(convs[0]->quantType(), fb::QuantType_QUANT_WEIGHT);
+  const auto* w = g->allTensors()->Get(convs[0]->inputIndex()->Get(1));
+  EXPECT_EQ(w->dataType(), 32);
+  EXPECT_EQ(w->format(), fb::Format_KHWC);
+  ASSERT_NE(w->quantParams(), nullptr);
+  ASSERT_EQ(w->quantParams()->size(), 3u); // one per output channel (KHWC dim 0)
+  for (size_t c = 0; c < 3; ++c) {
+    const auto* q = w->quantParams()->Get(static_cast<flatbuffers::uoffset_t>(c));
+    EXPECT_EQ(q->numBits(), 8);
+    EXPECT_EQ(q->dstDtype(), 32);
+    EXPECT_FALSE(q->inited());
+    EXPECT_EQ(q->varCorr(), 1.0f);
+    EXPECT_EQ(q->meanCorr(), 0.0f);
+    // Symmetric 8-bit: scale = max|w| / 127 of the channel.
+    const double maxAbs = 1000.0 * c + 111;
+    EXPECT_NEAR(q->scale(), maxAbs / 127, 1e-3);
+    EXPECT_EQ(q->zeroPoint(), 0);
+  }
+  // Codes in KHWC order: channel 1's largest weight (1111 at [1][1][1][1]) is code 127.
+  auto codes = dataOf<int8_t>(w);
+  EXPECT_EQ(codes[((1 * 2 + 1) * 2 + 1) * 2 + 1], 127);
+  // The bias stays float.
+  const auto* bias = g->allTensors()->Get(convs[0]->inputIndex()->Get(2));
+  EXPECT_EQ(bias->dataType(), 43);
+  EXPECT_EQ(bias->quantParams(), nullptr);
+}
+
+TEST(MsWriter, BitPackedFourBitCodes) {
+  // A MatMul weight [K=2, N=3] quantized per column to 4 bits by hand (zero point 0).
+  Model model = modelFromText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,2] a) => (float[1,3] y) <int8[2,3] q = {-8, 7, 1, -1, 0, 3}, float[3] s = {0.5, 0.25, 1}, int8[3] z = {0, 0, 0}> {
+  w = DequantizeLinear <axis = 1> (q, s, z)
+  y = MatMul (a, w)
+}
+)");
+  MsWriteOptions options;
+  options.weightQuantBits = 4;
+  auto bytes = build(model, options);
+  const auto* g = root(bytes);
+  auto mms = nodesOfType(g, fb::PrimitiveType_MatMulFusion);
+  ASSERT_EQ(mms.size(), 1u);
+  EXPECT_EQ(mms[0]->quantType(), fb::QuantType_QUANT_WEIGHT);
+  const auto* w = g->allTensors()->Get(mms[0]->inputIndex()->Get(1));
+  EXPECT_EQ(w->weightQuantCompressType(), fb::WeightQuantCompressType_BITPACKING);
+  EXPECT_EQ(w->dataType(), 32);
+  EXPECT_EQ(std::vector<int32_t>(w->dims()->begin(), w->dims()->end()),
+            (std::vector<int32_t>{2, 3}));
+  ASSERT_EQ(w->quantParams()->size(), 3u);
+  EXPECT_EQ(w->quantParams()->Get(0)->numBits(), 4);
+  EXPECT_DOUBLE_EQ(w->quantParams()->Get(1)->scale(), 0.25);
+  // Biased by 8: {0, 15, 9, 7, 8, 11}, LSB-first nibbles: 0xF0, 0x79, 0xB8.
+  auto packed = dataOf<uint8_t>(w);
+  EXPECT_EQ(packed, (std::vector<uint8_t>{0xF0, 0x79, 0xB8}));
+
+  // Codes that do not fit the declared width are an error naming the weight.
+  options.weightQuantBits = 3;
+  auto bad = buildMsBuffer(model, options);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.status().code(), ErrorCode::MsLowerBadAttribute);
+  EXPECT_NE(bad.status().message().find("'q'"), std::string::npos) << bad.status().message();
+}
+
+TEST(MsWriter, NineBitCodesPackIntoWords) {
+  Model model = modelFromText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,2] a) => (float[1,1] y) <int16[2,1] q = {-256, 255}, float[1] s = {1}, int16[1] z = {0}> {
+  w = DequantizeLinear <axis = 1> (q, s, z)
+  y = MatMul (a, w)
+}
+)");
+  MsWriteOptions options;
+  options.weightQuantBits = 9;
+  auto bytes = build(model, options);
+  const auto* g = root(bytes);
+  const auto* w =
+      g->allTensors()->Get(nodesOfType(g, fb::PrimitiveType_MatMulFusion)[0]->inputIndex()->Get(1));
+  EXPECT_EQ(w->dataType(), 33);
+  // Biased {0, 511}: bits 9..17 set → words 0xFE00, 0x0003.
+  EXPECT_EQ(dataOf<uint16_t>(w), (std::vector<uint16_t>{0xFE00, 0x0003}));
+}
+
+TEST(MsWriter, UnsupportedOpsListedAtOnce) {
+  Model model = modelFromText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,3] x) => (float[2,3] y) {
+  a = Hardmax (x)
+  b = Relu (a)
+  y = Selu (b)
+}
+)");
+  auto result = buildMsBuffer(model, {});
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.status().code(), ErrorCode::MsLowerUnsupported);
+  const std::string& msg = result.status().message();
+  EXPECT_NE(msg.find("2 node(s)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'n0' (Hardmax)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'n2' (Selu)"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("Relu"), std::string::npos) << msg;
+  EXPECT_EQ(msUnsupportedReason(*model.graph->nodes().front()),
+            "no MindSpore Lite op for ONNX Hardmax");
+}
+
+TEST(MsWriter, BadAttributeNamesNodeAndValue) {
+  Model model = modelFromText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,1,4,4] x) => (float[1,1,2,2] y) {
+  y = MaxPool <kernel_shape = [2, 2], strides = [2, 2], dilations = [2, 2]> (x)
+}
+)");
+  auto result = buildMsBuffer(model, {});
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.status().code(), ErrorCode::MsLowerBadAttribute);
+  EXPECT_NE(result.status().message().find("'n0'"), std::string::npos);
+  EXPECT_NE(result.status().message().find("dilations [2,2]"), std::string::npos)
+      << result.status().message();
+}
+
+TEST(MsWriter, FileWriteExternalWeightsAndNoPartialOutput) {
+  char tmpl[] = "/tmp/ms_writer_test_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::filesystem::path dir = tmpl;
+  Model model = modelFromText(kConvRelu);
+
+  // Inline: one file that dumpMsFile (the runtime's verifier) accepts.
+  const std::string inlinePath = (dir / "a.ms").string();
+  ASSERT_TRUE(writeMsFile(model, {}, inlinePath).isOk());
+  EXPECT_TRUE(dumpMsFile(inlinePath));
+  EXPECT_FALSE(std::filesystem::exists(inlinePath + "w"));
+
+  // Past the (lowered) threshold the weights move to <path>w behind a 4096-byte header.
+  MsWriteOptions options;
+  options.externalDataThreshold = 64;
+  const std::string splitPath = (dir / "b.ms").string();
+  Status written = writeMsFile(model, options, splitPath);
+  ASSERT_TRUE(written.isOk()) << written.toString();
+  auto dumped = dumpMsFile(splitPath);
+  ASSERT_TRUE(dumped) << dumped.status().toString();
+  std::ifstream in(splitPath + "w", std::ios::binary);
+  std::vector<uint8_t> msw((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_GT(msw.size(), 4096u);
+  uint32_t magic;
+  std::memcpy(&magic, msw.data(), 4);
+  EXPECT_EQ(magic, 0x12345678u);
+  std::ifstream msIn(splitPath, std::ios::binary);
+  std::vector<uint8_t> ms((std::istreambuf_iterator<char>(msIn)), {});
+  const auto* g = root(ms);
+  const auto* w = tensorNamed(g, "w");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->data(), nullptr);
+  ASSERT_NE(w->externalData(), nullptr);
+  ASSERT_EQ(w->externalData()->size(), 1u);
+  const auto* ext = w->externalData()->Get(0);
+  EXPECT_EQ(ext->location()->str(), "b.msw");
+  ASSERT_LE(static_cast<size_t>(ext->offset() + ext->length()), msw.size());
+  EXPECT_GE(ext->offset(), 4096);
+  EXPECT_EQ(ext->length(), 24 * 4);
+  float first, second;
+  std::memcpy(&first, msw.data() + ext->offset(), 4);
+  std::memcpy(&second, msw.data() + ext->offset() + 4, 4);
+  EXPECT_EQ(first, 0.0f);
+  EXPECT_EQ(second, 100.0f); // KHWC order in the side file too
+  // buildMsBuffer cannot split: it says so.
+  auto tooBig = buildMsBuffer(model, options);
+  ASSERT_FALSE(tooBig);
+  EXPECT_EQ(tooBig.status().code(), ErrorCode::MsModelTooLarge);
+
+  // A failing conversion leaves nothing behind.
+  Model bad = modelFromText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[2] x) => (float[2] y) {
+  y = Hardmax (x)
+}
+)");
+  const std::string badPath = (dir / "bad.ms").string();
+  EXPECT_FALSE(writeMsFile(bad, {}, badPath).isOk());
+  EXPECT_FALSE(std::filesystem::exists(badPath));
+  EXPECT_FALSE(std::filesystem::exists(badPath + "w"));
+  std::filesystem::remove_all(dir);
+}
