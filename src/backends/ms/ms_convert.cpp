@@ -1,0 +1,494 @@
+// The converter_lite drop-in's library side: flag parsing with converter_lite's
+// rules and messages, and the conversion ONNX → pass pipeline → weight quant →
+// .ms writer.
+#include "kiln/backends/ms_convert.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "kiln/backends/ms_writer.h"
+#include "kiln/compare.h"
+#include "kiln/frontend/onnx.h"
+#include "kiln/passes/pass.h"
+#include "kiln/runtime/executor.h"
+#include "kiln/shape_spec.h"
+
+namespace kiln {
+namespace {
+
+// --name=value flags converter_lite knows, with their allowed values ({} = any
+// string).
+struct FlagSpec {
+  const char* name;
+  std::vector<const char*> values;
+  const char* illegal = nullptr; // converter_lite's message for a value outside `values`
+};
+
+const std::vector<FlagSpec>& flagSpecs() {
+  static const std::vector<FlagSpec> specs = {
+      {"fmk",
+       {"TF", "TFLITE", "CAFFE", "MINDIR", "ONNX", "PYTORCH", "OM", "MSLITE"},
+       "INPUT ILLEGAL: fmk must be TF|TFLITE|CAFFE|MINDIR|ONNX"},
+      {"modelFile", {}},
+      {"outputFile", {}},
+      {"weightFile", {}},
+      {"configFile", {}},
+      {"fp16", {"on", "off"}, "INPUT ILLEGAL: fp16 must be on|off"},
+      {"inputShape", {}},
+      {"inputDataFormat", {"NHWC", "NCHW"}, "INPUT ILLEGAL: inputDataFormat must be NHWC|NCHW"},
+      {"outputDataFormat", {"NHWC", "NCHW"}, "INPUT ILLEGAL: outputDataFormat must be NHWC|NCHW"},
+      {"inputDataType",
+       {"FLOAT16", "FLOAT", "INT8", "UINT8", "INT32", "INT64", "DEFAULT"},
+       "INPUT ILLEGAL: inputDataType must be "
+       "FLOAT16|FLOAT|INT8|UINT8|INT32|INT64|DEFAULT"},
+      {"outputDataType",
+       {"FLOAT16", "FLOAT", "INT8", "UINT8", "DEFAULT"},
+       "INPUT ILLEGAL: outputDataType must be "
+       "FLOAT16|FLOAT|INT8|UINT8|DEFAULT"},
+      {"saveType", {"MINDIR", "MINDIR_LITE"}, "INPUT ILLEGAL: saveType must be MINDIR|MINDIR_LITE"},
+      {"optimize",
+       {},
+       "INPUT ILLEGAL: optimize must be "
+       "none|general|gpu_oriented|ascend_oriented"},
+      {"optimizeTransformer",
+       {"true", "false"},
+       "INPUT ILLEGAL: optimizeTransformer must be true|false"},
+      {"device",
+       {"Ascend", "Ascend310", "Ascend310P", "GPU"},
+       "INPUT ILLEGAL: device must be Ascend|Ascend310|Ascend310P|GPU"},
+      {"infer", {"true", "false"}, "INPUT ILLEGAL: infer must be true|false"},
+      {"trainModel", {"true", "false"}, "INPUT ILLEGAL: trainModel must be true|false"},
+      {"decryptKey", {}},
+      {"decryptMode", {"AES-GCM", "AES-CBC"}, "INPUT ILLEGAL: decryptMode must be AES-GCM|AES-CBC"},
+      {"encryptKey", {}},
+      {"encryption", {"true", "false"}, "INPUT ILLEGAL: encryption must be true|false"},
+  };
+  return specs;
+}
+
+Status badFlag(const std::string& message, const std::string& hint) {
+  return Status(ErrorCode::BadFlag, message, hint).withPeerCode("-600");
+}
+
+Status notSupported(const std::string& message, const std::string& hint) {
+  return Status(ErrorCode::BadFlag, message, hint).withPeerCode("-7");
+}
+
+// optimize=none keeps only what the conversion needs: user shapes, shape
+// inference and constant folding (converter_lite skips its fusions but still
+// folds and infers shapes).
+const std::vector<std::string> kRequiredPasses = {"remove-noops", "eliminate-dead-nodes",
+                                                  "fix-input-shapes", "settle-shapes",
+                                                  "eliminate-dead-nodes"};
+
+// converter_lite fusion names ([registry] fusion_blacklists) that have a kiln
+// counterpart.
+const std::map<std::string, std::string> kFusionCounterparts = {
+    {"ConvBatchNormFusion", "fuse-batchnorm"},
+    {"ConvScaleFusion", "fuse-batchnorm"},
+    {"MatMulAddFusion", "fuse-matmul-add"},
+    {"FullconnectedAddFusion", "fuse-matmul-add"},
+    {"TransposeFusion", "merge-transpose-reshape"},
+    {"ReshapeTransposeFusion", "merge-transpose-reshape"},
+    {"ReshapeReshapeFusion", "merge-transpose-reshape"},
+};
+
+Expected<std::vector<std::string>> passesFor(const MsConvertOptions& options,
+                                             std::vector<std::string>& notes) {
+  if (options.optimize == "none" || options.config.disableFusion) return kRequiredPasses;
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> passes, pipelineByName("default"));
+  for (const std::string& fusion : options.config.fusionBlacklists) {
+    auto it = kFusionCounterparts.find(fusion);
+    if (it == kFusionCounterparts.end()) {
+      notes.push_back(fmt::format("[registry] fusion_blacklists: kiln has no counterpart of {}; "
+                                  "nothing to disable",
+                                  fusion));
+      continue;
+    }
+    passes.erase(std::remove(passes.begin(), passes.end(), it->second), passes.end());
+  }
+  return passes;
+}
+
+Expected<Model> importModel(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return Status(ErrorCode::FileNotFound,
+                  fmt::format("--modelFile={}: the model file does not exist", path),
+                  "check the path passed to --modelFile")
+        .withPeerCode("-600");
+  if (std::filesystem::path(path).extension() == ".onnxtxt") return importOnnxTextFile(path);
+  return importOnnxFile(path);
+}
+
+// --inputDataFormat=NHWC: each 4-D graph input takes NHWC data, transposed back
+// to the NCHW the ONNX graph computes in (the lowering then cancels the
+// transposes it can).
+void makeInputsNhwc(Graph& graph) {
+  for (Value* input : std::vector<Value*>(graph.inputs())) {
+    if (input->isInitializer() || input->type().kind != TypeKind::Tensor) continue;
+    const Shape& shape = input->shape();
+    if (!shape.hasRank() || shape.rank() != 4) continue;
+    std::vector<Use> uses = input->uses();
+    Node* first = graph.nodes().empty() ? nullptr : graph.nodes().front().get();
+    Node* transpose = graph.insertNodeBefore(first, "Transpose", {input},
+                                             {graph.uniqueName(input->name() + "_nchw")});
+    transpose->setAttribute("perm", Attribute::ofInts({0, 3, 1, 2}));
+    Value* nchw = transpose->output(0);
+    nchw->setType(input->type());
+    for (const Use& use : uses)
+      use.user->setInput(use.inputIndex, nchw);
+    for (size_t i = 0; i < graph.outputs().size(); ++i)
+      if (graph.outputs()[i] == input) graph.setOutput(i, nchw);
+    ValueType type = input->type();
+    type.shape = Shape({shape[0], shape[2], shape[3], shape[1]});
+    input->setType(type);
+  }
+}
+
+// --outputDataFormat=NHWC: each 4-D graph output is transposed NCHW → NHWC and
+// keeps its name.
+void makeOutputsNhwc(Graph& graph) {
+  for (size_t i = 0; i < graph.outputs().size(); ++i) {
+    Value* output = graph.outputs()[i];
+    if (output->type().kind != TypeKind::Tensor) continue;
+    const Shape shape = output->shape();
+    if (!shape.hasRank() || shape.rank() != 4) continue;
+    std::string name = output->name();
+    graph.renameValue(output, graph.uniqueName(name + "_nchw"));
+    Node* transpose = graph.appendNode("Transpose", {output}, {name});
+    transpose->setAttribute("perm", Attribute::ofInts({0, 2, 3, 1}));
+    Value* nhwc = transpose->output(0);
+    nhwc->setType(
+        ValueType::tensor(output->dtype(), Shape({shape[0], shape[2], shape[3], shape[1]})));
+    graph.setOutput(i, nhwc);
+  }
+}
+
+std::vector<UnsupportedOp> unsupportedOps(const Graph& graph) {
+  std::vector<UnsupportedOp> out;
+  for (const auto& node : graph.nodes()) {
+    std::string reason = msUnsupportedReason(*node);
+    if (!reason.empty()) out.push_back({node->opType(), node->name(), reason});
+  }
+  return out;
+}
+
+Status unsupportedStatus(const std::vector<UnsupportedOp>& ops) {
+  std::vector<std::string> parts;
+  for (const UnsupportedOp& op : ops)
+    parts.push_back(fmt::format("{} '{}' ({})", op.opType, op.nodeName, op.reason));
+  return Status(ErrorCode::MsLowerUnsupported,
+                fmt::format("{} node(s) have no MindSpore Lite op: {}", ops.size(),
+                            fmt::join(parts, "; ")),
+                "replace these ops in the exporter (kiln check MODEL --target "
+                "ms lists them)")
+      .withPeerCode("-300");
+}
+
+} // namespace
+
+std::string msOutputPath(const std::string& outputFile) {
+  const std::string ext = ".ms";
+  if (outputFile.size() > ext.size() &&
+      outputFile.compare(outputFile.size() - ext.size(), ext.size(), ext) == 0)
+    return outputFile;
+  return outputFile + ext;
+}
+
+std::string converterLiteUsage() {
+  return "usage: converter_lite --fmk=ONNX --modelFile=MODEL.onnx "
+         "--outputFile=OUT [options]\n"
+         "Converts an ONNX model to a MindSpore Lite .ms file (kiln's drop-in; "
+         "only --fmk=ONNX).\n"
+         "  --fmk=ONNX                       source framework "
+         "(TF|TFLITE|CAFFE|MINDIR are not read)\n"
+         "  --modelFile=PATH                 input model (.onnx)\n"
+         "  --outputFile=PATH                output; \".ms\" is appended "
+         "unless it ends in .ms\n"
+         "  --configFile=PATH                INI config ([common_quant_param] "
+         "quant_type=WEIGHT_QUANT ...)\n"
+         "  --fp16=on|off                    store float32 weights as float16 "
+         "(default off)\n"
+         "  --inputShape=\"in:1,3,224,224;...\" fix input shapes (names as in "
+         "the model)\n"
+         "  --inputDataFormat=NHWC|NCHW      layout of 4-D graph inputs "
+         "(default: as the model)\n"
+         "  --outputDataFormat=NHWC|NCHW     layout of 4-D graph outputs "
+         "(default: as the model)\n"
+         "  --inputDataType=DEFAULT          --outputDataType=DEFAULT   (other "
+         "types: not supported)\n"
+         "  --saveType=MINDIR_LITE           .ms output (MINDIR: not "
+         "supported)\n"
+         "  --optimize=none|general          general (default) runs fusions, "
+         "none only the required passes\n"
+         "  --optimizeTransformer=true|false accepted; no transformer fusions "
+         "are run\n"
+         "  --infer=true|false               run once on deterministic inputs "
+         "before writing\n"
+         "  --weightFile, --device, --trainModel, --decryptKey, --decryptMode, "
+         "--encryptKey,\n"
+         "  --encryption                     accepted for compatibility; "
+         "values kiln cannot honour fail\n"
+         "  --help                           this text\n"
+         "Prints CONVERT RESULT SUCCESS:0, or CONVERT RESULT FAILED:<code> "
+         "<description> and exits\n"
+         "with the status code (e.g. -300 for unsupported ops).\n";
+}
+
+Expected<MsConvertOptions> parseConverterLiteArgs(const std::vector<std::string>& args,
+                                                  bool& wantsHelp) {
+  wantsHelp = false;
+  for (const std::string& arg : args)
+    if (arg == "--help" || arg == "-h") {
+      wantsHelp = true;
+      return MsConvertOptions{};
+    }
+  std::map<std::string, std::string> given;
+  for (const std::string& arg : args) {
+    if (arg.rfind("--", 0) != 0)
+      return badFlag(fmt::format("'{}' is not a --name=value flag", arg),
+                     "write every flag as --name=value, without spaces around '='");
+    size_t eq = arg.find('=');
+    std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    auto spec = std::find_if(flagSpecs().begin(), flagSpecs().end(),
+                             [&](const FlagSpec& f) { return name == f.name; });
+    if (spec == flagSpecs().end()) {
+      std::vector<std::string> names;
+      for (const FlagSpec& f : flagSpecs())
+        names.push_back(std::string("--") + f.name);
+      return badFlag(fmt::format("unknown flag --{}", name),
+                     fmt::format("converter_lite flags: {} (see --help)", fmt::join(names, ", ")));
+    }
+    if (eq == std::string::npos)
+      return badFlag(fmt::format("flag --{} has no value", name),
+                     fmt::format("write --{}=VALUE (one argument, no space)", name));
+    if (given.count(name))
+      return badFlag(fmt::format("flag --{} is given twice", name), "give each flag once");
+    std::string value = arg.substr(eq + 1);
+    if (!spec->values.empty() &&
+        std::find_if(spec->values.begin(), spec->values.end(),
+                     [&](const char* v) { return value == v; }) == spec->values.end())
+      return badFlag(spec->illegal, fmt::format("--{}={} is not one of {}", name, value,
+                                                fmt::join(spec->values, ", ")));
+    given[name] = value;
+  }
+  auto get = [&](const char* name, const std::string& fallback = "") {
+    auto it = given.find(name);
+    return it == given.end() ? fallback : it->second;
+  };
+  if (given.size() == 1 && given.count("configFile"))
+    return notSupported("multi-model conversion (only --configFile given) is not supported by "
+                        "kiln's converter_lite",
+                        "pass --fmk=ONNX --modelFile=MODEL --outputFile=OUT");
+  if (!given.count("fmk") || !given.count("modelFile") || !given.count("outputFile") ||
+      get("modelFile").empty() || get("outputFile").empty())
+    return badFlag("Flag missing. When in single model scenario, "
+                   "fmk/modelFile/outputFile flags "
+                   "are necessary",
+                   "pass --fmk=ONNX --modelFile=MODEL.onnx --outputFile=OUT");
+
+  MsConvertOptions options;
+  options.fmk = get("fmk");
+  if (options.fmk != "ONNX")
+    return Status(
+               ErrorCode::UnsupportedFormat,
+               fmt::format("--fmk={}: kiln's converter_lite reads ONNX models only", options.fmk),
+               "export the model to ONNX and pass --fmk=ONNX")
+        .withPeerCode("-7");
+  options.modelFile = get("modelFile");
+  options.outputFile = get("outputFile");
+  options.fp16 = get("fp16", "off") == "on";
+  options.inputShape = get("inputShape");
+  if (given.count("inputShape")) {
+    auto spec = parseShapeSpec(options.inputShape, ShapeDialect::ConverterLite);
+    if (!spec) return spec.status();
+  }
+  options.inputDataFormat = get("inputDataFormat");
+  options.outputDataFormat = get("outputDataFormat");
+  for (const char* flag : {"inputDataType", "outputDataType"})
+    if (get(flag, "DEFAULT") != "DEFAULT")
+      return notSupported(
+          fmt::format("--{}={} is not supported by kiln's converter_lite", flag, get(flag)),
+          fmt::format("drop --{} (graph I/O keep the model's types)", flag));
+  options.saveType = get("saveType", "MINDIR_LITE");
+  if (options.saveType == "MINDIR")
+    return notSupported("--saveType=MINDIR (MindIR protobuf output) is not supported by kiln's "
+                        "converter_lite",
+                        "use --saveType=MINDIR_LITE (the default) for a .ms file");
+  options.optimize = get("optimize", "general");
+  const std::string& opt = options.optimize;
+  if (opt != "none" && opt != "general") {
+    if (opt == "gpu_oriented" || opt == "ascend_oriented" || opt.rfind("ascend_oriented:", 0) == 0)
+      return notSupported(fmt::format("--optimize={} is not supported by kiln's converter_lite "
+                                      "(it targets the CPU runtime)",
+                                      opt),
+                          "use --optimize=general or --optimize=none");
+    return badFlag("INPUT ILLEGAL: optimize must be "
+                   "none|general|gpu_oriented|ascend_oriented",
+                   fmt::format("--optimize={} is not one of those", opt));
+  }
+  if (given.count("device"))
+    return notSupported(fmt::format("--device={} is not supported by kiln's converter_lite (it "
+                                    "writes models for the CPU runtime)",
+                                    get("device")),
+                        "drop --device");
+  if (get("trainModel", "false") == "true")
+    return badFlag("--trainModel=true needs a MINDIR training model; "
+                   "--fmk=ONNX models are "
+                   "converted for inference",
+                   "drop --trainModel");
+  if (!get("decryptKey").empty())
+    return badFlag("--decryptKey applies to encrypted MINDIR models; an ONNX model is not "
+                   "encrypted",
+                   "drop --decryptKey");
+  if (!get("encryptKey").empty() || get("encryption", "false") == "true")
+    return notSupported("model encryption (--encryptKey / --encryption=true) "
+                        "is not supported by "
+                        "kiln's converter_lite",
+                        "drop --encryptKey and --encryption");
+  if (!get("weightFile").empty())
+    return badFlag("--weightFile is for CAFFE models (.caffemodel); an ONNX "
+                   "model holds its weights",
+                   "drop --weightFile");
+  options.infer = get("infer", "false") == "true";
+  options.optimizeTransformer = get("optimizeTransformer", "false") == "true";
+  options.configFile = get("configFile");
+  if (given.count("configFile")) {
+    if (options.configFile.empty())
+      return badFlag("--configFile= is empty", "pass the path of the INI config file");
+    KILN_ASSIGN_OR_RETURN(options.config, parseConverterConfigFile(options.configFile));
+  }
+  return options;
+}
+
+namespace {
+
+Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
+  MsConvertReport local;
+  MsConvertReport& out = report ? *report : local;
+  out = MsConvertReport{};
+  out.outputPath = msOutputPath(options.outputFile);
+  if (options.fmk != "ONNX")
+    return Status(
+               ErrorCode::UnsupportedFormat,
+               fmt::format("--fmk={}: kiln's converter_lite reads ONNX models only", options.fmk),
+               "export the model to ONNX and pass --fmk=ONNX")
+        .withPeerCode("-7");
+  KILN_ASSIGN_OR_RETURN(Model model, importModel(options.modelFile));
+
+  std::optional<ShapeSpec> spec;
+  if (!options.inputShape.empty()) {
+    KILN_ASSIGN_OR_RETURN(spec, parseShapeSpec(options.inputShape, ShapeDialect::ConverterLite));
+  }
+  out.notes = ignoredConfigNotes(options.config);
+  if (options.optimizeTransformer)
+    out.notes.push_back("--optimizeTransformer=true: kiln has no transformer fusions; the "
+                        "general pipeline runs");
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> passes, passesFor(options, out.notes));
+  PipelineOptions pipeline;
+  pipeline.inputShapes = spec ? &*spec : nullptr;
+  KILN_ASSIGN_OR_RETURN(PipelineResult result, runPipeline(model, passes, pipeline));
+  out.notes.insert(out.notes.end(), result.notes.begin(), result.notes.end());
+
+  if (options.inputDataFormat == "NHWC") makeInputsNhwc(*model.graph);
+  if (options.outputDataFormat == "NHWC") makeOutputsNhwc(*model.graph);
+
+  WeightQuantOptions weightQuant;
+  const bool quantizeWeights = weightQuantOptionsFor(options.config, weightQuant);
+  if (quantizeWeights) {
+    PipelineOptions quant;
+    quant.weightQuant = &weightQuant;
+    KILN_ASSIGN_OR_RETURN(PipelineResult quantResult,
+                          runPipeline(model, {"quantize-weights"}, quant));
+    out.notes.insert(out.notes.end(), quantResult.notes.begin(), quantResult.notes.end());
+  }
+
+  out.unsupported = unsupportedOps(*model.graph);
+  if (!out.unsupported.empty()) return unsupportedStatus(out.unsupported);
+
+  if (options.infer) {
+    // converter_lite's --infer runs the converted model once; dynamic inputs
+    // skip it as there.
+    bool dynamic = false;
+    for (const Value* in : model.graph->inputs())
+      dynamic |= !in->isInitializer() && !in->shape().isStatic();
+    if (dynamic) {
+      out.notes.push_back("--infer=true: skipped, the model has dynamic input shapes");
+    } else {
+      KILN_ASSIGN_OR_RETURN(auto feeds, makeDeterministicInputs(*model.graph, 1));
+      rt::Executor executor(model);
+      KILN_TRY(executor.checkSupported());
+      auto run = executor.run(feeds);
+      if (!run) return run.status();
+    }
+  }
+
+  MsWriteOptions write;
+  write.fp16Weights = options.fp16;
+  write.weightQuantBits = quantizeWeights ? weightQuant.bitNum : 0;
+  KILN_TRY(writeMsFile(model, write, out.outputPath));
+  std::error_code ec;
+  out.bytes = std::filesystem::file_size(out.outputPath, ec);
+  return Status::ok();
+}
+
+} // namespace
+
+Status convertToMs(const MsConvertOptions& options, MsConvertReport* report) {
+  Status status = convertImpl(options, report);
+  // Every failure carries converter_lite's numeric status (not, say, ATC's code for a shape spec).
+  if (!status) status = status.withPeerCode(std::to_string(msStatusCode(status)));
+  return status;
+}
+
+int msStatusCode(const Status& status) {
+  if (status.isOk()) return 0;
+  const std::string& peer = status.peerCode();
+  if (!peer.empty() && (peer[0] == '-' || std::isdigit(static_cast<unsigned char>(peer[0]))))
+    return std::atoi(peer.c_str());
+  int code = static_cast<int>(status.code());
+  if (status.code() == ErrorCode::MsLowerUnsupported) return -300;
+  if (status.code() == ErrorCode::MsLowerBadAttribute) return -302;
+  if (status.code() == ErrorCode::FileNotFound) return -600;
+  if (code >= 2000 && code < 3000) return -200; // the ONNX model does not parse
+  if (code >= 4000 && code < 4300) return -600; // flags, shape specs, precision config
+  if (status.code() == ErrorCode::ConverterConfigInvalid) return -600;
+  return -1;
+}
+
+std::string msStatusDescription(int code) {
+  static const std::map<int, const char*> descriptions = {
+      {0, "No error occurs."},
+      {-1, "Common error code."},
+      {-2, "NULL pointer returned."},
+      {-3, "Invalid parameter."},
+      {-4, "No change."},
+      {-5, "No error but exit."},
+      {-6, "Fail to create memory."},
+      {-7, "Fail to support."},
+      {-8, "Thread pool error."},
+      {-100, "Failed to check range."},
+      {-101, "Failed to check input tensor."},
+      {-102, "Exist executor running."},
+      {-200, "Failed to verify graph file."},
+      {-300, "Failed to find operator."},
+      {-301, "Invalid operator name."},
+      {-302, "Invalid operator attr."},
+      {-303, "Failed to execution operator."},
+      {-400, "Failed to checking tensor format."},
+      {-500, "Failed to infer shape."},
+      {-501, "Invalid infer shape before runtime."},
+      {-600, "Invalid input param by user."},
+  };
+  auto it = descriptions.find(code);
+  return it == descriptions.end() ? "Unknown error code." : it->second;
+}
+
+} // namespace kiln
