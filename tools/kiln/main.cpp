@@ -13,6 +13,8 @@
 
 #include "kiln/backends/ms.h"
 #include "kiln/backends/ms_writer.h"
+#include "kiln/backends/om.h"
+#include "kiln/backends/target.h"
 #include "kiln/check.h"
 #include "kiln/compare.h"
 #include "kiln/conformance.h"
@@ -381,7 +383,7 @@ int main(int argc, char** argv) {
   bool inspectIr = false;
   auto* inspect =
       app.add_subcommand("inspect", "print inputs, outputs, op histogram and parameter bytes");
-  inspect->add_option("model", inspectPath, "model file (.onnx, .onnxtxt, .ms)")->required();
+  inspect->add_option("model", inspectPath, "model file (.onnx, .onnxtxt, .ms, .om)")->required();
   inspect->add_flag("--json", inspectAsJson, "print JSON");
   inspect->add_flag("--ir", inspectIr, "print the whole graph in kiln's text IR");
 
@@ -487,10 +489,14 @@ int main(int argc, char** argv) {
       app.add_subcommand("conformance", "run ONNX backend test cases and compare outputs");
   conformance->add_option("paths", conformancePaths, "case folders or folders holding them")
       ->required();
-  conformance->add_option("--via", conformanceOptions.via, "artifact path to run")
-      ->check(CLI::IsMember({"onnx"}));
+  conformance
+      ->add_option("--via", conformanceOptions.via,
+                   "artifact path to run: onnx or a target (ms, om, om:<soc_version>)")
+      ->check([](const std::string& via) -> std::string {
+        return via == "onnx" || kiln::findTarget(via) ? "" : "no artifact path '" + via + "'";
+      });
   conformance->add_option("--precision", conformanceOptions.precision, "precision")
-      ->check(CLI::IsMember({"fp32"}));
+      ->check(CLI::IsMember({"fp32", "fp16"}));
   conformance
       ->add_option("--pipeline", conformanceOptions.pipeline,
                    "pass pipeline run on each model first")
@@ -520,6 +526,14 @@ int main(int argc, char** argv) {
     if (std::filesystem::path(inspectPath).extension() == ".ms" && !inspectIr) {
       auto dump =
           inspectAsJson ? kiln::dumpMsFile(inspectPath) : kiln::summarizeMsFile(inspectPath);
+      if (!dump) return report(dump.status());
+      std::cout << *dump;
+      return 0;
+    }
+    // .om files are dumped as stored: files from other converters hold ops kiln does not run.
+    if (std::filesystem::path(inspectPath).extension() == ".om" && !inspectIr) {
+      auto dump =
+          inspectAsJson ? kiln::dumpOmFile(inspectPath) : kiln::summarizeOmFile(inspectPath);
       if (!dump) return report(dump.status());
       std::cout << *dump;
       return 0;

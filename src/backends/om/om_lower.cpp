@@ -348,6 +348,18 @@ Port Lowerer::constScalar(const std::string& suffix, DType dtype, double value) 
     return constant(suffix, Tensor::fromValues<int64_t>(dtype, {}, {int64_t(value)}));
   case DType::Int32:
     return constant(suffix, Tensor::fromValues<int32_t>(dtype, {}, {int32_t(value)}));
+  case DType::Int16:
+    return constant(suffix, Tensor::fromValues<int16_t>(dtype, {}, {int16_t(value)}));
+  case DType::Int8:
+    return constant(suffix, Tensor::fromValues<int8_t>(dtype, {}, {int8_t(value)}));
+  case DType::UInt8:
+    return constant(suffix, Tensor::fromValues<uint8_t>(dtype, {}, {uint8_t(value)}));
+  case DType::UInt16:
+    return constant(suffix, Tensor::fromValues<uint16_t>(dtype, {}, {uint16_t(value)}));
+  case DType::UInt32:
+    return constant(suffix, Tensor::fromValues<uint32_t>(dtype, {}, {uint32_t(value)}));
+  case DType::UInt64:
+    return constant(suffix, Tensor::fromValues<uint64_t>(dtype, {}, {uint64_t(value)}));
   default:
     return {};
   }
@@ -1136,7 +1148,11 @@ void shapeRules() {
                         OpDef* o = l.op("Reshape");
                         l.input(o, l.in(0));
                         // ATC settles the target shape: the static result, not the ONNX spec.
-                        if (staticShape(n.output(0)))
+                        // With allowzero a 0 is a literal zero dim, as GraphEngine reads it.
+                        auto given = constInts(n, 1);
+                        bool literalZero = nodeInt(n, "allowzero", 0) && given &&
+                                           std::count(given->begin(), given->end(), 0) > 0;
+                        if (staticShape(n.output(0)) && !literalZero)
                           l.input(o, l.constInts("shape", n.output(0)->shape().staticDims()));
                         else
                           l.input(o, l.in(1));
@@ -1145,7 +1161,9 @@ void shapeRules() {
                         l.outputs(o);
                       }});
   addRaise("Reshape", [](Raiser& r, const OpDef& op) -> Status {
-    r.emit(op, "Reshape", {r.in(op, 0), r.in(op, 1)}, 1);
+    // GraphEngine's Reshape takes 0 as a zero-size dim: ONNX's allowzero.
+    r.emit(op, "Reshape", {r.in(op, 0), r.in(op, 1)}, 1)
+        ->setAttribute("allowzero", Attribute::ofInt(1));
     return Status::ok();
   });
   addRule("Transpose", {noCheck, [](Lowerer& l, const Node& n) {
@@ -1363,39 +1381,71 @@ void shapeRules() {
 
 // ReduceSum/Mean/Max/Min/Prod → the GE op with an axes input and keep_dims.
 void reduceRules() {
-  for (const std::string onnx :
-       {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"}) {
-    addRule(onnx,
-            {[](const Node& n, int64_t) -> std::string {
-               if (hasInput(n, 1) && !constInts(n, 1))
-                 return n.opType() + " axes computed at run time";
-               bool axesGiven =
-                   (hasInput(n, 1) && !constInts(n, 1)->empty()) || nodeInts(n, "axes");
-               if (!axesGiven && !nodeInt(n, "noop_with_empty_axes", 0) && rankOf(n.input(0)) < 0)
-                 return n.opType() + " over all axes of unknown rank";
-               return "";
-             },
-             [onnx](Lowerer& l, const Node& n) {
-               std::vector<int64_t> axes;
-               if (hasInput(n, 1))
-                 axes = *constInts(n, 1);
-               else if (auto a = nodeInts(n, "axes"))
-                 axes = *a;
-               if (axes.empty() && nodeInt(n, "noop_with_empty_axes", 0)) {
-                 OpDef* o = l.op("Identity");
-                 l.input(o, l.in(0));
-                 l.outputs(o);
-                 return;
-               }
-               if (axes.empty())
-                 for (int64_t i = 0; i < rankOf(n.input(0)); ++i)
-                   axes.push_back(i);
-               OpDef* o = l.op(onnx);
-               l.input(o, l.in(0));
-               l.input(o, l.constInts("axes", axes));
-               (*o->mutable_attr())["keep_dims"] = attrB(nodeInt(n, "keepdims", 1) != 0);
-               l.outputs(o);
-             }});
+  // Reductions without a GraphEngine op of their own: an element-wise op before and/or after.
+  struct Composite {
+    const char* onnx;
+    const char* reduce;
+    const char* pre;
+    const char* post;
+  };
+  static const Composite kComposite[] = {
+      {"ReduceSum", "ReduceSum", "", ""},       {"ReduceMean", "ReduceMean", "", ""},
+      {"ReduceMax", "ReduceMax", "", ""},       {"ReduceMin", "ReduceMin", "", ""},
+      {"ReduceProd", "ReduceProd", "", ""},     {"ReduceSumSquare", "ReduceSum", "Square", ""},
+      {"ReduceL1", "ReduceSum", "Abs", ""},     {"ReduceL2", "ReduceSum", "Square", "Sqrt"},
+      {"ReduceLogSum", "ReduceSum", "", "Log"}, {"ReduceLogSumExp", "ReduceSum", "Exp", "Log"},
+  };
+  for (const Composite& c : kComposite) {
+    const std::string onnx = c.onnx, reduce = c.reduce, pre = c.pre, post = c.post;
+    addRule(
+        onnx,
+        {[](const Node& n, int64_t) -> std::string {
+           if (hasInput(n, 1) && !constInts(n, 1)) return n.opType() + " axes computed at run time";
+           bool axesGiven = (hasInput(n, 1) && !constInts(n, 1)->empty()) || nodeInts(n, "axes");
+           if (!axesGiven && !nodeInt(n, "noop_with_empty_axes", 0) && rankOf(n.input(0)) < 0)
+             return n.opType() + " over all axes of unknown rank";
+           if (!axesGiven && nodeInt(n, "noop_with_empty_axes", 0) && n.opType() != "ReduceSum" &&
+               n.opType() != "ReduceMean" && n.opType() != "ReduceMax" &&
+               n.opType() != "ReduceMin" && n.opType() != "ReduceProd")
+             return n.opType() + " with noop_with_empty_axes";
+           return "";
+         },
+         [reduce, pre, post](Lowerer& l, const Node& n) {
+           std::vector<int64_t> axes;
+           if (hasInput(n, 1))
+             axes = *constInts(n, 1);
+           else if (auto a = nodeInts(n, "axes"))
+             axes = *a;
+           if (axes.empty() && nodeInt(n, "noop_with_empty_axes", 0)) {
+             OpDef* o = l.op("Identity");
+             l.input(o, l.in(0));
+             l.outputs(o);
+             return;
+           }
+           if (axes.empty())
+             for (int64_t i = 0; i < rankOf(n.input(0)); ++i)
+               axes.push_back(i);
+           Port x = l.in(0);
+           if (!pre.empty()) {
+             OpDef* p = l.op(pre, "pre");
+             l.input(p, x);
+             x = l.output(p, x.dtype, x.shape, "");
+           }
+           OpDef* o = l.op(reduce, post.empty() ? "" : "reduce");
+           l.input(o, x);
+           l.input(o, l.constInts("axes", axes));
+           (*o->mutable_attr())["keep_dims"] = attrB(nodeInt(n, "keepdims", 1) != 0);
+           if (post.empty()) {
+             l.outputs(o);
+             return;
+           }
+           const Value* y = n.output(0);
+           Port r = l.output(o, y->dtype(), y->shape(), "");
+           OpDef* q = l.op(post);
+           l.input(q, r);
+           l.outputs(q);
+         }});
+    if (onnx != reduce) continue;
     addRaise(onnx, [onnx](Raiser& r, const OpDef& op) -> Status {
       Value* axes = r.in(op, 1);
       if (!axes) axes = r.constInts(op.name() + "_axes", getInts(op, "axes"));
@@ -1480,8 +1530,7 @@ void miscRules() {
   addRule("Clip",
           {[](const Node& n, int64_t) -> std::string {
              DType t = n.input(0)->dtype();
-             if (t != DType::Float32 && t != DType::Float64 && t != DType::Int32 &&
-                 t != DType::Int64 && t != DType::Float16)
+             if (t == DType::BFloat16 || t == DType::Bool || !isFloatingPoint(t) && !isInteger(t))
                return std::string("Clip on ") + dtypeName(t);
              return "";
            },
@@ -1492,9 +1541,18 @@ void miscRules() {
                case DType::Int32:
                  return low ? std::numeric_limits<int32_t>::min()
                             : std::numeric_limits<int32_t>::max();
-               case DType::Int64:
-                 return low ? double(std::numeric_limits<int64_t>::min())
-                            : double(std::numeric_limits<int64_t>::max());
+               case DType::Int8:
+                 return low ? -128 : 127;
+               case DType::UInt8:
+                 return low ? 0 : 255;
+               case DType::Int16:
+                 return low ? -32768 : 32767;
+               case DType::UInt16:
+                 return low ? 0 : 65535;
+               case DType::UInt32:
+                 return low ? 0 : 4294967295.0;
+               case DType::UInt64:
+                 return 0; // the maximum is set exactly below
                default:
                  return low ? -std::numeric_limits<double>::infinity()
                             : std::numeric_limits<double>::infinity();
@@ -1515,6 +1573,9 @@ void miscRules() {
                                  : std::numeric_limits<int64_t>::max();
                  return l.constant(name, Tensor::fromValues<int64_t>(t, {}, {v}));
                }
+               if (t == DType::UInt64 && !low)
+                 return l.constant(name, Tensor::fromValues<uint64_t>(
+                                             t, {}, {std::numeric_limits<uint64_t>::max()}));
                return l.constScalar(name, t, limit(low));
              };
              OpDef* o = l.op("ClipByValue");
@@ -1593,7 +1654,8 @@ void miscRules() {
            }});
   addRule("BatchNormalization",
           {[](const Node& n, int64_t opset) -> std::string {
-             if (opset < 9) return "BatchNormalization of opset 8 or earlier";
+             if (opset < 7) return "BatchNormalization of opset 6 or earlier";
+             if (nodeInt(n, "spatial", 1) != 1) return "BatchNormalization with spatial 0";
              if (nodeInt(n, "training_mode", 0)) return "BatchNormalization in training mode";
              for (size_t i = 1; i < n.outputs().size(); ++i)
                if (n.output(i) && (n.output(i)->hasUses() || n.output(i)->isGraphOutput()))
@@ -1649,11 +1711,13 @@ void miscRules() {
     node->setAttribute("epsilon", Attribute::ofFloat(getF(op, "epsilon", 1e-5f)));
     return Status::ok();
   });
-  simple("InstanceNormalization", "InstanceNorm", {{"epsilon", "epsilon"}});
+  simple("InstanceNormalization", "InstanceNorm", {{"epsilon", "epsilon"}}, 6);
 
   // Division: RealDiv for floating point, TruncateDiv (C semantics, as ONNX) for integers.
   addRule("Div", {[](const Node& n, int64_t opset) -> std::string {
-                    return opset < 7 ? "Div of opset 6 or earlier" : "";
+                    return opset < 7 && n.attribute("broadcast")
+                               ? "Div with the opset 6 broadcast attribute"
+                               : "";
                   },
                   [](Lowerer& l, const Node& n) {
                     OpDef* o = l.op(isFloatType(n.input(0)->dtype()) ? "RealDiv" : "TruncateDiv");
@@ -1687,7 +1751,7 @@ void miscRules() {
   for (const std::string onnx : {"Max", "Min", "Sum"}) {
     std::string geType = onnx == "Max" ? "Maximum" : onnx == "Min" ? "Minimum" : "AddN";
     addRule(onnx, {[](const Node& n, int64_t opset) -> std::string {
-                     return opset < 8 ? n.opType() + " of opset 7 or earlier" : "";
+                     return opset < 6 ? n.opType() + " of opset 5 or earlier" : "";
                    },
                    [geType](Lowerer& l, const Node& n) {
                      const Value* y = n.output(0);
@@ -1730,13 +1794,13 @@ void miscRules() {
        {"Abs",     "Acos", "Acosh", "Asin",  "Asinh", "Atan", "Atanh",      "Ceil",     "Cos",
         "Cosh",    "Erf",  "Exp",   "Floor", "Log",   "Neg",  "Reciprocal", "Relu",     "Round",
         "Sigmoid", "Sign", "Sin",   "Sinh",  "Sqrt",  "Tan",  "Tanh",       "Softplus", "Softsign"})
-    simple(unary, unary, {}, 6);
+    simple(unary, unary, {}, 1); // older attributes (consumed_inputs) fail the attribute check
   simple("IsNaN", "IsNan", {}, 9);
   simple("IsInf", "IsInf",
          {{"detect_negative", "detect_negative"}, {"detect_positive", "detect_positive"}}, 10);
   simple("Not", "LogicalNot", {}, 1);
   for (const char* binary : {"Add", "Sub", "Mul", "Pow", "Equal", "Less", "Greater"})
-    simple(binary, binary);
+    simple(binary, binary, {}, 1); // opset < 7 `broadcast` fails the attribute check
   simple("LessOrEqual", "LessEqual", {}, 12);
   simple("GreaterOrEqual", "GreaterEqual", {}, 12);
   simple("And", "LogicalAnd");
@@ -1773,7 +1837,72 @@ void miscRules() {
   simple("GlobalMaxPool", "GlobalMaxPool", {}, 1);
 }
 
+// CastLike → Cast, Trilu → Triu / Tril, Mean → AddN and Muls, Square (a reduction helper).
+void extraRules() {
+  addRule("CastLike", {[](const Node& n, int64_t) -> std::string {
+                         if (!n.input(1) || !toGeDType(n.input(1)->dtype()))
+                           return "CastLike to this type";
+                         return "";
+                       },
+                       [](Lowerer& l, const Node& n) {
+                         OpDef* o = l.op("Cast");
+                         l.input(o, l.in(0));
+                         (*o->mutable_attr())["dst_type"] =
+                             attrI(geProtoToCxxDType(*toGeDType(n.input(1)->dtype())));
+                         l.outputs(o);
+                       }});
+  addRule("Trilu", {[](const Node& n, int64_t) -> std::string {
+                      if (hasInput(n, 1) && !constInts(n, 1)) return "Trilu k computed at run time";
+                      return "";
+                    },
+                    [](Lowerer& l, const Node& n) {
+                      int64_t k = hasInput(n, 1) ? constInts(n, 1)->at(0) : 0;
+                      OpDef* o = l.op(nodeInt(n, "upper", 1) ? "Triu" : "Tril");
+                      l.input(o, l.in(0));
+                      (*o->mutable_attr())["diagonal"] = attrI(k);
+                      l.outputs(o);
+                    }});
+  for (const char* type : {"Triu", "Tril"})
+    addRaise(type, [](Raiser& r, const OpDef& op) -> Status {
+      Value* k =
+          r.constTensor(op.name() + "_k",
+                        Tensor::fromValues<int64_t>(DType::Int64, {}, {getI(op, "diagonal", 0)}));
+      r.emit(op, "Trilu", {r.in(op, 0), k}, 1)
+          ->setAttribute("upper", Attribute::ofInt(op.type() == "Triu"));
+      return Status::ok();
+    });
+  addRule("Mean", {[](const Node& n, int64_t opset) -> std::string {
+                     if (opset < 6) return "Mean of opset 5 or earlier";
+                     if (n.output(0)->dtype() != DType::Float32) return "Mean on non-fp32 data";
+                     return "";
+                   },
+                   [](Lowerer& l, const Node& n) {
+                     const Value* y = n.output(0);
+                     size_t count = n.inputs().size();
+                     if (count == 1) {
+                       OpDef* o = l.op("Identity");
+                       l.input(o, l.in(0));
+                       l.outputs(o);
+                       return;
+                     }
+                     OpDef* sum = l.op("AddN", "sum");
+                     for (size_t i = 0; i < count; ++i)
+                       l.input(sum, l.in(i));
+                     (*sum->mutable_attr())["N"] = attrI(static_cast<int64_t>(count));
+                     Port p = l.output(sum, y->dtype(), y->shape(), "");
+                     OpDef* mul = l.op("Muls");
+                     l.input(mul, p);
+                     (*mul->mutable_attr())["value"] = attrF(1.0f / static_cast<float>(count));
+                     l.outputs(mul);
+                   }});
+  addRaise("Square", [](Raiser& r, const OpDef& op) -> Status {
+    r.emit(op, "Mul", {r.in(op, 0), r.in(op, 0)}, 1);
+    return Status::ok();
+  });
+}
+
 const bool kRulesRegistered = [] {
+  extraRules();
   convRules();
   poolRules();
   matmulRules();
