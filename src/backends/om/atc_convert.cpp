@@ -1,0 +1,445 @@
+// atc's run modes: 0 (ONNX → .om), 1 (.om or ONNX → JSON), 3 (pre-check report), 6 (.om info).
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <google/protobuf/util/json_util.h>
+#include <nlohmann/json.hpp>
+#include <onnx/onnx_pb.h>
+#include <spdlog/spdlog.h>
+
+#include "kiln/backends/aipp.h"
+#include "kiln/backends/atc.h"
+#include "kiln/backends/om.h"
+#include "kiln/check.h"
+#include "kiln/frontend/onnx.h"
+#include "kiln/shape_spec.h"
+#include "kiln/support/atomic_file.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+Status withAtc(Status kilnError, const char* peer, const std::string& atcMessage,
+               AtcResult& result) {
+  result.errors.push_back(
+      Status(kilnError.code(), atcMessage, kilnError.hint()).withPeerCode(peer));
+  result.errors.push_back(kilnError);
+  return kilnError;
+}
+
+// Fails with `errors` (ATC messages, first is the head) and returns the kiln status to report.
+Status failWith(std::vector<Status> errors, AtcResult& result) {
+  for (Status& e : errors)
+    result.errors.push_back(e);
+  return result.errors.front();
+}
+
+Expected<Model> loadOnnx(const std::string& path, AtcResult& result) {
+  auto model =
+      fs::path(path).extension() == ".onnxtxt" ? importOnnxTextFile(path) : importOnnxFile(path);
+  if (!model) {
+    Status st = model.status();
+    return withAtc(st, "E10041", fmt::format("Failed to load the model from {}.", path), result);
+  }
+  return model;
+}
+
+// --keep_dtype: one node name per line, or "OpType::<type>" for every node of a type.
+Expected<std::pair<std::vector<std::string>, std::vector<std::string>>>
+readKeepDtypeFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    return Status(ErrorCode::FileUnreadable,
+                  fmt::format("cannot read --keep_dtype file '{}'", path),
+                  "check the file's permissions")
+        .withPeerCode("E10001");
+  std::vector<std::string> names, types;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
+    if (b == std::string::npos) continue;
+    line = line.substr(b, e - b + 1);
+    if (line.rfind("OpType::", 0) == 0)
+      types.push_back(line.substr(8));
+    else
+      names.push_back(line);
+  }
+  return std::make_pair(names, types);
+}
+
+bool inputIsDynamic(const Value& v) { return !v.shape().hasRank() || !v.shape().isStatic(); }
+
+std::vector<const Value*> modelInputs(const Graph& g) {
+  std::vector<const Value*> out;
+  for (const Value* v : g.inputs())
+    if (!v->isInitializer()) out.push_back(v);
+  return out;
+}
+
+bool namesNode(const Graph& g, const std::string& name) {
+  if (g.findLocalValue(name)) return true;
+  for (const auto& node : g.nodes())
+    if (node->name() == name) return true;
+  return false;
+}
+
+// Problems with the shapes the user gave (or did not give), per graph input name ("" = general).
+std::vector<std::pair<std::string, Status>> shapeProblems(const AtcOptions& o, const Graph& g,
+                                                          std::optional<ShapeSpec>& spec) {
+  std::vector<std::pair<std::string, Status>> problems;
+  if (o.inputShape.empty()) {
+    for (const Value* v : modelInputs(g))
+      if (inputIsDynamic(*v))
+        problems.emplace_back(
+            v->name(),
+            Status(ErrorCode::ShapeSpecBadDim,
+                   "Value NULL for parameter --input_shape is invalid. Reason: The shapes of "
+                   "inputs contain -1 in the model. You may need to set input shape to specify "
+                   "its shape.",
+                   fmt::format("input '{}' is {}: pass --input_shape=\"{}:<dims>\"", v->name(),
+                               v->shape().toString(), v->name()))
+                .withPeerCode("E10001"));
+    return problems;
+  }
+  auto parsed = parseShapeSpec(o.inputShape, ShapeDialect::Atc);
+  if (!parsed) {
+    problems.emplace_back("", parsed.status());
+    return problems;
+  }
+  spec = parsed.take();
+  for (const InputShapeSpec& entry : spec->inputs) {
+    ShapeSpec one = *spec;
+    one.inputs = {entry};
+    const Value* input = findSpecInput(entry, g);
+    for (Status& st : validateShapeSpec(one, g)) {
+      // A name that exists but is not a graph input is ATC's "not a Data node".
+      if (!input && !entry.name.empty() && namesNode(g, entry.name))
+        st = Status(st.code(),
+                    fmt::format("Input Op {} specified in --input_shape is invalid. The Op type "
+                                "must be Data.",
+                                entry.name),
+                    st.hint())
+                 .withPeerCode("E10017");
+      problems.emplace_back(input ? input->name() : entry.name, std::move(st));
+    }
+  }
+  return problems;
+}
+
+std::vector<std::pair<std::string, Status>> fp16NodeProblems(const AtcOptions& o, const Graph& g) {
+  std::vector<std::pair<std::string, Status>> problems;
+  std::set<std::string> names;
+  for (const Value* v : modelInputs(g))
+    names.insert(v->name());
+  for (const std::string& n : o.inputFp16Nodes)
+    if (!names.count(n))
+      problems.emplace_back(
+          n, Status(ErrorCode::AtcOptionInvalid,
+                    fmt::format("Op name {} specified in --input_fp16_nodes is not found in the "
+                                "model. Confirm whether this node name exists, or whether the "
+                                "node is not split with the specified delimiter ';'.",
+                                n),
+                    fmt::format("the model's inputs are: {}", fmt::join(names, ", ")))
+                 .withPeerCode("E10016"));
+  return problems;
+}
+
+struct Unsupported {
+  std::string node;
+  std::string opType;
+  std::string reason;
+};
+
+void collectUnsupported(const Graph& g, const std::string& soc, std::vector<Unsupported>& out) {
+  for (const auto& node : g.nodes()) {
+    std::string reason = omUnsupportedReason(*node, soc);
+    if (!reason.empty()) {
+      std::string name = node->name();
+      if (name.empty() && !node->outputs().empty() && node->output(0))
+        name = node->output(0)->name();
+      out.push_back({name, node->opType(), reason});
+    }
+    for (const Graph* sub : node->subgraphs())
+      collectUnsupported(*sub, soc, out);
+  }
+}
+
+// ATC's messages for unsupported ops: one E16002 per op type, then each node with kiln's reason.
+std::vector<Status> unsupportedErrors(const std::vector<Unsupported>& nodes,
+                                      const std::string& soc) {
+  std::vector<Status> errors;
+  std::set<std::string> types;
+  std::vector<std::string> list;
+  for (const Unsupported& u : nodes)
+    list.push_back(fmt::format("{} ({})", u.node, u.opType));
+  std::string hint = fmt::format("replace the ops in the exporter; `atc --mode=3` or `kiln check "
+                                 "MODEL --target om:{}` lists them all",
+                                 soc);
+  for (const Unsupported& u : nodes)
+    if (types.insert(u.opType).second)
+      errors.push_back(Status(ErrorCode::OmLowerUnsupported,
+                              fmt::format("No ONNX parser is registered for optype {}.", u.opType),
+                              hint)
+                           .withPeerCode("E16002"));
+  for (const Unsupported& u : nodes)
+    errors.push_back(
+        Status(ErrorCode::OmLowerUnsupported,
+               fmt::format("node '{}' ({}) on {}: {}", u.node, u.opType, soc, u.reason), hint));
+  return errors;
+}
+
+// check_result.json (om.md §2.8): one entry per graph input ("Data") and per node.
+std::string checkReportJson(const std::string& modelName, const Graph& g,
+                            const std::vector<std::pair<std::string, Status>>& inputProblems,
+                            const std::vector<Unsupported>& unsupported, bool nodesChecked) {
+  constexpr int kTypeUnsupported = 1, kParamInvalid = 2;
+  nlohmann::json ops = nlohmann::json::array();
+  size_t fail = 0;
+  auto addOp = [&](const std::string& name, const std::string& type, nlohmann::json causes) {
+    bool failed = !causes.empty();
+    fail += failed ? 1 : 0;
+    ops.push_back({{"name", name},
+                   {"type", type},
+                   {"result", failed ? "failed" : "success"},
+                   {"cause", std::move(causes)}});
+  };
+  std::set<std::string> placed;
+  for (const Value* v : modelInputs(g)) {
+    nlohmann::json causes = nlohmann::json::array();
+    for (const auto& [name, st] : inputProblems)
+      if (name == v->name()) {
+        causes.push_back({{"code", kParamInvalid}, {"message", st.message()}});
+        placed.insert(name);
+      }
+    addOp(v->name(), "Data", std::move(causes));
+  }
+  // Problems not tied to one input (a spec naming no input, a syntax error).
+  for (const auto& [name, st] : inputProblems)
+    if (!placed.count(name))
+      addOp(name.empty() ? "--input_shape" : name, "Data",
+            nlohmann::json::array({{{"code", kParamInvalid}, {"message", st.message()}}}));
+  std::function<void(const Graph&)> walk = [&](const Graph& graph) {
+    for (const auto& node : graph.nodes()) {
+      std::string name = node->name();
+      if (name.empty() && !node->outputs().empty() && node->output(0))
+        name = node->output(0)->name();
+      nlohmann::json causes = nlohmann::json::array();
+      for (const Unsupported& u : unsupported)
+        if (u.node == name && u.opType == node->opType())
+          causes.push_back({{"code", kTypeUnsupported}, {"message", u.reason}});
+      addOp(name, node->opType(), std::move(causes));
+      for (const Graph* sub : node->subgraphs())
+        walk(*sub);
+    }
+  };
+  if (nodesChecked) walk(g);
+  nlohmann::json report = {{"name", modelName},   {"result", fail ? "failed" : "success"},
+                           {"total", ops.size()}, {"pass", ops.size() - fail},
+                           {"fail", fail},        {"op", std::move(ops)}};
+  return report.dump(2) + "\n";
+}
+
+// The shared front half of modes 0 and 3: load, check inputs, fix shapes, AIPP, precision.
+struct Prepared {
+  Model model;
+  std::vector<std::pair<std::string, Status>> inputProblems;
+  std::vector<Unsupported> unsupported;
+  bool pipelineRan = false;
+};
+
+Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
+  KILN_ASSIGN_OR_RETURN(Model model, loadOnnx(o.model, result));
+  Prepared p{std::move(model), {}, {}, false};
+  std::optional<ShapeSpec> spec;
+  p.inputProblems = shapeProblems(o, *p.model.graph, spec);
+  for (auto& problem : fp16NodeProblems(o, *p.model.graph))
+    p.inputProblems.push_back(std::move(problem));
+  if (!p.inputProblems.empty()) {
+    // Node support can still be judged on the model as stored (mode 3 lists both).
+    collectUnsupported(*p.model.graph, o.socVersion, p.unsupported);
+    return p;
+  }
+  PipelineOptions pipeline;
+  pipeline.inputShapes = spec ? &*spec : nullptr;
+  auto passes = pipelineByName("default");
+  auto ran = runPipeline(p.model, *passes, pipeline);
+  if (!ran) return ran.status();
+  for (const std::string& note : ran->notes)
+    spdlog::info("{}", note);
+
+  if (!o.insertOpConf.empty()) {
+    auto config = parseAippConfigFile(o.insertOpConf);
+    if (!config) return failWith({config.status()}, result);
+    AippContext context;
+    context.inputFp16Nodes = o.inputFp16Nodes;
+    context.dynamicImageSize = !o.dynamicImageSize.empty();
+    context.dynamicDims = !o.dynamicDims.empty();
+    context.inputFormat = o.inputFormat;
+    if (Status st = insertAipp(p.model, *config, context); !st) return failWith({st}, result);
+    // The preprocessing ops get their shapes settled like the rest of the graph.
+    auto again = runPipeline(p.model, *passes, PipelineOptions{});
+    if (!again) return again.status();
+  }
+
+  PrecisionOptions precision;
+  precision.mode = o.precision;
+  precision.inputFp16Nodes = o.inputFp16Nodes;
+  precision.outputsFp16 = o.outputType == "FP16";
+  // ATC: --keep_dtype has no effect with must_keep_origin_dtype / origin.
+  if (!o.keepDtype.empty() && o.precision != PrecisionMode::KeepOrigin) {
+    auto keep = readKeepDtypeFile(o.keepDtype);
+    if (!keep) return failWith({keep.status()}, result);
+    precision.keepNodeNames = keep->first;
+    precision.keepOpTypes = keep->second;
+  }
+  bool needsFp16Pass =
+      o.precision != PrecisionMode::KeepOrigin && o.precision != PrecisionMode::ForceFp32 ||
+      !precision.inputFp16Nodes.empty() || precision.outputsFp16;
+  if (needsFp16Pass) {
+    PipelineOptions options;
+    options.precision = &precision;
+    auto converted = runPipeline(p.model, {"convert-fp16"}, options);
+    if (!converted) return converted.status();
+  }
+  p.pipelineRan = true;
+  collectUnsupported(*p.model.graph, o.socVersion, p.unsupported);
+  return p;
+}
+
+Status writeCheckReport(const AtcOptions& o, const Prepared& p, AtcResult& result) {
+  std::string json = checkReportJson(o.model, *p.model.graph, p.inputProblems, p.unsupported, true);
+  KILN_TRY(writeFileAtomically(o.checkReport, json));
+  result.written.push_back(o.checkReport);
+  return Status::ok();
+}
+
+// Every problem found before lowering, as ATC's messages (first one heads the error block).
+std::vector<Status> prepareErrors(const Prepared& p, const std::string& soc) {
+  std::vector<Status> errors;
+  for (const auto& [name, st] : p.inputProblems)
+    errors.push_back(st);
+  for (Status& st : unsupportedErrors(p.unsupported, soc))
+    errors.push_back(std::move(st));
+  return errors;
+}
+
+Status runConvert(const AtcOptions& o, AtcResult& result) {
+  KILN_ASSIGN_OR_RETURN(Prepared p, prepare(o, result));
+  if (!p.inputProblems.empty() || !p.unsupported.empty()) {
+    // As ATC: a model that does not parse gets the pre-check report as well.
+    Status reportStatus = writeCheckReport(o, p, result);
+    if (!reportStatus) spdlog::warn("{}", reportStatus.toString());
+    return failWith(prepareErrors(p, o.socVersion), result);
+  }
+  OmWriteOptions write;
+  write.socVersion = o.socVersion;
+  // ATC names the model after the last path component without its last extension.
+  write.modelName = fs::path(o.output).stem().string();
+  write.externalWeight = o.externalWeight == 1;
+  write.modelAttributes["atc_cmdline"] = o.commandLine;
+  if (!o.dynamicBatchSize.empty()) write.modelAttributes["dynamic_batch_size"] = o.dynamicBatchSize;
+  if (!o.dynamicImageSize.empty()) write.modelAttributes["dynamic_image_size"] = o.dynamicImageSize;
+  if (!o.dynamicDims.empty()) write.modelAttributes["dynamic_dims"] = o.dynamicDims;
+  std::string path = o.output + ".om";
+  if (Status st = writeOmFile(p.model, write, path); !st) {
+    if (st.peerCode().empty()) {
+      const char* peer = st.code() == ErrorCode::FileWriteFailed ? "E13004" : "E19999";
+      std::string msg =
+          st.code() == ErrorCode::FileWriteFailed
+              ? fmt::format("Failed to write file {}. Reason: {}.", path, st.message())
+              : st.message();
+      return withAtc(st, peer, msg, result);
+    }
+    return failWith({st}, result);
+  }
+  result.written.push_back(path);
+  if (o.displayModelInfo) {
+    auto info = omInfoText(path);
+    if (!info) return failWith({info.status()}, result);
+    result.text += *info;
+  }
+  return Status::ok();
+}
+
+Status runPrecheck(const AtcOptions& o, AtcResult& result) {
+  KILN_ASSIGN_OR_RETURN(Prepared p, prepare(o, result));
+  KILN_TRY(writeCheckReport(o, p, result));
+  if (p.inputProblems.empty() && p.unsupported.empty()) return Status::ok();
+  return failWith(prepareErrors(p, o.socVersion), result);
+}
+
+Status runToJson(const AtcOptions& o, AtcResult& result) {
+  std::string json;
+  if (o.framework == 5) {
+    // The ONNX ModelProto as protobuf's JSON mapping prints it.
+    std::ifstream in(o.om, std::ios::binary);
+    onnx::ModelProto proto;
+    if (!in || !proto.ParseFromIstream(&in)) {
+      Status st(ErrorCode::NotProtobuf, fmt::format("'{}' is not a binary ONNX model", o.om),
+                "pass a .onnx file with --framework=5, or an .om without --framework");
+      return withAtc(st, "E13005", fmt::format("Failed to parse file {}.", o.om), result);
+    }
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.preserve_proto_field_names = true;
+    auto status = google::protobuf::util::MessageToJsonString(proto, &json, options);
+    if (!status.ok())
+      return Status(ErrorCode::Internal,
+                    fmt::format("cannot print '{}' as JSON: {}", o.om, status.ToString()),
+                    "report this model");
+  } else {
+    auto text = omToJson(o.om);
+    if (!text) {
+      Status st = text.status();
+      if (st.peerCode().empty())
+        return withAtc(st, "E13005", fmt::format("Failed to parse file {}.", o.om), result);
+      return failWith({st}, result);
+    }
+    json = *text;
+  }
+  KILN_TRY(writeFileAtomically(o.json, json));
+  result.written.push_back(o.json);
+  return Status::ok();
+}
+
+Status runInfo(const AtcOptions& o, AtcResult& result) {
+  auto text = omInfoText(o.om);
+  if (!text) {
+    Status st = text.status();
+    if (st.peerCode().empty())
+      return withAtc(st, "E13005", fmt::format("Failed to parse file {}.", o.om), result);
+    return failWith({st}, result);
+  }
+  result.text += *text;
+  return Status::ok();
+}
+
+} // namespace
+
+Status runAtc(const AtcOptions& options, AtcResult& result) {
+  switch (options.mode) {
+  case 0:
+    return runConvert(options, result);
+  case 1:
+    return runToJson(options, result);
+  case 3:
+    return runPrecheck(options, result);
+  case 6:
+    return runInfo(options, result);
+  default:
+    return Status(ErrorCode::AtcOptionInvalid,
+                  fmt::format("The operation is not supported. Reason: --mode={} is not "
+                              "supported by kiln's atc.",
+                              options.mode),
+                  "use --mode=0, 1, 3 or 6")
+        .withPeerCode("E10055");
+  }
+}
+
+} // namespace kiln

@@ -1,0 +1,81 @@
+// atc: ATC-compatible front end (framing lines, error blocks, exit status) over kiln's atc library.
+#include <unistd.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "kiln/backends/atc.h"
+
+namespace {
+
+constexpr int kFailed = 255; // ATC's ge::FAILED / -1 as an exit status
+const char* kFailLine =
+    "ATC run failed, Please check the detail log, Try 'atc --help' for more information";
+
+int fail(const kiln::Status& status, const std::vector<kiln::Status>& errors, bool afterRun) {
+  if (afterRun) std::cout << "...\n";
+  std::cout << kFailLine << "\n";
+  std::cout << kiln::formatAtcErrorBlock(errors.empty() ? std::vector<kiln::Status>{status}
+                                                        : errors,
+                                         static_cast<long>(getpid()), kiln::atcTimestamp())
+            << "\n"
+            << std::flush;
+  if (!status.isOk()) std::cerr << "atc: error " << status.toString() << "\n";
+  return kFailed;
+}
+
+void setLogLevel(const std::string& level) {
+  // ATC's --log sets its debug log; kiln's log goes to stderr.
+  auto logger = spdlog::stderr_color_mt("atc");
+  spdlog::set_default_logger(logger);
+  if (level == "debug")
+    spdlog::set_level(spdlog::level::debug);
+  else if (level == "info")
+    spdlog::set_level(spdlog::level::info);
+  else if (level == "warning")
+    spdlog::set_level(spdlog::level::warn);
+  else if (level == "error")
+    spdlog::set_level(spdlog::level::err);
+  else
+    spdlog::set_level(spdlog::level::off);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::cout << "ATC start working now, please wait for a moment." << std::endl;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  kiln::AtcArgs parsed = kiln::parseAtcCommandLine(args);
+  if (!parsed.errorLines.empty() || !parsed.error.isOk()) {
+    for (const std::string& line : parsed.errorLines)
+      std::cerr << line << "\n";
+    std::cerr << std::flush;
+    return fail(parsed.error, {}, false);
+  }
+  if (parsed.help) {
+    std::cout << kiln::atcUsageText();
+    return 0;
+  }
+  setLogLevel(parsed.get("log"));
+  std::string commandLine = "atc";
+  for (const std::string& a : args)
+    commandLine += " " + a;
+  auto options = kiln::validateAtcOptions(parsed, commandLine);
+  if (!options) return fail(options.status(), {}, true);
+  for (const std::string& w : options->warnings)
+    std::cerr << "atc: warning: " << w << "\n";
+  kiln::AtcResult result;
+  kiln::Status status = kiln::runAtc(*options, result);
+  std::cout << result.text;
+  for (const std::string& w : result.warnings)
+    std::cerr << "atc: warning: " << w << "\n";
+  if (!status) return fail(status, result.errors, true);
+  std::cout << "...\n"
+            << "ATC run success, welcome to the next use.\n"
+            << "\n";
+  return 0;
+}
