@@ -12,43 +12,38 @@ namespace {
 
 // converter_lite's closing line on stdout, kiln's coded line on stderr; the
 // exit status is the converter_lite status code (the shell sees it modulo 256).
-int fail(const kiln::Status &status) {
+int fail(const kiln::Status& status) {
   std::fprintf(stderr, "kiln: error %s\n", status.toString().c_str());
   int code = kiln::msStatusCode(status);
-  std::cout << "CONVERT RESULT FAILED:" << code << " "
-            << kiln::msStatusDescription(code) << "\n";
+  std::cout << "CONVERT RESULT FAILED:" << code << " " << kiln::msStatusDescription(code) << "\n";
   return code;
 }
 
 } // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   bool wantsHelp = false;
   auto options = kiln::parseConverterLiteArgs(args, wantsHelp);
   if (wantsHelp || args.empty()) {
     std::cout << kiln::converterLiteUsage();
-    if (wantsHelp)
-      return 0;
+    if (wantsHelp) return 0;
   }
-  if (!options)
-    return fail(options.status());
+  if (!options) return fail(options.status());
   kiln::MsConvertReport report;
   kiln::Status status = kiln::convertToMs(*options, &report);
-  for (const std::string &note : report.notes)
+  for (const std::string& note : report.notes)
     std::cerr << "kiln: note: " << note << "\n";
   if (!report.unsupported.empty()) {
     std::set<std::string> opTypes;
     std::cout << "===========================================\n";
     std::cout << "UNSUPPORTED OP LIST:\n";
-    for (const auto &op : report.unsupported)
+    for (const auto& op : report.unsupported)
       if (opTypes.insert(op.opType).second)
-        std::cout << "FMKTYPE: " << options->fmk << ", OP TYPE: " << op.opType
-                  << "\n";
+        std::cout << "FMKTYPE: " << options->fmk << ", OP TYPE: " << op.opType << "\n";
     std::cout << "===========================================\n";
   }
-  if (!status)
-    return fail(status);
+  if (!status) return fail(status);
   std::cout << "CONVERT RESULT SUCCESS:0\n";
   return 0;
 }
