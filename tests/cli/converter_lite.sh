@@ -218,6 +218,23 @@ sameOutputs "fp16 .ms close to ONNX" "$out/fp16.ms" 0.999
 sameOutputs "WEIGHT_QUANT .ms close to ONNX" "$out/wq.ms" 0.99
 "$benchmark" --modelFile="$out/tiny.ms" --loopCount=1 --warmUpLoopCount=0 >"$work/stdout" 2>"$work/stderr"
 if [ $? -eq 0 ] && grep -q "Run Benchmark tiny.ms Success." "$work/stdout"; then pass "benchmark runs the .ms"; else fail "benchmark runs the .ms" "no success"; fi
+# Accuracy mode on the .ms: expected data from benchmark's run of the ONNX model (same generated
+# inputs; values printed to 6 digits, inside benchmark's 1e-5 relative tolerance).
+printf 'probabilities 2 1 10\n0 0 0 0 0 0 0 0 0 0\n' >"$work/bogus.out"
+"$benchmark" --modelFile="$model" --benchmarkDataFile="$work/bogus.out" >"$work/stdout" 2>"$work/stderr"
+values=$(sed -n 's/^Data of node probabilities : //p' "$work/stdout")
+printf 'probabilities 2 1 10\n%s\n' "$values" >"$work/tiny.out"
+"$benchmark" --modelFile="$out/tiny.ms" --benchmarkDataFile="$work/tiny.out" --cosineDistanceThreshold=0.9999 \
+  >"$work/stdout" 2>"$work/stderr"
+if [ $? -eq 0 ] && [ "$(echo "$values" | wc -w)" -eq 10 ] &&
+  grep -q "Mean bias of all nodes/tensors: 0.000000%" "$work/stdout"; then
+  pass "benchmark accuracy mode: .ms matches the ONNX model's outputs"
+else
+  fail "benchmark accuracy mode: .ms matches the ONNX model's outputs" "values: $values"
+fi
+"$benchmark" --modelFile="$out/wq.ms" --benchmarkDataFile="$work/tiny.out" --accuracyThreshold=5 \
+  --cosineDistanceThreshold=0.999 >"$work/stdout" 2>"$work/stderr"
+if [ $? -eq 0 ]; then pass "benchmark accuracy mode: WEIGHT_QUANT .ms within 5%"; else fail "benchmark accuracy mode: WEIGHT_QUANT .ms within 5%" "failed"; fi
 # NHWC input: the .ms takes [1,8,8,1].
 "$kiln" inspect "$out/nhwc.ms" >"$work/stdout" 2>"$work/stderr"
 if grep -q "1,8,8,1" "$work/stdout"; then pass "NHWC input shape"; else fail "NHWC input shape" "no [1,8,8,1] input"; fi
