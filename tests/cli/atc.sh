@@ -173,6 +173,20 @@ run --mode=1 --framework=5 --om=tiny.onnx --json=tiny_onnx.json
 if [ "$status" -eq 0 ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["graph"]["node"][0]["op_type"] == "Conv"' tiny_onnx.json; then
   pass "mode 1 on ONNX"
 else fail "mode 1 on ONNX" "status $status"; fi
+printf 'aipp_op {\n  aipp_mode: static\n  input_format: RGB888_U8\n  src_image_size_w: 8\n  src_image_size_h: 8\n  mean_chn_0: 10\n}\n' >aipp.cfg
+run --framework=5 --model=dyn.onnx --soc_version=Ascend310P3 --output=out/aipp "--input_shape=x:1,3,8,8" --insert_op_conf=aipp.cfg
+if [ "$status" -eq 0 ] && "$kiln" inspect out/aipp.om >inspect.txt 2>&1 && grep -qF "input  x DT_UINT8 [1,8,8,3]" inspect.txt; then
+  pass "AIPP input becomes UINT8 NHWC"
+else fail "AIPP input becomes UINT8 NHWC" "status $status: $(cat inspect.txt 2>/dev/null)"; fi
+printf 'conv\n' >keep.txt
+run --framework=5 --model=dyn.onnx --soc_version=Ascend310P3 --output=out/keep "--input_shape=x:1,3,8,8" --keep_dtype=keep.txt
+run2=$status
+run --framework=5 --model=dyn.onnx --soc_version=Ascend310P3 --output=out/nokeep "--input_shape=x:1,3,8,8"
+if [ "$run2" -eq 0 ] && [ "$status" -eq 0 ] && ! cmp -s out/keep.om out/nokeep.om; then
+  pass "--keep_dtype changes the model"
+else fail "--keep_dtype changes the model" "status $run2/$status or identical files"; fi
+failsWith "gears not built" E10055 "--dynamic_batch_size is not supported by kiln's atc" --framework=5 --model=dyn.onnx --output=o/dyn --soc_version=Ascend310P3 "--input_shape=x:-1,3,8,8" "--dynamic_batch_size=1,2"
+failsWith "op without a kernel for this use" EZ3003 "No supported Ops kernel and engine are found for [y], optype [Reshape]." --framework=5 --model=dyn.onnx --output=o/dyn --soc_version=Ascend310P3 "--input_shape=x:-1,3,8,8"
 if "$kiln" compare tiny.onnx out/tiny.om >compare.txt 2>&1; then pass "kiln compare tiny.onnx tiny.om"; else fail "kiln compare tiny.onnx tiny.om" "$(cat compare.txt)"; fi
 
 echo "$passed passed, $failed failed"

@@ -181,12 +181,23 @@ std::vector<Status> unsupportedErrors(const std::vector<Unsupported>& nodes,
   std::string hint = fmt::format("replace the ops in the exporter; `atc --mode=3` or `kiln check "
                                  "MODEL --target om:{}` lists them all",
                                  soc);
-  for (const Unsupported& u : nodes)
-    if (types.insert(u.opType).second)
+  // An op type with no lowering at all is ATC's "no parser" (E16002); an op that lowers but not
+  // in this use (attribute, dtype, dynamic shape) is its "no kernel" (EZ3003).
+  for (const Unsupported& u : nodes) {
+    bool noLowering = u.reason.find("has no GraphEngine") != std::string::npos;
+    if (noLowering && types.insert(u.opType).second)
       errors.push_back(Status(ErrorCode::OmLowerUnsupported,
                               fmt::format("No ONNX parser is registered for optype {}.", u.opType),
                               hint)
                            .withPeerCode("E16002"));
+    if (!noLowering)
+      errors.push_back(Status(ErrorCode::OmLowerUnsupported,
+                              fmt::format("No supported Ops kernel and engine are found for [{}], "
+                                          "optype [{}].",
+                                          u.node, u.opType),
+                              hint)
+                           .withPeerCode("EZ3003"));
+  }
   for (const Unsupported& u : nodes)
     errors.push_back(
         Status(ErrorCode::OmLowerUnsupported,
@@ -343,9 +354,6 @@ Status runConvert(const AtcOptions& o, AtcResult& result) {
   write.modelName = fs::path(o.output).stem().string();
   write.externalWeight = o.externalWeight == 1;
   write.modelAttributes["atc_cmdline"] = o.commandLine;
-  if (!o.dynamicBatchSize.empty()) write.modelAttributes["dynamic_batch_size"] = o.dynamicBatchSize;
-  if (!o.dynamicImageSize.empty()) write.modelAttributes["dynamic_image_size"] = o.dynamicImageSize;
-  if (!o.dynamicDims.empty()) write.modelAttributes["dynamic_dims"] = o.dynamicDims;
   std::string path = o.output + ".om";
   if (Status st = writeOmFile(p.model, write, path); !st) {
     if (st.peerCode().empty()) {

@@ -896,6 +896,15 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
   KILN_TRY(rejected("compression_optimize_conf"));
   KILN_TRY(rejected("customize_dtypes"));
 
+  // Gear models need one graph per profile behind a Case op, which the .om writer does not build.
+  if (!o.dynamicBatchSize.empty() || !o.dynamicImageSize.empty() || !o.dynamicDims.empty())
+    return notSupported(
+        fmt::format("--{} is not supported by kiln's atc: the .om writer builds no gear branches.",
+                    !o.dynamicBatchSize.empty()   ? "dynamic_batch_size"
+                    : !o.dynamicImageSize.empty() ? "dynamic_image_size"
+                                                  : "dynamic_dims"),
+        "convert one static model per shape with --input_shape");
+
   // Values kiln uses.
   o.externalWeight = std::stoi(args.get("external_weight"));
   if (o.externalWeight == 2)
@@ -1020,6 +1029,7 @@ const std::map<std::string, CatalogEntry>& atcCatalog() {
        {"Invalid_Argument_ONNX_Model_Data", "Replace the operator, or check the model first with "
                                             "--mode=3."}},
       {"E16004", {"Invalid_Argument_ONNX_Model_Data", ""}},
+      {"EZ3003", {"Not_Supported_Operator", ""}},
       {"E20101", {"Invalid_Argument", ""}},
       {"E19999", {"Inner_Error", ""}},
   };
