@@ -1961,10 +1961,14 @@ Expected<LoweredModel> Lowerer::run() {
   opset = model_.opsetVersion("");
   // Every problem at once: unsupported ops (K8101) take precedence over bad values (K8102).
   std::vector<std::string> unsupportedOps, badValues;
+  size_t position = 0;
   for (const auto& n : g.nodes()) {
+    ++position;
     auto [reason, isOp] = nodeReason(*n, opset, soc_, options_.socVersion);
     if (reason.empty()) continue;
-    std::string line = fmt::format("'{}' ({}): {}", n->name(), n->opType(), reason);
+    std::string label =
+        n->name().empty() ? fmt::format("node #{}", position) : fmt::format("node '{}'", n->name());
+    std::string line = fmt::format("{} ({}): {}", label, n->opType(), reason);
     (isOp ? unsupportedOps : badValues).push_back(line);
   }
   for (const Value* v : g.inputs())
@@ -1982,7 +1986,7 @@ Expected<LoweredModel> Lowerer::run() {
     return Status(ErrorCode::OmLowerUnsupported,
                   fmt::format("{}: {} node(s) do not lower to GraphEngine ops for {} ({}): {}",
                               model_.sourcePath.empty() ? g.name() : model_.sourcePath,
-                              unsupportedOps.size() + badValues.size(), options_.socVersion, list,
+                              unsupportedOps.size(), options_.socVersion, list,
                               fmt::join(unsupportedOps, "; ")),
                   "replace these ops in the exporter, or check the model first with `kiln check "
                   "MODEL --target om:<soc>`");
