@@ -313,6 +313,30 @@ class OpReader {
   int blockLine_;
 };
 
+// protobuf reports a bad field value (an unknown enum name, a number out of range) at the token
+// after it, often on the next line; point at the line holding the quoted value instead.
+void locateValueError(const std::string& text, const std::string& message, int& line, int& column) {
+  if (message.rfind("Unknown enumeration value", 0) != 0 &&
+      message.rfind("Integer out of range", 0) != 0 && message.rfind("Invalid value", 0) != 0)
+    return;
+  size_t open = message.find('"');
+  size_t close = open == std::string::npos ? open : message.find('"', open + 1);
+  if (close == std::string::npos) return;
+  const std::string value = message.substr(open + 1, close - open - 1);
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    lines.push_back(l);
+  for (int i = std::min<int>(line, static_cast<int>(lines.size()) - 1); i >= 0; --i) {
+    size_t at = lines[i].find(value);
+    if (at != std::string::npos) {
+      line = i;
+      column = static_cast<int>(at);
+      return;
+    }
+  }
+}
+
 } // namespace
 
 std::string aippInputFormatName(int format) {
@@ -329,10 +353,12 @@ Expected<AippConfig> parseAippConfigText(const std::string& text, const std::str
   parser.WriteLocationsTo(&tree);
   if (!parser.ParseFromString(text, &message)) {
     // protobuf's lines and columns are 0-based.
+    int line = errors.line_, column = errors.column_;
+    locateValueError(text, errors.message_, line, column);
     return Status(ErrorCode::AippConfigSyntax,
                   fmt::format("{}:{}:{}: Failed to parse file {} through "
                               "google::protobuf::TextFormat::Parse: {}",
-                              displayName, errors.line_ + 1, errors.column_ + 1, displayName,
+                              displayName, line + 1, column + 1, displayName,
                               errors.has_ ? errors.message_ : "not valid protobuf text"),
                   "correct that line; the file holds 'aipp_op { ... }' blocks of "
                   "domi.InsertNewOps in protobuf text format")

@@ -140,9 +140,12 @@ Value* buildChain(Builder& b, Value* image, const AippOp& op, const Plan& plan, 
         {batch, Dim::known(h / 2), Dim::known(2), Dim::known(w / 2), Dim::known(2), Dim::known(2)});
     Value* full = b.node("Reshape", {wide, b.ints("uv_full", {0, h, w, 2})}, "uv_upsampled",
                          DType::UInt8, nhwc(batch, h, w, 2));
-    if (op.rbuvSwapSwitch) // NV21: the chroma pairs are V,U
+    if (op.rbuvSwapSwitch) { // NV21: the chroma pairs are V,U
+      Node* gather = nullptr;
       full = b.node("Gather", {full, b.ints("vu_to_uv", {1, 0})}, "uv_swap", DType::UInt8,
-                    nhwc(batch, h, w, 2));
+                    nhwc(batch, h, w, 2), &gather);
+      gather->setAttribute("axis", Attribute::ofInt(3));
+    }
     Node* concat = nullptr;
     x = b.node("Concat", {y, full}, "yuv", DType::UInt8, nhwc(batch, h, w, 3), &concat);
     concat->setAttribute("axis", Attribute::ofInt(3));
