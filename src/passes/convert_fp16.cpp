@@ -19,7 +19,9 @@
 
 #include <fmt/format.h>
 
+#include "kiln/passes/keep_dtype.h"
 #include "kiln/passes/pass.h"
+#include "kiln/passes/precision_report.h"
 #include "kiln/runtime/tensor_util.h"
 
 namespace kiln {
@@ -27,6 +29,7 @@ namespace {
 
 constexpr float kFp16Max = 65504.0f;
 constexpr float kFp16MinSubnormal = 5.96046448e-08f;
+constexpr float kFp16MinNormal = 6.10351562e-05f;
 
 // Numerically sensitive ops kept in fp32 under allow_mix_precision (docs/precision.md).
 const std::set<std::string> kDefaultBlockList = {"ReduceSum",
@@ -119,9 +122,21 @@ class Lowering {
                options_.keepOpTypes.end();
   }
 
-  void keep(const Node& node, const std::string& why) {
+  // keep_dtype entries name a node, or every node of an op type (`OpType::Softmax`).
+  bool namedInKeepDtype(const Node& node) const {
+    for (const std::string& entry : options_.keepNodeNames)
+      if (entry == keepDtypeNodeName(node) || entry == kKeepDtypeOpTypePrefix + node.opType())
+        return true;
+    return false;
+  }
+
+  void keep(const Node& node, const char* reason, const std::string& why,
+            const std::string& weight = {}, double maxAbs = 0) {
     context_.notes.push_back(
         fmt::format("fp16: node '{}' ({}) stays fp32: {}", node.name(), node.opType(), why));
+    if (context_.precisionReport)
+      context_.precisionReport->keptFp32.push_back(
+          {node.name(), node.opType(), reason, why, weight, maxAbs});
   }
 
   void decide() {
@@ -140,7 +155,7 @@ class Lowering {
       case PrecisionMode::AllowMixPrecision:
         if (blocked(node)) {
           wanted = false;
-          keep(node, "on the fp32 block list");
+          keep(node, "op_block_list", "on the fp32 block list");
         } else if (kWhiteList.count(node.opType())) {
           wanted = true;
         } else { // gray: follow the producer of the first float input
@@ -155,23 +170,22 @@ class Lowering {
         break;
       }
       if (!wanted) continue;
-      if (std::find(options_.keepNodeNames.begin(), options_.keepNodeNames.end(), node.name()) !=
-          options_.keepNodeNames.end()) {
-        keep(node, "named in keep_dtype");
+      if (namedInKeepDtype(node)) {
+        keep(node, "keep_dtype", "named in keep_dtype");
         continue;
       }
       bool untyped = false;
       for (const Value* out : node.outputs())
         untyped |= out && out->dtype() == DType::Undefined;
       if (untyped) { // without output types, casts for fp32 consumers could not be placed
-        keep(node, "output types unknown (run infer-shapes first)");
+        keep(node, "output_type_unknown", "output types unknown (run infer-shapes first)");
         continue;
       }
       bool outputIsGraphOutput = false;
       for (const Value* out : node.outputs())
         outputIsGraphOutput |= out && out->isGraphOutput();
       if (outputIsGraphOutput && !options_.outputsFp16) {
-        keep(node, "its output is a graph output (graph I/O types are kept)");
+        keep(node, "graph_output", "its output is a graph output (graph I/O types are kept)");
         continue;
       }
       bool ok = true;
@@ -180,13 +194,32 @@ class Lowering {
         if (!isF32(in) || !in->isInitializer() || !isDataInput(node, i)) continue;
         WeightCheck check = checkWeight(in->initializer());
         if (!check.inRange) {
-          keep(node, fmt::format("weight '{}' has max |w| = {} beyond fp16's {}", in->name(),
-                                 check.maxAbs, kFp16Max));
+          keep(node, "weight_out_of_range",
+               fmt::format("weight '{}' has max |w| = {} beyond fp16's {}", in->name(),
+                           check.maxAbs, kFp16Max),
+               in->name(), check.maxAbs);
           ok = false;
         }
       }
       if (ok) lowered_.insert(&node);
     }
+  }
+
+  // Subnormal accounting: values that round to zero, and values stored with reduced precision.
+  void countTiny(float v) {
+    float a = std::fabs(v);
+    if (v != 0.0f && a < kFp16MinSubnormal / 2)
+      ++flushedToZero_;
+    else if (v != 0.0f && a < kFp16MinNormal)
+      ++subnormal_;
+  }
+
+  void recordCast(const Node* cast, const Node* user) {
+    if (!context_.precisionReport) return;
+    context_.precisionReport->casts.push_back(
+        {cast->output(0)->name(), cast->input(0)->name(),
+         cast->output(0)->dtype() == DType::Float16 ? "float16" : "float32",
+         user ? user->name() : std::string()});
   }
 
   Value* fp16Constant(Value* weight) {
@@ -196,7 +229,7 @@ class Lowering {
     std::vector<uint16_t> halves(values.size());
     for (size_t i = 0; i < values.size(); ++i) {
       halves[i] = rt::floatToHalf(values[i]);
-      if (values[i] != 0.0f && std::fabs(values[i]) < kFp16MinSubnormal / 2) ++flushedToZero_;
+      countTiny(values[i]);
     }
     Value* converted = graph_.addInitializer(
         graph_.uniqueName(weight->name() + "_fp16"),
@@ -222,6 +255,7 @@ class Lowering {
     type.dtype = to;
     cast->output(0)->setType(type);
     inserted_.insert(cast);
+    recordCast(cast, user);
     return cache[value] = cast->output(0);
   }
 
@@ -256,6 +290,7 @@ class Lowering {
       type.dtype = DType::Float16;
       cast->output(0)->setType(type);
       inserted_.insert(cast);
+      recordCast(cast, nullptr);
       graph_.setOutput(i, cast->output(0));
     }
   }
@@ -291,10 +326,16 @@ class Lowering {
         }
     }
     if (options_.outputsFp16) castOutputs();
-    context_.notes.push_back(
-        fmt::format("fp16: {} node(s) lowered, {} cast(s) inserted, {} weight(s) converted, "
-                    "{} weight value(s) flushed to zero",
-                    lowered_.size(), inserted_.size(), constants_.size(), flushedToZero_));
+    context_.notes.push_back(fmt::format(
+        "fp16: {} node(s) lowered, {} cast(s) inserted, {} weight(s) converted, "
+        "{} weight value(s) flushed to zero, {} stored as subnormals",
+        lowered_.size(), inserted_.size(), constants_.size(), flushedToZero_, subnormal_));
+    if (auto* report = context_.precisionReport) {
+      report->nodesLowered += lowered_.size();
+      report->weightsConverted += constants_.size();
+      report->valuesFlushedToZero += flushedToZero_;
+      report->valuesSubnormal += subnormal_;
+    }
     return true;
   }
 
@@ -305,19 +346,31 @@ class Lowering {
       if (!isF32(init) || init->isGraphInput()) continue;
       WeightCheck check = checkWeight(init->initializer());
       if (!check.inRange) {
-        context_.notes.push_back(
-            fmt::format("fp16: weight '{}' stays fp32: max |w| = {} beyond fp16's {}", init->name(),
-                        check.maxAbs, kFp16Max));
+        std::string why = fmt::format("weight '{}' stays fp32: max |w| = {} beyond fp16's {}",
+                                      init->name(), check.maxAbs, kFp16Max);
+        context_.notes.push_back("fp16: " + why);
+        if (context_.precisionReport)
+          context_.precisionReport->keptFp32.push_back(
+              {"", "", "weight_out_of_range", why, init->name(), check.maxAbs});
         continue;
       }
       std::vector<float> values = init->initializer().copyValues<float>();
-      for (float& v : values)
+      for (float& v : values) {
+        countTiny(v);
         v = rt::halfToFloat(rt::floatToHalf(v));
+      }
       init->setInitializer(
           Tensor::fromValues<float>(DType::Float32, init->initializer().dims(), values));
       ++converted;
     }
-    context_.notes.push_back(fmt::format("fp16: {} weight(s) stored as fp16", converted));
+    context_.notes.push_back(fmt::format("fp16: {} weight(s) stored as fp16, {} weight value(s) "
+                                         "flushed to zero, {} stored as subnormals",
+                                         converted, flushedToZero_, subnormal_));
+    if (auto* report = context_.precisionReport) {
+      report->weightsConverted += converted;
+      report->valuesFlushedToZero += flushedToZero_;
+      report->valuesSubnormal += subnormal_;
+    }
     return converted > 0;
   }
 
@@ -328,13 +381,33 @@ class Lowering {
   std::set<const Node*> inserted_;
   std::map<Value*, Value*> constants_;
   size_t flushedToZero_ = 0;
+  size_t subnormal_ = 0;
 };
+
+const char* modeName(PrecisionMode mode) {
+  switch (mode) {
+  case PrecisionMode::KeepOrigin:
+    return "must_keep_origin_dtype";
+  case PrecisionMode::ForceFp16:
+    return "force_fp16";
+  case PrecisionMode::AllowFp32ToFp16:
+    return "allow_fp32_to_fp16";
+  case PrecisionMode::AllowMixPrecision:
+    return "allow_mix_precision";
+  case PrecisionMode::ForceFp32:
+    return "force_fp32";
+  case PrecisionMode::WeightsOnlyFp16:
+    return "fp16_weights";
+  }
+  return "";
+}
 
 class ConvertFp16 : public Pass {
  public:
   std::string_view name() const override { return "convert-fp16"; }
   Expected<bool> run(Graph& graph, PassContext& context) override {
     if (!context.precision) return false;
+    if (context.precisionReport) context.precisionReport->mode = modeName(context.precision->mode);
     return Lowering(graph, context).run();
   }
 };

@@ -36,6 +36,7 @@ Expected<PipelineResult> runPipeline(Model& model, const std::vector<std::string
   context.inputShapes = options.inputShapes;
   context.precision = options.precision;
   context.weightQuant = options.weightQuant;
+  context.precisionReport = options.precisionReport;
   PipelineResult result;
   for (const std::string& name : passes) {
     std::unique_ptr<Pass> pass = createPass(name);

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "kiln/passes/pass.h"
+#include "kiln/passes/precision_report.h"
 #include "rewrite_util.h"
 
 namespace kiln {
@@ -133,27 +134,41 @@ class QuantizeWeights : public Pass {
           (node->opType() == "MatMul" && dims.size() != 2) ||
           (node->opType() == "Gemm" && dims.size() != 2))
         continue;
+      auto skip = [&](const char* reason, const std::string& why) {
+        context.notes.push_back(fmt::format("weight quant: node '{}' ({}) skipped: {}",
+                                            node->name(), node->opType(), why));
+        if (context.precisionReport)
+          context.precisionReport->skipped.push_back(
+              {weight->name(), node->name(), node->opType(), reason});
+      };
       if (std::find(options.skipNodes.begin(), options.skipNodes.end(), node->name()) !=
           options.skipNodes.end()) {
-        context.notes.push_back(
-            fmt::format("weight quant: node '{}' skipped (skip_quant_node)", node->name()));
+        skip("skip_quant_node", "named in skip_quant_node");
         continue;
       }
-      if (tensor->elementCount() <= options.minQuantWeightSize) continue;
+      if (tensor->elementCount() <= options.minQuantWeightSize) {
+        skip("min_quant_weight_size",
+             fmt::format("{} elements <= min_quant_weight_size {}", tensor->elementCount(),
+                         options.minQuantWeightSize));
+        continue;
+      }
       bool isConv = node->opType() == "Conv" || node->opType() == "ConvTranspose";
       if (isConv && dims[static_cast<size_t>(target->axis)] < options.minQuantWeightChannel) {
-        context.notes.push_back(fmt::format("weight quant: node '{}' ({}) skipped: {} channels < "
-                                            "min_quant_weight_channel {}",
-                                            node->name(), node->opType(),
-                                            dims[static_cast<size_t>(target->axis)],
-                                            options.minQuantWeightChannel));
+        skip("min_quant_weight_channel",
+             fmt::format("{} channels < min_quant_weight_channel {}",
+                         dims[static_cast<size_t>(target->axis)], options.minQuantWeightChannel));
         continue;
       }
       auto it = dequantized.find(weight);
       if (it == dequantized.end()) {
         Quantized q = quantize(*tensor, target->axis, options);
         floatBytes += tensor->byteSize();
-        quantBytes += q.values.byteSize() + q.scales.byteSize() + q.zeroPoints.byteSize();
+        uint64_t after = q.values.byteSize() + q.scales.byteSize() + q.zeroPoints.byteSize();
+        quantBytes += after;
+        if (context.precisionReport)
+          context.precisionReport->quantized.push_back(
+              {weight->name(), node->name(), node->opType(), options.bitNum, target->axis,
+               options.symmetric, tensor->byteSize(), after});
         Value* values =
             graph.addInitializer(graph.uniqueName(weight->name() + "_q"), std::move(q.values));
         Value* scales =

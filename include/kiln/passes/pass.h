@@ -13,6 +13,7 @@
 namespace kiln {
 
 struct ShapeSpec;
+struct PrecisionReport;
 
 // Precision the fp16 pass aims for (ATC --precision_mode values; converter_lite --fp16=on is
 // WeightsOnlyFp16: constants stored as fp16, compute unchanged).
@@ -29,7 +30,8 @@ struct PrecisionOptions {
   PrecisionMode mode = PrecisionMode::KeepOrigin;
   std::vector<std::string>
       keepOpTypes; // extra op types kept in fp32 (added to the default block list)
-  std::vector<std::string> keepNodeNames; // ATC --keep_dtype
+  // ATC --keep_dtype entries: node names, or `OpType::<type>` for every node of that op type.
+  std::vector<std::string> keepNodeNames;
   std::vector<std::string>
       inputFp16Nodes;       // ATC --input_fp16_nodes: these graph inputs take fp16 data
   bool outputsFp16 = false; // ATC --output_type=FP16: float outputs are produced as fp16
@@ -55,6 +57,9 @@ struct PassContext {
   const ShapeSpec* inputShapes = nullptr;
   const PrecisionOptions* precision = nullptr;
   const WeightQuantOptions* weightQuant = nullptr;
+  // When set, convert-fp16 and quantize-weights record their decisions here (kiln/passes/
+  // precision_report.h).
+  PrecisionReport* precisionReport = nullptr;
   // Notes a pass leaves for the user (e.g. tensors that stay dynamic and why).
   std::vector<std::string> notes;
   int64_t opset() const { return model ? model->opsetVersion("") : 0; }
@@ -90,6 +95,7 @@ struct PipelineOptions {
   const ShapeSpec* inputShapes = nullptr;
   const PrecisionOptions* precision = nullptr;
   const WeightQuantOptions* weightQuant = nullptr;
+  PrecisionReport* precisionReport = nullptr; // see PassContext
 };
 
 struct PipelineResult {

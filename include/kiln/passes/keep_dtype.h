@@ -1,0 +1,35 @@
+// ATC --keep_dtype files: node names (and `OpType::Type` entries) kept at their original dtype.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+#include "kiln/support/status.h"
+
+namespace kiln {
+
+// Reads a --keep_dtype file: one entry per line, either a node name or `OpType::<op type>`;
+// surrounding blank space and empty lines are ignored, CRLF line ends accepted. Entries are
+// returned as written (`OpType::Softmax` keeps its prefix; PrecisionOptions::keepNodeNames accepts
+// both forms). Errors: K4201 PrecisionConfigInvalid naming the file (and line): the file cannot be
+// read, holds no entry, or a line is `OpType::` with no type or holds a control character.
+Expected<std::vector<std::string>> readKeepDtypeFile(const std::string& path);
+
+// Entries of `entries` that name no node (and no op type) of `graph`, as written. Callers report
+// them as notes; K4201 (naming `path`) when none of the entries matches anything.
+struct KeepDtypeCheck {
+  std::vector<std::string> unknown; // entries that match nothing in the graph
+};
+Expected<KeepDtypeCheck> checkKeepDtypeEntries(const Graph& graph,
+                                               const std::vector<std::string>& entries,
+                                               const std::string& path);
+
+// The name a keep_dtype entry matches: the node's name, or for an unnamed node (ONNX allows them)
+// its first output's name.
+std::string keepDtypeNodeName(const Node& node);
+
+// The `OpType::` prefix of an entry naming an op type rather than a node.
+inline constexpr const char* kKeepDtypeOpTypePrefix = "OpType::";
+
+} // namespace kiln
