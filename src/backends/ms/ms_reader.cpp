@@ -236,9 +236,9 @@ class Reader {
 Status Reader::checkIndices() {
   if (!meta_->allTensors()) return invalid("the model has no tensor list (allTensors)");
   if (!meta_->nodes()) return invalid("the model has no node list");
-  if (!meta_->inputIndex() || !meta_->outputIndex() || meta_->inputIndex()->size() == 0 ||
-      meta_->outputIndex()->size() == 0)
-    return invalid("the model has no graph inputs or outputs (inputIndex/outputIndex)");
+  // A graph without inputs (all constant) is kept: the runtime refuses it, kiln can still run it.
+  if (!meta_->outputIndex() || meta_->outputIndex()->size() == 0)
+    return invalid("the model has no graph outputs (outputIndex)");
   uint32_t count = meta_->allTensors()->size();
   for (uint32_t i = 0; i < count; ++i)
     if (!meta_->allTensors()->Get(i)) return invalid("tensor {} is null", i);
@@ -1742,7 +1742,8 @@ Expected<Model> Reader::read() {
   }
 
   // Which tensors nodes produce; the rest that are not graph inputs are constants.
-  std::set<uint32_t> produced, inputs(meta_->inputIndex()->begin(), meta_->inputIndex()->end());
+  std::set<uint32_t> produced, inputs;
+  if (meta_->inputIndex()) inputs.insert(meta_->inputIndex()->begin(), meta_->inputIndex()->end());
   for (uint32_t n : order) {
     const fb::CNode* node = meta_->nodes()->Get(n);
     if (node->outputIndex())
@@ -1757,7 +1758,10 @@ Expected<Model> Reader::read() {
         if (!produced.count(i) && !inputs.count(i)) constant_.insert(i);
   }
 
-  for (uint32_t i : *meta_->inputIndex()) {
+  std::vector<uint32_t> inputOrder;
+  if (meta_->inputIndex())
+    inputOrder.assign(meta_->inputIndex()->begin(), meta_->inputIndex()->end());
+  for (uint32_t i : inputOrder) {
     if (values_.count(i)) continue;
     const fb::Tensor* t = tensor(i);
     auto dt = dtypeFromTypeId(t->dataType());
@@ -1768,7 +1772,14 @@ Expected<Model> Reader::read() {
     std::vector<Dim> shape;
     for (int64_t d : dims(i))
       shape.push_back(d >= 0 ? Dim::known(d) : Dim());
-    Value* v = g_->addValue(tensorName(i));
+    // An input that carries data has a default value (an ONNX initializer-backed input).
+    Value* v;
+    if ((t->data() && t->data()->size()) || t->externalData()) {
+      KILN_ASSIGN_OR_RETURN(Tensor init, decodeConstant(i, {}));
+      v = g_->addInitializer(tensorName(i), std::move(init));
+    } else {
+      v = g_->addValue(tensorName(i));
+    }
     v->setType(ValueType::tensor(*dt, Shape(shape)));
     g_->addInput(v);
     values_[i] = v;

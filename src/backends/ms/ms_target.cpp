@@ -1,16 +1,40 @@
 // Registers the "ms" target: `.ms` files load through readMsFile, so `kiln run/inspect/compare`
 // take them, and `--via ms` round-trips models through the .ms writer and reader.
+#include <memory>
+#include <vector>
+
 #include "kiln/backends/ms_reader.h"
+#include "kiln/backends/ms_writer.h"
 #include "kiln/backends/target.h"
 
 namespace kiln {
 namespace {
+
+// Lowers and serializes `model` in memory, then reads the bytes back as the runtime would.
+Expected<Model> msRoundTrip(Model model, const RoundTripOptions& options) {
+  MsWriteOptions write;
+  if (options.precision == "fp16")
+    write.fp16Weights = true;
+  else if (options.precision != "fp32")
+    return Status(ErrorCode::BadFlag,
+                  "--precision " + options.precision + ": the ms target takes fp32 or fp16",
+                  "write --precision fp32 or --precision fp16");
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, buildMsBuffer(model, write));
+  auto owned = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  std::string name =
+      (model.sourcePath.empty() ? std::string("model") : model.sourcePath) + " (as .ms)";
+  return readMsBuffer(owned->data(), owned->size(), owned, name, "");
+}
 
 TargetHooks makeMsTarget() {
   TargetHooks hooks;
   hooks.name = "ms";
   hooks.extensions = {".ms"};
   hooks.read = [](const std::string& path) { return readMsFile(path); };
+  hooks.roundTrip = msRoundTrip;
+  hooks.unsupportedReason = [](const Node& node, const std::string&) {
+    return msUnsupportedReason(node);
+  };
   hooks.unsupportedCodes = {ErrorCode::MsLowerUnsupported, ErrorCode::MsLowerBadAttribute};
   return hooks;
 }
