@@ -443,7 +443,7 @@ Status insertAipp(Model& model, const AippConfig& config, const AippContext& con
                      fmt::format("input {} has shape {}; AIPP needs a 4-D {} image input", name,
                                  shape.toString(), layout),
                      "attach AIPP to the model's image input");
-    const Dim& batch = shape[0];
+    const Dim batch = shape[0]; // copies: the input's type is replaced below
     const Dim& cDim = shape[nchw ? 1 : 3];
     const Dim& hDim = shape[nchw ? 2 : 1];
     const Dim& wDim = shape[nchw ? 3 : 2];
