@@ -23,7 +23,9 @@
 #include "kiln/frontend/value_io.h"
 #include "kiln/inspect.h"
 #include "kiln/ir/printer.h"
+#include "kiln/passes/keep_dtype.h"
 #include "kiln/passes/pass.h"
+#include "kiln/passes/precision_report.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/shape_spec.h"
 #include "kiln/support/atomic_file.h"
@@ -303,6 +305,8 @@ struct OptFlags {
   std::string shapeDialect = "atc";
   std::string precisionMode;
   std::vector<std::string> keepDtypeNodes;
+  std::string keepDtypeFile;
+  std::string precisionReport;
   std::vector<std::string> inputFp16Nodes;
   std::string outputType = "FP32";
   int weightQuantBits = 0;
@@ -342,9 +346,23 @@ int optimizeModel(const OptFlags& flags) {
     options.inputShapes = &*spec;
   }
   kiln::PrecisionOptions precision;
+  kiln::PrecisionReport precisionReport;
+  if (!flags.precisionReport.empty()) options.precisionReport = &precisionReport;
   if (!flags.precisionMode.empty()) {
     precision.mode = precisionModes().at(flags.precisionMode);
     precision.keepNodeNames = flags.keepDtypeNodes;
+    if (!flags.keepDtypeFile.empty()) {
+      auto entries = kiln::readKeepDtypeFile(flags.keepDtypeFile);
+      if (!entries) return report(entries.status());
+      auto check = kiln::checkKeepDtypeEntries(*model->graph, *entries, flags.keepDtypeFile);
+      if (!check) return report(check.status());
+      for (const auto& unknown : check->unknown)
+        std::cerr << "kiln: note: keep_dtype entry '" << unknown << "' names nothing in "
+                  << flags.model << "\n";
+      precisionReport.keepDtypeUnknown = check->unknown;
+      precision.keepNodeNames.insert(precision.keepNodeNames.end(), entries->begin(),
+                                     entries->end());
+    }
     precision.inputFp16Nodes = flags.inputFp16Nodes;
     precision.outputsFp16 = flags.outputType == "FP16";
     options.precision = &precision;
@@ -372,6 +390,9 @@ int optimizeModel(const OptFlags& flags) {
     if (auto status = kiln::insertAipp(*model, *aipp, aippContext); !status) return report(status);
   }
   if (flags.printPassStats) std::cerr << kiln::formatPassStats(*result);
+  if (!flags.precisionReport.empty())
+    if (auto status = kiln::writePrecisionReport(precisionReport, flags.precisionReport); !status)
+      return report(status);
   for (const auto& note : result->notes)
     std::cerr << "kiln: note: " << note << "\n";
   if (!flags.output.empty()) {
@@ -449,6 +470,10 @@ int main(int argc, char** argv) {
   opt->add_option("--keep-dtype", optFlags.keepDtypeNodes,
                   "node names kept in fp32 (comma separated)")
       ->delimiter(',');
+  opt->add_option("--keep-dtype-file", optFlags.keepDtypeFile,
+                  "ATC --keep_dtype file: node names or OpType::<type>, one per line");
+  opt->add_option("--precision-report", optFlags.precisionReport,
+                  "write what convert-fp16 / quantize-weights decided as JSON");
   opt->add_option("--input-fp16-nodes", optFlags.inputFp16Nodes,
                   "graph inputs that take fp16 data (comma separated)")
       ->delimiter(',');
