@@ -447,6 +447,9 @@ class Lowering {
   Status lowerMatMul(const Node& n);
   Status lowerPool(const Node& n);
   Status lowerActivation(const Node& n);
+  Status lowerClipMinMax(const Node& n);
+  Status lowerPReluMinMax(const Node& n);
+  Expected<uint32_t> int32Input(const Value* v);
   Status lowerBinary(const Node& n);
   Status lowerVariadic(const Node& n);
   Status lowerUnary(const Node& n);
@@ -703,8 +706,13 @@ Expected<uint32_t> Lowering::output(const Value* v, Layout layout) {
 Expected<uint32_t> Lowering::weightTensor(const Value* v, const std::vector<int64_t>& perm,
                                           int64_t preferredDim, int format, bool* quantized) {
   auto c = constOf(v);
-  if (!c) return bad("input '{}' must be a constant (an initializer) for this .ms op", v->name());
   *quantized = false;
+  if (!c) {
+    // A weight computed at run time: the same layout change as an activation (KHWC = NHWC order).
+    if (perm.empty()) return input(v, Layout::Onnx);
+    if (perm == kToNhwc && rankOf(v) == 4) return input(v, Layout::Nhwc);
+    return bad("input '{}' must be a constant (an initializer) for this .ms op", v->name());
+  }
   const bool doPermute = !perm.empty() && perm.size() == c->tensor.dims().size();
   if (c->quantized) {
     int64_t newAxis = c->axis;
@@ -810,9 +818,9 @@ std::vector<int64_t> inputHW(const Value* v) {
 }
 
 Status Lowering::lowerConv(const Node& n) {
-  auto w = constOf(n.input(1));
-  if (!w) return bad("weight '{}' must be a constant", n.input(1)->name());
-  const auto& wd = w->tensor.dims();
+  auto wShape = staticShape(n.input(1));
+  if (!wShape) return bad("weight '{}' has an unknown shape", n.input(1)->name());
+  const auto& wd = *wShape;
   if (wd.size() != 4)
     return bad("{}-D convolution (weight rank {}); .ms Conv2DFusion is 2-D only",
                wd.size() >= 2 ? wd.size() - 2 : 0, wd.size());
@@ -857,9 +865,9 @@ Status Lowering::lowerConv(const Node& n) {
 }
 
 Status Lowering::lowerConvTranspose(const Node& n) {
-  auto w = constOf(n.input(1));
-  if (!w) return bad("weight '{}' must be a constant", n.input(1)->name());
-  const auto& wd = w->tensor.dims();
+  auto wShape = staticShape(n.input(1));
+  if (!wShape) return bad("weight '{}' has an unknown shape", n.input(1)->name());
+  const auto& wd = *wShape;
   if (wd.size() != 4) return bad("{}-D transposed convolution; .ms supports 2-D", wd.size() - 2);
   std::vector<int64_t> kernel = {wd[2], wd[3]};
   auto strides = spatialAttr(n, "strides", 2, 1);
@@ -1105,9 +1113,75 @@ Status Lowering::lowerPool(const Node& n) {
   return Status::ok();
 }
 
+// Clip with run-time bounds or on integers: Maximum with the lower bound, Minimum with the upper.
+Status Lowering::lowerClipMinMax(const Node& n) {
+  const Layout layout = availableNhwc(n.input(0)) ? Layout::Nhwc : Layout::Onnx;
+  auto x = input(n.input(0), layout);
+  if (!x) return x.status();
+  std::vector<std::pair<fb::PrimitiveType, uint32_t>> steps;
+  for (size_t i = 1; i < 3; ++i) {
+    const Value* b = n.input(i);
+    if (!b) continue;
+    if (rankOf(b) > 1 || (rankOf(b) == 1 && dimOf(b, 0) != 1))
+      return bad("Clip bound '{}' is not a scalar", b->name());
+    auto id = input(b, Layout::Onnx);
+    if (!id) return id.status();
+    steps.push_back({i == 1 ? fb::PrimitiveType_Maximum : fb::PrimitiveType_Minimum, *id});
+  }
+  if (steps.empty()) {
+    alias_[n.output(0)] = resolve(n.input(0));
+    return Status::ok();
+  }
+  uint32_t cur = *x;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    uint32_t y;
+    if (k + 1 == steps.size()) {
+      auto o = output(n.output(0), layout);
+      if (!o) return o.status();
+      y = *o;
+    } else {
+      MsTensor t = out_.tensors[cur];
+      t.name = n.output(0)->name() + "_lower";
+      t.nodeType = kNodeCNode;
+      t.data.reset();
+      t.quantParams.clear();
+      y = addTensor(std::move(t));
+    }
+    AttrBuilder attrs = steps[k].first == fb::PrimitiveType_Maximum
+                            ? AttrBuilder(empty<fb::Maximum>())
+                            : AttrBuilder(empty<fb::Minimum>());
+    emit(steps[k].first, attrs, {cur, steps[k].second}, {y});
+    cur = y;
+  }
+  return Status::ok();
+}
+
+// The .ms tensor of an index-like input (axes, k, repeats) read at run time, as int32.
+Expected<uint32_t> Lowering::int32Input(const Value* v) {
+  auto id = input(v, Layout::Onnx);
+  if (!id) return id;
+  if (out_.tensors[*id].dataType == kTypeInt32) return id;
+  MsTensor t = out_.tensors[*id];
+  t.name = v->name() + "_i32";
+  t.nodeType = kNodeCNode;
+  t.dataType = kTypeInt32;
+  t.data.reset();
+  uint32_t to = addTensor(std::move(t));
+  uint32_t dst = intConst({kTypeInt32}, v->name() + "_i32_to", std::vector<int32_t>{});
+  emit(fb::PrimitiveType_Cast, empty<fb::Cast>(), {*id, dst}, {to});
+  return to;
+}
+
 Status Lowering::lowerActivation(const Node& n) {
   const std::string& op = n.opType();
   const Value* in = n.input(0);
+  if (op == "Clip") {
+    bool constant =
+        isFloatingPoint(resolve(in)->dtype()) || resolve(in)->dtype() == DType::Undefined;
+    for (size_t i = 1; i < 3; ++i)
+      if (n.input(i) && !constOf(n.input(i))) constant = false;
+    if (!constant) return lowerClipMinMax(n);
+  }
   if (!isFloatingPoint(resolve(in)->dtype()) && resolve(in)->dtype() != DType::Undefined)
     return bad("{} on {} data (.ms activations are float)", op, dtypeName(resolve(in)->dtype()));
   const Layout layout = availableNhwc(in) ? Layout::Nhwc : Layout::Onnx;
@@ -1879,7 +1953,21 @@ Status Lowering::lowerReduce(const Node& n) {
     axes = a->asInts();
   else if (n.input(1)) {
     auto c = constOf(n.input(1));
-    if (!c) return bad("non-constant axes");
+    if (!c) {
+      // Axes fed at run time: int32, ONNX layout (an empty list reduces every axis, as in ONNX).
+      if (intAttr(n, "noop_with_empty_axes", 0) != 0) return bad("noop_with_empty_axes=1");
+      const bool keepDims = intAttr(n, "keepdims", 1) != 0;
+      auto x = input(n.input(0), Layout::Onnx);
+      if (!x) return x.status();
+      auto ta = int32Input(n.input(1));
+      if (!ta) return ta.status();
+      auto y = output(n.output(0), Layout::Onnx);
+      if (!y) return y.status();
+      emit(fb::PrimitiveType_ReduceFusion,
+           [=](FBB& b) { return fb::CreateReduceFusion(b, keepDims, mode, false, 0.0f).Union(); },
+           {*x, *ta}, {*y});
+      return Status::ok();
+    }
     axes = intValues(c->tensor);
   }
   const bool keep = intAttr(n, "keepdims", 1) != 0;
@@ -2099,6 +2187,39 @@ Status Lowering::lowerSpaceDepth(const Node& n) {
   return Status::ok();
 }
 
+// PRelu with a run-time or broadcasting slope: Maximum(x, 0) + Minimum(x, 0) * slope.
+Status Lowering::lowerPReluMinMax(const Node& n) {
+  if (resolve(n.input(0))->dtype() != DType::Float32 &&
+      resolve(n.input(0))->dtype() != DType::Undefined)
+    return bad("PRelu on {} data", dtypeName(resolve(n.input(0))->dtype()));
+  auto x = input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  auto slope = input(n.input(1), Layout::Onnx);
+  if (!slope) return slope.status();
+  const std::string base = n.output(0)->name();
+  uint32_t zero = floatConst({0.0f}, base + "_zero", {});
+  auto mid = [&](const std::string& suffix) {
+    MsTensor t = out_.tensors[*x];
+    t.name = base + suffix;
+    t.nodeType = kNodeCNode;
+    t.data.reset();
+    t.quantParams.clear();
+    return addTensor(std::move(t));
+  };
+  uint32_t pos = mid("_pos"), neg = mid("_neg");
+  emit(fb::PrimitiveType_Maximum, empty<fb::Maximum>(), {*x, zero}, {pos});
+  emit(fb::PrimitiveType_Minimum, empty<fb::Minimum>(), {*x, zero}, {neg});
+  MsTensor scaled;
+  scaled.name = base + "_scaled";
+  scaled.dataType = kTypeFloat32;
+  uint32_t sc = addTensor(std::move(scaled));
+  emit(fb::PrimitiveType_MulFusion, empty<fb::MulFusion>(), {neg, *slope}, {sc});
+  auto y = output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  emit(fb::PrimitiveType_AddFusion, empty<fb::AddFusion>(), {pos, sc}, {*y});
+  return Status::ok();
+}
+
 Status Lowering::lowerMisc(const Node& n) {
   const std::string& op = n.opType();
   auto onnxInputs = [&](std::vector<uint32_t>& ids) -> Status {
@@ -2114,15 +2235,15 @@ Status Lowering::lowerMisc(const Node& n) {
   if (op == "PRelu") {
     const int rank = rankOf(n.input(0));
     auto slope = constOf(n.input(1));
-    if (!slope) return bad("non-constant slope");
+    if (!slope) return lowerPReluMinMax(n);
     Tensor s = slope->quantized ? dequantize(*slope) : slope->tensor;
     auto c = rank >= 2 ? dimOf(n.input(0), 1) : std::nullopt;
     const uint64_t count = s.elementCount();
     // Per-channel slopes ([C], [C,1,1]) or one shared slope; anything else broadcasts differently.
     bool perChannel = c && count == static_cast<uint64_t>(*c) &&
                       (s.dims().size() == static_cast<size_t>(rank) - 1 && s.dims()[0] == *c);
-    if (count != 1 && !perChannel) return bad("slope shape is not per-channel");
-    if (count != 1 && rank != 4 && rank != 2) return bad("{}-D input with per-channel slope", rank);
+    if ((count != 1 && !perChannel) || (count != 1 && rank != 4 && rank != 2))
+      return lowerPReluMinMax(n);
     const Layout layout = rank == 4 ? Layout::Nhwc : Layout::Onnx;
     auto x = input(n.input(0), layout);
     if (!x) return x.status();
@@ -2152,7 +2273,15 @@ Status Lowering::lowerMisc(const Node& n) {
       values = *shape;
     } else {
       auto c = constOf(n.input(1));
-      if (!c) return bad("non-constant repeats");
+      if (!c) {
+        auto dyn = int32Input(n.input(1));
+        if (!dyn) return dyn.status();
+        auto y = output(n.output(0), Layout::Onnx);
+        if (!y) return y.status();
+        emit(fb::PrimitiveType_TileFusion, [](FBB& b) { return fb::CreateTileFusion(b).Union(); },
+             {*x, *dyn}, {*y});
+        return Status::ok();
+      }
       values = intValues(c->tensor);
     }
     uint32_t t = intConst(values, n.output(0)->name() + (op == "Tile" ? "_multiples" : "_shape"));
@@ -2196,8 +2325,15 @@ Status Lowering::lowerMisc(const Node& n) {
       auto v = intValues(c->tensor);
       if (v.size() == 1) k = v[0];
     }
-    if (!k) return bad("non-constant k");
-    uint32_t tk = intConst({*k}, n.output(0)->name() + "_k");
+    uint32_t tk;
+    if (k) {
+      tk = intConst({*k}, n.output(0)->name() + "_k");
+    } else {
+      if (!n.input(1)) return bad("no k");
+      auto dyn = int32Input(n.input(1));
+      if (!dyn) return dyn.status();
+      tk = *dyn;
+    }
     const bool largest = intAttr(n, "largest", 1) != 0, sorted = intAttr(n, "sorted", 1) != 0;
     std::vector<uint32_t> outs;
     for (const Value* o : n.outputs()) {
@@ -2249,12 +2385,18 @@ Status Lowering::lowerMisc(const Node& n) {
     auto x = input(n.input(0), Layout::Onnx);
     if (!x) return x.status();
     auto c = constOf(n.input(1));
-    if (!c) return bad("non-constant axis");
-    auto axisValues = intValues(c->tensor);
-    if (axisValues.size() != 1) return bad("axis with {} values", axisValues.size());
-    int64_t axis = axisValues[0];
-    if (axis < 0) axis += rankOf(n.input(0));
-    uint32_t ta = intConst({axis}, n.output(0)->name() + "_axis", std::vector<int32_t>{});
+    uint32_t ta;
+    if (c) {
+      auto axisValues = intValues(c->tensor);
+      if (axisValues.size() != 1) return bad("axis with {} values", axisValues.size());
+      int64_t axis = axisValues[0];
+      if (axis < 0) axis += rankOf(n.input(0));
+      ta = intConst({axis}, n.output(0)->name() + "_axis", std::vector<int32_t>{});
+    } else {
+      auto dyn = int32Input(n.input(1));
+      if (!dyn) return dyn.status();
+      ta = *dyn;
+    }
     auto y = output(n.output(0), Layout::Onnx);
     if (!y) return y.status();
     const bool exclusive = intAttr(n, "exclusive", 0) != 0, reverse = intAttr(n, "reverse", 0) != 0;
