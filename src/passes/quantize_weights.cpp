@@ -153,10 +153,11 @@ class QuantizeWeights : public Pass {
         continue;
       }
       bool isConv = node->opType() == "Conv" || node->opType() == "ConvTranspose";
-      if (isConv && dims[static_cast<size_t>(target->axis)] < options.minQuantWeightChannel) {
-        skip("min_quant_weight_channel",
-             fmt::format("{} channels < min_quant_weight_channel {}",
-                         dims[static_cast<size_t>(target->axis)], options.minQuantWeightChannel));
+      const int64_t channels = dims[static_cast<size_t>(target->axis)];
+      // converter_lite skips Conv/Deconv weights with at most min_quant_weight_channel channels.
+      if (isConv && channels <= options.minQuantWeightChannel) {
+        skip("min_quant_weight_channel", fmt::format("{} channels <= min_quant_weight_channel {}",
+                                                     channels, options.minQuantWeightChannel));
         continue;
       }
       auto it = dequantized.find(weight);
