@@ -1901,8 +1901,141 @@ void extraRules() {
   });
 }
 
+// ConvTranspose → Conv2DTranspose (input_size, x, filter, bias); Resize → ResizeNearestNeighborV2 /
+// ResizeBilinearV2 on the H and W of NCHW data.
+void upsampleRules() {
+  addRule("ConvTranspose",
+          {[](const Node& n, int64_t) -> std::string {
+             if (rankOf(n.input(0)) != 4) return "ConvTranspose that is not 2-D";
+             if (!staticShape(n.input(1)) || !staticShape(n.output(0)))
+               return "ConvTranspose with dynamic shapes";
+             std::string autoPad = nodeString(n, "auto_pad", "NOTSET");
+             if (autoPad != "NOTSET" && autoPad != "VALID") return "ConvTranspose auto_pad SAME_*";
+             if (n.attribute("output_shape")) return "ConvTranspose with output_shape";
+             return "";
+           },
+           [](Lowerer& l, const Node& n) {
+             auto strides = nodeInts(n, "strides").value_or(std::vector<int64_t>{1, 1});
+             auto dilations = nodeInts(n, "dilations").value_or(std::vector<int64_t>{1, 1});
+             auto pads = nodeInts(n, "pads").value_or(std::vector<int64_t>(4, 0));
+             auto outPad = nodeInts(n, "output_padding").value_or(std::vector<int64_t>{0, 0});
+             if (nodeString(n, "auto_pad", "NOTSET") == "VALID") pads.assign(4, 0);
+             OpDef* o = l.op("Conv2DTranspose");
+             l.input(o, l.constInts("input_size", n.output(0)->shape().staticDims()));
+             l.input(o, l.in(0), "NCHW");
+             l.input(o, l.in(1), "NCHW");
+             if (hasInput(n, 2)) l.input(o, l.in(2));
+             auto& a = *o->mutable_attr();
+             a["strides"] = attrInts(withBatchChannel(strides));
+             a["dilations"] = attrInts(withBatchChannel(dilations));
+             a["pads"] = attrInts(interleavePads(pads));
+             a["groups"] = attrI(nodeInt(n, "group", 1));
+             a["data_format"] = attrS("NCHW");
+             a["output_padding"] = attrInts(withBatchChannel(outPad));
+             a["offset_x"] = attrI(0);
+             l.outputs(o, "NCHW");
+           }});
+  addRaise("Conv2DTranspose", [](Raiser& r, const OpDef& op) -> Status {
+    std::vector<Value*> inputs{r.in(op, 1), r.in(op, 2)};
+    if (Value* b = r.in(op, 3)) inputs.push_back(b);
+    auto strides = getInts(op, "strides"), dilations = getInts(op, "dilations");
+    auto pads = getInts(op, "pads"), outPad = getInts(op, "output_padding");
+    if (strides.size() != 4 || dilations.size() != 4 || pads.size() != 4)
+      return r.unsupported(op, "strides/dilations/pads are not NCHW lists");
+    Node* node = r.emit(op, "ConvTranspose", inputs, 1);
+    node->setAttribute("strides", Attribute::ofInts({strides[2], strides[3]}));
+    node->setAttribute("dilations", Attribute::ofInts({dilations[2], dilations[3]}));
+    node->setAttribute("pads", Attribute::ofInts(deinterleavePads(pads)));
+    node->setAttribute("group", Attribute::ofInt(getI(op, "groups", 1)));
+    if (outPad.size() == 4)
+      node->setAttribute("output_padding", Attribute::ofInts({outPad[2], outPad[3]}));
+    return Status::ok();
+  });
+
+  addRule("Resize",
+          {[](const Node& n, int64_t opset) -> std::string {
+             if (opset < 11) return "Resize of opset 10 or earlier";
+             if (rankOf(n.input(0)) != 4 || !staticShape(n.input(0)) || !staticShape(n.output(0)))
+               return "Resize that is not on static 4-D data";
+             auto in = n.input(0)->shape().staticDims(), out = n.output(0)->shape().staticDims();
+             if (in[0] != out[0] || in[1] != out[1]) return "Resize of the N or C axis";
+             // With scales ONNX maps coordinates by the scale itself; GraphEngine by out / in.
+             if (const Tensor* scales = constInput(n, 2);
+                 scales && scales->dtype() == DType::Float32 && scales->elementCount() == 4) {
+               auto v = scales->copyValues<float>();
+               for (size_t i = 2; i < 4; ++i)
+                 if (static_cast<double>(v[i]) * static_cast<double>(in[i]) !=
+                     static_cast<double>(out[i]))
+                   return "Resize by a scale that does not give a whole output size";
+             } else if (hasInput(n, 2) && !hasInput(n, 3)) {
+               return "Resize scales computed at run time";
+             }
+             std::string mode = nodeString(n, "mode", "nearest");
+             std::string coord = nodeString(n, "coordinate_transformation_mode", "half_pixel");
+             if (n.attribute("antialias") && nodeInt(n, "antialias", 0))
+               return "Resize with antialias";
+             if (n.attribute("axes")) return "Resize with axes";
+             if (mode == "nearest") {
+               std::string nearest = nodeString(n, "nearest_mode", "round_prefer_floor");
+               bool legacy = coord == "asymmetric" && nearest == "floor";
+               bool centers = coord == "half_pixel" && nearest == "round_prefer_ceil";
+               bool corners = coord == "align_corners" && nearest == "round_prefer_ceil";
+               if (!legacy && !centers && !corners)
+                 return "Resize nearest with " + coord + " / " + nearest;
+               return "";
+             }
+             if (mode == "linear") {
+               if (coord != "asymmetric" && coord != "half_pixel" && coord != "align_corners")
+                 return "Resize linear with " + coord;
+               return "";
+             }
+             return "Resize mode " + mode;
+           },
+           [](Lowerer& l, const Node& n) {
+             auto out = n.output(0)->shape().staticDims();
+             std::string mode = nodeString(n, "mode", "nearest");
+             std::string coord = nodeString(n, "coordinate_transformation_mode", "half_pixel");
+             OpDef* o = l.op(mode == "nearest" ? "ResizeNearestNeighborV2" : "ResizeBilinearV2");
+             l.input(o, l.in(0), "NCHW");
+             l.input(o, l.constant("size",
+                                   Tensor::fromValues<int32_t>(
+                                       DType::Int32, {2},
+                                       std::vector<int32_t>{int32_t(out[2]), int32_t(out[3])})));
+             auto& a = *o->mutable_attr();
+             a["align_corners"] = attrB(coord == "align_corners");
+             a["half_pixel_centers"] = attrB(coord == "half_pixel");
+             a["data_format"] = attrS("NCHW");
+             l.outputs(o, "NCHW");
+           }});
+  for (const char* type : {"ResizeNearestNeighborV2", "ResizeBilinearV2"})
+    addRaise(type, [](Raiser& r, const OpDef& op) -> Status {
+      Value* x = r.in(op, 0);
+      auto size = r.constIntsIn(op, 1);
+      if (!size || size->size() != 2 || rankOf(x) != 4 || !x->shape()[0].isStatic() ||
+          !x->shape()[1].isStatic())
+        return r.unsupported(op, "size is not a constant [H, W] of 4-D data");
+      bool nearest = op.type() == "ResizeNearestNeighborV2";
+      bool corners = getB(op, "align_corners", false),
+           centers = getB(op, "half_pixel_centers", false);
+      Value* sizes =
+          r.constInts(op.name() + "_sizes",
+                      {x->shape()[0].value(), x->shape()[1].value(), (*size)[0], (*size)[1]});
+      Node* node = r.emit(op, "Resize", {x, nullptr, nullptr, sizes}, 1);
+      node->setAttribute("mode", Attribute::ofString(nearest ? "nearest" : "linear"));
+      node->setAttribute("coordinate_transformation_mode",
+                         Attribute::ofString(corners   ? "align_corners"
+                                             : centers ? "half_pixel"
+                                                       : "asymmetric"));
+      if (nearest)
+        node->setAttribute("nearest_mode",
+                           Attribute::ofString(corners || centers ? "round_prefer_ceil" : "floor"));
+      return Status::ok();
+    });
+}
+
 const bool kRulesRegistered = [] {
   extraRules();
+  upsampleRules();
   convRules();
   poolRules();
   matmulRules();
