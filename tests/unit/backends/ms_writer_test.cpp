@@ -175,8 +175,22 @@ TEST(MsWriter, Fp16WeightsAndDeterminism) {
   EXPECT_NE(build(model), bytes);
 }
 
+// Conv 4→3 channels, 3×3 kernel, w[o][i][h][w] = 1000o + 100i + 10h + w: 36 weights per channel,
+// enough for per-channel quantization (more than 256 / (32 − bits) per channel).
+std::string quantConvText() {
+  std::string values;
+  for (int o = 0; o < 3; ++o)
+    for (int i = 0; i < 4; ++i)
+      for (int h = 0; h < 3; ++h)
+        for (int w = 0; w < 3; ++w)
+          values += (values.empty() ? "" : ", ") + std::to_string(1000 * o + 100 * i + 10 * h + w);
+  return "<ir_version: 8, opset_import: [\"\" : 13]>\n"
+         "g (float[1,4,5,5] x) => (float[1,3,3,3] y) <float[3,4,3,3] w = {" +
+         values + "}, float[3] b = {1, 2, 3}> {\n  y = Conv (x, w, b)\n}\n";
+}
+
 TEST(MsWriter, WeightQuantPerChannelParams) {
-  Model model = modelFromText(kConvRelu);
+  Model model = modelFromText(quantConvText().c_str());
   WeightQuantOptions quant;
   quant.bitNum = 8;
   quant.minQuantWeightChannel = 1;
@@ -192,6 +206,8 @@ TEST(MsWriter, WeightQuantPerChannelParams) {
   const auto* w = g->allTensors()->Get(convs[0]->inputIndex()->Get(1));
   EXPECT_EQ(w->dataType(), 32);
   EXPECT_EQ(w->format(), fb::Format_KHWC);
+  EXPECT_EQ(std::vector<int32_t>(w->dims()->begin(), w->dims()->end()),
+            (std::vector<int32_t>{3, 3, 3, 4}));
   ASSERT_NE(w->quantParams(), nullptr);
   ASSERT_EQ(w->quantParams()->size(), 3u); // one per output channel (KHWC dim 0)
   for (size_t c = 0; c < 3; ++c) {
@@ -202,13 +218,17 @@ TEST(MsWriter, WeightQuantPerChannelParams) {
     EXPECT_EQ(q->varCorr(), 1.0f);
     EXPECT_EQ(q->meanCorr(), 0.0f);
     // Symmetric 8-bit: scale = max|w| / 127 of the channel.
-    const double maxAbs = 1000.0 * c + 111;
+    const double maxAbs = 1000.0 * c + 322;
     EXPECT_NEAR(q->scale(), maxAbs / 127, 1e-3);
     EXPECT_EQ(q->zeroPoint(), 0);
   }
-  // Codes in KHWC order: channel 1's largest weight (1111 at [1][1][1][1]) is code 127.
+  // Codes in KHWC order: channel 1's largest weight (1322, OIHW [1][3][2][2]) sits at KHWC
+  // [1][2][2][3] with code 127; its smallest (1000, [1][0][0][0]) at [1][0][0][0].
   auto codes = dataOf<int8_t>(w);
-  EXPECT_EQ(codes[((1 * 2 + 1) * 2 + 1) * 2 + 1], 127);
+  ASSERT_EQ(codes.size(), 108u);
+  EXPECT_EQ(codes[((1 * 3 + 2) * 3 + 2) * 4 + 3], 127);
+  EXPECT_EQ(codes[((1 * 3 + 0) * 3 + 0) * 4 + 0],
+            static_cast<int8_t>(std::nearbyint(1000 / (1322.0 / 127))));
   // The bias stays float.
   const auto* bias = g->allTensors()->Get(convs[0]->inputIndex()->Get(2));
   EXPECT_EQ(bias->dataType(), 43);
