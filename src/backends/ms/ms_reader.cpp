@@ -797,8 +797,15 @@ Status Reader::unary(const std::string& op, Node::AttributeList attrs) {
 Status Reader::reduce(const fb::ReduceFusion* r) {
   KILN_ASSIGN_OR_RETURN(Value * x, in(0));
   std::vector<int64_t> axes;
+  Value* dynamicAxes = nullptr; // axes computed at run time (a graph input, a Shape chain)
   if (inputCount() > 1) {
-    KILN_ASSIGN_OR_RETURN(axes, constInts(1));
+    if (isConstant(inIndex(1))) {
+      KILN_ASSIGN_OR_RETURN(axes, constInts(1));
+    } else {
+      if (r->reduce_to_end()) return nodeUnsupported("reduce_to_end needs constant axes");
+      KILN_ASSIGN_OR_RETURN(dynamicAxes, int64Input(1));
+      dynamicAxes = emit("Reshape", {dynamicAxes, ints({-1})});
+    }
   }
   if (r->reduce_to_end()) {
     if (axes.size() != 1) return nodeUnsupported("reduce_to_end needs one start axis");
@@ -841,7 +848,10 @@ Status Reader::reduce(const fb::ReduceFusion* r) {
   }
   if (abs) x = emit("Abs", {x});
   std::vector<Value*> ins{x};
-  if (!axes.empty()) ins.push_back(ints(axes));
+  if (dynamicAxes)
+    ins.push_back(dynamicAxes); // an empty axes tensor reduces every axis, as in .ms
+  else if (!axes.empty())
+    ins.push_back(ints(axes));
   Value* y = emit(op, ins, {{"keepdims", Attribute::ofInt(r->keep_dims() ? 1 : 0)}});
   if (r->mode() == fb::ReduceMode_ReduceL2) y = emit("Sqrt", {y});
   return bind(0, y);
