@@ -10,6 +10,9 @@ out=$(mktemp)
 "$build/tools/kiln" conformance --via om --pipeline default -j "$(nproc)" \
   --write-expected tests/conformance/expected_pass_om.txt \
   "$data/node" "$data/pytorch-converted" "$data/pytorch-operator" "$data/simple" > "$out" || true
+fp16=$(mktemp)
+"$build/tools/kiln" conformance --via om --precision fp16 --pipeline default -j "$(nproc)" \
+  "$data/node" "$data/pytorch-converted" "$data/pytorch-operator" "$data/simple" > "$fp16" || true
 section=$(mktemp)
 {
   echo "## Via om (\`kiln conformance --via om --pipeline default\`)"
@@ -32,6 +35,11 @@ section=$(mktemp)
   echo
   echo "Closing line: \`$(tail -n 1 "$out")\`"
   echo
+  echo "With \`--precision fp16\` (the convert-fp16 pass in force_fp16 mode before lowering, ATC's default"
+  echo "precision): \`$(tail -n 1 "$fp16")\`. The failures are results outside the fp32 tolerances (rtol 1e-3)"
+  echo "after fp16 compute; there is no fp16 expected list yet. Failing cases:"
+  echo "$(grep -E '^FAIL ' "$fp16" | sed -E 's/^FAIL ([^:]*):.*/\1/' | sort | sed 's/.*/`&`/' | paste -sd ' ' -)"
+  echo
   echo "### Cases that do not lower or fail via om"
   echo
   echo "| case | result | reason |"
@@ -46,5 +54,5 @@ if grep -q '^## Via om' "$doc"; then
   sed -i '/^## Via om/,$d' "$doc"
 fi
 cat "$section" >> "$doc"
-rm -f "$out" "$section"
+rm -f "$out" "$fp16" "$section"
 echo "wrote $doc and tests/conformance/expected_pass_om.txt"
