@@ -355,11 +355,13 @@ Expected<AippConfig> parseAippConfigText(const std::string& text, const std::str
     // protobuf's lines and columns are 0-based.
     int line = errors.line_, column = errors.column_;
     locateValueError(text, errors.message_, line, column);
+    std::string detail = errors.has_ ? errors.message_ : "not valid protobuf text";
+    while (!detail.empty() && detail.back() == '.')
+      detail.pop_back(); // toString adds ". Fix"
     return Status(ErrorCode::AippConfigSyntax,
                   fmt::format("{}:{}:{}: Failed to parse file {} through "
                               "google::protobuf::TextFormat::Parse: {}",
-                              displayName, line + 1, column + 1, displayName,
-                              errors.has_ ? errors.message_ : "not valid protobuf text"),
+                              displayName, line + 1, column + 1, displayName, detail),
                   "correct that line; the file holds 'aipp_op { ... }' blocks of "
                   "domi.InsertNewOps in protobuf text format")
         .withPeerCode("E13018");
