@@ -64,10 +64,30 @@ const std::set<std::string> kWhiteList = {"Conv",
                                           "BatchNormalization",
                                           "Relu",
                                           "LeakyRelu"};
-// Ops that never compute in fp16: their float inputs are indices, sizes or scales.
-const std::set<std::string> kNeverFp16 = {
-    "Range", "NonMaxSuppression", "TopK", "ConstantOfShape", "Shape",
-    "Size",  "RoiAlign",          "Cast", "CastLike"};
+// Ops that never compute in fp16: their float inputs are indices, sizes or scales, or their output
+// type comes from an attribute (Constant's value, a dtype attribute), which retyping the output
+// alone would contradict; their fp16 consumers get a Cast.
+const std::set<std::string> kNeverFp16 = {"Range",
+                                          "NonMaxSuppression",
+                                          "TopK",
+                                          "ConstantOfShape",
+                                          "Shape",
+                                          "Size",
+                                          "RoiAlign",
+                                          "Cast",
+                                          "CastLike",
+                                          "Constant",
+                                          "EyeLike",
+                                          "RandomNormal",
+                                          "RandomUniform",
+                                          "RandomNormalLike",
+                                          "RandomUniformLike",
+                                          "Bernoulli",
+                                          "Multinomial",
+                                          "BlackmanWindow",
+                                          "HannWindow",
+                                          "HammingWindow",
+                                          "DynamicQuantizeLinear"};
 
 // Inputs that carry data (converted to fp16); others (Resize scales/roi, Clip bounds stay data)
 // keep their type.
