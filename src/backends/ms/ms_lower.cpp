@@ -420,6 +420,9 @@ class Lowering {
     n.name = node_ ? node_->name() : std::string();
     if (n.name.empty())
       n.name = fmt::format("{}_{}", fb::EnumNamePrimitiveType(type), out_.nodes.size());
+    // Ops a node expands into get distinct names (`name`, `name_1`, ...).
+    for (int i = 1; !nodeNames_.insert(n.name).second; ++i)
+      n.name = fmt::format("{}_{}", node_ ? node_->name() : std::string("node"), i);
     n.primitiveType = static_cast<uint8_t>(type);
     n.attributes = std::move(attrs);
     n.inputs = std::move(inputs);
@@ -442,6 +445,9 @@ class Lowering {
 
   Status lowerNode(const Node& n);
   Status lowerConv(const Node& n);
+  Status lowerConvPool1d(const Node& n);
+  uint32_t reshapeTensor(uint32_t from, const std::vector<int64_t>& dims, const std::string& name);
+  uint32_t transposeTensor(uint32_t from, bool toNhwc, const std::string& name);
   Status lowerConvTranspose(const Node& n);
   Status lowerGemm(const Node& n);
   Status lowerMatMul(const Node& n);
@@ -500,6 +506,7 @@ class Lowering {
   MsGraph out_;
   const Node* node_ = nullptr;
   std::set<std::string> usedNames_;
+  std::set<std::string> nodeNames_;
   std::unordered_map<const Value*, Slots> slots_;
   std::unordered_map<const Value*, const Value*> alias_;
   std::map<std::pair<const Value*, int>, uint32_t> constCache_;
@@ -817,7 +824,151 @@ std::vector<int64_t> inputHW(const Value* v) {
   return hw;
 }
 
+uint32_t Lowering::reshapeTensor(uint32_t from, const std::vector<int64_t>& dims,
+                                 const std::string& name) {
+  uint32_t shape = intConst(dims, name + "_shape");
+  MsTensor t = out_.tensors[from];
+  t.name = name;
+  t.nodeType = kNodeCNode;
+  t.data.reset();
+  t.quantParams.clear();
+  t.format = kFormatNCHW;
+  t.dims.clear();
+  for (int64_t d : dims)
+    t.dims.push_back(static_cast<int32_t>(d));
+  uint32_t to = addTensor(std::move(t));
+  emit(fb::PrimitiveType_Reshape, empty<fb::Reshape>(), {from, shape}, {to});
+  return to;
+}
+
+uint32_t Lowering::transposeTensor(uint32_t from, bool toNhwc, const std::string& name) {
+  std::optional<uint32_t>& perm = toNhwc ? permToNhwc_ : permToNchw_;
+  if (!perm) perm = intConst(toNhwc ? kToNhwc : kToNchw, toNhwc ? "perm_to_nhwc" : "perm_to_nchw");
+  MsTensor t = out_.tensors[from];
+  t.name = name;
+  t.nodeType = kNodeCNode;
+  t.data.reset();
+  t.quantParams.clear();
+  t.format = toNhwc ? kFormatNHWC : kFormatNCHW;
+  if (t.dims.size() == 4) {
+    const auto& p = toNhwc ? kToNhwc : kToNchw;
+    std::vector<int32_t> d(4);
+    for (size_t i = 0; i < 4; ++i)
+      d[i] = t.dims[static_cast<size_t>(p[i])];
+    t.dims = d;
+  }
+  uint32_t to = addTensor(std::move(t));
+  emit(fb::PrimitiveType_Transpose, empty<fb::Transpose>(), {from, *perm}, {to});
+  return to;
+}
+
+// 1-D Conv / MaxPool / AveragePool over [N, C, L]: viewed as [N, C, 1, L] and run as the 2-D op
+// with a 1×k window (the converter maps 1-D convolutions the same way, ms.md §5.2).
+Status Lowering::lowerConvPool1d(const Node& n) {
+  const std::string& op = n.opType();
+  auto inShape = staticShape(n.input(0));
+  auto outShape = staticShape(n.output(0));
+  if (!inShape || inShape->size() != 3 || !outShape)
+    return bad("1-D {} needs static input and output shapes", op);
+  const std::string autoPad = stringAttr(n, "auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID")
+    return bad("auto_pad '{}' on a 1-D {}", autoPad, op);
+  auto one = [&](const char* name, int64_t def) {
+    const Attribute* a = n.attribute(name);
+    return a && !a->asInts().empty() ? a->asInts()[0] : def;
+  };
+  std::vector<int64_t> pads =
+      autoPad == "VALID" ? std::vector<int64_t>{0, 0} : spatialAttr(n, "pads", 2, 0);
+  if (pads.size() != 2) return bad("pads need 2 values");
+  const std::vector<int64_t> strides = {1, one("strides", 1)}, dilations = {1, one("dilations", 1)};
+  const std::vector<int64_t> padList = {0, 0, pads[0], pads[1]};
+  const std::string base = n.output(0)->name();
+  auto x = input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  uint32_t x4 = reshapeTensor(*x, {(*inShape)[0], (*inShape)[1], 1, (*inShape)[2]}, base + "_in4d");
+  uint32_t xn = transposeTensor(x4, true, base + "_in4d_nhwc");
+  MsTensor y;
+  y.name = base + "_out4d_nhwc";
+  auto type = typeIdOf(n.output(0)->dtype());
+  y.dataType = type ? *type : kTypeFloat32;
+  y.format = kFormatNHWC;
+  y.dims = {static_cast<int32_t>((*outShape)[0]), 1, static_cast<int32_t>((*outShape)[2]),
+            static_cast<int32_t>((*outShape)[1])};
+  uint32_t yn = addTensor(std::move(y));
+  const int act = activationFor(n);
+  if (op == "Conv") {
+    auto w = constOf(n.input(1));
+    auto wShape = staticShape(n.input(1));
+    if (!wShape || wShape->size() != 3) return bad("weight of unknown shape or rank");
+    const auto wd = *wShape;
+    Expected<uint32_t> wid = 0u;
+    if (w) {
+      Tensor wt = w->quantized ? dequantize(*w) : w->tensor;
+      Tensor w4(wt.dtype(), {wd[0], wd[1], 1, wd[2]}, wt.buffer());
+      wid = constTensor(permuteTensor(w4, kToNhwc), w->name + "_khwc", kFormatKHWC);
+    } else {
+      // A run-time weight takes the same view and layout change as the data.
+      auto wv = input(n.input(1), Layout::Onnx);
+      if (!wv) return wv.status();
+      const std::string wn = n.input(1)->name();
+      wid = transposeTensor(reshapeTensor(*wv, {wd[0], wd[1], 1, wd[2]}, wn + "_4d"), true,
+                            wn + "_khwc");
+    }
+    if (!wid) return wid.status();
+    std::vector<uint32_t> ins = {xn, *wid};
+    if (const Value* b = n.input(2)) {
+      auto bt = input(b, Layout::Onnx);
+      if (!bt) return bt.status();
+      ins.push_back(*bt);
+    }
+    const int64_t group = intAttr(n, "group", 1), outCh = wd[0], inCh = wd[1] * group;
+    const std::vector<int64_t> kernel = {1, wd[2]};
+    emit(fb::PrimitiveType_Conv2DFusion,
+         [=](FBB& b) {
+           return fb::CreateConv2DFusion(b, fb::Format_NHWC, b.CreateVector(kernel),
+                                         b.CreateVector(strides), b.CreateVector(dilations),
+                                         fb::PadMode_PAD, b.CreateVector(padList), 0, group, inCh,
+                                         outCh, static_cast<fb::ActivationType>(act))
+               .Union();
+         },
+         ins, {yn});
+  } else {
+    if (dilations[1] != 1) return bad("dilations [{}]", dilations[1]);
+    if (n.outputs().size() > 1 && n.output(1) &&
+        (n.output(1)->hasUses() || n.output(1)->isGraphOutput()))
+      return bad("the Indices output of MaxPool");
+    const bool isMax = op == "MaxPool", ceil = intAttr(n, "ceil_mode", 0) != 0;
+    const bool anyPad = pads[0] || pads[1];
+    if (pads[0] > 50 || pads[1] > 50) return bad("pad over 50");
+    if (!isMax && anyPad && (intAttr(n, "count_include_pad", 0) != 0 || ceil))
+      return bad("count_include_pad/ceil_mode with padding");
+    const std::vector<int64_t> kernel = {1, one("kernel_shape", 1)};
+    emit(isMax ? fb::PrimitiveType_MaxPoolFusion : fb::PrimitiveType_AvgPoolFusion,
+         [=](FBB& b) {
+           auto k = b.CreateVector(kernel), st = b.CreateVector(strides),
+                p = b.CreateVector(padList);
+           const auto rm = ceil ? fb::RoundMode_CEIL : fb::RoundMode_FLOOR;
+           const auto a = static_cast<fb::ActivationType>(act);
+           if (isMax)
+             return fb::CreateMaxPoolFusion(b, k, st, p, fb::PadMode_PAD, rm, fb::Format_NHWC,
+                                            false, a)
+                 .Union();
+           return fb::CreateAvgPoolFusion(b, k, st, p, fb::PadMode_PAD, rm, fb::Format_NHWC, false,
+                                          a)
+               .Union();
+         },
+         {xn}, {yn});
+  }
+  uint32_t y4 = transposeTensor(yn, false, base + "_out4d");
+  auto out = output(fusedOutput(n), Layout::Onnx);
+  if (!out) return out.status();
+  uint32_t shape = intConst(*outShape, base + "_shape");
+  emit(fb::PrimitiveType_Reshape, empty<fb::Reshape>(), {y4, shape}, {*out});
+  return Status::ok();
+}
+
 Status Lowering::lowerConv(const Node& n) {
+  if (rankOf(n.input(0)) == 3) return lowerConvPool1d(n);
   auto wShape = staticShape(n.input(1));
   if (!wShape) return bad("weight '{}' has an unknown shape", n.input(1)->name());
   const auto& wd = *wShape;
@@ -1061,6 +1212,7 @@ Status Lowering::lowerPool(const Node& n) {
   const std::string& op = n.opType();
   const bool global = op == "GlobalAveragePool" || op == "GlobalMaxPool";
   const bool isMax = op == "MaxPool" || op == "GlobalMaxPool";
+  if (!global && rankOf(n.input(0)) == 3) return lowerConvPool1d(n);
   if (rankOf(n.input(0)) != 4)
     return bad("{}-D input; .ms pooling is 2-D (4-D NCHW input)", rankOf(n.input(0)));
   if (n.outputs().size() > 1 && n.output(1) &&
