@@ -141,6 +141,13 @@ lenet="$src/../shared/conformance/ms/lenet_tod_infer.ms"
 if [ -f "$lenet" ]; then
   expectOk "inspect .ms" inspect "$lenet"
   expectOk "inspect .ms --json" inspect "$lenet" --json
+  # --ir reads the .ms into IR: NHWC convs come back as ONNX Conv between layout Transposes.
+  expectOk "inspect .ms --ir" inspect "$lenet" --ir
+  if grep -q "= Conv(" "$work/stdout" && grep -q "perm = \[0, 3, 1, 2\]" "$work/stdout"; then
+    pass "inspect .ms --ir shows Conv and Transposes"
+  else
+    fail "inspect .ms --ir shows Conv and Transposes" "no Conv/Transpose in the printed IR"
+  fi
 fi
 
 # --- bad inputs (structure, in ONNX text syntax)

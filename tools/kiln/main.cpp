@@ -562,7 +562,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
 
   if (inspect->parsed()) {
-    // .ms files are read straight from the FlatBuffer until the .ms reader to IR exists.
+    // .ms files: the summary/JSON come from the FlatBuffer itself; --ir shows what readMsFile builds.
     if (std::filesystem::path(inspectPath).extension() == ".ms" && !inspectIr) {
       auto dump =
           inspectAsJson ? kiln::dumpMsFile(inspectPath) : kiln::summarizeMsFile(inspectPath);
