@@ -519,8 +519,9 @@ class Lowering {
 std::optional<Const> Lowering::constOf(const Value* v) const {
   v = resolve(v);
   if (!v) return std::nullopt;
-  if (v->isInitializer() && !v->isGraphInput())
-    return Const{v->initializer(), false, {}, {}, 0, v->name()};
+  // A graph input with an initializer (its default) is written as that constant: .ms inputs
+  // carry no defaults, and callers feed only the inputs without one.
+  if (v->isInitializer()) return Const{v->initializer(), false, {}, {}, 0, v->name()};
   const Node* p = v->producer();
   if (!p) return std::nullopt;
   if (p->opType() == "Constant" && p->outputs().size() == 1) {
@@ -1630,6 +1631,12 @@ Status Lowering::lowerReshape(const Node& n) {
   auto x = input(n.input(0), Layout::Onnx);
   if (!x) return x.status();
   std::vector<int64_t> shape;
+  if (intAttr(n, "allowzero", 0) != 0) {
+    auto c = n.input(1) ? constOf(n.input(1)) : std::nullopt;
+    if (!c) return bad("allowzero=1 with a run-time shape");
+    for (int64_t d : intValues(c->tensor))
+      if (d == 0) return bad("allowzero=1 with a 0 in the shape (.ms copies the input dim)");
+  }
   if (auto s = staticShape(n.output(0))) {
     shape = *s; // ONNX's 0 / -1 resolved by shape inference: no special values reach the runtime
   } else if (auto c = n.input(1) ? constOf(n.input(1)) : std::nullopt) {
@@ -2070,6 +2077,25 @@ Status Lowering::lowerResize(const Node& n) {
   const int64_t exclude = intAttr(n, "exclude_outside", 0);
   const float extrapolation = floatAttr(n, "extrapolation_value", 0);
   const int64_t h = (*outShape)[2], w = (*outShape)[3];
+  // .ms maps coordinates with in/out sizes; a scale whose product with the input size is not whole
+  // maps them differently, so only whole products lower.
+  if (const Value* sv = n.input(isUpsample ? 1 : 2)) {
+    if (auto c = constOf(sv);
+        c && c->tensor.elementCount() == 4 && c->tensor.dtype() == DType::Float32) {
+      auto sc = c->tensor.copyValues<float>();
+      for (size_t i = 2; i < 4; ++i) {
+        const double scaled = static_cast<double>((*inShape)[i]) * sc[i];
+        if (std::fabs(scaled - std::round(scaled)) > 1e-6)
+          return bad("scale {} on a size of {} (not a whole output size)", sc[i], (*inShape)[i]);
+      }
+    } else if (!c && !(rankOf(sv) == 1 && dimOf(sv, 0) == 0)) {
+      // Scales fed at run time: the static sizes pin the scale only for whole upsampling factors.
+      for (size_t i = 2; i < 4; ++i)
+        if ((*inShape)[i] == 0 || (*outShape)[i] % (*inShape)[i] != 0)
+          return bad("run-time scales with sizes {} -> {} (scale not recoverable)", (*inShape)[i],
+                     (*outShape)[i]);
+    }
+  }
   auto x = input(n.input(0), Layout::Nhwc);
   if (!x) return x.status();
   uint32_t size = intConst({h, w}, n.output(0)->name() + "_size");
@@ -2346,9 +2372,22 @@ Status Lowering::lowerPReluMinMax(const Node& n) {
     return bad("PRelu on {} data", dtypeName(resolve(n.input(0))->dtype()));
   auto x = input(n.input(0), Layout::Onnx);
   if (!x) return x.status();
-  auto slope = input(n.input(1), Layout::Onnx);
-  if (!slope) return slope.status();
   const std::string base = n.output(0)->name();
+  Expected<uint32_t> slope = 0u;
+  auto slopeConst = constOf(n.input(1));
+  const int rank = rankOf(n.input(0));
+  auto channels = rank >= 2 ? dimOf(n.input(0), 1) : std::nullopt;
+  if (slopeConst && slopeConst->tensor.dims().size() == 1 && channels && rank >= 3 &&
+      slopeConst->tensor.dims()[0] == *channels && *channels != 1) {
+    // A [C] slope is per channel (axis 1): reshaped to [C, 1, ...] so it broadcasts that way.
+    Tensor t = slopeConst->quantized ? dequantize(*slopeConst) : slopeConst->tensor;
+    std::vector<int32_t> dims(static_cast<size_t>(rank - 1), 1);
+    dims[0] = static_cast<int32_t>(*channels);
+    slope = floatConst(t.copyValues<float>(), slopeConst->name + "_per_channel", dims);
+  } else {
+    slope = input(n.input(1), Layout::Onnx);
+  }
+  if (!slope) return slope.status();
   uint32_t zero = floatConst({0.0f}, base + "_zero", {});
   auto mid = [&](const std::string& suffix) {
     MsTensor t = out_.tensors[*x];
@@ -2572,6 +2611,15 @@ Status Lowering::lowerNode(const Node& n) {
     if (op == "Dropout" && n.outputs().size() > 1 && n.output(1) &&
         (n.output(1)->hasUses() || n.output(1)->isGraphOutput()))
       return bad("the mask output of Dropout");
+    if (op == "Dropout" && n.input(2)) {
+      auto c = constOf(n.input(2));
+      auto on = c ? scalarValue(c->tensor) : std::nullopt;
+      auto r = n.input(1) ? constOf(n.input(1)) : std::nullopt;
+      auto ratio = r ? scalarValue(r->tensor) : std::nullopt;
+      // Training mode drops elements unless the ratio is 0.
+      if ((!on || *on != 0) && (!ratio || *ratio != 0))
+        return bad("training_mode that is not a constant false, with a non-zero ratio");
+    }
     alias_[n.output(0)] = resolve(n.input(0));
     return Status::ok();
   }
@@ -2658,6 +2706,7 @@ Expected<MsGraph> Lowering::run() {
   out_.name = graph_.name();
   for (const Value* v : graph_.inputs()) {
     node_ = nullptr;
+    if (v->isInitializer()) continue;
     MsTensor t;
     t.name = v->name();
     auto type = typeIdOf(v->dtype());
