@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "kiln/backends/soc_versions.h"
+#include "kiln/runtime/tensor_util.h"
 #include "kiln/support/mapped_file.h"
 #include "om_internal.h"
 
@@ -344,6 +345,9 @@ Port Lowerer::constScalar(const std::string& suffix, DType dtype, double value) 
     return constant(suffix, Tensor::fromValues<float>(dtype, {}, {float(value)}));
   case DType::Float64:
     return constant(suffix, Tensor::fromValues<double>(dtype, {}, {value}));
+  case DType::Float16:
+    return constant(suffix,
+                    Tensor::fromValues<uint16_t>(dtype, {}, {rt::floatToHalf(float(value))}));
   case DType::Int64:
     return constant(suffix, Tensor::fromValues<int64_t>(dtype, {}, {int64_t(value)}));
   case DType::Int32:
@@ -1559,11 +1563,10 @@ void miscRules() {
                }
              };
              auto bound = [&](size_t input, const char* attr, bool low, const char* name) -> Port {
-               if (l.opset >= 11) {
-                 if (hasInput(n, input)) return l.in(input);
-               } else if (n.attribute(attr)) {
-                 return l.constScalar(name, t, nodeFloat(n, attr, 0));
-               }
+               // Bounds are inputs from opset 11 on; kiln's passes may also leave them as the
+               // older attributes (convert-fp16 keeps fp32 bounds that way), so take either.
+               if (l.opset >= 11 && hasInput(n, input)) return l.in(input);
+               if (n.attribute(attr)) return l.constScalar(name, t, nodeFloat(n, attr, 0));
                if (t == DType::Float16) {
                  uint16_t bits = low ? 0xFC00 : 0x7C00; // ∓inf
                  return l.constant(name, Tensor::fromValues<uint16_t>(DType::Float16, {}, {bits}));

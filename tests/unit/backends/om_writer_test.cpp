@@ -13,6 +13,7 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/passes/pass.h"
 #include "kiln/runtime/executor.h"
+#include "kiln/runtime/tensor_util.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -244,4 +245,32 @@ TEST(OmWriter, ExternalWeightsBesideTheModel) {
   fs::remove_all(dir / "weight");
   EXPECT_FALSE(readOmFile(out.string()));
   fs::remove_all(dir);
+}
+
+// Opset-6 Clip keeps its bounds as attributes; in a float16 graph they must become float16 Const
+// inputs of ClipByValue (they were once dropped, so the .om did not clip at all).
+TEST(OmWriter, Fp16AttributeClipKeepsItsBounds) {
+  Model m = modelFromText(R"(<ir_version: 8, opset_import: ["" : 6]>
+clip (float16[1,4] x) => (float16[1,4] y)
+{
+  y = Clip <min = 0.0, max = 6.0> (x)
+}
+)");
+  auto bytes = buildOmBuffer(m, OmWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  auto back = readOmBuffer(bytes->data(), bytes->size(), "clip.om");
+  ASSERT_TRUE(back) << back.status().toString();
+  std::vector<uint16_t> in;
+  for (float v : {-3.0f, 2.5f, 6.5f, 100.0f})
+    in.push_back(rt::floatToHalf(v));
+  rt::Executor exec(*back);
+  std::map<std::string, rt::RtValue> feeds;
+  feeds["x"] = rt::RtValue::ofTensor(Tensor::fromValues<uint16_t>(DType::Float16, {1, 4}, in));
+  auto out = exec.run(feeds);
+  ASSERT_TRUE(out) << out.status().toString();
+  auto y = out->outputs.at(0).tensor.copyValues<uint16_t>();
+  ASSERT_EQ(y.size(), 4u);
+  std::vector<float> expected = {0.0f, 2.5f, 6.0f, 6.0f};
+  for (size_t i = 0; i < y.size(); ++i)
+    EXPECT_EQ(rt::halfToFloat(y[i]), expected[i]) << i;
 }
