@@ -138,9 +138,19 @@ report() {
   echo "|---|---|---|---|---|---|---|---|"
   cat "$rows"
   echo
-  echo "Checked targets: cosine ≥ 0.99999 (FP32), ≥ 0.999 (FP16), ≥ 0.99 (8-bit weight quant); size ≤ 0.55 (FP16)"
-  echo "and ≤ 0.5 (8-bit) of FP32. $( [ "$problems" -eq 0 ] && echo "All met." || echo "Not met:")"
+  echo "Regression guards (\`--check\`, the \`ms_real_models\` ctest): cosine ≥ 0.99999 (FP32), ≥ 0.999 (FP16), ≥ 0.99"
+  echo "(8-bit weight quant); size ≤ 0.55 (FP16) and ≤ 0.5 (8-bit) of FP32. $( [ "$problems" -eq 0 ] && echo "All met." || echo "Not met:")"
   [ "$problems" -eq 0 ] || cat "$work/problems"
+  echo
+  # The precision issue's targets are stricter than the guards; list every row that misses them.
+  misses=$(awk -F'|' '{
+      variant = $3; gsub(/^ +| +$/, "", variant); cosine = $8 + 0; mre = $9; gsub(/[ %]/, "", mre)
+      name = $2; out = $7; gsub(/^ +| +$/, "", name); gsub(/^ +| +$/, "", out)
+      if (variant == "FP16" && mre + 0 > 0.5) printf "- %s %s FP16: mean relative error %s%% > 0.5%%\n", name, out, mre
+      if (variant ~ /INT8/ && cosine < 0.999) printf "- %s %s 8-bit: cosine %s < 0.999\n", name, out, cosine
+    }' "$rows")
+  echo "Targets of the precision issue (FP16 mean relative error ≤ 0.5%, 8-bit weight quant cosine ≥ 0.999):"
+  if [ -z "$misses" ]; then echo "all met."; else echo "not met by"; echo; echo "$misses"; fi
   echo
   echo "8-bit reaches about ¼ only where most weights are in layers with more than 16 output channels"
   echo "(\`min_quant_weight_channel\`) and long channels: PP-OCR cls keeps its 8- and 2-channel convolutions float, and"
