@@ -10,7 +10,8 @@ std::string codeString(ErrorCode code) { return fmt::format("K{:04d}", static_ca
 std::string Status::toString() const {
   if (isOk()) return "OK";
   std::string text = codeString(code_) + (peerCode_.empty() ? "" : " (" + peerCode_ + ")") + ": " + message_;
-  if (!hint_.empty()) text += ". Fix: " + hint_;
+  // Messages quoting a peer tool's sentence may already end in a full stop.
+  if (!hint_.empty()) text += (text.back() == '.' ? " Fix: " : ". Fix: ") + hint_;
   return text;
 }
 
