@@ -102,14 +102,10 @@ void forEachBroadcast2(const std::vector<int64_t>& outDims, const std::vector<in
 
 // Type dispatch: calls fn(T{}) with the C++ type for dtype; returns false for unsupported dtypes.
 // Float16/BFloat16 are not dispatched (kernels convert them through float).
-template <typename Fn> bool dispatchNumeric(DType dtype, Fn&& fn) {
+
+// Every integer dtype.
+template <typename Fn> bool dispatchInteger(DType dtype, Fn&& fn) {
   switch (dtype) {
-  case DType::Float32:
-    fn(float{});
-    return true;
-  case DType::Float64:
-    fn(double{});
-    return true;
   case DType::Int8:
     fn(int8_t{});
     return true;
@@ -134,11 +130,25 @@ template <typename Fn> bool dispatchNumeric(DType dtype, Fn&& fn) {
   case DType::UInt64:
     fn(uint64_t{});
     return true;
+  default:
+    return false;
+  }
+}
+
+// Float32/Float64, bool and every integer dtype.
+template <typename Fn> bool dispatchNumeric(DType dtype, Fn&& fn) {
+  switch (dtype) {
+  case DType::Float32:
+    fn(float{});
+    return true;
+  case DType::Float64:
+    fn(double{});
+    return true;
   case DType::Bool:
     fn(bool{});
     return true;
   default:
-    return false;
+    return dispatchInteger(dtype, fn);
   }
 }
 

@@ -70,37 +70,6 @@ template <typename Fn> bool dispatchFloat(DType dtype, Fn&& fn) {
   }
 }
 
-template <typename Fn> bool dispatchInteger(DType dtype, Fn&& fn) {
-  switch (dtype) {
-  case DType::Int8:
-    fn(int8_t{});
-    return true;
-  case DType::UInt8:
-    fn(uint8_t{});
-    return true;
-  case DType::Int16:
-    fn(int16_t{});
-    return true;
-  case DType::UInt16:
-    fn(uint16_t{});
-    return true;
-  case DType::Int32:
-    fn(int32_t{});
-    return true;
-  case DType::UInt32:
-    fn(uint32_t{});
-    return true;
-  case DType::Int64:
-    fn(int64_t{});
-    return true;
-  case DType::UInt64:
-    fn(uint64_t{});
-    return true;
-  default:
-    return false;
-  }
-}
-
 // Float32/Float64 and every integer type (no bool).
 template <typename Fn> bool dispatchArith(DType dtype, Fn&& fn) {
   if (dispatchFloat(dtype, fn)) return true;

@@ -9,7 +9,7 @@ using nn::Staged;
 using nn::StagedOut;
 
 // Integer dtypes MatMul/Gemm accept (ONNX lists 32/64-bit ints); calls fn(T{}).
-template <typename Fn> bool dispatchInteger(DType dtype, Fn&& fn) {
+template <typename Fn> bool dispatchMatMulInteger(DType dtype, Fn&& fn) {
   switch (dtype) {
   case DType::Int32:
     fn(int32_t{});
@@ -73,7 +73,7 @@ Status gemmOp(KernelContext& ctx) {
     ctx.setOutput(0, std::move(y).finish());
   });
   if (done) return Status::ok();
-  done = dispatchInteger(a.dtype(), [&](auto tag) {
+  done = dispatchMatMulInteger(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     OutTensor y(a.dtype(), {m, n});
     T* yd = y.data<T>();
@@ -177,7 +177,7 @@ Status matmulOp(KernelContext& ctx) {
     ctx.setOutput(0, std::move(y).finish());
   });
   if (done) return Status::ok();
-  done = dispatchInteger(a.dtype(), [&](auto tag) {
+  done = dispatchMatMulInteger(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     OutTensor y(a.dtype(), s.outDims);
     const T* ad = ctx.inputData<T>(0);
