@@ -20,6 +20,7 @@
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
 #include "kiln/shape_spec.h"
+#include "lite_flags.h"
 
 namespace kiln {
 namespace {
@@ -325,56 +326,49 @@ Expected<BenchmarkOptions> parseBenchmarkArgs(const std::vector<std::string>& ar
       wantsHelp = true;
       return BenchmarkOptions{};
     }
-  std::map<std::string, std::string> given;
-  for (const std::string& arg : args) {
-    if (arg.rfind("--", 0) != 0)
-      return badFlag(fmt::format("'{}' is not a --name=value flag", arg),
-                     "write every flag as --name=value, without spaces around '='");
-    size_t eq = arg.find('=');
-    std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    auto spec = std::find_if(flagSpecs().begin(), flagSpecs().end(),
-                             [&](const FlagSpec& f) { return name == f.name; });
-    if (spec == flagSpecs().end())
-      return badFlag(fmt::format("unknown flag --{}", name), "see benchmark --help for the flags");
-    if (eq == std::string::npos)
-      return badFlag(fmt::format("flag --{} has no value", name),
-                     fmt::format("write --{}=VALUE (one argument, no space)", name));
-    if (given.count(name))
-      return badFlag(fmt::format("flag --{} is given twice", name), "give each flag once");
-    std::string value = arg.substr(eq + 1);
-    bool ok = true;
-    switch (spec->kind) {
-    case FlagKind::String:
-      break;
-    case FlagKind::Int: {
-      int64_t v;
-      ok = parseNumber(value, v);
-      break;
-    }
-    case FlagKind::Double: {
-      double v;
-      ok = parseNumber(value, v);
-      break;
-    }
-    case FlagKind::Bool:
-      ok = value == "true" || value == "false";
-      break;
-    case FlagKind::Enum:
-      ok = std::find_if(spec->values.begin(), spec->values.end(),
-                        [&](const char* v) { return value == v; }) != spec->values.end();
-      break;
-    }
-    if (!ok) {
-      std::string expected = spec->kind == FlagKind::Int      ? "an integer"
-                             : spec->kind == FlagKind::Double ? "a number"
-                             : spec->kind == FlagKind::Bool
-                                 ? "true or false"
-                                 : fmt::format("one of {}", fmt::join(spec->values, ", "));
-      return badFlag(fmt::format("--{}={}: the value must be {}", name, value, expected),
-                     fmt::format("write --{}=<{}>", name, expected));
-    }
-    given[name] = value;
-  }
+  std::vector<std::string> known;
+  for (const FlagSpec& f : flagSpecs())
+    known.push_back(f.name);
+  auto split = splitLiteFlags(
+      args, known, "see benchmark --help for the flags", "-1",
+      [&](const std::string& name, const std::string& value) -> Status {
+        const FlagSpec& spec = *std::find_if(flagSpecs().begin(), flagSpecs().end(),
+                                             [&](const FlagSpec& f) { return name == f.name; });
+        bool ok = true;
+        switch (spec.kind) {
+        case FlagKind::String:
+          break;
+        case FlagKind::Int: {
+          int64_t v;
+          ok = parseNumber(value, v);
+          break;
+        }
+        case FlagKind::Double: {
+          double v;
+          ok = parseNumber(value, v);
+          break;
+        }
+        case FlagKind::Bool:
+          ok = value == "true" || value == "false";
+          break;
+        case FlagKind::Enum:
+          ok = std::find_if(spec.values.begin(), spec.values.end(),
+                            [&](const char* v) { return value == v; }) != spec.values.end();
+          break;
+        }
+        if (!ok) {
+          std::string expected = spec.kind == FlagKind::Int      ? "an integer"
+                                 : spec.kind == FlagKind::Double ? "a number"
+                                 : spec.kind == FlagKind::Bool
+                                     ? "true or false"
+                                     : fmt::format("one of {}", fmt::join(spec.values, ", "));
+          return badFlag(fmt::format("--{}={}: the value must be {}", name, value, expected),
+                         fmt::format("write --{}=<{}>", name, expected));
+        }
+        return Status::ok();
+      });
+  if (!split) return split.status();
+  std::map<std::string, std::string> given = split.take();
   auto get = [&](const char* name, const std::string& fallback = "") {
     auto it = given.find(name);
     return it == given.end() ? fallback : it->second;

@@ -18,6 +18,7 @@
 #include "kiln/passes/pass.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/shape_spec.h"
+#include "lite_flags.h"
 
 namespace kiln {
 namespace {
@@ -250,35 +251,26 @@ Expected<MsConvertOptions> parseConverterLiteArgs(const std::vector<std::string>
       wantsHelp = true;
       return MsConvertOptions{};
     }
-  std::map<std::string, std::string> given;
-  for (const std::string& arg : args) {
-    if (arg.rfind("--", 0) != 0)
-      return badFlag(fmt::format("'{}' is not a --name=value flag", arg),
-                     "write every flag as --name=value, without spaces around '='");
-    size_t eq = arg.find('=');
-    std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    auto spec = std::find_if(flagSpecs().begin(), flagSpecs().end(),
-                             [&](const FlagSpec& f) { return name == f.name; });
-    if (spec == flagSpecs().end()) {
-      std::vector<std::string> names;
-      for (const FlagSpec& f : flagSpecs())
-        names.push_back(std::string("--") + f.name);
-      return badFlag(fmt::format("unknown flag --{}", name),
-                     fmt::format("converter_lite flags: {} (see --help)", fmt::join(names, ", ")));
-    }
-    if (eq == std::string::npos)
-      return badFlag(fmt::format("flag --{} has no value", name),
-                     fmt::format("write --{}=VALUE (one argument, no space)", name));
-    if (given.count(name))
-      return badFlag(fmt::format("flag --{} is given twice", name), "give each flag once");
-    std::string value = arg.substr(eq + 1);
-    if (!spec->values.empty() &&
-        std::find_if(spec->values.begin(), spec->values.end(),
-                     [&](const char* v) { return value == v; }) == spec->values.end())
-      return badFlag(spec->illegal, fmt::format("--{}={} is not one of {}", name, value,
-                                                fmt::join(spec->values, ", ")));
-    given[name] = value;
-  }
+  std::vector<std::string> known;
+  for (const FlagSpec& f : flagSpecs())
+    known.push_back(f.name);
+  std::vector<std::string> dashed;
+  for (const std::string& name : known)
+    dashed.push_back("--" + name);
+  auto split = splitLiteFlags(
+      args, known, fmt::format("converter_lite flags: {} (see --help)", fmt::join(dashed, ", ")),
+      "-600", [&](const std::string& name, const std::string& value) -> Status {
+        const FlagSpec& spec = *std::find_if(flagSpecs().begin(), flagSpecs().end(),
+                                             [&](const FlagSpec& f) { return name == f.name; });
+        if (!spec.values.empty() &&
+            std::find_if(spec.values.begin(), spec.values.end(),
+                         [&](const char* v) { return value == v; }) == spec.values.end())
+          return badFlag(spec.illegal, fmt::format("--{}={} is not one of {}", name, value,
+                                                   fmt::join(spec.values, ", ")));
+        return Status::ok();
+      });
+  if (!split) return split.status();
+  std::map<std::string, std::string> given = split.take();
   auto get = [&](const char* name, const std::string& fallback = "") {
     auto it = given.find(name);
     return it == given.end() ? fallback : it->second;
