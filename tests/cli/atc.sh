@@ -17,17 +17,9 @@ work=${4:-$(mktemp -d "${TMPDIR:-/tmp}/kiln-atc-XXXXXX")}
 rm -rf "$work"
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$work" || exit 2
-
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS $1"; }
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $1: $2"
-  sed 's/^/  stdout: /' "$work/stdout"
-  sed 's/^/  stderr: /' "$work/stderr"
-}
 
 run() {
   "$atc" "$@" >"$work/stdout" 2>"$work/stderr"
@@ -189,5 +181,4 @@ failsWith "gears not built" E10055 "--dynamic_batch_size is not supported by kil
 failsWith "op without a kernel for this use" EZ3003 "No supported Ops kernel and engine are found for [y], optype [Reshape]." --framework=5 --model=dyn.onnx --output=o/dyn --soc_version=Ascend310P3 "--input_shape=x:-1,3,8,8"
 if "$kiln" compare tiny.onnx out/tiny.om >compare.txt 2>&1; then pass "kiln compare tiny.onnx tiny.om"; else fail "kiln compare tiny.onnx tiny.om" "$(cat compare.txt)"; fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -15,15 +15,8 @@ rm -rf "$work"
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS $1"; }
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $1: $2"
-  sed 's/^/  stdout: /' "$work/stdout"
-  sed 's/^/  stderr: /' "$work/stderr"
-}
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 run() {
   "$benchmark" "$@" >"$work/stdout" 2>"$work/stderr"
@@ -133,5 +126,4 @@ expect "dynamic input with --inputShapes" 0 --modelFile="$dynamic" --inputShapes
 failsWith "unknown input name" K4102 "'image' is not an input" --modelFile="$dynamic" --inputShape="image:1,3,8,8"
 failsWith "rank mismatch" K4103 "has rank 4" --modelFile="$dynamic" --inputShape="x:1,3,8"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

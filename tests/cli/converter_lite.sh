@@ -18,15 +18,8 @@ rm -rf "$work"
 mkdir -p "$work/out"
 trap 'rm -rf "$work"' EXIT
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS $1"; }
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $1: $2"
-  sed 's/^/  stdout: /' "$work/stdout"
-  sed 's/^/  stderr: /' "$work/stderr"
-}
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 run() {
   "$converter" "$@" >"$work/stdout" 2>"$work/stderr"
@@ -239,5 +232,4 @@ if [ $? -eq 0 ]; then pass "benchmark accuracy mode: WEIGHT_QUANT .ms within 5%"
 "$kiln" inspect "$out/nhwc.ms" >"$work/stdout" 2>"$work/stderr"
 if grep -q "1,8,8,1" "$work/stdout"; then pass "NHWC input shape"; else fail "NHWC input shape" "no [1,8,8,1] input"; fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -15,14 +15,8 @@ rm -rf "$work"
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS $1"; }
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $1: $2"
-  if [ -s "$work/stderr" ]; then sed 's/^/  stderr: /' "$work/stderr"; fi
-}
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Runs kiln with the given arguments; stdout and stderr go to $work/stdout and $work/stderr and the
 # exit status to $status.
@@ -211,5 +205,4 @@ mkdir -p "$out/adir"
 expectError "convert onto a folder" K1003 "$out/adir" convert "$sample" --to onnx -o "$out/adir"
 expectNoOutput "convert onto a folder leaves no temp file" "$out" "adir"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
