@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/constant.h"
 #include "kiln_proto/ms_model_generated.h"
 
 namespace kiln::ms {
@@ -525,39 +526,11 @@ std::optional<Const> Lowering::constOf(const Value* v) const {
   const Node* p = v->producer();
   if (!p) return std::nullopt;
   if (p->opType() == "Constant" && p->outputs().size() == 1) {
-    if (const Attribute* a = p->attribute("value"))
-      if (a->kind() == AttrKind::Tensor) return Const{a->asTensor(), false, {}, {}, 0, v->name()};
-    if (const Attribute* a = p->attribute("value_float"))
-      return Const{Tensor::fromValues<float>(DType::Float32, {}, std::vector<float>{a->asFloat()}),
-                   false,
-                   {},
-                   {},
-                   0,
-                   v->name()};
-    if (const Attribute* a = p->attribute("value_floats"))
-      return Const{Tensor::fromValues<float>(
-                       DType::Float32, {static_cast<int64_t>(a->asFloats().size())}, a->asFloats()),
-                   false,
-                   {},
-                   {},
-                   0,
-                   v->name()};
-    if (const Attribute* a = p->attribute("value_int"))
-      return Const{Tensor::fromValues<int64_t>(DType::Int64, {}, std::vector<int64_t>{a->asInt()}),
-                   false,
-                   {},
-                   {},
-                   0,
-                   v->name()};
-    if (const Attribute* a = p->attribute("value_ints"))
-      return Const{Tensor::fromValues<int64_t>(
-                       DType::Int64, {static_cast<int64_t>(a->asInts().size())}, a->asInts()),
-                   false,
-                   {},
-                   {},
-                   0,
-                   v->name()};
-    return std::nullopt;
+    // String constants have no .ms lowering.
+    if (p->attribute("value_string") || p->attribute("value_strings")) return std::nullopt;
+    auto value = constantNodeValue(*p);
+    if (!value) return std::nullopt;
+    return Const{*value, false, {}, {}, 0, v->name()};
   }
   if (p->opType() == "DequantizeLinear") {
     auto codes = constOf(p->input(0));

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "kiln/backends/soc_versions.h"
+#include "kiln/ir/constant.h"
 #include "kiln/runtime/tensor_util.h"
 #include "kiln/support/mapped_file.h"
 #include "om_internal.h"
@@ -1640,20 +1641,7 @@ void miscRules() {
              return "Constant of this kind";
            },
            [](Lowerer& l, const Node& n) {
-             Tensor t;
-             if (const Attribute* v = n.attribute("value"))
-               t = v->asTensor();
-             else if (const Attribute* f = n.attribute("value_float"))
-               t = Tensor::fromValues<float>(DType::Float32, {}, {f->asFloat()});
-             else if (const Attribute* i = n.attribute("value_int"))
-               t = Tensor::fromValues<int64_t>(DType::Int64, {}, {i->asInt()});
-             else if (const Attribute* fs = n.attribute("value_floats"))
-               t = Tensor::fromValues<float>(DType::Float32, {int64_t(fs->asFloats().size())},
-                                             fs->asFloats());
-             else if (const Attribute* is = n.attribute("value_ints"))
-               t = Tensor::fromValues<int64_t>(DType::Int64, {int64_t(is->asInts().size())},
-                                               is->asInts());
-             l.bind(n.output(0), l.constant("value", t));
+             l.bind(n.output(0), l.constant("value", *constantNodeValue(n)));
            }});
   addRule("BatchNormalization",
           {[](const Node& n, int64_t opset) -> std::string {

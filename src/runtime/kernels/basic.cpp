@@ -1,4 +1,5 @@
 // Kernels with no arithmetic: Identity, Constant, Shape, Size and friends.
+#include "kiln/ir/constant.h"
 #include "kiln/runtime/kernel.h"
 
 namespace kiln::rt {
@@ -10,40 +11,11 @@ Status identity(KernelContext& ctx) {
 }
 
 Status constant(KernelContext& ctx) {
-  for (const auto& [name, attr] : ctx.node().attributes()) {
-    switch (attr.kind()) {
-    case AttrKind::Tensor:
-      ctx.setOutput(0, attr.asTensor());
-      return Status::ok();
-    case AttrKind::Float:
-      ctx.setOutput(0, makeTensor<float>(DType::Float32, {}, {attr.asFloat()}));
-      return Status::ok();
-    case AttrKind::Floats: {
-      auto v = attr.asFloats();
-      ctx.setOutput(0, makeTensor<float>(DType::Float32, {static_cast<int64_t>(v.size())}, v));
-      return Status::ok();
-    }
-    case AttrKind::Int:
-      ctx.setOutput(0, makeTensor<int64_t>(DType::Int64, {}, {attr.asInt()}));
-      return Status::ok();
-    case AttrKind::Ints: {
-      auto v = attr.asInts();
-      ctx.setOutput(0, makeTensor<int64_t>(DType::Int64, {static_cast<int64_t>(v.size())}, v));
-      return Status::ok();
-    }
-    case AttrKind::String:
-      ctx.setOutput(0, Tensor::strings({}, {attr.asString()}));
-      return Status::ok();
-    case AttrKind::Strings: {
-      auto v = attr.asStrings();
-      ctx.setOutput(0, Tensor::strings({static_cast<int64_t>(v.size())}, v));
-      return Status::ok();
-    }
-    default:
-      break;
-    }
-  }
-  return ctx.unsupported("no supported value attribute (sparse_value is not supported)");
+  auto value = constantNodeValue(ctx.node());
+  if (!value)
+    return ctx.unsupported("no supported value attribute (sparse_value is not supported)");
+  ctx.setOutput(0, *value);
+  return Status::ok();
 }
 
 Status shape(KernelContext& ctx) {
