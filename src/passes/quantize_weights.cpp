@@ -9,6 +9,13 @@
 // Channels are the output-channel axis (Conv: 0; ConvTranspose: 1; MatMul B [K,N]: 1; Gemm B: 1, or
 // 0 with transB) and rows for Gather data. Symmetric: q = round(w / s), s = max|w| / (2^(b-1) - 1).
 // Asymmetric: s = (max - min) / (2^b - 1), zero point chosen so min maps to the lowest code.
+// Bias correction (on by default, as converter_lite's): per channel, a factor v and an offset m
+// make the dequantized weights (q - z)·s·v + m keep the channel's original mean and standard
+// deviation; v is folded into the scale and m becomes a per-channel Add after the dequantize:
+//        %w_dq = DequantizeLinear(%w_q, %w_scale, %w_zero) {axis = 0}
+//        %w_corr = Add(%w_dq, %w_mean_corr: f32[64,1,1,1])
+// Channels with at most 256 / (32 - b) elements are left float, as converter_lite leaves them
+// (per-channel parameters would outweigh the codes).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -48,7 +55,38 @@ struct Quantized {
   Tensor values;
   Tensor scales;
   Tensor zeroPoints;
+  std::optional<Tensor> meanCorrection; // shaped to broadcast along the channel axis
 };
+
+// Per channel of `w` (laid out outer × channels × inner): the factor and offset that give the
+// dequantized values the original mean and standard deviation. Sums in double: channels can hold
+// many thousands of values.
+void correctBias(const std::vector<float>& w, const std::vector<int64_t>& q,
+                 const std::vector<int64_t>& zeros, int64_t outer, int64_t channels, int64_t inner,
+                 std::vector<float>& scales, std::vector<float>& offsets) {
+  offsets.assign(static_cast<size_t>(channels), 0.0f);
+  for (int64_t c = 0; c < channels; ++c) {
+    double sumW = 0, sumD = 0, sumWW = 0, sumDD = 0;
+    const double scale = scales[static_cast<size_t>(c)];
+    const int64_t zero = zeros[static_cast<size_t>(c)];
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k = 0; k < inner; ++k) {
+        size_t i = static_cast<size_t>((o * channels + c) * inner + k);
+        double d = static_cast<double>(q[i] - zero) * scale;
+        sumW += w[i];
+        sumD += d;
+        sumWW += static_cast<double>(w[i]) * w[i];
+        sumDD += d * d;
+      }
+    const double n = static_cast<double>(outer * inner);
+    const double meanW = sumW / n, meanD = sumD / n;
+    const double varW = std::max(0.0, sumWW / n - meanW * meanW);
+    const double varD = std::max(0.0, sumDD / n - meanD * meanD);
+    const double factor = varD > 0 && varW > 0 ? std::sqrt(varW / varD) : 1.0;
+    scales[static_cast<size_t>(c)] = static_cast<float>(scale * factor);
+    offsets[static_cast<size_t>(c)] = static_cast<float>(meanW - meanD * factor);
+  }
+}
 
 Quantized quantize(const Tensor& weight, int64_t axis, const WeightQuantOptions& options) {
   const auto& dims = weight.dims();
@@ -94,6 +132,15 @@ Quantized quantize(const Tensor& weight, int64_t axis, const WeightQuantOptions&
       }
   }
   Quantized out;
+  if (options.biasCorrection) {
+    std::vector<float> offsets;
+    correctBias(w, q, zeros, outer, channels, inner, scales, offsets);
+    if (std::any_of(offsets.begin(), offsets.end(), [](float m) { return m != 0; })) {
+      std::vector<int64_t> broadcastDims(dims.size(), 1);
+      broadcastDims[static_cast<size_t>(axis)] = channels;
+      out.meanCorrection = Tensor::fromValues<float>(DType::Float32, broadcastDims, offsets);
+    }
+  }
   std::vector<int64_t> channelDims = {channels};
   out.scales = Tensor::fromValues<float>(DType::Float32, channelDims, scales);
   if (bits <= 8) {
@@ -160,11 +207,20 @@ class QuantizeWeights : public Pass {
                                                      channels, options.minQuantWeightChannel));
         continue;
       }
+      // converter_lite leaves a tensor float when its channels are too small for per-channel
+      // parameters to pay off: each must hold more than 256 / (32 - bit_num) values.
+      const int64_t perChannel = static_cast<int64_t>(tensor->elementCount()) / channels;
+      if (perChannel * (32 - options.bitNum) <= 256) {
+        skip("per_channel_elements",
+             fmt::format("{} values per channel <= 256 / (32 - {})", perChannel, options.bitNum));
+        continue;
+      }
       auto it = dequantized.find(weight);
       if (it == dequantized.end()) {
         Quantized q = quantize(*tensor, target->axis, options);
         floatBytes += tensor->byteSize();
-        uint64_t after = q.values.byteSize() + q.scales.byteSize() + q.zeroPoints.byteSize();
+        uint64_t after = q.values.byteSize() + q.scales.byteSize() + q.zeroPoints.byteSize() +
+                         (q.meanCorrection ? q.meanCorrection->byteSize() : 0);
         quantBytes += after;
         if (context.precisionReport)
           context.precisionReport->quantized.push_back(
@@ -181,15 +237,26 @@ class QuantizeWeights : public Pass {
         dq->setAttribute("axis", Attribute::ofInt(target->axis));
         dq->addLocation({node->name(), "DequantizeLinear"});
         dq->output(0)->setType(weight->type());
-        it = dequantized.emplace(weight, dq->output(0)).first;
+        Value* restored = dq->output(0);
+        if (q.meanCorrection) {
+          Value* offsets = graph.addInitializer(graph.uniqueName(weight->name() + "_mean_corr"),
+                                                std::move(*q.meanCorrection));
+          Node* add = graph.insertNodeBefore(node, "Add", {restored, offsets},
+                                             {graph.uniqueName(weight->name() + "_corr")});
+          add->addLocation({node->name(), "DequantizeLinear"});
+          add->output(0)->setType(weight->type());
+          restored = add->output(0);
+        }
+        it = dequantized.emplace(weight, restored).first;
         ++count;
       }
       node->setInput(target->input, it->second);
     }
     if (count)
       context.notes.push_back(fmt::format(
-          "weight quant: {} weight(s) to {}-bit {} per-channel, {} -> {} bytes", count,
-          options.bitNum, options.symmetric ? "symmetric" : "asymmetric", floatBytes, quantBytes));
+          "weight quant: {} weight(s) to {}-bit {} per-channel{}, {} -> {} bytes", count,
+          options.bitNum, options.symmetric ? "symmetric" : "asymmetric",
+          options.biasCorrection ? " with bias correction" : "", floatBytes, quantBytes));
     return count > 0;
   }
 };

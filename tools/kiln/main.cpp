@@ -486,6 +486,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 16));
   opt->add_flag("!--weight-quant-asymmetric", optFlags.weightQuant.symmetric,
                 "quantize-weights: asymmetric ranges");
+  opt->add_flag("!--no-weight-quant-bias-correction", optFlags.weightQuant.biasCorrection,
+                "quantize-weights: keep plain (q - zero) * scale, without restoring each "
+                "channel's mean and deviation");
   opt->add_option("--min-quant-weight-size", optFlags.weightQuant.minQuantWeightSize,
                   "quantize-weights threshold");
   opt->add_option("--min-quant-weight-channel", optFlags.weightQuant.minQuantWeightChannel,
@@ -562,7 +565,8 @@ int main(int argc, char** argv) {
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
 
   if (inspect->parsed()) {
-    // .ms files: the summary/JSON come from the FlatBuffer itself; --ir shows what readMsFile builds.
+    // .ms files: the summary/JSON come from the FlatBuffer itself; --ir shows what readMsFile
+    // builds.
     if (std::filesystem::path(inspectPath).extension() == ".ms" && !inspectIr) {
       auto dump =
           inspectAsJson ? kiln::dumpMsFile(inspectPath) : kiln::summarizeMsFile(inspectPath);

@@ -44,6 +44,9 @@ struct WeightQuantOptions {
   uint64_t minQuantWeightSize = 0;    // weights with more elements than this are quantized
   int64_t minQuantWeightChannel = 16; // Conv/ConvTranspose with fewer output channels are skipped
   std::vector<std::string> skipNodes; // skip_quant_node
+  // [weight_quant_param] bias_correction: per channel, the dequantized weights get the original
+  // mean and standard deviation back (the runtime's varCorr/meanCorr, formats/ms.md §3.2).
+  bool biasCorrection = true;
 };
 
 // What passes share during one pipeline run.

@@ -108,7 +108,8 @@ bool actedOn(const std::string& section, const std::string& key) {
       {"common_quant_param",
        {"quant_type", "bit_num", "min_quant_weight_size", "min_quant_weight_channel",
         "skip_quant_node", "enable_encode"}},
-      {"weight_quant_param", {"dequant_strategy", "quant_strategy", "per_channel"}},
+      {"weight_quant_param",
+       {"dequant_strategy", "quant_strategy", "per_channel", "bias_correction"}},
       {"registry", {"disable_fusion", "fusion_blacklists", "plugin_path"}},
   };
   auto it = acted.find(section);
@@ -450,6 +451,7 @@ bool weightQuantOptionsFor(const ConverterConfig& config, WeightQuantOptions& op
   options.minQuantWeightSize = config.minQuantWeightSize;
   options.minQuantWeightChannel = config.minQuantWeightChannel;
   options.skipNodes = config.skipQuantNode;
+  options.biasCorrection = config.biasCorrection;
   return true;
 }
 

@@ -169,6 +169,9 @@ struct Const {
   std::vector<int64_t> zeros;
   int64_t axis = 0;
   std::string name;
+  // quantize-weights' bias correction: per-channel offsets added after dequantizing (the
+  // QuantParam meanCorr); empty when none.
+  std::vector<float> meanCorr;
 };
 
 std::vector<int64_t> intValues(const Tensor& t) {
@@ -267,6 +270,7 @@ Tensor dequantize(const Const& c) {
                     : static_cast<size_t>((static_cast<int64_t>(i) / inner) % channels);
     int64_t zero = c.zeros.empty() ? 0 : c.zeros[c.zeros.size() == 1 ? 0 : ch];
     out[i] = static_cast<float>(codes[i] - zero) * c.scales[ch];
+    if (!c.meanCorr.empty()) out[i] += c.meanCorr[ch];
   }
   return Tensor::fromValues<float>(DType::Float32, dims, out);
 }
@@ -532,6 +536,23 @@ std::optional<Const> Lowering::constOf(const Value* v) const {
     if (!value) return std::nullopt;
     return Const{*value, false, {}, {}, 0, v->name()};
   }
+  if (p->opType() == "Add" && p->inputs().size() == 2) {
+    // A bias-corrected weight from quantize-weights: DequantizeLinear + per-channel offsets
+    // shaped [1.., C, 1..] along the dequantize axis.
+    auto base = constOf(p->input(0));
+    if (!base || !base->quantized || !base->meanCorr.empty() || base->scales.size() < 2)
+      return std::nullopt;
+    auto offsets = constOf(p->input(1));
+    if (!offsets || offsets->quantized || offsets->tensor.dtype() != DType::Float32)
+      return std::nullopt;
+    const auto& od = offsets->tensor.dims();
+    const auto& wd = base->tensor.dims();
+    if (od.size() != wd.size()) return std::nullopt;
+    for (size_t i = 0; i < od.size(); ++i)
+      if (od[i] != (static_cast<int64_t>(i) == base->axis ? wd[i] : 1)) return std::nullopt;
+    base->meanCorr = offsets->tensor.copyValues<float>();
+    return base;
+  }
   if (p->opType() == "DequantizeLinear") {
     auto codes = constOf(p->input(0));
     auto scale = constOf(p->input(1));
@@ -719,6 +740,7 @@ Expected<uint32_t> Lowering::weightTensor(const Value* v, const std::vector<int6
             static_cast<int32_t>(c->zeros.empty() ? 0 : c->zeros[c->zeros.size() == 1 ? 0 : ch]);
         q.numBits = bits;
         q.dstDtype = t.dataType;
+        if (!c->meanCorr.empty()) q.meanCorr = c->meanCorr[ch];
         t.quantParams.push_back(q);
       }
       *quantized = true;
@@ -2579,6 +2601,11 @@ Status Lowering::lowerNode(const Node& n) {
     if (constOf(n.output(0))) return Status::ok();
     return bad("DequantizeLinear over a non-constant input (.ms has no dequantize op for "
                "activations in a float model)");
+  }
+  if (op == "Add") {
+    // A bias-corrected quantized weight (see constOf) is materialized where it is read.
+    auto c = constOf(n.output(0));
+    if (c && c->quantized) return Status::ok();
   }
   if (op == "Identity" || op == "Dropout") {
     if (op == "Dropout" && n.outputs().size() > 1 && n.output(1) &&

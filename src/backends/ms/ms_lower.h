@@ -38,6 +38,7 @@ struct MsQuantParam {
   int32_t zeroPoint = 0;
   int numBits = 8;
   int dstDtype = kTypeInt8;
+  float meanCorr = 0; // added after (q - zeroPoint) * scale (varCorr is folded into scale)
 };
 
 struct MsTensor {

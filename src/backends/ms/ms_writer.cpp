@@ -164,7 +164,7 @@ Expected<flatbuffers::DetachedBuffer> serialize(const MsGraph& g, const MsWriteO
       for (const auto& q : t.quantParams)
         // min/max reset, narrowRange true, inited false as converter_lite saves them (ms.md §3.1).
         params.push_back(fb::CreateQuantParam(b, q.scale, q.zeroPoint, 0, 0, true, q.numBits, false,
-                                              1.0f, 0.0f, q.dstDtype));
+                                              1.0f, q.meanCorr, q.dstDtype));
       quant = b.CreateVector(params);
     }
     tensors.push_back(fb::CreateTensor(

@@ -194,6 +194,7 @@ TEST(MsWriter, WeightQuantPerChannelParams) {
   WeightQuantOptions quant;
   quant.bitNum = 8;
   quant.minQuantWeightChannel = 1;
+  quant.biasCorrection = false; // plain max/127 scales (bias correction: the test below)
   PipelineOptions pipeline;
   pipeline.weightQuant = &quant;
   auto result = runPipeline(model, {"quantize-weights"}, pipeline);
@@ -233,6 +234,64 @@ TEST(MsWriter, WeightQuantPerChannelParams) {
   const auto* bias = g->allTensors()->Get(convs[0]->inputIndex()->Get(2));
   EXPECT_EQ(bias->dataType(), 43);
   EXPECT_EQ(bias->quantParams(), nullptr);
+}
+
+// With bias correction (the default) each channel's weights, dequantized as the runtime does
+// ((q - zeroPoint) * scale * varCorr + meanCorr), keep the original channel mean and standard
+// deviation, and the .ms holds the per-channel offsets in meanCorr.
+TEST(MsWriter, WeightQuantBiasCorrectionKeepsChannelMeanAndDeviation) {
+  // Conv 4→3 channels, 3×3: irregular values so that rounding shifts each channel's mean.
+  std::vector<float> weights;
+  for (int k = 0; k < 108; ++k)
+    weights.push_back(static_cast<float>(std::sin(k * 1.7) * (1 + k % 7) + 0.3 * (k / 36)));
+  std::string values;
+  for (float v : weights)
+    values += (values.empty() ? "" : ", ") + std::to_string(v);
+  Model model = modelFromText(("<ir_version: 8, opset_import: [\"\" : 13]>\n"
+                               "g (float[1,4,5,5] x) => (float[1,3,3,3] y) <float[3,4,3,3] w = {" +
+                               values + "}> {\n  y = Conv (x, w)\n}\n")
+                                  .c_str());
+  const std::vector<float> original =
+      model.graph->lookupValue("w")->initializer().copyValues<float>();
+  WeightQuantOptions quant;
+  quant.bitNum = 4; // coarse codes make the correction visible
+  quant.symmetric = false;
+  quant.minQuantWeightChannel = 1;
+  PipelineOptions pipeline;
+  pipeline.weightQuant = &quant;
+  ASSERT_TRUE(runPipeline(model, {"quantize-weights"}, pipeline));
+  MsWriteOptions options;
+  options.weightQuantBits = 4;
+  auto bytes = build(model, options);
+  const auto* g = root(bytes);
+  const auto* w =
+      g->allTensors()->Get(nodesOfType(g, fb::PrimitiveType_Conv2DFusion)[0]->inputIndex()->Get(1));
+  ASSERT_NE(w->quantParams(), nullptr);
+  ASSERT_EQ(w->quantParams()->size(), 3u);
+  // Unpack the LSB-first 4-bit stream (biased by 8); KHWC [3,3,3,4] with 36 codes per channel.
+  auto packed = dataOf<uint8_t>(w);
+  ASSERT_EQ(packed.size(), 54u);
+  bool anyOffset = false;
+  for (int c = 0; c < 3; ++c) {
+    const auto* q = w->quantParams()->Get(static_cast<flatbuffers::uoffset_t>(c));
+    anyOffset |= q->meanCorr() != 0.0f;
+    double sumW = 0, sumWW = 0, sumD = 0, sumDD = 0, sumPlain = 0;
+    for (int k = 0; k < 36; ++k) {
+      int index = c * 36 + k;
+      int code = ((packed[static_cast<size_t>(index / 2)] >> (4 * (index % 2))) & 0xF) - 8;
+      double plain = (code - q->zeroPoint()) * q->scale();
+      double d = plain * q->varCorr() + q->meanCorr();
+      double v = original[static_cast<size_t>(c * 36 + k)]; // same multiset in OIHW order
+      sumW += v, sumWW += v * v, sumD += d, sumDD += d * d, sumPlain += plain;
+    }
+    const double meanW = sumW / 36, meanD = sumD / 36;
+    EXPECT_NEAR(meanD, meanW, 1e-5) << "channel " << c;
+    EXPECT_NEAR(std::sqrt(sumDD / 36 - meanD * meanD), std::sqrt(sumWW / 36 - meanW * meanW), 1e-4)
+        << "channel " << c;
+    // Without the offsets the mean would be off (the correction does something).
+    EXPECT_GT(std::fabs(sumPlain / 36 - meanW), 1e-4) << "channel " << c;
+  }
+  EXPECT_TRUE(anyOffset);
 }
 
 TEST(MsWriter, BitPackedFourBitCodes) {
