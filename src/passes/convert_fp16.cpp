@@ -152,11 +152,13 @@ class Lowering {
 
   void keep(const Node& node, const char* reason, const std::string& why,
             const std::string& weight = {}, double maxAbs = 0) {
+    // Named as keep_dtype entries name it (an unnamed node by its first output).
+    const std::string name = keepDtypeNodeName(node);
     context_.notes.push_back(
-        fmt::format("fp16: node '{}' ({}) stays fp32: {}", node.name(), node.opType(), why));
+        fmt::format("fp16: node '{}' ({}) stays fp32: {}", name, node.opType(), why));
     if (context_.precisionReport)
       context_.precisionReport->keptFp32.push_back(
-          {node.name(), node.opType(), reason, why, weight, maxAbs});
+          {name, node.opType(), reason, why, weight, maxAbs});
   }
 
   void decide() {

@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/passes/keep_dtype.h"
 #include "kiln/passes/pass.h"
 #include "kiln/passes/precision_report.h"
 #include "rewrite_util.h"
@@ -181,14 +182,17 @@ class QuantizeWeights : public Pass {
           (node->opType() == "MatMul" && dims.size() != 2) ||
           (node->opType() == "Gemm" && dims.size() != 2))
         continue;
+      // skip_quant_node and the report use the node's name, or for an unnamed node its first
+      // output's name (as keep_dtype files do).
+      const std::string nodeName = keepDtypeNodeName(*node);
       auto skip = [&](const char* reason, const std::string& why) {
-        context.notes.push_back(fmt::format("weight quant: node '{}' ({}) skipped: {}",
-                                            node->name(), node->opType(), why));
+        context.notes.push_back(
+            fmt::format("weight quant: node '{}' ({}) skipped: {}", nodeName, node->opType(), why));
         if (context.precisionReport)
           context.precisionReport->skipped.push_back(
-              {weight->name(), node->name(), node->opType(), reason});
+              {weight->name(), nodeName, node->opType(), reason});
       };
-      if (std::find(options.skipNodes.begin(), options.skipNodes.end(), node->name()) !=
+      if (std::find(options.skipNodes.begin(), options.skipNodes.end(), nodeName) !=
           options.skipNodes.end()) {
         skip("skip_quant_node", "named in skip_quant_node");
         continue;
@@ -224,7 +228,7 @@ class QuantizeWeights : public Pass {
         quantBytes += after;
         if (context.precisionReport)
           context.precisionReport->quantized.push_back(
-              {weight->name(), node->name(), node->opType(), options.bitNum, target->axis,
+              {weight->name(), nodeName, node->opType(), options.bitNum, target->axis,
                options.symmetric, tensor->byteSize(), after});
         Value* values =
             graph.addInitializer(graph.uniqueName(weight->name() + "_q"), std::move(q.values));
