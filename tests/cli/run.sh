@@ -186,6 +186,30 @@ expectError "duplicate value" K2008 "redefines 'Y'" inspect "$bad/duplicate.onnx
 expectError "data size mismatch" K2006 "tensor 'W'" inspect "$bad/dtype.onnxtxt"
 expectError "text syntax error" K2001 "$bad/syntax.onnxtxt" inspect "$bad/syntax.onnxtxt"
 
+# --- sensitivity: ranking, target search, keep lists in the peers' formats
+expectOk "sensitivity weight quant" sensitivity "$sample" --weight-quant-bits 2 --target-cosine 0.99999 --write-config "$out/tuned.cfg"
+if grep -q "logits  *Gemm" "$work/stdout" && grep -q "keeping 1 node(s) in float gives 1.000000 (met)" "$work/stdout"; then
+  pass "sensitivity ranks the Gemm and keeps it"
+else
+  fail "sensitivity ranks the Gemm and keeps it" "unexpected report"
+fi
+if [ "$(cat "$out/tuned.cfg" 2>/dev/null)" = "$(printf '[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=2\nskip_quant_node=logits')" ]; then
+  pass "sensitivity writes a converter_lite config"
+else
+  fail "sensitivity writes a converter_lite config" "$(cat "$out/tuned.cfg" 2>/dev/null)"
+fi
+expectOk "sensitivity fp16" sensitivity "$sample" --precision-mode force_fp16 --target-mre 0.01 --write-keep-dtype "$out/keep.txt"
+if [ "$(wc -l <"$out/keep.txt" 2>/dev/null)" -ge 1 ] && grep -q "(met)" "$work/stdout"; then
+  pass "sensitivity writes a keep_dtype file"
+else
+  fail "sensitivity writes a keep_dtype file" "$(cat "$out/keep.txt" 2>/dev/null)"
+fi
+runKiln sensitivity "$sample" --weight-quant-bits 1 --target-cosine 1.5
+if [ "$status" -eq 1 ] && grep -q "(NOT met)" "$work/stdout"; then pass "unreachable target exits 1"; else fail "unreachable target exits 1" "exit $status"; fi
+expectError "sensitivity needs one variant" K4001 "--precision-mode" sensitivity "$sample" --precision-mode force_fp16 --weight-quant-bits 8
+expectError "sensitivity keep list needs a target" K4001 "target" sensitivity "$sample" --weight-quant-bits 8 --write-config "$out/never.cfg"
+expectNoOutput "no config without a target" "$out" "never.cfg"
+
 # --- bad flags
 expectError "unknown target" K4001 "--to" convert "$sample" --to tflite -o "$out/x.onnx"
 expectError "unknown subcommand" K4001 "subcommand" frobnicate

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 
@@ -12,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kiln/backends/aipp.h"
+#include "kiln/backends/converter_config.h"
 #include "kiln/backends/ms.h"
 #include "kiln/backends/ms_writer.h"
 #include "kiln/backends/om.h"
@@ -27,6 +29,7 @@
 #include "kiln/passes/pass.h"
 #include "kiln/passes/precision_report.h"
 #include "kiln/runtime/executor.h"
+#include "kiln/sensitivity.h"
 #include "kiln/shape_spec.h"
 #include "kiln/support/atomic_file.h"
 
@@ -326,6 +329,153 @@ const std::map<std::string, kiln::PrecisionMode>& precisionModes() {
   return modes;
 }
 
+struct SensitivityFlags {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::string inputShape;
+  uint32_t seed = 1;
+  std::string precisionMode; // FP16 variant
+  std::string keepDtypeFile; // the user's own keep list
+  std::string config;        // converter_lite config (weight quant variant)
+  int weightQuantBits = 0;   // weight quant without a config: converter_lite's defaults
+  std::optional<double> targetCosine;
+  std::optional<double> targetMrePercent;
+  std::string writeKeepDtype;
+  std::string writeConfig;
+  size_t top = 20;
+  bool json = false;
+};
+
+int sensitivityCommand(const SensitivityFlags& flags) {
+  using kiln::ErrorCode;
+  using kiln::Status;
+  const bool fp16 = !flags.precisionMode.empty();
+  const bool quant = !flags.config.empty() || flags.weightQuantBits > 0;
+  if (fp16 == quant)
+    return report(Status(ErrorCode::BadFlag,
+                         "give either --precision-mode (FP16) or --config / --weight-quant-bits "
+                         "(weight quantization)",
+                         "pick the conversion whose sensitivity you want"));
+  if (flags.targetCosine && flags.targetMrePercent)
+    return report(Status(ErrorCode::BadFlag, "--target-cosine and --target-mre exclude each other",
+                         "give one target"));
+  if (!flags.writeKeepDtype.empty() && !fp16)
+    return report(Status(ErrorCode::BadFlag, "--write-keep-dtype needs --precision-mode",
+                         "use --write-config for weight quantization"));
+  if (!flags.writeConfig.empty() && !quant)
+    return report(Status(ErrorCode::BadFlag, "--write-config needs --config or --weight-quant-bits",
+                         "use --write-keep-dtype for FP16"));
+  if ((!flags.writeKeepDtype.empty() || !flags.writeConfig.empty()) && !flags.targetCosine &&
+      !flags.targetMrePercent)
+    return report(Status(ErrorCode::BadFlag, "writing a keep list needs a target",
+                         "add --target-cosine or --target-mre"));
+
+  kiln::SensitivityOptions options;
+  options.variant = fp16 ? kiln::SensitivityVariant::Fp16 : kiln::SensitivityVariant::WeightQuant;
+  std::string configText;
+  if (fp16) {
+    options.precision.mode = precisionModes().at(flags.precisionMode);
+    if (!flags.keepDtypeFile.empty()) {
+      auto entries = kiln::readKeepDtypeFile(flags.keepDtypeFile);
+      if (!entries) return report(entries.status());
+      options.precision.keepNodeNames = *entries;
+    }
+  } else if (!flags.config.empty()) {
+    auto config = kiln::parseConverterConfigFile(flags.config);
+    if (!config) return report(config.status());
+    if (!kiln::weightQuantOptionsFor(*config, options.weightQuant))
+      return report(Status(ErrorCode::BadFlag,
+                           fmt::format("{} asks for no weight quantization", flags.config),
+                           "set [common_quant_param] quant_type=WEIGHT_QUANT"));
+    std::ifstream in(flags.config, std::ios::binary); // parsed above, so readable
+    configText.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } else {
+    options.weightQuant.bitNum = flags.weightQuantBits;
+    options.weightQuant.symmetric = false; // converter_lite's CPU weight quant
+  }
+  options.metric = flags.targetMrePercent || (fp16 && !flags.targetCosine)
+                       ? kiln::SensitivityMetric::MeanRelativeError
+                       : kiln::SensitivityMetric::Cosine;
+  if (flags.targetCosine) options.target = *flags.targetCosine;
+  if (flags.targetMrePercent) options.target = *flags.targetMrePercent / 100;
+
+  // The model as the converting CLIs see it before their precision pass.
+  auto model = kiln::loadModel(flags.model);
+  if (!model) return report(model.status());
+  auto passes = kiln::pipelineByName("default");
+  if (!passes) return report(passes.status());
+  kiln::PipelineOptions pipeline;
+  std::optional<kiln::ShapeSpec> spec;
+  if (!flags.inputShape.empty()) {
+    auto parsed = kiln::parseShapeSpec(flags.inputShape, kiln::ShapeDialect::Atc);
+    if (!parsed) return report(parsed.status());
+    spec = parsed.take();
+    pipeline.inputShapes = &*spec;
+  }
+  if (auto ran = kiln::runPipeline(*model, *passes, pipeline); !ran) return report(ran.status());
+  auto feeds = flags.inputs.empty() ? kiln::makeDeterministicInputs(*model->graph, flags.seed)
+                                    : readFeeds(*model->graph, flags.inputs);
+  if (!feeds) return report(feeds.status());
+
+  auto result = kiln::analyzeSensitivity(*model, *feeds, options);
+  if (!result) return report(result.status());
+  const kiln::SensitivityReport& r = *result;
+  const bool cosine = options.metric == kiln::SensitivityMetric::Cosine;
+  auto show = [&](double score) {
+    return cosine ? fmt::format("{:.6f}", score) : fmt::format("{:.3f}%", score * 100);
+  };
+  if (flags.json) {
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const auto& n : r.nodes)
+      nodes.push_back({{"node", n.node}, {"op_type", n.opType}, {"score", n.score}});
+    nlohmann::json out = {{"metric", cosine ? "cosine" : "mean_relative_error"},
+                          {"candidates", r.candidates},
+                          {"converted_all", r.convertedAll},
+                          {"nodes", nodes},
+                          {"runs", r.runs}};
+    if (options.target)
+      out["target"] = {{"value", *options.target},
+                       {"keep", r.keep},
+                       {"score", r.keptScore},
+                       {"met", r.targetMet}};
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("{} of {} candidate nodes converted: {} {}\n",
+                             fp16 ? "FP16" : "weight quant", r.candidates,
+                             cosine ? "cosine" : "mean relative error", show(r.convertedAll));
+    std::cout << fmt::format("{:<40} {:<16} {:>14}  (score with only this node converted)\n",
+                             "node", "op", cosine ? "cosine" : "mean_rel_err");
+    for (size_t i = 0; i < r.nodes.size() && i < flags.top; ++i)
+      std::cout << fmt::format("{:<40} {:<16} {:>14}\n", r.nodes[i].node, r.nodes[i].opType,
+                               show(r.nodes[i].score));
+    if (options.target)
+      std::cout << fmt::format(
+          "target {} {}: keeping {} node(s) in float gives {} ({})\n", cosine ? ">=" : "<=",
+          cosine ? fmt::format("{}", *options.target) : fmt::format("{}%", *options.target * 100),
+          r.keep.size(), show(r.keptScore), r.targetMet ? "met" : "NOT met");
+    std::cout << fmt::format("{} model runs\n", r.runs);
+  }
+  if (!flags.writeKeepDtype.empty()) {
+    std::string text;
+    for (const auto& k : options.precision.keepNodeNames)
+      text += k + "\n";
+    for (const auto& k : r.keep)
+      text += k + "\n";
+    if (auto s = kiln::writeFileAtomically(flags.writeKeepDtype, text); !s) return report(s);
+    std::cerr << "kiln: wrote " << flags.writeKeepDtype << " (atc --keep_dtype, " << r.keep.size()
+              << " node(s) added)\n";
+  }
+  if (!flags.writeConfig.empty()) {
+    std::vector<std::string> skip = options.weightQuant.skipNodes;
+    skip.insert(skip.end(), r.keep.begin(), r.keep.end());
+    std::string text = kiln::withSkipQuantNodes(configText, skip, options.weightQuant.bitNum);
+    if (auto s = kiln::writeFileAtomically(flags.writeConfig, text); !s) return report(s);
+    std::cerr << "kiln: wrote " << flags.writeConfig << " (converter_lite --configFile, "
+              << r.keep.size() << " node(s) added to skip_quant_node)\n";
+  }
+  return options.target && !r.targetMet ? 1 : 0;
+}
+
 int optimizeModel(const OptFlags& flags) {
   auto model = kiln::loadModel(flags.model);
   if (!model) return report(model.status());
@@ -498,6 +648,42 @@ int main(int argc, char** argv) {
   opt->add_option("--shape-dialect", optFlags.shapeDialect, "grammar of --input-shape: atc or lite")
       ->check(CLI::IsMember({"atc", "lite"}));
 
+  SensitivityFlags sensitivityFlags;
+  auto* sensitivity = app.add_subcommand(
+      "sensitivity", "rank nodes by what their FP16 conversion or weight quantization costs at the "
+                     "outputs, and find the fewest to keep in float for an accuracy target");
+  sensitivity->add_option("model", sensitivityFlags.model, "float model (.onnx)")->required();
+  sensitivity->add_option("--input", sensitivityFlags.inputs,
+                          "NAME=FILE.pb, once per graph input (default: generated inputs)");
+  sensitivity->add_option("--input-shape", sensitivityFlags.inputShape,
+                          "fix input shapes as the converting CLI would: name:1,3,224,224;...");
+  sensitivity->add_option("--seed", sensitivityFlags.seed, "seed for generated inputs");
+  sensitivity
+      ->add_option("--precision-mode", sensitivityFlags.precisionMode,
+                   "FP16: the precision mode (atc --precision_mode; fp16_weights = "
+                   "converter_lite --fp16=on)")
+      ->check(CLI::IsMember(
+          {"allow_fp32_to_fp16", "allow_mix_precision", "force_fp16", "fp16_weights"}));
+  sensitivity->add_option("--keep-dtype-file", sensitivityFlags.keepDtypeFile,
+                          "FP16: nodes already kept (atc --keep_dtype file)");
+  sensitivity->add_option("--config", sensitivityFlags.config,
+                          "weight quant: converter_lite --configFile with quant_type=WEIGHT_QUANT");
+  sensitivity
+      ->add_option("--weight-quant-bits", sensitivityFlags.weightQuantBits,
+                   "weight quant without a config: bit_num, converter_lite's other defaults")
+      ->check(CLI::Range(1, 16));
+  sensitivity->add_option("--target-cosine", sensitivityFlags.targetCosine,
+                          "keep nodes in float until the mean output cosine is at least this");
+  sensitivity->add_option("--target-mre", sensitivityFlags.targetMrePercent,
+                          "keep nodes in float until the mean relative error (percent, as "
+                          "benchmark's --accuracyThreshold) is at most this");
+  sensitivity->add_option("--write-keep-dtype", sensitivityFlags.writeKeepDtype,
+                          "FP16: write the kept nodes as an atc --keep_dtype file");
+  sensitivity->add_option("--write-config", sensitivityFlags.writeConfig,
+                          "weight quant: write the config with the kept nodes in skip_quant_node");
+  sensitivity->add_option("--top", sensitivityFlags.top, "rows of the ranking to print");
+  sensitivity->add_flag("--json", sensitivityFlags.json, "print JSON (every node)");
+
   CheckFlags checkFlags;
   auto* check =
       app.add_subcommand("check", "validate input shapes and op support before converting");
@@ -596,6 +782,7 @@ int main(int argc, char** argv) {
   if (opt->parsed()) return optimizeModel(optFlags);
   if (compare->parsed()) return compareCommand(compareFlags);
   if (check->parsed()) return checkCommand(checkFlags);
+  if (sensitivity->parsed()) return sensitivityCommand(sensitivityFlags);
   if (conformance->parsed())
     return kiln::runConformance(conformancePaths, conformanceOptions, std::cout);
   return 0;

@@ -1,0 +1,130 @@
+// analyzeSensitivity on small models built so that one part is fragile: the ranking puts it first
+// and the target search keeps just it; withSkipQuantNodes edits converter_lite configs.
+#include <algorithm>
+
+#include <gtest/gtest.h>
+#include <onnx/defs/parser.h>
+
+#include "kiln/compare.h"
+#include "kiln/frontend/onnx.h"
+#include "kiln/sensitivity.h"
+
+using namespace kiln;
+
+namespace {
+
+// Parses ONNX text and names node i after `names[i]`.
+Model modelFromText(const std::string& text, const std::vector<std::string>& names) {
+  onnx::ModelProto proto;
+  auto status = onnx::OnnxParser::Parse(proto, text.c_str());
+  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
+  for (int i = 0; i < proto.graph().node_size() && i < static_cast<int>(names.size()); ++i)
+    proto.mutable_graph()->mutable_node(i)->set_name(names[static_cast<size_t>(i)]);
+  auto model = importOnnxProto(proto, "test", ".");
+  EXPECT_TRUE(model) << model.status().toString();
+  return model.take();
+}
+
+std::string values(size_t count, double (*f)(size_t)) {
+  std::string out;
+  for (size_t i = 0; i < count; ++i)
+    out += (out.empty() ? "" : ", ") + std::to_string(f(i));
+  return out;
+}
+
+// Two MatMuls over 32 inputs. `smooth` has ordinary weights; `fragile` has one large weight per
+// column (row 0, 100) whose contribution is subtracted again, so the output rests on the small
+// weights that 8-bit codes spanning the large one cannot resolve.
+Model twoMatMuls() {
+  std::string smooth = values(32 * 4, [](size_t i) { return 0.05 * ((i * 7) % 13) - 0.3; });
+  std::string fragile =
+      values(32 * 4, [](size_t i) { return i < 4 ? 100.0 : 0.003 * ((i * 5) % 11) - 0.015; });
+  std::string text = "<ir_version: 8, opset_import: [\"\" : 13]>\n"
+                     "g (float[1,32] v) => (float[1,4] a, float[1,4] b) <float[32,4] smooth = {" +
+                     smooth + "}, float[32,4] fragile = {" + fragile +
+                     "}, int64[1] first = {0}, float[1] hundred = {100}> {\n"
+                     "  a = MatMul (v, smooth)\n"
+                     "  p = MatMul (v, fragile)\n"
+                     "  v0 = Gather <axis = 1> (v, first)\n"
+                     "  big = Mul (v0, hundred)\n"
+                     "  b = Sub (p, big)\n"
+                     "}\n";
+  return modelFromText(text, {"mm_smooth", "mm_fragile", "gather", "mul", "sub"});
+}
+
+} // namespace
+
+TEST(Sensitivity, WeightQuantRanksTheFragileWeightFirstAndKeepsOnlyIt) {
+  Model model = twoMatMuls();
+  auto inputs = makeDeterministicInputs(*model.graph, 3);
+  ASSERT_TRUE(inputs) << inputs.status().toString();
+  SensitivityOptions options;
+  options.variant = SensitivityVariant::WeightQuant;
+  options.weightQuant.symmetric = false;
+  options.metric = SensitivityMetric::Cosine;
+  options.target = 0.9999;
+  auto report = analyzeSensitivity(model, *inputs, options);
+  ASSERT_TRUE(report) << report.status().toString();
+  ASSERT_EQ(report->candidates, 2u);
+  ASSERT_EQ(report->nodes.size(), 2u);
+  EXPECT_EQ(report->nodes[0].node, "mm_fragile");
+  EXPECT_EQ(report->nodes[0].opType, "MatMul");
+  EXPECT_LT(report->nodes[0].score, report->nodes[1].score);
+  EXPECT_LT(report->convertedAll, 0.9999); // quantizing both misses the target ...
+  EXPECT_EQ(report->keep, std::vector<std::string>{"mm_fragile"}); // ... keeping one meets it
+  EXPECT_TRUE(report->targetMet);
+  EXPECT_GE(report->keptScore, 0.9999);
+  // The input model is left as it was.
+  EXPECT_EQ(model.graph->nodeCount(), 5u);
+}
+
+TEST(Sensitivity, Fp16KeepsTheNodesThatLoseDigits) {
+  // (x + 1000) - 1000 loses x's low digits in fp16 (spacing 0.5 near 1000) whichever of the two
+  // runs in fp16; the Relu branch is harmless. The final Muls produce graph outputs, which stay
+  // fp32, so the candidates are add, sub and relu.
+  Model model = modelFromText("<ir_version: 8, opset_import: [\"\" : 13]>\n"
+                              "g (float[1,64] x) => (float[1,64] y, float[1,64] z) "
+                              "<float[1] k = {1000}, float[1] one = {1}> {\n"
+                              "  s = Add (x, k)\n"
+                              "  d = Sub (s, k)\n"
+                              "  y = Mul (d, one)\n"
+                              "  r = Relu (x)\n"
+                              "  z = Mul (r, one)\n"
+                              "}\n",
+                              {"add", "sub", "out_y", "relu", "out_z"});
+  // Value types, as the converting CLIs' default pipeline leaves them (convert-fp16 needs them).
+  ASSERT_TRUE(runPipeline(model, {"infer-shapes"}));
+  auto inputs = makeDeterministicInputs(*model.graph, 5);
+  ASSERT_TRUE(inputs) << inputs.status().toString();
+  SensitivityOptions options;
+  options.variant = SensitivityVariant::Fp16;
+  options.precision.mode = PrecisionMode::ForceFp16;
+  options.metric = SensitivityMetric::MeanRelativeError;
+  options.target = 0.005;
+  auto report = analyzeSensitivity(model, *inputs, options);
+  ASSERT_TRUE(report) << report.status().toString();
+  EXPECT_EQ(report->candidates, 3u);
+  ASSERT_EQ(report->nodes.size(), 3u);
+  EXPECT_EQ(report->nodes[2].node, "relu"); // the least costly
+  EXPECT_GT(report->convertedAll, 0.005);
+  std::vector<std::string> keep = report->keep;
+  std::sort(keep.begin(), keep.end());
+  EXPECT_EQ(keep, (std::vector<std::string>{"add", "sub"}));
+  EXPECT_TRUE(report->targetMet);
+  EXPECT_LE(report->keptScore, 0.005);
+}
+
+TEST(Sensitivity, WithSkipQuantNodesEditsOnlyTheSkipLine) {
+  std::string config = "# tuned\n[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=8\n"
+                       "skip_quant_node=old\n\n[weight_quant_param]\nbias_correction=true\n";
+  EXPECT_EQ(withSkipQuantNodes(config, {"old", "a", "b"}, 8),
+            "# tuned\n[common_quant_param]\nskip_quant_node=old,a,b\nquant_type=WEIGHT_QUANT\n"
+            "bit_num=8\n\n[weight_quant_param]\nbias_correction=true\n");
+  // No config: a section with converter_lite's quant_type and the bit width.
+  EXPECT_EQ(withSkipQuantNodes("", {"a"}, 4),
+            "[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=4\nskip_quant_node=a\n");
+  // A section without the keys gets them; an empty list writes no skip line.
+  EXPECT_EQ(withSkipQuantNodes("[registry]\ndisable_fusion=off\n", {}, 8),
+            "[registry]\ndisable_fusion=off\n\n[common_quant_param]\nquant_type=WEIGHT_QUANT\n"
+            "bit_num=8\n");
+}
