@@ -341,33 +341,11 @@ class Lowerer {
 };
 
 Port Lowerer::constScalar(const std::string& suffix, DType dtype, double value) {
-  switch (dtype) {
-  case DType::Float32:
-    return constant(suffix, Tensor::fromValues<float>(dtype, {}, {float(value)}));
-  case DType::Float64:
-    return constant(suffix, Tensor::fromValues<double>(dtype, {}, {value}));
-  case DType::Float16:
-    return constant(suffix,
-                    Tensor::fromValues<uint16_t>(dtype, {}, {rt::floatToHalf(float(value))}));
-  case DType::Int64:
-    return constant(suffix, Tensor::fromValues<int64_t>(dtype, {}, {int64_t(value)}));
-  case DType::Int32:
-    return constant(suffix, Tensor::fromValues<int32_t>(dtype, {}, {int32_t(value)}));
-  case DType::Int16:
-    return constant(suffix, Tensor::fromValues<int16_t>(dtype, {}, {int16_t(value)}));
-  case DType::Int8:
-    return constant(suffix, Tensor::fromValues<int8_t>(dtype, {}, {int8_t(value)}));
-  case DType::UInt8:
-    return constant(suffix, Tensor::fromValues<uint8_t>(dtype, {}, {uint8_t(value)}));
-  case DType::UInt16:
-    return constant(suffix, Tensor::fromValues<uint16_t>(dtype, {}, {uint16_t(value)}));
-  case DType::UInt32:
-    return constant(suffix, Tensor::fromValues<uint32_t>(dtype, {}, {uint32_t(value)}));
-  case DType::UInt64:
-    return constant(suffix, Tensor::fromValues<uint64_t>(dtype, {}, {uint64_t(value)}));
-  default:
-    return {};
-  }
+  // ONNX Cast semantics (floats round to nearest, integers truncate); int64/uint64 limits that a
+  // double cannot hold are built exactly by the callers.
+  auto cast = rt::castTensor(Tensor::fromValues<double>(DType::Float64, {}, {value}), dtype);
+  if (!cast) return {};
+  return constant(suffix, std::move(*cast));
 }
 
 std::string Lowerer::externalFileName(const std::string& opName) {
