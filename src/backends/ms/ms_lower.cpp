@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "kiln/ir/constant.h"
+#include "ms_type_ids.h"
 #include "kiln_proto/ms_model_generated.h"
 
 namespace kiln::ms {
@@ -22,39 +23,6 @@ namespace {
 
 namespace fb = kiln::msfb;
 using FBB = flatbuffers::FlatBufferBuilder;
-
-std::optional<int> typeIdOf(DType type) {
-  switch (type) {
-  case DType::Bool:
-    return kTypeBool;
-  case DType::Int8:
-    return kTypeInt8;
-  case DType::Int16:
-    return kTypeInt16;
-  case DType::Int32:
-    return kTypeInt32;
-  case DType::Int64:
-    return kTypeInt64;
-  case DType::UInt8:
-    return kTypeUInt8;
-  case DType::UInt16:
-    return kTypeUInt16;
-  case DType::UInt32:
-    return kTypeUInt32;
-  case DType::UInt64:
-    return kTypeUInt64;
-  case DType::Float16:
-    return kTypeFloat16;
-  case DType::Float32:
-    return kTypeFloat32;
-  case DType::Float64:
-    return kTypeFloat64;
-  case DType::String:
-    return 12; // kObjectTypeString
-  default:
-    return std::nullopt;
-  }
-}
 
 // ONNX ops with an .ms lowering (the dispatch table in Lowering::lowerNode matches this list).
 const std::set<std::string>& loweredOps() {

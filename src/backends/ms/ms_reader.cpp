@@ -20,6 +20,7 @@
 #include "kiln/runtime/tensor_util.h"
 #include "kiln/support/mapped_file.h"
 #include "kiln_proto/ms_model_generated.h"
+#include "ms_type_ids.h"
 
 namespace kiln {
 
@@ -34,39 +35,6 @@ const char* const kInvalidHint = "pass a complete .ms file written by converter_
 const char* const kUnsupportedHint =
     "convert the model again with kiln, or report the op so the reader learns it";
 
-std::optional<DType> dtypeFromTypeId(int id) {
-  switch (id) {
-  case fb::TypeId_kNumberTypeBool:
-    return DType::Bool;
-  case fb::TypeId_kNumberTypeInt8:
-    return DType::Int8;
-  case fb::TypeId_kNumberTypeInt16:
-    return DType::Int16;
-  case fb::TypeId_kNumberTypeInt:
-  case fb::TypeId_kNumberTypeInt32:
-    return DType::Int32;
-  case fb::TypeId_kNumberTypeInt64:
-    return DType::Int64;
-  case fb::TypeId_kNumberTypeUInt8:
-    return DType::UInt8;
-  case fb::TypeId_kNumberTypeUInt16:
-    return DType::UInt16;
-  case fb::TypeId_kNumberTypeUInt:
-  case fb::TypeId_kNumberTypeUInt32:
-    return DType::UInt32;
-  case fb::TypeId_kNumberTypeUInt64:
-    return DType::UInt64;
-  case fb::TypeId_kNumberTypeFloat:
-  case fb::TypeId_kNumberTypeFloat32:
-    return DType::Float32;
-  case fb::TypeId_kNumberTypeFloat16:
-    return DType::Float16;
-  case fb::TypeId_kNumberTypeFloat64:
-    return DType::Float64;
-  default:
-    return std::nullopt;
-  }
-}
 
 std::string primitiveName(fb::PrimitiveType type) {
   const char* name = fb::EnumNamePrimitiveType(type);
@@ -424,7 +392,7 @@ Expected<std::vector<float>> Reader::dequantize(uint32_t i, const uint8_t* data,
 
 Expected<Tensor> Reader::decodeConstant(uint32_t i, const ConstRequest& request) {
   const fb::Tensor* t = tensor(i);
-  auto dt = dtypeFromTypeId(t->dataType());
+  auto dt = ms::dtypeOfTypeId(t->dataType());
   if (!dt)
     return unsupported("tensor '{}' has data type {} ({}), which kiln does not read", tensorName(i),
                        t->dataType(), fb::EnumNameTypeId(static_cast<fb::TypeId>(t->dataType())));
@@ -539,7 +507,7 @@ Expected<Value*> Reader::int64Input(size_t pos) {
     return constant(Tensor::fromValues(DType::Int64, d, v), "ms_ints");
   }
   KILN_ASSIGN_OR_RETURN(Value * v, in(pos));
-  auto dt = dtypeFromTypeId(tensor(inIndex(pos))->dataType());
+  auto dt = ms::dtypeOfTypeId(tensor(inIndex(pos))->dataType());
   if (dt == DType::Int64) return v;
   return emit("Cast", {v}, {{"to", Attribute::ofInt(dtypeToOnnx(DType::Int64))}});
 }
@@ -559,7 +527,7 @@ Status Reader::bind(size_t outPos, Value* v) {
   std::string final = g_->lookupValue(name) ? fresh(name) : name;
   reserved_.insert(final);
   if (v->name() != final) g_->renameValue(v, final);
-  if (auto dt = dtypeFromTypeId(tensor(i)->dataType())) v->setDType(*dt);
+  if (auto dt = ms::dtypeOfTypeId(tensor(i)->dataType())) v->setDType(*dt);
   values_[i] = v;
   return Status::ok();
 }
@@ -948,7 +916,7 @@ Status Reader::resize(const fb::Resize* r) {
   };
   if (inputCount() > 1) {
     uint32_t si = inIndex(1);
-    auto dt = dtypeFromTypeId(tensor(si)->dataType());
+    auto dt = ms::dtypeOfTypeId(tensor(si)->dataType());
     if (!isConstant(si)) return nodeUnsupported("the size/scale input must be a constant");
     if (dt && isFloatingPoint(*dt)) {
       KILN_ASSIGN_OR_RETURN(auto s, constFloats(1));
@@ -1042,7 +1010,7 @@ Status Reader::readOp(const fb::Primitive* p) {
   case T::PrimitiveType_FloorDiv: {
     KILN_ASSIGN_OR_RETURN(Value * a, in(0));
     KILN_ASSIGN_OR_RETURN(Value * b, in(1));
-    auto dt = dtypeFromTypeId(tensor(inIndex(0))->dataType());
+    auto dt = ms::dtypeOfTypeId(tensor(inIndex(0))->dataType());
     if (dt && !isFloatingPoint(*dt)) return nodeUnsupported("integer FloorDiv");
     return bind(0, emit("Floor", {emit("Div", {a, b})}));
   }
@@ -1053,7 +1021,7 @@ Status Reader::readOp(const fb::Primitive* p) {
     // Mod truncates (the sign of a, C fmod); FloorMod floors (the sign of b).
     if (p->value_type() == T::PrimitiveType_Mod)
       return bind(0, emit("Mod", {a, b}, {{"fmod", Attribute::ofInt(1)}}));
-    auto dt = dtypeFromTypeId(tensor(inIndex(0))->dataType());
+    auto dt = ms::dtypeOfTypeId(tensor(inIndex(0))->dataType());
     if (dt && isFloatingPoint(*dt)) {
       // a − floor(a / b)·b: ONNX Mod floors integers only.
       Value* q = emit("Floor", {emit("Div", {a, b})});
@@ -1140,7 +1108,7 @@ Status Reader::readOp(const fb::Primitive* p) {
   case T::PrimitiveType_Shape: {
     KILN_ASSIGN_OR_RETURN(Value * x, in(0));
     Value* y = emit("Shape", {x});
-    auto dt = dtypeFromTypeId(tensor(node_->outputIndex()->Get(0))->dataType());
+    auto dt = ms::dtypeOfTypeId(tensor(node_->outputIndex()->Get(0))->dataType());
     if (dt && *dt != DType::Int64)
       y = emit("Cast", {y}, {{"to", Attribute::ofInt(dtypeToOnnx(*dt))}});
     return bind(0, y);
@@ -1148,7 +1116,7 @@ Status Reader::readOp(const fb::Primitive* p) {
   case T::PrimitiveType_Size: {
     KILN_ASSIGN_OR_RETURN(Value * x, in(0));
     Value* y = emit("Size", {x});
-    auto dt = dtypeFromTypeId(tensor(node_->outputIndex()->Get(0))->dataType());
+    auto dt = ms::dtypeOfTypeId(tensor(node_->outputIndex()->Get(0))->dataType());
     if (dt && *dt != DType::Int64)
       y = emit("Cast", {y}, {{"to", Attribute::ofInt(dtypeToOnnx(*dt))}});
     return bind(0, y);
@@ -1264,7 +1232,7 @@ Status Reader::readOp(const fb::Primitive* p) {
     KILN_ASSIGN_OR_RETURN(Value * idx, int64Input(0));
     KILN_ASSIGN_OR_RETURN(Value * upd, in(1));
     KILN_ASSIGN_OR_RETURN(Value * shape, int64Input(2));
-    auto dt = dtypeFromTypeId(tensor(inIndex(1))->dataType()).value_or(DType::Float32);
+    auto dt = ms::dtypeOfTypeId(tensor(inIndex(1))->dataType()).value_or(DType::Float32);
     auto zero = dtypeStorageBytes(dt, 1);
     if (!zero) return nodeUnsupported("ScatterNd updates type");
     Tensor z(dt, {1}, Buffer::owned(std::vector<uint8_t>(*zero, 0)));
@@ -1329,10 +1297,10 @@ Status Reader::readOp(const fb::Primitive* p) {
     if (inputCount() > 1) {
       KILN_ASSIGN_OR_RETURN(auto t, constInts(1));
       if (t.size() != 1) return nodeUnsupported("Cast type must be one value");
-      to = dtypeFromTypeId(int(t[0]));
+      to = ms::dtypeOfTypeId(int(t[0]));
       if (!to) return nodeUnsupported(fmt::format("Cast to TypeId {}", t[0]));
     } else {
-      to = dtypeFromTypeId(tensor(node_->outputIndex()->Get(0))->dataType());
+      to = ms::dtypeOfTypeId(tensor(node_->outputIndex()->Get(0))->dataType());
       if (!to) return nodeUnsupported("Cast without a type input");
     }
     return bind(0, emit("Cast", {x}, {{"to", Attribute::ofInt(dtypeToOnnx(*to))}}));
@@ -1370,7 +1338,7 @@ Status Reader::readOp(const fb::Primitive* p) {
                           {{"keepdims", Attribute::ofInt(keep ? 1 : 0)}}));
     }
     Value* y = emit(isMax ? "ArgMax" : "ArgMin", {x}, std::move(attrs));
-    auto dt = dtypeFromTypeId(tensor(node_->outputIndex()->Get(0))->dataType());
+    auto dt = ms::dtypeOfTypeId(tensor(node_->outputIndex()->Get(0))->dataType());
     if (dt && *dt != DType::Int64)
       y = emit("Cast", {y}, {{"to", Attribute::ofInt(dtypeToOnnx(*dt))}});
     return bind(0, y);
@@ -1387,7 +1355,7 @@ Status Reader::readOp(const fb::Primitive* p) {
     KILN_TRY(bind(0, node->output(0)));
     if (node_->outputIndex()->size() > 1) {
       Value* idx = node->output(1);
-      auto dt = dtypeFromTypeId(tensor(node_->outputIndex()->Get(1))->dataType());
+      auto dt = ms::dtypeOfTypeId(tensor(node_->outputIndex()->Get(1))->dataType());
       if (dt && *dt != DType::Int64)
         idx = emit("Cast", {idx}, {{"to", Attribute::ofInt(dtypeToOnnx(*dt))}});
       KILN_TRY(bind(1, idx));
@@ -1567,7 +1535,7 @@ Status Reader::readOp(const fb::Primitive* p) {
     KILN_ASSIGN_OR_RETURN(Value * shape, int64Input(0));
     auto values = c->value();
     if (!values || values->size() != 1) return nodeUnsupported("value must hold one element");
-    auto dt = dtypeFromTypeId(int(c->data_type()));
+    auto dt = ms::dtypeOfTypeId(int(c->data_type()));
     if (!dt) return nodeUnsupported(fmt::format("data_type {}", c->data_type()));
     float v = values->Get(0);
     Tensor t;
@@ -1672,7 +1640,7 @@ Status Reader::readOp(const fb::Primitive* p) {
   case T::PrimitiveType_NonZero: {
     KILN_ASSIGN_OR_RETURN(Value * x, in(0));
     Value* y = emit("NonZero", {x});
-    auto dt = dtypeFromTypeId(tensor(node_->outputIndex()->Get(0))->dataType());
+    auto dt = ms::dtypeOfTypeId(tensor(node_->outputIndex()->Get(0))->dataType());
     if (dt && *dt != DType::Int64)
       y = emit("Cast", {y}, {{"to", Attribute::ofInt(dtypeToOnnx(*dt))}});
     return bind(0, y);
@@ -1708,7 +1676,7 @@ Status Reader::readNode(const fb::CNode* node) {
   floatType_ = DType::Float32;
   for (size_t k = 0; k < inputCount(); ++k) {
     uint32_t i = inIndex(k);
-    auto dt = dtypeFromTypeId(tensor(i)->dataType());
+    auto dt = ms::dtypeOfTypeId(tensor(i)->dataType());
     if (!isConstant(i) && dt &&
         (*dt == DType::Float16 || *dt == DType::Float32 || *dt == DType::Float64)) {
       floatType_ = *dt;
@@ -1774,7 +1742,7 @@ Expected<Model> Reader::read() {
   for (uint32_t i : inputOrder) {
     if (values_.count(i)) continue;
     const fb::Tensor* t = tensor(i);
-    auto dt = dtypeFromTypeId(t->dataType());
+    auto dt = ms::dtypeOfTypeId(t->dataType());
     if (!dt)
       return unsupported("graph input '{}' has data type {}, which kiln does not read",
                          tensorName(i), t->dataType());
@@ -1810,7 +1778,7 @@ Expected<Model> Reader::read() {
       v = g_->addInitializer(fresh(tensorName(o)), std::move(t));
     }
     if (!v) return invalid("graph output '{}' is produced by no node", tensorName(o));
-    if (auto dt = dtypeFromTypeId(tensor(o)->dataType()); dt && v->dtype() == DType::Undefined)
+    if (auto dt = ms::dtypeOfTypeId(tensor(o)->dataType()); dt && v->dtype() == DType::Undefined)
       v->setDType(*dt);
     g_->addOutput(v);
   }
