@@ -204,6 +204,8 @@ if [ "$(wc -l <"$out/keep.txt" 2>/dev/null)" -ge 1 ] && grep -q "(met)" "$work/s
 else
   fail "sensitivity writes a keep_dtype file" "$(cat "$out/keep.txt" 2>/dev/null)"
 fi
+expectOk "sensitivity with a loose target" sensitivity "$sample" --precision-mode force_fp16 --target-mre 50 --write-keep-dtype "$out/none.txt"
+expectNoOutput "no empty keep_dtype file (atc rejects one)" "$out" "none.txt"
 runKiln sensitivity "$sample" --weight-quant-bits 1 --target-cosine 1.5
 if [ "$status" -eq 1 ] && grep -q "(NOT met)" "$work/stdout"; then pass "unreachable target exits 1"; else fail "unreachable target exits 1" "exit $status"; fi
 expectError "sensitivity needs one variant" K4001 "--precision-mode" sensitivity "$sample" --precision-mode force_fp16 --weight-quant-bits 8

@@ -455,7 +455,11 @@ int sensitivityCommand(const SensitivityFlags& flags) {
           r.keep.size(), show(r.keptScore), r.targetMet ? "met" : "NOT met");
     std::cout << fmt::format("{} model runs\n", r.runs);
   }
-  if (!flags.writeKeepDtype.empty()) {
+  if (!flags.writeKeepDtype.empty() && options.precision.keepNodeNames.empty() && r.keep.empty()) {
+    // atc rejects a --keep_dtype file without entries, so none is written.
+    std::cerr << "kiln: note: no node needs to stay in float; " << flags.writeKeepDtype
+              << " not written (convert without --keep_dtype)\n";
+  } else if (!flags.writeKeepDtype.empty()) {
     std::string text;
     for (const auto& k : options.precision.keepNodeNames)
       text += k + "\n";
