@@ -59,6 +59,14 @@ struct Quantized {
   std::optional<Tensor> meanCorrection; // shaped to broadcast along the channel axis
 };
 
+// Flat indices of channel `c` in a tensor laid out outer × channels × inner, in order.
+template <typename F>
+void forEachInChannel(int64_t outer, int64_t channels, int64_t inner, int64_t c, F&& f) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < inner; ++k)
+      f(static_cast<size_t>((o * channels + c) * inner + k));
+}
+
 // Per channel of `w` (laid out outer × channels × inner): the factor and offset that give the
 // dequantized values the original mean and standard deviation. Sums in double: channels can hold
 // many thousands of values.
@@ -70,15 +78,13 @@ void correctBias(const std::vector<float>& w, const std::vector<int64_t>& q,
     double sumW = 0, sumD = 0, sumWW = 0, sumDD = 0;
     const double scale = scales[static_cast<size_t>(c)];
     const int64_t zero = zeros[static_cast<size_t>(c)];
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t k = 0; k < inner; ++k) {
-        size_t i = static_cast<size_t>((o * channels + c) * inner + k);
-        double d = static_cast<double>(q[i] - zero) * scale;
-        sumW += w[i];
-        sumD += d;
-        sumWW += static_cast<double>(w[i]) * w[i];
-        sumDD += d * d;
-      }
+    forEachInChannel(outer, channels, inner, c, [&](size_t i) {
+      double d = static_cast<double>(q[i] - zero) * scale;
+      sumW += w[i];
+      sumD += d;
+      sumWW += static_cast<double>(w[i]) * w[i];
+      sumDD += d * d;
+    });
     const double n = static_cast<double>(outer * inner);
     const double meanW = sumW / n, meanD = sumD / n;
     const double varW = std::max(0.0, sumWW / n - meanW * meanW);
@@ -107,12 +113,10 @@ Quantized quantize(const Tensor& weight, int64_t axis, const WeightQuantOptions&
   std::vector<int64_t> q(w.size());
   for (int64_t c = 0; c < channels; ++c) {
     float lo = 0, hi = 0; // the range always includes 0 so zero stays exact
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t k = 0; k < inner; ++k) {
-        float v = w[static_cast<size_t>((o * channels + c) * inner + k)];
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-      }
+    forEachInChannel(outer, channels, inner, c, [&](size_t i) {
+      lo = std::min(lo, w[i]);
+      hi = std::max(hi, w[i]);
+    });
     float scale;
     int64_t zero = 0;
     if (options.symmetric) {
@@ -125,12 +129,10 @@ Quantized quantize(const Tensor& weight, int64_t axis, const WeightQuantOptions&
     if (scale == 0) scale = 1; // an all-zero channel: any scale represents it exactly
     scales[static_cast<size_t>(c)] = scale;
     zeros[static_cast<size_t>(c)] = zero;
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t k = 0; k < inner; ++k) {
-        size_t i = static_cast<size_t>((o * channels + c) * inner + k);
-        int64_t code = static_cast<int64_t>(std::nearbyint(w[i] / scale)) + zero;
-        q[i] = std::clamp(code, qmin, qmax);
-      }
+    forEachInChannel(outer, channels, inner, c, [&](size_t i) {
+      int64_t code = static_cast<int64_t>(std::nearbyint(w[i] / scale)) + zero;
+      q[i] = std::clamp(code, qmin, qmax);
+    });
   }
   Quantized out;
   if (options.biasCorrection) {
