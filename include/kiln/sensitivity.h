@@ -60,10 +60,4 @@ Expected<SensitivityReport> analyzeSensitivity(const Model& model,
                                                const std::map<std::string, rt::RtValue>& inputs,
                                                const SensitivityOptions& options);
 
-// `text` (a converter_lite config, possibly empty) with [common_quant_param] skip_quant_node set to
-// `skip` and, when the section lacks them, quant_type=WEIGHT_QUANT and bit_num=`bitNum`; other
-// lines are kept as written.
-std::string withSkipQuantNodes(const std::string& text, const std::vector<std::string>& skip,
-                               int bitNum);
-
 } // namespace kiln

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <memory>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
@@ -208,52 +207,6 @@ Expected<SensitivityReport> analyzeSensitivity(const Model& model,
   }
   report.runs = trials.runs();
   return report;
-}
-
-std::string withSkipQuantNodes(const std::string& text, const std::vector<std::string>& skip,
-                               int bitNum) {
-  std::string joined;
-  for (const auto& s : skip)
-    joined += (joined.empty() ? "" : ",") + s;
-  std::istringstream in(text);
-  std::vector<std::string> lines;
-  std::string line;
-  bool inSection = false, found = false, hasType = false, hasBits = false;
-  size_t insertAt = 0;
-  auto trim = [](std::string s) {
-    size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
-    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-  };
-  while (std::getline(in, line)) {
-    std::string t = trim(line);
-    if (!t.empty() && t.front() == '[') {
-      inSection = t == "[common_quant_param]";
-      if (inSection) {
-        found = true;
-        insertAt = lines.size() + 1;
-      }
-    } else if (inSection) {
-      std::string key = trim(t.substr(0, t.find('=')));
-      if (key == "skip_quant_node") continue; // replaced below
-      hasType |= key == "quant_type";
-      hasBits |= key == "bit_num";
-    }
-    lines.push_back(line);
-  }
-  std::vector<std::string> added;
-  if (!found) {
-    if (!lines.empty() && !trim(lines.back()).empty()) lines.push_back("");
-    lines.push_back("[common_quant_param]");
-    insertAt = lines.size();
-  }
-  if (!hasType) added.push_back("quant_type=WEIGHT_QUANT");
-  if (!hasBits) added.push_back(fmt::format("bit_num={}", bitNum));
-  if (!joined.empty()) added.push_back("skip_quant_node=" + joined);
-  lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(insertAt), added.begin(), added.end());
-  std::string out;
-  for (const auto& l : lines)
-    out += l + "\n";
-  return out;
 }
 
 } // namespace kiln

@@ -64,4 +64,10 @@ bool weightQuantOptionsFor(const ConverterConfig& config, WeightQuantOptions& op
 // calibration settings without FULL_QUANT, ...), one per entry, naming file, line and key.
 std::vector<std::string> ignoredConfigNotes(const ConverterConfig& config);
 
+// `text` (a converter_lite config, possibly empty) with [common_quant_param] skip_quant_node set to
+// `skip` and, when the section lacks them, quant_type=WEIGHT_QUANT and bit_num=`bitNum`; other
+// lines are kept as written.
+std::string withSkipQuantNodes(const std::string& text, const std::vector<std::string>& skip,
+                               int bitNum);
+
 } // namespace kiln

@@ -163,3 +163,18 @@ TEST(ConverterConfig, MissingFileIsFileNotFound) {
   EXPECT_EQ(config.status().peerCode(), "-600");
   EXPECT_NE(config.status().message().find("/nonexistent/dir/cfg.ini"), std::string::npos);
 }
+
+TEST(ConverterConfig, WithSkipQuantNodesEditsOnlyTheSkipLine) {
+  std::string config = "# tuned\n[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=8\n"
+                       "skip_quant_node=old\n\n[weight_quant_param]\nbias_correction=true\n";
+  EXPECT_EQ(withSkipQuantNodes(config, {"old", "a", "b"}, 8),
+            "# tuned\n[common_quant_param]\nskip_quant_node=old,a,b\nquant_type=WEIGHT_QUANT\n"
+            "bit_num=8\n\n[weight_quant_param]\nbias_correction=true\n");
+  // No config: a section with converter_lite's quant_type and the bit width.
+  EXPECT_EQ(withSkipQuantNodes("", {"a"}, 4),
+            "[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=4\nskip_quant_node=a\n");
+  // A section without the keys gets them; an empty list writes no skip line.
+  EXPECT_EQ(withSkipQuantNodes("[registry]\ndisable_fusion=off\n", {}, 8),
+            "[registry]\ndisable_fusion=off\n\n[common_quant_param]\nquant_type=WEIGHT_QUANT\n"
+            "bit_num=8\n");
+}
