@@ -27,6 +27,7 @@ variants=(
 )
 # Synthetic inputs: text-like images (page/line) and a spectrogram-like pattern (mel); see the script.
 inputs() { node "$root/scripts/synthetic_input.mjs" "$@"; } # KIND NAME DIMS OUT
+params() { "$kiln" inspect "$1" | sed -n 's/^parameters: .*elements, \([0-9]*\) bytes/\1/p'; }
 json() { node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{$1})"; }
 {
   echo "# Accuracy of precision conversions"
@@ -59,6 +60,50 @@ json() { node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{$1})";
       "$kiln" compare "$ref" "$out" --input "$input=$work/$name.input.pb" --json | json "
         for (const o of JSON.parse(s)) console.log('| $name | ' + o.output + ' | $label | ' + o.cosine.toFixed(6) + ' | ' +
           (o.mean_relative_error * 100).toFixed(3) + '% | ' + o.max_abs_error.toExponential(2) + ' |');"
+    done
+  done
+  echo
+  echo "### With a sensitivity-tuned keep list"
+  echo
+  echo "\`kiln sensitivity\` (FP32 original, the same input) ranks the nodes by what converting each one"
+  echo "alone costs at the model's output and keeps the fewest worst-first nodes in float that meet the"
+  echo "target: an ATC \`--keep_dtype\` file for FP16 (target mean relative error ≤ 0.5%), a converter_lite"
+  echo "\`skip_quant_node\` list for 8-bit asymmetric weight quant (target cosine ≥ 0.999). The rows below"
+  echo "apply that list; \"weights\" is the parameter bytes against the FP32 model's after the default pipeline."
+  echo
+  echo "| model | output | variant | kept in float | weights | cosine | mean relative error |"
+  echo "|---|---|---|---|---|---|---|"
+  for entry in "${models[@]}"; do
+    IFS='|' read -r name file shape input kind <<< "$entry"
+    ref=$file
+    [ "$name" = ppocr_det ] && ref="$work/$name.exposed.onnx"
+    "$kiln" opt "$file" --pipeline default --input-shape "$shape" -o "$work/$name.fp32.onnx" >/dev/null 2>&1
+    fp32Bytes=$(params "$work/$name.fp32.onnx")
+    for tuned in "fp16 allow_mix_precision|mre" "int8 weight quant asymmetric|cosine"; do
+      IFS='|' read -r label metric <<< "$tuned"
+      out="$work/$name.tuned.onnx"
+      rm -f "$work/keep.txt" "$work/tuned.cfg"
+      if [ "$metric" = mre ]; then
+        # Exit 1 (target not met) still writes the report; the row shows the score.
+        "$kiln" sensitivity "$file" --input-shape "$shape" --input "$input=$work/$name.input.pb" \
+          --precision-mode allow_mix_precision --target-mre 0.5 --write-keep-dtype "$work/keep.txt" >"$work/sens.txt" 2>&1 || true
+        kept=0 keepFlag=()
+        if [ -s "$work/keep.txt" ]; then kept=$(wc -l <"$work/keep.txt"); keepFlag=(--keep-dtype-file "$work/keep.txt"); fi
+        "$kiln" opt "$ref" --pipeline default --input-shape "$shape" --passes convert-fp16,eliminate-dead-nodes \
+          --precision-mode allow_mix_precision "${keepFlag[@]}" -o "$out" >/dev/null 2>&1
+      else
+        "$kiln" sensitivity "$file" --input-shape "$shape" --input "$input=$work/$name.input.pb" \
+          --weight-quant-bits 8 --target-cosine 0.999 --write-config "$work/tuned.cfg" >"$work/sens.txt" 2>&1 || true
+        skip=$(sed -n 's/^skip_quant_node=//p' "$work/tuned.cfg")
+        kept=$(printf '%s\n' "$skip" | awk -F, '{ print NF }')
+        "$kiln" opt "$ref" --pipeline default --input-shape "$shape" --passes quantize-weights,eliminate-dead-nodes \
+          --weight-quant-bits 8 --weight-quant-asymmetric ${skip:+--skip-quant-node "$skip"} -o "$out" >/dev/null 2>&1
+      fi
+      candidates=$(sed -n 's/.* of \([0-9]*\) candidate nodes.*/\1/p' "$work/sens.txt")
+      ratio=$(awk -v a="$(params "$out")" -v b="$fp32Bytes" 'BEGIN { printf "%.3f", a / b }')
+      "$kiln" compare "$ref" "$out" --input "$input=$work/$name.input.pb" --json | json "
+        for (const o of JSON.parse(s)) console.log('| $name | ' + o.output + ' | $label | $kept of $candidates | $ratio | ' +
+          o.cosine.toFixed(6) + ' | ' + (o.mean_relative_error * 100).toFixed(3) + '% |');"
     done
   done
 } > "$work/table.md"
