@@ -50,6 +50,10 @@ struct SensitivityReport {
   std::vector<std::string> keep;
   double keptScore = 0;
   bool targetMet = false;
+  // Parameter bytes of the float model and of the converted one with `keep` (or with nothing kept
+  // when there is no target): what the list costs in size.
+  uint64_t floatBytes = 0;
+  uint64_t convertedBytes = 0;
   size_t runs = 0; // model executions it took
 };
 

@@ -45,11 +45,11 @@ class Trials {
     if (options_.variant == SensitivityVariant::Fp16) {
       precision.keepNodeNames.insert(precision.keepNodeNames.end(), keep.begin(), keep.end());
       pipeline.precision = &precision;
-      passes = {"convert-fp16"};
+      passes = {"convert-fp16", "eliminate-dead-nodes"}; // drop the fp32 originals
     } else {
       weightQuant.skipNodes.insert(weightQuant.skipNodes.end(), keep.begin(), keep.end());
       pipeline.weightQuant = &weightQuant;
-      passes = {"quantize-weights"};
+      passes = {"quantize-weights", "eliminate-dead-nodes"};
     }
     auto ran = runPipeline(model, passes, pipeline);
     if (!ran) return ran.status();
@@ -100,6 +100,13 @@ class Trials {
   std::vector<Tensor> reference_;
   size_t runs_ = 0;
 };
+
+uint64_t parameterBytes(const Model& model) {
+  uint64_t bytes = 0;
+  for (const Value* init : model.graph->initializers())
+    bytes += init->initializer().byteSize();
+  return bytes;
+}
 
 double lossOf(double score, SensitivityMetric metric) {
   return metric == SensitivityMetric::Cosine ? 1.0 - score : score;
@@ -205,6 +212,9 @@ Expected<SensitivityReport> analyzeSensitivity(const Model& model,
     report.keptScore = hiScore;
     report.targetMet = meets(hiScore, options);
   }
+  report.floatBytes = parameterBytes(model);
+  KILN_ASSIGN_OR_RETURN(Model converted, trials.convert(report.keep));
+  report.convertedBytes = parameterBytes(converted);
   report.runs = trials.runs();
   return report;
 }

@@ -432,6 +432,8 @@ int sensitivityCommand(const SensitivityFlags& flags) {
                           {"candidates", r.candidates},
                           {"converted_all", r.convertedAll},
                           {"nodes", nodes},
+                          {"float_bytes", r.floatBytes},
+                          {"converted_bytes", r.convertedBytes},
                           {"runs", r.runs}};
     if (options.target)
       out["target"] = {{"value", *options.target},
@@ -453,6 +455,10 @@ int sensitivityCommand(const SensitivityFlags& flags) {
           "target {} {}: keeping {} node(s) in float gives {} ({})\n", cosine ? ">=" : "<=",
           cosine ? fmt::format("{}", *options.target) : fmt::format("{}%", *options.target * 100),
           r.keep.size(), show(r.keptScore), r.targetMet ? "met" : "NOT met");
+    std::cout << fmt::format("parameters: {} bytes converted{}, {} bytes float ({:.3f})\n",
+                             r.convertedBytes, options.target ? " with the kept nodes" : "",
+                             r.floatBytes,
+                             r.floatBytes ? double(r.convertedBytes) / double(r.floatBytes) : 0.0);
     std::cout << fmt::format("{} model runs\n", r.runs);
   }
   if (!flags.writeKeepDtype.empty() && options.precision.keepNodeNames.empty() && r.keep.empty()) {

@@ -74,6 +74,10 @@ TEST(Sensitivity, WeightQuantRanksTheFragileWeightFirstAndKeepsOnlyIt) {
   EXPECT_EQ(report->keep, std::vector<std::string>{"mm_fragile"}); // ... keeping one meets it
   EXPECT_TRUE(report->targetMet);
   EXPECT_GE(report->keptScore, 0.9999);
+  // Float: two 32×4 weights and the scalars; converted: the smooth one as int8 codes.
+  EXPECT_EQ(report->floatBytes, 2u * 32 * 4 * 4 + 8 + 4);
+  EXPECT_LT(report->convertedBytes, report->floatBytes);
+  EXPECT_GT(report->convertedBytes, 32u * 4 * 4); // the fragile weight stays float
   // The input model is left as it was.
   EXPECT_EQ(model.graph->nodeCount(), 5u);
 }
