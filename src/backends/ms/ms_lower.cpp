@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 
 #include "kiln/ir/constant.h"
-#include "ms_type_ids.h"
 #include "kiln_proto/ms_model_generated.h"
+#include "ms_type_ids.h"
 
 namespace kiln::ms {
 
@@ -1699,6 +1699,14 @@ Status Lowering::lowerTranspose(const Node& n) {
       slots_[n.output(0)].onnx = x; // the NCHW→NHWC transpose cancels the layout change
       return Status::ok();
     }
+  } else if (rank == 4 && perm == kToNchw && sit != slots_.end() && sit->second.onnx &&
+             !n.output(0)->isGraphOutput()) {
+    // NHWC data read as NCHW (models exported from NHWC frameworks, .ms files read back): the
+    // input tensor already is the output's NHWC layout, so no op is needed.
+    const uint32_t id = *sit->second.onnx;
+    out_.tensors[id].format = kFormatNHWC;
+    slots_[n.output(0)].nhwc = id;
+    return Status::ok();
   } else {
     auto id = input(in, Layout::Onnx);
     if (!id) return id.status();

@@ -12,8 +12,11 @@
 #include <flatbuffers/flatbuffers.h>
 #include <gtest/gtest.h>
 
+#include "kiln/backends/ms_convert.h"
 #include "kiln/backends/ms_reader.h"
 #include "kiln/backends/target.h"
+#include "kiln/compare.h"
+#include "kiln/frontend/onnx.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
 #include "kiln_proto/ms_model_generated.h"
@@ -280,6 +283,57 @@ TEST(MsReader, LenetLoadsThroughTheTargetRegistry) {
   auto model = target->read(kLenetPath);
   ASSERT_TRUE(model) << model.status().toString();
   EXPECT_GT(model->graph->nodeCount(), 13u); // layout transposes and split activations added
+}
+
+// The real LeNet read back as ONNX and converted again by kiln's converter_lite: the same op
+// sequence as the real file (the reader's NHWC↔NCHW transposes cancel instead of becoming .ms
+// Transposes; the ReLUs after the convs stay Activations as in the real file, those after the
+// MatMuls fuse into MatMulFusion) and the same outputs.
+TEST(MsReader, LenetRoundTripKeepsTheRealOpSequence) {
+  SKIP_WITHOUT_LENET();
+  const std::string dir = ::testing::TempDir() + "kiln_lenet_round_trip";
+  std::filesystem::create_directories(dir);
+  auto real = readMsFile(kLenetPath);
+  ASSERT_TRUE(real) << real.status().toString();
+  ASSERT_TRUE(writeOnnxFile(*real, dir + "/lenet.onnx"));
+  MsConvertOptions options;
+  options.modelFile = dir + "/lenet.onnx";
+  options.outputFile = dir + "/lenet";
+  Status converted = convertToMs(options);
+  ASSERT_TRUE(converted) << converted.toString();
+  auto types = [](const std::string& path) {
+    std::vector<uint8_t> bytes = readBytes(path);
+    const fb::MetaGraph* g = fb::GetMetaGraph(bytes.data());
+    std::vector<std::string> out;
+    for (const auto* n : *g->nodes()) {
+      std::string type = fb::EnumNamePrimitiveType(n->primitive()->value_type());
+      if (type == "Activation")
+        type += std::string("/") + fb::EnumNameActivationType(
+                                       n->primitive()->value_as_Activation()->activation_type());
+      out.push_back(type);
+    }
+    return out;
+  };
+  std::vector<std::string> realOps = types(kLenetPath), ours = types(dir + "/lenet.ms");
+  EXPECT_EQ(ours, (std::vector<std::string>{"Conv2DFusion", "Activation/RELU", "MaxPoolFusion",
+                                            "Conv2DFusion", "Activation/RELU", "MaxPoolFusion",
+                                            "Transpose", "Reshape", "MatMulFusion", "MatMulFusion",
+                                            "MatMulFusion"}));
+  // The real file has the same sequence with separate ReLU Activations after the first two MatMuls.
+  std::vector<std::string> realWithoutMatMulRelus;
+  for (size_t i = 0; i < realOps.size(); ++i)
+    if (!(realOps[i] == "Activation/RELU" && i > 0 && realOps[i - 1] == "MatMulFusion"))
+      realWithoutMatMulRelus.push_back(realOps[i]);
+  EXPECT_EQ(ours, realWithoutMatMulRelus);
+  auto ourModel = readMsFile(dir + "/lenet.ms");
+  ASSERT_TRUE(ourModel) << ourModel.status().toString();
+  auto inputs = makeDeterministicInputs(*real->graph, 1);
+  ASSERT_TRUE(inputs) << inputs.status().toString();
+  auto compared = compareModels(*real, *ourModel, *inputs);
+  ASSERT_TRUE(compared) << compared.status().toString();
+  ASSERT_EQ(compared->size(), 1u);
+  EXPECT_EQ((*compared)[0].metrics.maxAbsError, 0.0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(MsReader, TruncatedAndForeignFilesAreInvalid) {
