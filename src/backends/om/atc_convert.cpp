@@ -310,7 +310,7 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
     precision.keepOpTypes = keep->second;
   }
   bool needsFp16Pass =
-      o.precision != PrecisionMode::KeepOrigin && o.precision != PrecisionMode::ForceFp32 ||
+      (o.precision != PrecisionMode::KeepOrigin && o.precision != PrecisionMode::ForceFp32) ||
       !precision.inputFp16Nodes.empty() || precision.outputsFp16;
   if (needsFp16Pass) {
     PipelineOptions options;
