@@ -494,7 +494,7 @@ std::optional<Const> Lowering::constOf(const Value* v) const {
   if (!v) return std::nullopt;
   // A graph input with an initializer (its default) is written as that constant: .ms inputs
   // carry no defaults, and callers feed only the inputs without one.
-  if (v->isInitializer()) return Const{v->initializer(), false, {}, {}, 0, v->name()};
+  if (v->isInitializer()) return Const{v->initializer(), false, {}, {}, 0, v->name(), {}};
   const Node* p = v->producer();
   if (!p) return std::nullopt;
   if (p->opType() == "Constant" && p->outputs().size() == 1) {
@@ -502,7 +502,7 @@ std::optional<Const> Lowering::constOf(const Value* v) const {
     if (p->attribute("value_string") || p->attribute("value_strings")) return std::nullopt;
     auto value = constantNodeValue(*p);
     if (!value) return std::nullopt;
-    return Const{*value, false, {}, {}, 0, v->name()};
+    return Const{*value, false, {}, {}, 0, v->name(), {}};
   }
   if (p->opType() == "Add" && p->inputs().size() == 2) {
     // A bias-corrected weight from quantize-weights: DequantizeLinear + per-channel offsets

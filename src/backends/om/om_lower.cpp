@@ -629,7 +629,7 @@ Status Raiser::raise(const ge::proto::GraphDef& g) {
       }
       for (int i = 0; i < op->input_size(); ++i) {
         const std::string& input = op->input(i);
-        if (input.empty() || input.size() >= 3 && input.compare(input.size() - 3, 3, ":-1") == 0)
+        if (input.empty() || (input.size() >= 3 && input.compare(input.size() - 3, 3, ":-1") == 0))
           continue;
         if (!sources_.count(input))
           return Status(ErrorCode::OmFileInvalid,
@@ -1513,7 +1513,7 @@ void miscRules() {
   addRule("Clip",
           {[](const Node& n, int64_t) -> std::string {
              DType t = n.input(0)->dtype();
-             if (t == DType::BFloat16 || t == DType::Bool || !isFloatingPoint(t) && !isInteger(t))
+             if (t == DType::BFloat16 || t == DType::Bool || (!isFloatingPoint(t) && !isInteger(t)))
                return std::string("Clip on ") + dtypeName(t);
              return "";
            },
