@@ -85,14 +85,14 @@ json() { node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{$1})";
       rm -f "$work/keep.txt" "$work/tuned.cfg"
       if [ "$metric" = mre ]; then
         # Exit 1 (target not met) still writes the report; the row shows the score.
-        "$kiln" sensitivity "$file" --input-shape "$shape" --input "$input=$work/$name.input.pb" \
+        "$kiln" sensitivity --threads "$(nproc)" "$file" --input-shape "$shape" --input "$input=$work/$name.input.pb" \
           --precision-mode allow_mix_precision --target-mre 0.5 --write-keep-dtype "$work/keep.txt" >"$work/sens.txt" 2>&1 || true
         kept=0 keepFlag=()
         if [ -s "$work/keep.txt" ]; then kept=$(wc -l <"$work/keep.txt"); keepFlag=(--keep-dtype-file "$work/keep.txt"); fi
         "$kiln" opt "$ref" --pipeline default --input-shape "$shape" --passes convert-fp16,eliminate-dead-nodes \
           --precision-mode allow_mix_precision "${keepFlag[@]}" -o "$out" >/dev/null 2>&1
       else
-        "$kiln" sensitivity "$file" --input-shape "$shape" --input "$input=$work/$name.input.pb" \
+        "$kiln" sensitivity --threads "$(nproc)" "$file" --input-shape "$shape" --input "$input=$work/$name.input.pb" \
           --weight-quant-bits 8 --target-cosine 0.999 --write-config "$work/tuned.cfg" >"$work/sens.txt" 2>&1 || true
         skip=$(sed -n 's/^skip_quant_node=//p' "$work/tuned.cfg")
         kept=$(printf '%s\n' "$skip" | awk -F, '{ print NF }')

@@ -89,7 +89,7 @@ for entry in "${models[@]}"; do
     if [ "$label" = "INT8 tuned" ]; then
       # Exit 1 (target not met) still writes the config; the cosine guard below reports the miss.
       rm -f "$work/tuned.cfg"
-      "$kiln" sensitivity "$file" --input-shape "$shape" --config "$work/wq8.cfg" --target-cosine 0.999 \
+      "$kiln" sensitivity --threads "$(nproc)" "$file" --input-shape "$shape" --config "$work/wq8.cfg" --target-cosine 0.999 \
         --write-config "$work/tuned.cfg" >"$work/sensitivity.log" 2>&1 ||
         problem "$name $label: kiln sensitivity: $(tail -n 2 "$work/sensitivity.log" | tr '\n' ' ')"
       skipped=$(sed -n 's/^skip_quant_node=//p' "$work/tuned.cfg" 2>/dev/null | awk -F, '{ print NF }')

@@ -76,7 +76,7 @@ for entry in "${models[@]}"; do
       if [ "$precision" = tuned ]; then
         [ "$soc" = "${socs[0]}" ] || continue
         rm -f keep.cfg
-        "$kiln" sensitivity "$name.onnx" --input-shape "$shape" --precision-mode allow_mix_precision \
+        "$kiln" sensitivity --threads "$(nproc)" "$name.onnx" --input-shape "$shape" --precision-mode allow_mix_precision \
           --target-mre 0.5 --write-keep-dtype keep.cfg >sensitivity.log 2>&1 ||
           problem "$name tuned: kiln sensitivity: $(tail -n 2 sensitivity.log | tr '\n' ' ')"
         kept=0

@@ -32,6 +32,7 @@ struct SensitivityOptions {
   SensitivityMetric metric = SensitivityMetric::Cosine;
   // Cosine: at least this; mean relative error: at most this (a fraction, 0.005 = 0.5%).
   std::optional<double> target;
+  size_t threads = 1; // trials run in parallel; the report does not depend on it
 };
 
 struct NodeSensitivity {

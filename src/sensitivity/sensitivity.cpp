@@ -4,8 +4,10 @@
 #include "kiln/sensitivity.h"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
@@ -60,7 +62,7 @@ class Trials {
     rt::Executor executor(model);
     KILN_TRY(executor.checkSupported());
     KILN_ASSIGN_OR_RETURN(rt::RunResult result, executor.run(inputs_));
-    ++runs_;
+    runs_.fetch_add(1, std::memory_order_relaxed);
     std::vector<Tensor> outputs;
     for (size_t i = 0; i < result.outputs.size(); ++i) {
       if (!result.outputs[i].isTensor())
@@ -91,14 +93,14 @@ class Trials {
     return Status::ok();
   }
 
-  size_t runs() const { return runs_; }
+  size_t runs() const { return runs_.load(); }
 
  private:
   std::shared_ptr<const std::string> bytes_;
   const std::map<std::string, rt::RtValue>& inputs_;
   const SensitivityOptions& options_;
   std::vector<Tensor> reference_;
-  size_t runs_ = 0;
+  std::atomic<size_t> runs_{0}; // trials may run on several threads
 };
 
 uint64_t parameterBytes(const Model& model) {
@@ -165,12 +167,31 @@ Expected<SensitivityReport> analyzeSensitivity(const Model& model,
   std::vector<std::string> all;
   for (const auto& c : candidates)
     all.push_back(c.first);
-  for (const auto& [name, opType] : candidates) {
-    std::vector<std::string> others;
-    for (const auto& n : all)
-      if (n != name) others.push_back(n);
-    KILN_ASSIGN_OR_RETURN(double score, trials.score(others));
-    report.nodes.push_back({name, opType, score, lossOf(score, options.metric)});
+  // One trial per candidate, on up to options.threads threads; each trial only reads shared state,
+  // and results land by candidate index, so the report is the same for any thread count.
+  std::vector<std::optional<Expected<double>>> scores(candidates.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < candidates.size(); i = next++) {
+      std::vector<std::string> others;
+      for (const auto& n : all)
+        if (n != candidates[i].first) others.push_back(n);
+      scores[i] = trials.score(others);
+    }
+  };
+  const size_t threads =
+      std::clamp<size_t>(options.threads, 1, std::max<size_t>(1, candidates.size()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t)
+    pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool)
+    t.join();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!*scores[i]) return scores[i]->status();
+    double score = **scores[i];
+    report.nodes.push_back(
+        {candidates[i].first, candidates[i].second, score, lossOf(score, options.metric)});
   }
   std::stable_sort(report.nodes.begin(), report.nodes.end(),
                    [](const NodeSensitivity& a, const NodeSensitivity& b) {

@@ -344,6 +344,7 @@ struct SensitivityFlags {
   std::string writeConfig;
   size_t top = 20;
   bool json = false;
+  size_t threads = 1;
 };
 
 int sensitivityCommand(const SensitivityFlags& flags) {
@@ -398,6 +399,7 @@ int sensitivityCommand(const SensitivityFlags& flags) {
                        : kiln::SensitivityMetric::Cosine;
   if (flags.targetCosine) options.target = *flags.targetCosine;
   if (flags.targetMrePercent) options.target = *flags.targetMrePercent / 100;
+  options.threads = flags.threads;
 
   // The model as the converting CLIs see it before their precision pass.
   auto model = kiln::loadModel(flags.model);
@@ -693,6 +695,10 @@ int main(int argc, char** argv) {
                           "weight quant: write the config with the kept nodes in skip_quant_node");
   sensitivity->add_option("--top", sensitivityFlags.top, "rows of the ranking to print");
   sensitivity->add_flag("--json", sensitivityFlags.json, "print JSON (every node)");
+  sensitivity
+      ->add_option("--threads", sensitivityFlags.threads,
+                   "trials run in parallel (the result does not depend on it)")
+      ->check(CLI::Range(1, 256));
 
   CheckFlags checkFlags;
   auto* check =

@@ -117,3 +117,28 @@ TEST(Sensitivity, Fp16KeepsTheNodesThatLoseDigits) {
   EXPECT_TRUE(report->targetMet);
   EXPECT_LE(report->keptScore, 0.005);
 }
+
+TEST(Sensitivity, SameReportForAnyThreadCount) {
+  Model model = twoMatMuls();
+  auto inputs = makeDeterministicInputs(*model.graph, 3);
+  ASSERT_TRUE(inputs) << inputs.status().toString();
+  SensitivityOptions options;
+  options.variant = SensitivityVariant::Fp16;
+  options.precision.mode = PrecisionMode::ForceFp16;
+  options.metric = SensitivityMetric::MeanRelativeError;
+  options.target = 0.001;
+  ASSERT_TRUE(runPipeline(model, {"infer-shapes"}));
+  auto one = analyzeSensitivity(model, *inputs, options);
+  options.threads = 3;
+  auto three = analyzeSensitivity(model, *inputs, options);
+  ASSERT_TRUE(one && three);
+  ASSERT_GT(one->nodes.size(), 1u);
+  ASSERT_EQ(one->nodes.size(), three->nodes.size());
+  for (size_t i = 0; i < one->nodes.size(); ++i) {
+    EXPECT_EQ(one->nodes[i].node, three->nodes[i].node);
+    EXPECT_EQ(one->nodes[i].score, three->nodes[i].score); // bit-identical, not merely close
+  }
+  EXPECT_EQ(one->keep, three->keep);
+  EXPECT_EQ(one->keptScore, three->keptScore);
+  EXPECT_EQ(one->runs, three->runs);
+}
