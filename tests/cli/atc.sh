@@ -161,6 +161,14 @@ run --mode=1 --om=out/tiny.om --json=tiny_om.json
 if [ "$status" -eq 0 ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "graph" in d' tiny_om.json; then
   pass "mode 1 on .om"
 else fail "mode 1 on .om" "status $status"; fi
+# A damaged ModelDef (0xFF inside a name string): ATC's parse error and kiln's code, and none of
+# protobuf's own log lines beside them.
+cp out/tiny.om damaged.om
+offset=$(grep -obUa "probabilities" damaged.om | sed -n 2p | cut -d: -f1)
+printf '\xff' | dd of=damaged.om bs=1 seek="$offset" conv=notrunc 2>/dev/null
+failsWith "damaged ModelDef" E13005 "Failed to parse file damaged.om." --mode=1 --om=damaged.om --json=damaged.json
+if grep -q "libprotobuf" stderr stdout; then fail "no protobuf log lines" "$(grep libprotobuf stderr stdout | head -n 1)"; else pass "no protobuf log lines"; fi
+[ ! -e damaged.json ] && pass "no JSON for a damaged .om" || fail "no JSON for a damaged .om" "damaged.json written"
 run --mode=1 --framework=5 --om=tiny.onnx --json=tiny_onnx.json
 if [ "$status" -eq 0 ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["graph"]["node"][0]["op_type"] == "Conv"' tiny_onnx.json; then
   pass "mode 1 on ONNX"
