@@ -8,6 +8,7 @@
 #include "kiln/backends/target.h"
 #include "kiln/ir/printer.h"
 #include "kiln/passes/pass.h"
+#include "kiln/passes/shape_conflicts.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/shape_spec.h"
 
@@ -89,6 +90,8 @@ Expected<CheckReport> checkModel(Model& model, const CheckOptions& options) {
     auto passes = pipelineByName("default");
     auto result = runPipeline(model, *passes, pipeline);
     if (!result) report.problems.push_back(result.status());
+    for (ShapeConflict& conflict : shapeConflicts(model))
+      report.problems.push_back(std::move(conflict.status));
   }
   checkNodes(*model.graph, model, target, variant, report);
   return report;

@@ -7,7 +7,9 @@
 #include <spdlog/spdlog.h>
 
 #include "kiln/frontend/onnx.h"
+#include "kiln/passes/keep_dtype.h"
 #include "kiln/passes/pass.h"
+#include "kiln/passes/shape_conflicts.h"
 
 namespace kiln {
 namespace {
@@ -121,5 +123,75 @@ class InferShapes : public Pass {
 } // namespace
 
 std::unique_ptr<Pass> makeInferShapesPass() { return std::make_unique<InferShapes>(); }
+
+std::vector<ShapeConflict> shapeConflicts(const Model& model) {
+  const char* hint = "fix the input shapes (--input-shape) or the model: this node cannot run on "
+                     "the shapes it gets";
+  std::vector<ShapeConflict> out;
+  // ONNX's Conv inference does not compare X's channels with W's; a wrong channel count in the
+  // input shape (1 for an RGB model) is the commonest mistake, so it is checked here.
+  for (const auto& node : model.graph->nodes()) {
+    if (node->opType() != "Conv" || node->inputs().size() < 2) continue;
+    const Value* x = node->input(0);
+    const Value* w = node->input(1);
+    if (!x || !w || !x->shape().hasRank() || !w->shape().hasRank() || x->shape().rank() < 2 ||
+        w->shape().rank() < 2 || !x->shape().dims()[1].isStatic() ||
+        !w->shape().dims()[1].isStatic())
+      continue;
+    const Attribute* g = node->attribute("group");
+    const int64_t group = g ? g->asInt() : 1;
+    const int64_t channels = x->shape().dims()[1].value();
+    const int64_t perGroup = w->shape().dims()[1].value();
+    if (perGroup * group != channels)
+      out.push_back(
+          {keepDtypeNodeName(*node), "Conv",
+           Status(ErrorCode::ShapeConflict,
+                  fmt::format("node '{}' (Conv): input '{}' {} has {} channels, the "
+                              "weight '{}' {} expects {} ({} per group x {} groups)",
+                              keepDtypeNodeName(*node), x->name(), x->shape().toString(), channels,
+                              w->name(), w->shape().toString(), perGroup * group, perGroup, group),
+                  hint)});
+  }
+  onnx::ModelProto proto;
+  OnnxExportOptions exportOptions;
+  exportOptions.weightsAsInputsAbove = kInlineInitializerBytes;
+  if (!exportOnnx(model, proto, exportOptions)) return out;
+  std::string message;
+  try {
+    onnx::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/1,
+                                        /*data_propagation=*/true);
+    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
+    return out;
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  // ONNX joins the per-node errors into one message: "(op_type:T, node name: N): [Kind] text"
+  // (no node name for unnamed nodes).
+  const std::string marker = "(op_type:";
+  size_t found = 0;
+  for (size_t at = message.find(marker); at != std::string::npos; ++found) {
+    size_t next = message.find(marker, at + marker.size());
+    std::string part =
+        message.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    size_t close = part.find("): ");
+    std::string head =
+        part.substr(marker.size(), close == std::string::npos ? 0 : close - marker.size());
+    std::string text = close == std::string::npos ? part : part.substr(close + 3);
+    if (text.rfind('[', 0) == 0 && text.find("] ") != std::string::npos)
+      text = text.substr(text.find("] ") + 2); // drop "[ShapeInferenceError] "
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+      text.pop_back();
+    std::string opType = head.substr(0, head.find(','));
+    size_t named = head.find("node name: ");
+    std::string node = named == std::string::npos ? "" : head.substr(named + 11);
+    std::string who = node.empty() ? fmt::format("a {} node", opType)
+                                   : fmt::format("node '{}' ({})", node, opType);
+    out.push_back(
+        {node, opType, Status(ErrorCode::ShapeConflict, fmt::format("{}: {}", who, text), hint)});
+    at = next;
+  }
+  if (!found) out.push_back({"", "", Status(ErrorCode::ShapeConflict, message, hint)});
+  return out;
+}
 
 } // namespace kiln

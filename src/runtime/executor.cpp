@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <new>
 #include <set>
+#include <stdexcept>
 #include <unordered_set>
 
 #include "kiln/runtime/kernel.h"
@@ -38,6 +40,25 @@ void collectOuterReads(const Graph& graph, const Graph& scopeOwner,
     if (o->owner() != &graph) out.insert(o);
 }
 
+// Runs one kernel. Allocation failures (a damaged or hostile model can ask for outputs of any size)
+// become K5004 naming the node instead of ending the process.
+Status callKernel(const KernelFn& kernel, KernelContext& context, const Node& node) {
+  try {
+    return kernel(context);
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  std::string shapes;
+  for (const Value* out : node.outputs())
+    if (out && out->shape().hasRank())
+      shapes += (shapes.empty() ? "" : ", ") + out->shape().toString();
+  return Status(ErrorCode::RuntimeOutOfMemory,
+                fmt::format("node '{}' ({}) could not allocate its output{}", node.name(),
+                            node.opType(), shapes.empty() ? "" : " (" + shapes + ")"),
+                "check the model's shapes and attributes (kiln inspect --ir); a damaged file can "
+                "ask for any size");
+}
+
 } // namespace
 
 Executor::Executor(const Model& model, ExecutorOptions options)
@@ -53,7 +74,7 @@ Executor::evaluateNode(const Node& node, const std::vector<const RtValue*>& inpu
   Executor executor(emptyModel, ExecutorOptions{});
   Scope scope;
   KernelContext context(executor, node, inputs, scope, opset);
-  KILN_TRY(kernel(context));
+  KILN_TRY(callKernel(kernel, context, node));
   for (size_t i = 0; i < node.outputs().size(); ++i)
     if (node.output(i) && context.outputs()[i].kind == RtValue::Kind::Missing)
       return Status(ErrorCode::Internal,
@@ -191,7 +212,7 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
     KernelContext context(*this, node, std::move(inputs), scope, opset_);
     auto start = options_.profile ? std::chrono::steady_clock::now()
                                   : std::chrono::steady_clock::time_point{};
-    Status status = kernel(context);
+    Status status = callKernel(kernel, context, node);
     if (options_.profile && current_) {
       OpProfile& entry = current_->profile[node.opType()];
       entry.millis +=

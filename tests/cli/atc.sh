@@ -56,6 +56,8 @@ models=$src/tests/cli/models
   { echo "FAIL setup: kiln convert custom_op"; exit 1; }
 "$kiln" convert "$models/nchw_image.onnxtxt" --to onnx -o dyn.onnx >/dev/null ||
   { echo "FAIL setup: kiln convert nchw_image"; exit 1; }
+"$kiln" convert "$models/any_channels.onnxtxt" --to onnx -o any_channels.onnx >/dev/null ||
+  { echo "FAIL setup: kiln convert any_channels"; exit 1; }
 ok=(--framework=5 --model=tiny.onnx --soc_version=Ascend310P3)
 
 # --- command-line parsing (om.md §2.1) ---
@@ -140,6 +142,22 @@ assert frob["result"] == "failed" and frob["cause"][0]["code"] == 1, frob
 assert ops["Relu"]["result"] == "success"
 assert r["fail"] == 2, r["fail"]
 EOF
+# A channel count the Conv's weight contradicts: the Conv node fails with a parameter cause, mode 0
+# writes no .om, and ATC's inner-error block carries the message.
+run --mode=3 --framework=5 --model=any_channels.onnx --soc_version=Ascend310P3 "--input_shape=x:1,1,8,8" --check_report=conflict.json
+if [ "$status" -eq 255 ] && grep -qx "E19999: Inner Error!" stdout && grep -qF "has 1 channels" stdout &&
+  python3 - conflict.json <<'EOF'; then pass "mode 3 reports a shape conflict at the node"; else fail "mode 3 reports a shape conflict at the node" "status $status: $(cat conflict.json 2>/dev/null)"; fi
+import json, sys
+r = json.load(open(sys.argv[1]))
+conv = [o for o in r["op"] if o["type"] == "Conv"][0]
+assert conv["result"] == "failed" and conv["cause"][0]["code"] == 2, conv
+assert "expects 3" in conv["cause"][0]["message"], conv
+assert [o for o in r["op"] if o["type"] == "Data"][0]["result"] == "success"
+EOF
+run --framework=5 --model=any_channels.onnx --soc_version=Ascend310P3 "--input_shape=x:1,1,8,8" --output=o/conflict
+if [ "$status" -eq 255 ] && grep -qE "^atc: error K3002 \(E19999\)" stderr && [ ! -e o/conflict.om ]; then pass "mode 0 refuses a shape conflict"; else fail "mode 0 refuses a shape conflict" "status $status"; fi
+run --framework=5 --model=any_channels.onnx --soc_version=Ascend310P3 "--input_shape=x:1,3,8,8" --output=o/channels3
+if [ "$status" -eq 0 ] && [ -s o/channels3.om ]; then pass "the right channel count converts"; else fail "the right channel count converts" "status $status"; fi
 run --mode=3 --framework=5 --model=tiny.onnx --soc_version=Ascend310P3 --check_report=ok_report.json
 if [ "$status" -eq 0 ] && grep -qF '"result": "success"' ok_report.json; then pass "mode 3 passes a good model"; else fail "mode 3 passes a good model" "status $status"; fi
 

@@ -35,6 +35,7 @@ enum class ErrorCode : int {
   NoGraph = 2014,
   // K3xxx: IR invariants (verifier)
   VerifyFailed = 3001,
+  ShapeConflict = 3002,
   // K4xxx: command line
   BadFlag = 4001,
   UnsupportedFormat = 4002,
@@ -48,6 +49,7 @@ enum class ErrorCode : int {
   RuntimeUnsupported = 5001,
   RuntimeBadInput = 5002,
   RuntimeMissingInput = 5003,
+  RuntimeOutOfMemory = 5004,
   // K6xxx: conformance and comparison
   ConformanceDataBad = 6001,
   // K42xx: precision configuration (keep-dtype lists, precision reports)

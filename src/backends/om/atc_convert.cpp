@@ -17,6 +17,7 @@
 #include "kiln/backends/om.h"
 #include "kiln/check.h"
 #include "kiln/frontend/onnx.h"
+#include "kiln/passes/shape_conflicts.h"
 #include "kiln/shape_spec.h"
 #include "kiln/support/atomic_file.h"
 
@@ -208,7 +209,8 @@ std::vector<Status> unsupportedErrors(const std::vector<Unsupported>& nodes,
 // check_result.json (om.md §2.8): one entry per graph input ("Data") and per node.
 std::string checkReportJson(const std::string& modelName, const Graph& g,
                             const std::vector<std::pair<std::string, Status>>& inputProblems,
-                            const std::vector<Unsupported>& unsupported, bool nodesChecked) {
+                            const std::vector<Unsupported>& unsupported,
+                            const std::vector<ShapeConflict>& conflicts, bool nodesChecked) {
   constexpr int kTypeUnsupported = 1, kParamInvalid = 2;
   nlohmann::json ops = nlohmann::json::array();
   size_t fail = 0;
@@ -244,12 +246,20 @@ std::string checkReportJson(const std::string& modelName, const Graph& g,
       for (const Unsupported& u : unsupported)
         if (u.node == name && u.opType == node->opType())
           causes.push_back({{"code", kTypeUnsupported}, {"message", u.reason}});
+      for (const ShapeConflict& c : conflicts)
+        if (c.node == name && c.opType == node->opType())
+          causes.push_back({{"code", kParamInvalid}, {"message", c.status.message()}});
       addOp(name, node->opType(), std::move(causes));
       for (const Graph* sub : node->subgraphs())
         walk(*sub);
     }
   };
   if (nodesChecked) walk(g);
+  // Conflicts ONNX's inference reported without a node name (unnamed nodes).
+  for (const ShapeConflict& c : conflicts)
+    if (c.node.empty())
+      addOp("", c.opType,
+            nlohmann::json::array({{{"code", kParamInvalid}, {"message", c.status.message()}}}));
   nlohmann::json report = {{"name", modelName},   {"result", fail ? "failed" : "success"},
                            {"total", ops.size()}, {"pass", ops.size() - fail},
                            {"fail", fail},        {"op", std::move(ops)}};
@@ -261,12 +271,13 @@ struct Prepared {
   Model model;
   std::vector<std::pair<std::string, Status>> inputProblems;
   std::vector<Unsupported> unsupported;
+  std::vector<ShapeConflict> conflicts; // nodes that cannot run on the shapes they get
   bool pipelineRan = false;
 };
 
 Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
   KILN_ASSIGN_OR_RETURN(Model model, loadOnnx(o.model, result));
-  Prepared p{std::move(model), {}, {}, false};
+  Prepared p{std::move(model), {}, {}, {}, false};
   std::optional<ShapeSpec> spec;
   p.inputProblems = shapeProblems(o, *p.model.graph, spec);
   for (auto& problem : fp16NodeProblems(o, *p.model.graph))
@@ -283,6 +294,10 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
   if (!ran) return ran.status();
   for (const std::string& note : ran->notes)
     spdlog::info("{}", note);
+  // ATC fails these in InferShape; its message for them is an inner error.
+  p.conflicts = shapeConflicts(p.model);
+  for (ShapeConflict& c : p.conflicts)
+    c.status = c.status.withPeerCode("E19999");
 
   if (!o.insertOpConf.empty()) {
     auto config = parseAippConfigFile(o.insertOpConf);
@@ -324,7 +339,8 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
 }
 
 Status writeCheckReport(const AtcOptions& o, const Prepared& p, AtcResult& result) {
-  std::string json = checkReportJson(o.model, *p.model.graph, p.inputProblems, p.unsupported, true);
+  std::string json =
+      checkReportJson(o.model, *p.model.graph, p.inputProblems, p.unsupported, p.conflicts, true);
   KILN_TRY(writeFileAtomically(o.checkReport, json));
   result.written.push_back(o.checkReport);
   return Status::ok();
@@ -337,12 +353,14 @@ std::vector<Status> prepareErrors(const Prepared& p, const std::string& soc) {
     errors.push_back(st);
   for (Status& st : unsupportedErrors(p.unsupported, soc))
     errors.push_back(std::move(st));
+  for (const ShapeConflict& c : p.conflicts)
+    errors.push_back(c.status);
   return errors;
 }
 
 Status runConvert(const AtcOptions& o, AtcResult& result) {
   KILN_ASSIGN_OR_RETURN(Prepared p, prepare(o, result));
-  if (!p.inputProblems.empty() || !p.unsupported.empty()) {
+  if (!p.inputProblems.empty() || !p.unsupported.empty() || !p.conflicts.empty()) {
     // As ATC: a model that does not parse gets the pre-check report as well.
     Status reportStatus = writeCheckReport(o, p, result);
     if (!reportStatus) spdlog::warn("{}", reportStatus.toString());
@@ -378,7 +396,7 @@ Status runConvert(const AtcOptions& o, AtcResult& result) {
 Status runPrecheck(const AtcOptions& o, AtcResult& result) {
   KILN_ASSIGN_OR_RETURN(Prepared p, prepare(o, result));
   KILN_TRY(writeCheckReport(o, p, result));
-  if (p.inputProblems.empty() && p.unsupported.empty()) return Status::ok();
+  if (p.inputProblems.empty() && p.unsupported.empty() && p.conflicts.empty()) return Status::ok();
   return failWith(prepareErrors(p, o.socVersion), result);
 }
 

@@ -1050,7 +1050,28 @@ std::string formatAtcErrorBlock(const std::vector<Status>& errors, long pid,
       head = &e;
       break;
     }
-  if (!head) return "";
+  if (!head) {
+    // Only inner codes (om.md §3.2 (a) 5): "<code>: Inner Error!", the first message with the
+    // code/PID/time prefix, the others once under TraceBack, indented by 7 spaces.
+    const Status* first = nullptr;
+    for (const Status& e : errors)
+      if (!e.peerCode().empty()) {
+        first = &e;
+        break;
+      }
+    if (!first) return "";
+    std::string out = fmt::format("{}: Inner Error!\n{}: [PID: {}] {} {}\n", first->peerCode(),
+                                  first->peerCode(), pid, timestamp, first->message());
+    std::set<std::string> seen = {first->peerCode() + first->message()};
+    bool traceback = false;
+    for (const Status& e : errors) {
+      if (&e == first || !seen.insert(e.peerCode() + e.message()).second) continue;
+      if (!traceback) out += "TraceBack (most recent call last):\n";
+      traceback = true;
+      out += "       " + e.message() + "\n";
+    }
+    return out;
+  }
   std::string out;
   auto it = atcCatalog().find(head->peerCode());
   const char* title = it != atcCatalog().end() ? it->second.title : "Invalid_Argument";
