@@ -11,18 +11,15 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/ir/verifier.h"
 #include "kiln/runtime/executor.h"
+#include "onnx_text.h"
 
 using namespace kiln;
 
 namespace {
 
-Model modelFromText(const char* text) {
-  onnx::ModelProto proto;
-  auto status = onnx::OnnxParser::Parse(proto, text);
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  auto model = importOnnxProto(proto, "test", ".");
-  EXPECT_TRUE(model) << model.status().toString();
-  return model.take();
+// aipp tests keep the nodes unnamed.
+Model modelFromText(const std::string& text) {
+  return kiln::testing::modelFromOnnxText(text, /*nameNodes=*/false);
 }
 
 // y = Identity(x), x: f32[1,3,4,4] NCHW.

@@ -19,23 +19,14 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/passes/pass.h"
 #include "kiln_proto/ms_model_generated.h"
+#include "onnx_text.h"
 
 using namespace kiln;
 namespace fb = kiln::msfb;
 
 namespace {
 
-// Parses ONNX text and names node i "n<i>", as exporters do.
-Model modelFromText(const char* text) {
-  onnx::ModelProto proto;
-  auto status = onnx::OnnxParser::Parse(proto, text);
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  for (int i = 0; i < proto.graph().node_size(); ++i)
-    proto.mutable_graph()->mutable_node(i)->set_name("n" + std::to_string(i));
-  auto model = importOnnxProto(proto, "test", ".");
-  EXPECT_TRUE(model) << model.status().toString();
-  return model.take();
-}
+using kiln::testing::modelFromOnnxText;
 
 std::vector<uint8_t> build(const Model& model, const MsWriteOptions& options = {}) {
   auto buffer = buildMsBuffer(model, options);
@@ -81,7 +72,7 @@ g (float[1,2,5,5] x) => (float[1,3,4,4] y) <float[3,2,2,2] w = {0, 1, 10, 11, 10
 } // namespace
 
 TEST(MsWriter, ContainerVersionAndGraphBoundary) {
-  Model model = modelFromText(kConvRelu);
+  Model model = modelFromOnnxText(kConvRelu);
   auto bytes = build(model);
   ASSERT_GT(bytes.size(), 8u);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(bytes.data()) + 4, 4), "MSL2");
@@ -117,7 +108,7 @@ TEST(MsWriter, ContainerVersionAndGraphBoundary) {
 }
 
 TEST(MsWriter, ConvWeightsKhwcPadsAndFusedRelu) {
-  Model model = modelFromText(kConvRelu);
+  Model model = modelFromOnnxText(kConvRelu);
   auto bytes = build(model);
   const auto* g = root(bytes);
   auto convs = nodesOfType(g, fb::PrimitiveType_Conv2DFusion);
@@ -156,7 +147,7 @@ TEST(MsWriter, ConvWeightsKhwcPadsAndFusedRelu) {
 }
 
 TEST(MsWriter, Fp16WeightsAndDeterminism) {
-  Model model = modelFromText(kConvRelu);
+  Model model = modelFromOnnxText(kConvRelu);
   MsWriteOptions options;
   options.fp16Weights = true;
   auto bytes = build(model, options);
@@ -190,7 +181,7 @@ std::string quantConvText() {
 }
 
 TEST(MsWriter, WeightQuantPerChannelParams) {
-  Model model = modelFromText(quantConvText().c_str());
+  Model model = modelFromOnnxText(quantConvText().c_str());
   WeightQuantOptions quant;
   quant.bitNum = 8;
   quant.minQuantWeightChannel = 1;
@@ -247,10 +238,11 @@ TEST(MsWriter, WeightQuantBiasCorrectionKeepsChannelMeanAndDeviation) {
   std::string values;
   for (float v : weights)
     values += (values.empty() ? "" : ", ") + std::to_string(v);
-  Model model = modelFromText(("<ir_version: 8, opset_import: [\"\" : 13]>\n"
-                               "g (float[1,4,5,5] x) => (float[1,3,3,3] y) <float[3,4,3,3] w = {" +
-                               values + "}> {\n  y = Conv (x, w)\n}\n")
-                                  .c_str());
+  Model model =
+      modelFromOnnxText(("<ir_version: 8, opset_import: [\"\" : 13]>\n"
+                         "g (float[1,4,5,5] x) => (float[1,3,3,3] y) <float[3,4,3,3] w = {" +
+                         values + "}> {\n  y = Conv (x, w)\n}\n")
+                            .c_str());
   const std::vector<float> original =
       model.graph->lookupValue("w")->initializer().copyValues<float>();
   WeightQuantOptions quant;
@@ -296,7 +288,7 @@ TEST(MsWriter, WeightQuantBiasCorrectionKeepsChannelMeanAndDeviation) {
 
 TEST(MsWriter, BitPackedFourBitCodes) {
   // A MatMul weight [K=2, N=3] quantized per column to 4 bits by hand (zero point 0).
-  Model model = modelFromText(R"(
+  Model model = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
 g (float[1,2] a) => (float[1,3] y) <int8[2,3] q = {-8, 7, 1, -1, 0, 3}, float[3] s = {0.5, 0.25, 1}, int8[3] z = {0, 0, 0}> {
   w = DequantizeLinear <axis = 1> (q, s, z)
@@ -331,7 +323,7 @@ g (float[1,2] a) => (float[1,3] y) <int8[2,3] q = {-8, 7, 1, -1, 0, 3}, float[3]
 }
 
 TEST(MsWriter, NineBitCodesPackIntoWords) {
-  Model model = modelFromText(R"(
+  Model model = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
 g (float[1,2] a) => (float[1,1] y) <int16[2,1] q = {-256, 255}, float[1] s = {1}, int16[1] z = {0}> {
   w = DequantizeLinear <axis = 1> (q, s, z)
@@ -350,7 +342,7 @@ g (float[1,2] a) => (float[1,1] y) <int16[2,1] q = {-256, 255}, float[1] s = {1}
 }
 
 TEST(MsWriter, UnsupportedOpsListedAtOnce) {
-  Model model = modelFromText(R"(
+  Model model = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
 g (float[2,3] x) => (float[2,3] y) {
   a = Hardmax (x)
@@ -371,7 +363,7 @@ g (float[2,3] x) => (float[2,3] y) {
 }
 
 TEST(MsWriter, BadAttributeNamesNodeAndValue) {
-  Model model = modelFromText(R"(
+  Model model = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
 g (float[1,1,4,4] x) => (float[1,1,2,2] y) {
   y = MaxPool <kernel_shape = [2, 2], strides = [2, 2], dilations = [2, 2]> (x)
@@ -389,7 +381,7 @@ TEST(MsWriter, FileWriteExternalWeightsAndNoPartialOutput) {
   char tmpl[] = "/tmp/ms_writer_test_XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::filesystem::path dir = tmpl;
-  Model model = modelFromText(kConvRelu);
+  Model model = modelFromOnnxText(kConvRelu);
 
   // Inline: one file that dumpMsFile (the runtime's verifier) accepts.
   const std::string inlinePath = (dir / "a.ms").string();
@@ -435,7 +427,7 @@ TEST(MsWriter, FileWriteExternalWeightsAndNoPartialOutput) {
   EXPECT_EQ(tooBig.status().code(), ErrorCode::MsModelTooLarge);
 
   // A failing conversion leaves nothing behind.
-  Model bad = modelFromText(R"(
+  Model bad = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
 g (float[2] x) => (float[2] y) {
   y = Hardmax (x)

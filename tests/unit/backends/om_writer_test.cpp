@@ -14,23 +14,14 @@
 #include "kiln/passes/pass.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
+#include "onnx_text.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
 
 namespace {
 
-Model modelFromText(const char* text) {
-  onnx::ModelProto proto;
-  auto status = onnx::OnnxParser::Parse(proto, text);
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  for (int i = 0; i < proto.graph().node_size(); ++i)
-    if (proto.graph().node(i).name().empty())
-      proto.mutable_graph()->mutable_node(i)->set_name("n" + std::to_string(i));
-  auto model = importOnnxProto(proto, "test", ".");
-  EXPECT_TRUE(model) << model.status().toString();
-  return model.take();
-}
+using kiln::testing::modelFromOnnxText;
 
 // A small CNN: Conv → Relu → MaxPool → Reshape → Gemm → Softmax, weights from a fixed seed.
 Model smallCnn() {
@@ -57,7 +48,7 @@ cnn (float[1,3,8,8] x) => (float[1,5] y)
   y = Softmax (g)
 }
 )";
-  Model m = modelFromText(text.c_str());
+  Model m = modelFromOnnxText(text.c_str());
   auto passes = pipelineByName("default");
   EXPECT_TRUE(passes);
   EXPECT_TRUE(runPipeline(m, *passes));
@@ -180,7 +171,7 @@ TEST(OmWriter, RoundTripRunsLikeTheOriginal) {
 }
 
 TEST(OmWriter, AllUnsupportedOpsAtOnceAndNoFile) {
-  Model m = modelFromText(R"(<ir_version: 8, opset_import: ["" : 13]>
+  Model m = modelFromOnnxText(R"(<ir_version: 8, opset_import: ["" : 13]>
 g (float[2,3] x) => (float[2,3] y)
 {
   a = Hardmax (x)
@@ -202,7 +193,7 @@ g (float[2,3] x) => (float[2,3] y)
 }
 
 TEST(OmWriter, DTypeTheChipLacksIsBadAttribute) {
-  Model m = modelFromText(R"(<ir_version: 8, opset_import: ["" : 13]>
+  Model m = modelFromOnnxText(R"(<ir_version: 8, opset_import: ["" : 13]>
 g (bfloat16[4] x) => (bfloat16[4] y)
 {
   y = Relu (x)
@@ -250,7 +241,7 @@ TEST(OmWriter, ExternalWeightsBesideTheModel) {
 // Opset-6 Clip keeps its bounds as attributes; in a float16 graph they must become float16 Const
 // inputs of ClipByValue (they were once dropped, so the .om did not clip at all).
 TEST(OmWriter, Fp16AttributeClipKeepsItsBounds) {
-  Model m = modelFromText(R"(<ir_version: 8, opset_import: ["" : 6]>
+  Model m = modelFromOnnxText(R"(<ir_version: 8, opset_import: ["" : 6]>
 clip (float16[1,4] x) => (float16[1,4] y)
 {
   y = Clip <min = 0.0, max = 6.0> (x)

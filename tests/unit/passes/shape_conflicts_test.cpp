@@ -6,21 +6,17 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/passes/pass.h"
 #include "kiln/passes/shape_conflicts.h"
+#include "onnx_text.h"
 
 using namespace kiln;
 
 namespace {
 
+// Node i named "n<i>", value types inferred (as the default pipeline leaves them).
 Model parse(const char* text) {
-  onnx::ModelProto proto;
-  auto status = onnx::OnnxParser::Parse(proto, text);
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  for (int i = 0; i < proto.graph().node_size(); ++i)
-    proto.mutable_graph()->mutable_node(i)->set_name("n" + std::to_string(i));
-  auto model = importOnnxProto(proto, "test", ".");
-  EXPECT_TRUE(model) << model.status().toString();
-  EXPECT_TRUE(runPipeline(*model, {"infer-shapes"}));
-  return model.take();
+  Model model = kiln::testing::modelFromOnnxText(text);
+  EXPECT_TRUE(runPipeline(model, {"infer-shapes"}));
+  return model;
 }
 
 } // namespace

@@ -6,22 +6,13 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/ir/verifier.h"
 #include "kiln/passes/pass.h"
+#include "onnx_text.h"
 
 using namespace kiln;
 
 namespace {
 
-// Parses ONNX text and names node i "n<i>", as exporters do.
-Model modelFromText(const char* text) {
-  onnx::ModelProto proto;
-  auto status = onnx::OnnxParser::Parse(proto, text);
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  for (int i = 0; i < proto.graph().node_size(); ++i)
-    proto.mutable_graph()->mutable_node(i)->set_name("n" + std::to_string(i));
-  auto model = importOnnxProto(proto, "test", ".");
-  EXPECT_TRUE(model) << model.status().toString();
-  return model.take();
-}
+using kiln::testing::modelFromOnnxText;
 
 std::vector<std::string> locationNames(const Node& node) {
   std::vector<std::string> out;
@@ -46,7 +37,7 @@ void run(Model& model, const std::vector<std::string>& passes) {
 } // namespace
 
 TEST(SimplifyPasses, FuseBatchNormKeepsBothLocations) {
-  Model model = modelFromText(R"(
+  Model model = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
 g (float[1,2,2,2] x) => (float[1,2,2,2] y) <float[2,2,1,1] w = {1, 2, 3, 4}, float[2] s = {1, 2}, float[2] z = {0, 0}, float[2] v = {1, 1}> {
   c = Conv (x, w)
@@ -64,7 +55,7 @@ g (float[1,2,2,2] x) => (float[1,2,2,2] y) <float[2,2,1,1] w = {1, 2, 3, 4}, flo
 }
 
 TEST(SimplifyPasses, FuseMatMulAddKeepsBothLocations) {
-  Model model = modelFromText(R"(
+  Model model = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
 g (float[3,2] a) => (float[3,2] y) <float[2,2] w = {1, 2, 3, 4}, float[2] b = {1, 2}> {
   m = MatMul (a, w)
@@ -80,7 +71,7 @@ g (float[3,2] a) => (float[3,2] y) <float[2,2] w = {1, 2, 3, 4}, float[2] b = {1
 }
 
 TEST(SimplifyPasses, MergeTransposeChainKeepsAllLocations) {
-  Model model = modelFromText(R"(
+  Model model = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
 g (float[1,2,3] x) => (float[3,2,1] y) {
   a = Transpose <perm = [1, 0, 2]> (x)
@@ -97,7 +88,7 @@ g (float[1,2,3] x) => (float[3,2,1] y) {
 }
 
 TEST(SimplifyPasses, CommonSubexpressionSurvivorTakesLocations) {
-  Model model = modelFromText(R"(
+  Model model = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
 g (float[2] x) => (float[2] y) {
   a = Relu (x)

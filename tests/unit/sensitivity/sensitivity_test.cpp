@@ -8,22 +8,13 @@
 #include "kiln/compare.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/sensitivity.h"
+#include "onnx_text.h"
 
 using namespace kiln;
 
 namespace {
 
-// Parses ONNX text and names node i after `names[i]`.
-Model modelFromText(const std::string& text, const std::vector<std::string>& names) {
-  onnx::ModelProto proto;
-  auto status = onnx::OnnxParser::Parse(proto, text.c_str());
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  for (int i = 0; i < proto.graph().node_size() && i < static_cast<int>(names.size()); ++i)
-    proto.mutable_graph()->mutable_node(i)->set_name(names[static_cast<size_t>(i)]);
-  auto model = importOnnxProto(proto, "test", ".");
-  EXPECT_TRUE(model) << model.status().toString();
-  return model.take();
-}
+using kiln::testing::modelFromOnnxText;
 
 std::string values(size_t count, double (*f)(size_t)) {
   std::string out;
@@ -49,7 +40,7 @@ Model twoMatMuls() {
                      "  big = Mul (v0, hundred)\n"
                      "  b = Sub (p, big)\n"
                      "}\n";
-  return modelFromText(text, {"mm_smooth", "mm_fragile", "gather", "mul", "sub"});
+  return modelFromOnnxText(text, true, {"mm_smooth", "mm_fragile", "gather", "mul", "sub"});
 }
 
 } // namespace
@@ -86,16 +77,16 @@ TEST(Sensitivity, Fp16KeepsTheNodesThatLoseDigits) {
   // (x + 1000) - 1000 loses x's low digits in fp16 (spacing 0.5 near 1000) whichever of the two
   // runs in fp16; the Relu branch is harmless. The final Muls produce graph outputs, which stay
   // fp32, so the candidates are add, sub and relu.
-  Model model = modelFromText("<ir_version: 8, opset_import: [\"\" : 13]>\n"
-                              "g (float[1,64] x) => (float[1,64] y, float[1,64] z) "
-                              "<float[1] k = {1000}, float[1] one = {1}> {\n"
-                              "  s = Add (x, k)\n"
-                              "  d = Sub (s, k)\n"
-                              "  y = Mul (d, one)\n"
-                              "  r = Relu (x)\n"
-                              "  z = Mul (r, one)\n"
-                              "}\n",
-                              {"add", "sub", "out_y", "relu", "out_z"});
+  Model model = modelFromOnnxText("<ir_version: 8, opset_import: [\"\" : 13]>\n"
+                                  "g (float[1,64] x) => (float[1,64] y, float[1,64] z) "
+                                  "<float[1] k = {1000}, float[1] one = {1}> {\n"
+                                  "  s = Add (x, k)\n"
+                                  "  d = Sub (s, k)\n"
+                                  "  y = Mul (d, one)\n"
+                                  "  r = Relu (x)\n"
+                                  "  z = Mul (r, one)\n"
+                                  "}\n",
+                                  true, {"add", "sub", "out_y", "relu", "out_z"});
   // Value types, as the converting CLIs' default pipeline leaves them (convert-fp16 needs them).
   ASSERT_TRUE(runPipeline(model, {"infer-shapes"}));
   auto inputs = makeDeterministicInputs(*model.graph, 5);

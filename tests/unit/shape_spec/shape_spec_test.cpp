@@ -23,7 +23,7 @@ struct OneInputGraph {
   }
 };
 
-}  // namespace
+} // namespace
 
 TEST(ShapeSpec, AtcNamedStaticRangesAndUnknown) {
   auto spec = parseShapeSpec("x:1,3,224,224;y:1~4,-1;tf:name:0:2;", ShapeDialect::Atc);
@@ -34,7 +34,7 @@ TEST(ShapeSpec, AtcNamedStaticRangesAndUnknown) {
   EXPECT_TRUE(spec->inputs[1].dims[0].ranged);
   EXPECT_EQ(spec->inputs[1].dims[0].hi, 4);
   EXPECT_TRUE(spec->inputs[1].dims[1].isUnknown());
-  EXPECT_EQ(spec->inputs[2].name, "tf:name:0");  // split at the last ':'
+  EXPECT_EQ(spec->inputs[2].name, "tf:name:0"); // split at the last ':'
   EXPECT_TRUE(spec->hasDynamic());
 }
 
@@ -69,7 +69,8 @@ TEST(ShapeSpec, AtcErrorsCarryAtcCodes) {
 
 TEST(ShapeSpec, ConverterLiteRejectsNegativeAndEmpty) {
   Status s = parseError("x:1,-1,3", ShapeDialect::ConverterLite);
-  EXPECT_NE(s.message().find("INPUT ILLEGAL: Unsupported dim < 0."), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("INPUT ILLEGAL: Unsupported dim < 0."), std::string::npos)
+      << s.message();
   s = parseError("x:", ShapeDialect::ConverterLite);
   EXPECT_NE(s.message().find("has no dims"), std::string::npos);
   auto ok = parseShapeSpec("in.0:1,32,32,3", ShapeDialect::ConverterLite);
@@ -99,14 +100,16 @@ TEST(ShapeSpec, ValidationNamesNhwcNchwMixUp) {
   auto problems = validateShapeSpec(*parseShapeSpec("x:1,640,640,3", ShapeDialect::Atc), g.graph);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0].code(), ErrorCode::ShapeSpecDimMismatch);
-  EXPECT_NE(problems[0].hint().find("looks like NHWC but the model input is NCHW"), std::string::npos)
+  EXPECT_NE(problems[0].hint().find("looks like NHWC but the model input is NCHW"),
+            std::string::npos)
       << problems[0].hint();
   EXPECT_NE(problems[0].hint().find("use 1,3,640,640"), std::string::npos) << problems[0].hint();
 }
 
 TEST(ShapeSpec, ValidationAcceptsMatchingShape) {
   OneInputGraph g({Dim::symbol("N"), Dim::known(3), Dim(), Dim()});
-  EXPECT_TRUE(validateShapeSpec(*parseShapeSpec("x:1,3,640,640", ShapeDialect::Atc), g.graph).empty());
+  EXPECT_TRUE(
+      validateShapeSpec(*parseShapeSpec("x:1,3,640,640", ShapeDialect::Atc), g.graph).empty());
 }
 
 TEST(DynamicProfiles, AtcRules) {
