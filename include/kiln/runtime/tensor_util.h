@@ -135,8 +135,8 @@ template <typename Fn> bool dispatchInteger(DType dtype, Fn&& fn) {
   }
 }
 
-// Float32/Float64, bool and every integer dtype.
-template <typename Fn> bool dispatchNumeric(DType dtype, Fn&& fn) {
+// Float32 and Float64.
+template <typename Fn> bool dispatchFloat(DType dtype, Fn&& fn) {
   switch (dtype) {
   case DType::Float32:
     fn(float{});
@@ -144,12 +144,18 @@ template <typename Fn> bool dispatchNumeric(DType dtype, Fn&& fn) {
   case DType::Float64:
     fn(double{});
     return true;
-  case DType::Bool:
+  default:
+    return false;
+  }
+}
+
+// Float32/Float64, bool and every integer dtype.
+template <typename Fn> bool dispatchNumeric(DType dtype, Fn&& fn) {
+  if (dtype == DType::Bool) {
     fn(bool{});
     return true;
-  default:
-    return dispatchInteger(dtype, fn);
   }
+  return dispatchFloat(dtype, fn) || dispatchInteger(dtype, fn);
 }
 
 // Normalizes a possibly negative axis into [0, rank); nullopt if out of range.

@@ -56,19 +56,8 @@ inline Tensor asComputeTensor(const Tensor& t) {
   return isHalfLike(t.dtype()) ? widenToFloat(t) : t;
 }
 
-// Dtype families. Each calls fn(T{}) and returns false when dtype is not in the family.
-template <typename Fn> bool dispatchFloat(DType dtype, Fn&& fn) {
-  switch (dtype) {
-  case DType::Float32:
-    fn(float{});
-    return true;
-  case DType::Float64:
-    fn(double{});
-    return true;
-  default:
-    return false;
-  }
-}
+// Dtype families (dispatchFloat, dispatchInteger, dispatchNumeric: tensor_util.h). Each calls
+// fn(T{}) and returns false when dtype is not in the family.
 
 // Float32/Float64 and every integer type (no bool).
 template <typename Fn> bool dispatchArith(DType dtype, Fn&& fn) {
