@@ -99,6 +99,22 @@ int geProtoToCxxDType(int protoType); // -1 when unknown
 int geCxxToProtoDType(int cxxType);   // -1 when unknown
 const char* geDTypeName(int protoType);
 
+// AttrDef construction and reading (om_lower.cpp); getters return `def` when the attribute is
+// absent or of another kind.
+ge::proto::AttrDef attrI(int64_t v);
+ge::proto::AttrDef attrF(float v);
+ge::proto::AttrDef attrB(bool v);
+ge::proto::AttrDef attrS(const std::string& v);
+ge::proto::AttrDef attrInts(const std::vector<int64_t>& v);
+ge::proto::AttrDef attrFloats(const std::vector<float>& v);
+ge::proto::AttrDef attrStrings(const std::vector<std::string>& v);
+const ge::proto::AttrDef* findAttr(const ge::proto::OpDef& op, const std::string& name);
+int64_t getI(const ge::proto::OpDef& op, const std::string& name, int64_t def);
+float getF(const ge::proto::OpDef& op, const std::string& name, float def);
+bool getB(const ge::proto::OpDef& op, const std::string& name, bool def);
+std::string getS(const ge::proto::OpDef& op, const std::string& name, const std::string& def);
+std::vector<int64_t> getInts(const ge::proto::OpDef& op, const std::string& name);
+
 // ge::Format numbering (om.md §1.12).
 enum GeFormat : int {
   kFormatNchw = 0,
@@ -129,8 +145,16 @@ struct LoweredModel {
   uint64_t memorySize = 0; // feature-map bytes (no reuse)
 };
 
+// WEIGHTS_DATA constants start on this boundary.
+constexpr size_t kWeightAlign = 32;
+
 // ONNX-semantics IR → GraphEngine ops (om_lower.cpp).
 Expected<LoweredModel> lowerModel(const Model& model, const OmWriteOptions& options);
+
+// Puts convolution chains in the layouts ATC gives them (om_heavy_formats.cpp, om.md §5.3):
+// NC1HWC0 feature maps, FRACTAL_Z weights (rearranged in WEIGHTS_DATA / the external files) and
+// TransData ops where a heavy-format tensor meets an op that reads NCHW.
+Status applyHeavyFormats(LoweredModel& model);
 
 // ge.proto.ModelDef (attributes decompressed) → executable IR (om_lower.cpp, next to the rules
 // it inverts). `weights` is the WEIGHTS_DATA partition; `baseDir` holds external weight files.

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/backends/om_formats.h"
 #include "kiln/backends/soc_versions.h"
 #include "kiln/ir/constant.h"
 #include "kiln/runtime/tensor_util.h"
@@ -29,7 +30,8 @@ using AttrMap = google::protobuf::Map<std::string, AttrDef>;
 // The ONNX opset raised graphs are written in: every raise rule emits ops valid at this version
 // (ReduceX/Squeeze/Split/Pad/Clip/Slice take their parameters as inputs).
 constexpr int64_t kRaisedOpset = 18;
-constexpr size_t kWeightAlign = 32;
+
+} // namespace
 
 // ---------------------------------------------------------------------------------------------
 // AttrDef construction and reading.
@@ -111,6 +113,8 @@ std::vector<int64_t> getInts(const OpDef& op, const std::string& name) {
   if (!a || a->value_case() != AttrDef::kList) return {};
   return {a->list().i().begin(), a->list().i().end()};
 }
+
+namespace {
 
 // ONNX attribute → AttrDef (generic rules keep the value, under GraphEngine's name).
 std::optional<AttrDef> toAttrDef(const Attribute& a) {
@@ -484,9 +488,20 @@ class Raiser {
     DType dtype = fromGeDType(d.dtype()).value_or(DType::Undefined);
     if (d.shape().dim_size() == 1 && d.shape().dim(0) == -2) return ValueType::tensor(dtype, {});
     std::vector<Dim> dims;
-    for (int64_t x : d.shape().dim())
+    for (int64_t x : plainDims(d))
       dims.push_back(x >= 0 ? Dim::known(x) : Dim());
     return ValueType::tensor(dtype, Shape(dims));
+  }
+
+  // The NCHW/OIHW dims of a tensor stored in a heavy format (its origin_shape), else its dims.
+  static std::vector<int64_t> plainDims(const TensorDescriptor& d) {
+    if (heavyLayout(d))
+      if (auto it = d.attr().find("origin_shape"); it != d.attr().end())
+        return {it->second.list().i().begin(), it->second.list().i().end()};
+    return {d.shape().dim().begin(), d.shape().dim().end()};
+  }
+  static bool heavyLayout(const TensorDescriptor& d) {
+    return d.layout() == "NC1HWC0" || d.layout() == "FRACTAL_Z";
   }
 
   Status raiseConst(const OpDef& op);
@@ -504,6 +519,8 @@ class Raiser {
   }
   Expected<Tensor> weightTensor(const OpDef& op, const TensorDescriptor& desc,
                                 const std::string& data);
+  Expected<Tensor> plainTensor(const OpDef& op, const TensorDescriptor& desc, DType dtype,
+                               const uint8_t* stored);
 
   Graph& graph_;
   const uint8_t* weights_;
@@ -528,7 +545,7 @@ Expected<Tensor> Raiser::weightTensor(const OpDef& op, const TensorDescriptor& d
                     fmt::format("{}: constant '{}' holds {} bytes, its shape needs {}",
                                 displayName_, op.name(), data.size(), *bytes),
                     "the file is damaged; convert the model again");
-    return Tensor(*dtype, dims, Buffer::owned(std::vector<uint8_t>(data.begin(), data.end())));
+    return plainTensor(op, desc, *dtype, reinterpret_cast<const uint8_t*>(data.data()));
   }
   uint64_t offset = static_cast<uint64_t>(desc.data_offset());
   if (desc.data_offset() < 0 || offset > weightsSize_ || *bytes > weightsSize_ - offset)
@@ -537,8 +554,26 @@ Expected<Tensor> Raiser::weightTensor(const OpDef& op, const TensorDescriptor& d
                               "partition has {}",
                               displayName_, op.name(), offset, offset + *bytes, weightsSize_),
                   "the file is damaged; convert the model again");
-  return Tensor(*dtype, dims,
-                Buffer::owned(std::vector<uint8_t>(weights_ + offset, weights_ + offset + *bytes)));
+  return plainTensor(op, desc, *dtype, weights_ + offset);
+}
+
+Expected<Tensor> Raiser::plainTensor(const OpDef& op, const TensorDescriptor& desc, DType dtype,
+                                     const uint8_t* stored) {
+  std::vector<int64_t> dims(desc.shape().dim().begin(), desc.shape().dim().end());
+  size_t storedBytes = static_cast<size_t>(*dtypeStorageBytes(dtype, *checkedElementCount(dims)));
+  if (desc.layout() != "FRACTAL_Z")
+    return Tensor(dtype, dims, Buffer::owned(std::vector<uint8_t>(stored, stored + storedBytes)));
+  // Weights ATC-style in FRACTAL_Z: back to OIHW for the executor.
+  std::vector<int64_t> oihw = plainDims(desc);
+  int64_t c0 = cubeC0(dtype);
+  size_t elementBytes = static_cast<size_t>(dtypeStorageBytes(dtype, 1).value_or(0));
+  if (oihw.size() != 4 || c0 == 0 || elementBytes == 0 || fractalZDims(oihw, c0) != dims)
+    return Status(ErrorCode::OmFileInvalid,
+                  fmt::format("{}: FRACTAL_Z constant '{}' has shape [{}], which does not hold "
+                              "its origin shape [{}]",
+                              displayName_, op.name(), fmt::join(dims, ","), fmt::join(oihw, ",")),
+                  "the file is damaged; convert the model again");
+  return Tensor(dtype, oihw, Buffer::owned(fromFractalZ(stored, oihw, elementBytes, c0)));
 }
 
 Status Raiser::raiseConst(const OpDef& op) {
@@ -1808,6 +1843,11 @@ void miscRules() {
 
 // CastLike → Cast, Trilu → Triu / Tril, Mean → AddN and Muls, Square (a reduction helper).
 void extraRules() {
+  // A layout change only (om_heavy_formats.cpp): the raised graph works on the plain tensor.
+  addRaise("TransData", [](Raiser& r, const OpDef& op) -> Status {
+    r.rebind(op, 0, r.in(op, 0));
+    return Status::ok();
+  });
   addRule("CastLike", {[](const Node& n, int64_t) -> std::string {
                          if (!n.input(1) || !toGeDType(n.input(1)->dtype()))
                            return "CastLike to this type";
@@ -2183,7 +2223,10 @@ Expected<LoweredModel> lowerModel(const Model& model, const OmWriteOptions& opti
   if (!model.graph)
     return Status(ErrorCode::EmptyGraph, "model has no graph", "import a model first");
   Lowerer lowerer(model, options, soc);
-  return lowerer.run();
+  auto lowered = lowerer.run();
+  if (!lowered) return lowered;
+  if (auto s = applyHeavyFormats(*lowered); !s) return s;
+  return lowered;
 }
 
 Expected<Model> raiseModelDef(const ge::proto::ModelDef& modelDef, const uint8_t* weights,

@@ -80,17 +80,6 @@ std::string inoutInfo(const LoweredModel& lowered) {
   return out;
 }
 
-ge::proto::AttrDef attrS(const std::string& v) {
-  ge::proto::AttrDef a;
-  a.set_s(v);
-  return a;
-}
-ge::proto::AttrDef attrI(int64_t v) {
-  ge::proto::AttrDef a;
-  a.set_i(v);
-  return a;
-}
-
 const char* hostCpu() {
 #if defined(__aarch64__)
   return "aarch64";
