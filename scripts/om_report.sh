@@ -105,9 +105,10 @@ for entry in "${models[@]}"; do
       fi
       omBytes=$(stat -c %s "$out.om")
       dump="no"
+      # The dump also tells the heavy formats apart: convs with FRACTAL_Z weights of all Conv2D, TransData ops.
       if "$atc" --mode=1 --om="$out.om" --json="$out.json" >dump.log 2>&1 &&
-        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["graph"]' "$out.json" 2>/dev/null; then
-        dump="yes ($(stat -c %s "$out.json") B)"
+        formats=$(python3 "$scriptDir/om_formats_count.py" "$out.json" 2>/dev/null); then
+        dump="yes ($(stat -c %s "$out.json") B; $formats)"
       else
         problem "$label: atc --mode=1 failed: $(tail -n 2 dump.log | tr '\n' ' ')"
       fi
@@ -140,7 +141,9 @@ report() {
   echo "(uniform in [-1, 1)). Mean relative error is MindSpore Lite benchmark's mean bias. PP-OCR det also"
   echo "reports the tensor before its final Sigmoid, which saturates on synthetic input. The third precision row is"
   echo "\`allow_mix_precision\` with the \`--keep_dtype\` list that \`kiln sensitivity --target-mre 0.5\` finds on the"
-  echo "same inputs (nodes kept in float of the candidates it would convert)."
+  echo "same inputs (nodes kept in float of the candidates it would convert). The dump column also counts the"
+  echo "Conv2D ops written with FRACTAL_Z weights and NC1HWC0 maps (group convolutions stay NCHW) and the TransData"
+  echo "ops between heavy and plain tensors (docs/om_backend.md, heavy formats)."
   [ "$quick" -eq 1 ] && echo && echo "Quick run: PP-OCR det at $detShape, Ascend310P3 only."
   echo
   echo "| model | soc | precision | time s | peak RSS MiB | .onnx bytes | .om bytes | mode 1 dump | output | cosine | mean relative error |"
