@@ -21,6 +21,9 @@ struct MsWriteOptions {
   // The IR stores codes of 1..8 bits as int8 and 9..16 bits as int16, so the width itself is not
   // in the graph; 0 means the storage width (8 or 16). Widths other than 8/16 are bit-packed.
   int weightQuantBits = 0;
+  // converter_lite's [common_quant_param] enable_encode: quantized weights take the INDEXING or
+  // SPARSE coding when it is smaller than their plain / bit-packed bytes (ms.md §3.4).
+  bool encodeWeights = true;
   // Weights move to `<path>w` when the FlatBuffer would exceed this many bytes (2 GiB, ms.md §6.2);
   // tests lower it to exercise the split.
   uint64_t externalDataThreshold = uint64_t{2} << 30;

@@ -425,6 +425,7 @@ Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
   MsWriteOptions write;
   write.fp16Weights = options.fp16;
   write.weightQuantBits = quantizeWeights ? weightQuant.bitNum : 0;
+  write.encodeWeights = options.config.enableEncode;
   KILN_TRY(writeMsFile(model, write, out.outputPath));
   std::error_code ec;
   out.bytes = std::filesystem::file_size(out.outputPath, ec);

@@ -21,6 +21,7 @@
 #include "kiln/support/mapped_file.h"
 #include "kiln_proto/ms_model_generated.h"
 #include "ms_type_ids.h"
+#include "weight_coding.h"
 
 namespace kiln {
 
@@ -34,7 +35,6 @@ constexpr int64_t kOpset = 18;
 const char* const kInvalidHint = "pass a complete .ms file written by converter_lite or kiln";
 const char* const kUnsupportedHint =
     "convert the model again with kiln, or report the op so the reader learns it";
-
 
 std::string primitiveName(fb::PrimitiveType type) {
   const char* name = fb::EnumNamePrimitiveType(type);
@@ -316,14 +316,26 @@ Expected<std::vector<float>> Reader::dequantize(uint32_t i, const uint8_t* data,
   if (t->enableHuffmanCode())
     return unsupported("tensor '{}' is Huffman coded; kiln does not decode that", tensorName(i));
   if (compress != fb::WeightQuantCompressType_NONE &&
-      compress != fb::WeightQuantCompressType_BITPACKING)
-    return unsupported("tensor '{}' uses weight compression {}; kiln reads plain and bit-packed "
-                       "weights only",
+      compress != fb::WeightQuantCompressType_BITPACKING &&
+      compress != fb::WeightQuantCompressType_INDEXING &&
+      compress != fb::WeightQuantCompressType_SPARSE)
+    return unsupported("tensor '{}' uses weight compression {}; kiln reads plain, bit-packed, "
+                       "indexed and sparse weights",
                        tensorName(i), fb::EnumNameWeightQuantCompressType(compress));
   int bits = params->Get(0) ? params->Get(0)->numBits() : 8;
+  if (bits < 1 || bits > 16)
+    return invalid("tensor '{}': quant numBits {} is outside 1..16", tensorName(i), bits);
   std::vector<int32_t> q(count);
   bool packed = (bits >= 1 && bits <= 7) || (bits >= 9 && bits <= 15);
-  if (packed) {
+  std::string where = fmt::format("{}: tensor '{}'", name_, tensorName(i));
+  if (compress == fb::WeightQuantCompressType_INDEXING) {
+    KILN_ASSIGN_OR_RETURN(q, ms::decodeIndexing(data, size, bits, count, where));
+  } else if (compress == fb::WeightQuantCompressType_SPARSE) {
+    std::vector<int32_t> zeroPoints;
+    for (size_t c = 0; c < params->size(); ++c)
+      zeroPoints.push_back(params->Get(c) ? params->Get(c)->zeroPoint() : 0);
+    KILN_ASSIGN_OR_RETURN(q, ms::decodeSparse(data, size, bits, count, zeroPoints, where));
+  } else if (packed) {
     // LSB-first bit stream of values biased by 2^(bits-1) (ms.md §3.3).
     if ((count * bits + 7) / 8 > size)
       return invalid("tensor '{}': {} packed {}-bit values need {} bytes, it has {}", tensorName(i),

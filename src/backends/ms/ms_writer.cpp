@@ -13,6 +13,7 @@
 #include "kiln/support/atomic_file.h"
 #include "kiln_proto/ms_model_generated.h"
 #include "ms_lower.h"
+#include "weight_coding.h"
 
 namespace kiln {
 
@@ -117,6 +118,25 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
       s.converted = std::move(packed);
       s.dataType = bits < 8 ? ms::kTypeInt8 : ms::kTypeInt16;
       s.compressType = fb::WeightQuantCompressType_BITPACKING;
+    }
+    if (options.encodeWeights) {
+      // converter_lite's enable_encode: INDEXING or SPARSE when smaller (ms.md §3.4); the stream
+      // replaces the data, dataType stays int8 (≤ 8 bits) or int16.
+      std::vector<int32_t> codes32(codes.begin(), codes.end());
+      std::vector<int32_t> zeroPoints;
+      for (const auto& q : t.quantParams)
+        zeroPoints.push_back(q.zeroPoint);
+      const size_t current = s.converted.empty() ? s.size : s.converted.size();
+      auto indexing = ms::encodeIndexing(codes32, bits);
+      auto sparse = ms::encodeSparse(codes32, bits, zeroPoints);
+      bool sparseWins = sparse.size() < indexing.size();
+      std::vector<uint8_t>& smaller = sparseWins ? sparse : indexing;
+      if (smaller.size() < current) {
+        s.converted = std::move(smaller);
+        s.dataType = bits <= 8 ? ms::kTypeInt8 : ms::kTypeInt16;
+        s.compressType =
+            sparseWins ? fb::WeightQuantCompressType_SPARSE : fb::WeightQuantCompressType_INDEXING;
+      }
     }
   }
   if (!s.converted.empty() || (s.size && s.dataType != t.dataType)) {

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <random>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -15,9 +17,11 @@
 #include <onnx/defs/parser.h>
 
 #include "kiln/backends/ms.h"
+#include "kiln/backends/ms_reader.h"
 #include "kiln/backends/ms_writer.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/passes/pass.h"
+#include "kiln/runtime/executor.h"
 #include "kiln_proto/ms_model_generated.h"
 #include "onnx_text.h"
 
@@ -438,4 +442,119 @@ g (float[2] x) => (float[2] y) {
   EXPECT_FALSE(std::filesystem::exists(badPath));
   EXPECT_FALSE(std::filesystem::exists(badPath + "w"));
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// MatMul a[1,4] × w[4,16], w = DequantizeLinear(q, 0.5 per column, zero point 0): `codes` are q in
+// row-major order (the .ms keeps a MatMul weight's layout).
+Model matmulWithCodes(const std::vector<int>& codes) {
+  std::string q;
+  for (int c : codes)
+    q += (q.empty() ? "" : ", ") + std::to_string(c);
+  std::string scales, zeros;
+  for (int i = 0; i < 16; ++i) {
+    scales += std::string(i ? ", " : "") + "0.5";
+    zeros += std::string(i ? ", " : "") + "0";
+  }
+  return modelFromOnnxText(("<ir_version: 8, opset_import: [\"\" : 13]>\n"
+                            "g (float[1,4] a) => (float[1,16] y) <int8[4,16] q = {" +
+                            q + "}, float[16] s = {" + scales + "}, int8[16] z = {" + zeros +
+                            "}> {\n  w = DequantizeLinear <axis = 1> (q, s, z)\n"
+                            "  y = MatMul (a, w)\n}\n")
+                               .c_str());
+}
+
+const fb::Tensor* matmulWeight(const fb::MetaGraph* g) {
+  return g->allTensors()->Get(
+      nodesOfType(g, fb::PrimitiveType_MatMulFusion).at(0)->inputIndex()->Get(1));
+}
+
+// The model read back from `bytes` and run on a fixed input.
+std::vector<float> runMs(const std::vector<uint8_t>& bytes) {
+  auto owned = std::make_shared<std::vector<uint8_t>>(bytes);
+  auto model = readMsBuffer(owned->data(), owned->size(), owned, "coded.ms", "");
+  EXPECT_TRUE(model) << model.status().toString();
+  if (!model) return {};
+  rt::Executor exec(*model);
+  std::map<std::string, rt::RtValue> feeds;
+  feeds["a"] = rt::RtValue::ofTensor(
+      Tensor::fromValues<float>(DType::Float32, {1, 4}, {0.5f, -1.0f, 2.0f, 0.25f}));
+  auto out = exec.run(feeds);
+  EXPECT_TRUE(out) << out.status().toString();
+  return out ? out->outputs.at(0).tensor.copyValues<float>() : std::vector<float>{};
+}
+
+} // namespace
+
+// Two distinct codes: INDEXING (ms.md §3.4) beats 64 plain bytes. MSB-first: count 2, the sorted
+// values biased by 128 (-1 → 0x7F, 3 → 0x83), then one index bit per element.
+TEST(MsWriter, FewDistinctCodesAreIndexed) {
+  std::vector<int> codes(64);
+  for (int k = 0; k < 64; ++k)
+    codes[k] = k % 3 == 0 ? 3 : -1;
+  Model model = matmulWithCodes(codes);
+  auto bytes = build(model);
+  const auto* w = matmulWeight(root(bytes));
+  EXPECT_EQ(w->weightQuantCompressType(), fb::WeightQuantCompressType_INDEXING);
+  EXPECT_EQ(w->dataType(), 32);
+  std::vector<uint8_t> expected{0x02, 0x7F, 0x83, 0, 0, 0, 0, 0, 0, 0, 0};
+  for (int k = 0; k < 64; ++k)
+    if (codes[k] == 3) expected[3 + k / 8] |= static_cast<uint8_t>(0x80 >> (k % 8));
+  EXPECT_EQ(dataOf<uint8_t>(w), expected);
+  // Read back, the weights are the plain ones.
+  MsWriteOptions plain;
+  plain.encodeWeights = false;
+  auto plainBytes = build(model, plain);
+  EXPECT_EQ(matmulWeight(root(plainBytes))->weightQuantCompressType(),
+            fb::WeightQuantCompressType_NONE);
+  auto expectedOut = runMs(plainBytes);
+  ASSERT_EQ(expectedOut.size(), 16u);
+  EXPECT_EQ(runMs(bytes), expectedOut);
+  // One distinct code: zero-width indices, the stream is the header alone.
+  auto single = build(matmulWithCodes(std::vector<int>(64, 3)));
+  EXPECT_EQ(dataOf<uint8_t>(matmulWeight(root(single))), (std::vector<uint8_t>{0x01, 0x83}));
+}
+
+// Mostly zero points: SPARSE. Entries (9 after 5 zero points, -7 after 34), 23 trailing zero
+// points implied; the best gap width is 6 bits. Stream: width 6, entry count 2 (32 bits), value
+// count 2, values -7 → 0x79 and 9 → 0x89, indices 1 0, gaps 000101 100010, zero padded.
+TEST(MsWriter, MostlyZeroPointCodesAreSparse) {
+  std::vector<int> codes(64, 0);
+  codes[5] = 9;
+  codes[40] = -7;
+  Model model = matmulWithCodes(codes);
+  auto bytes = build(model);
+  const auto* w = matmulWeight(root(bytes));
+  EXPECT_EQ(w->weightQuantCompressType(), fb::WeightQuantCompressType_SPARSE);
+  EXPECT_EQ(dataOf<uint8_t>(w),
+            (std::vector<uint8_t>{0x06, 0x00, 0x00, 0x00, 0x02, 0x02, 0x79, 0x89, 0x85, 0x88}));
+  MsWriteOptions plain;
+  plain.encodeWeights = false;
+  auto expectedOut = runMs(build(model, plain));
+  ASSERT_EQ(expectedOut.size(), 16u);
+  EXPECT_EQ(runMs(bytes), expectedOut);
+}
+
+// Random codes at several widths and zero-point layouts survive every coding the writer picks.
+TEST(MsWriter, CodedWeightsRoundTripAtEveryWidth) {
+  std::mt19937 rng(11);
+  for (int bits : {2, 4, 8}) {
+    for (int zeroShare : {0, 50, 95}) {
+      std::vector<int> codes(64);
+      std::uniform_int_distribution<int> code(-(1 << (bits - 1)), (1 << (bits - 1)) - 1);
+      std::uniform_int_distribution<int> percent(0, 99);
+      for (int& c : codes)
+        c = percent(rng) < zeroShare ? 0 : code(rng);
+      Model model = matmulWithCodes(codes);
+      MsWriteOptions coded, plain;
+      coded.weightQuantBits = plain.weightQuantBits = bits;
+      plain.encodeWeights = false;
+      auto codedBytes = build(model, coded);
+      auto plainBytes = build(model, plain);
+      EXPECT_LE(dataOf<uint8_t>(matmulWeight(root(codedBytes))).size(),
+                dataOf<uint8_t>(matmulWeight(root(plainBytes))).size());
+      EXPECT_EQ(runMs(codedBytes), runMs(plainBytes)) << bits << " bits, " << zeroShare << "%";
+    }
+  }
 }
