@@ -2,6 +2,8 @@
 // insertion): Conv2D chains take NC1HWC0 feature maps and FRACTAL_Z weights, converted offline
 // in WEIGHTS_DATA as ATC stores them; TransData ops sit where an NC1HWC0 tensor meets an op that
 // reads NCHW (and back). Index math is hand-written: no library knows these Ascend layouts.
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -425,9 +427,18 @@ class HeavyFormats {
       op.set_id(id++);
   }
 
-  // WEIGHTS_DATA again in Const order, FRACTAL_Z constants rearranged (offsets move with them).
+  // WEIGHTS_DATA with the FRACTAL_Z constants rearranged and every later constant moved up.
+  // Sizes only grow, so each constant's new offset is at or past its old one: moving them in
+  // place from the last backwards never overwrites bytes still to be read, and the weights are
+  // not copied as a whole (only one rearranged tensor at a time is held beside them).
   Status rebuildWeights() {
-    std::vector<uint8_t> weights;
+    struct Stored {
+      TensorDescriptor* desc;
+      TensorDescriptor* valueDesc;
+      uint64_t oldOffset, oldSize, newOffset, newSize;
+      bool fractal;
+    };
+    std::vector<Stored> consts;
     for (OpDef& op : *graph_->mutable_op()) {
       bool fractal = fractalConsts_.count(op.name());
       if (op.type() == "FileConstant") {
@@ -447,25 +458,43 @@ class HeavyFormats {
             ErrorCode::Internal,
             fmt::format("constant '{}' lies outside the weights it was lowered into", op.name()),
             "report this as a kiln bug");
-      const uint8_t* bytes = model_.weights.data() + offset;
-      std::vector<uint8_t> stored;
-      if (fractal) {
-        std::vector<int64_t> origin = getInts(desc->attr().at("origin_shape"));
-        stored = toFractalZ(bytes, origin, elementBytes(*desc), cubeC0(descDType(*desc)));
-        bytes = stored.data();
-        size = stored.size();
+      uint64_t newSize = fractal ? static_cast<uint64_t>(desc->size()) : size;
+      consts.push_back({desc, valueDesc, offset, size, 0, newSize, fractal});
+    }
+    std::stable_sort(consts.begin(), consts.end(),
+                     [](const Stored& a, const Stored& b) { return a.oldOffset < b.oldOffset; });
+    uint64_t end = 0, oldEnd = 0;
+    for (Stored& c : consts) {
+      if (c.oldOffset < oldEnd)
+        return Status(ErrorCode::Internal, "two constants share WEIGHTS_DATA bytes",
+                      "report this as a kiln bug");
+      c.newOffset = (end + kWeightAlign - 1) / kWeightAlign * kWeightAlign;
+      end = c.newOffset + c.newSize;
+      oldEnd = c.oldOffset + c.oldSize;
+    }
+    std::vector<uint8_t>& weights = model_.weights;
+    if (end > weights.size()) weights.resize(end);
+    uint64_t next = end; // start of the region already placed
+    for (auto it = consts.rbegin(); it != consts.rend(); ++it) {
+      Stored& c = *it;
+      uint8_t* base = weights.data();
+      if (c.fractal) {
+        std::vector<int64_t> origin = getInts(c.desc->attr().at("origin_shape"));
+        std::vector<uint8_t> fractal = toFractalZ(base + c.oldOffset, origin, elementBytes(*c.desc),
+                                                  cubeC0(descDType(*c.desc)));
+        std::copy(fractal.begin(), fractal.end(), base + c.newOffset);
+      } else if (c.newOffset != c.oldOffset) {
+        std::memmove(base + c.newOffset, base + c.oldOffset, c.oldSize);
       }
-      while (weights.size() % kWeightAlign)
-        weights.push_back(0);
-      int64_t newOffset = static_cast<int64_t>(weights.size());
-      weights.insert(weights.end(), bytes, bytes + size);
-      for (TensorDescriptor* d : {desc, valueDesc}) {
+      std::fill(base + c.newOffset + c.newSize, base + next, uint8_t{0}); // alignment padding
+      next = c.newOffset;
+      for (TensorDescriptor* d : {c.desc, c.valueDesc}) {
         if (!d) continue;
-        d->set_data_offset(newOffset);
-        d->set_weight_size(static_cast<int64_t>(size));
+        d->set_data_offset(static_cast<int64_t>(c.newOffset));
+        d->set_weight_size(static_cast<int64_t>(c.newSize));
       }
     }
-    model_.weights = std::move(weights);
+    weights.resize(end);
     return Status::ok();
   }
 
