@@ -17,22 +17,26 @@ constexpr int64_t kFractalN0 = 16; // FRACTAL_Z's N0: output channels per cube t
 // writes no heavy format for the type.
 int64_t cubeC0(DType type);
 
-// NCHW dims → NC1HWC0 dims [N, ceil(C / C0), H, W, C0].
-std::vector<int64_t> nc1hwc0Dims(const std::vector<int64_t>& nchw, int64_t c0);
-// OIHW (N, C, Kh, Kw) weight dims → FRACTAL_Z dims [ceil(C / C0)·Kh·Kw, ceil(N / 16), 16, C0].
-std::vector<int64_t> fractalZDims(const std::vector<int64_t>& oihw, int64_t c0);
+enum class HeavyLayout {
+  // NCHW feature map → [N, ceil(C / C0), H, W, C0]; element (n, c, h, w) goes to
+  // [n][c / C0][h][w][c % C0].
+  Nc1hwc0,
+  // OIHW (N, C, Kh, Kw) weight → [ceil(C / C0)·Kh·Kw, ceil(N / 16), 16, C0]; W[n][c][kh][kw] goes
+  // to
+  // [(c / C0)·Kh·Kw + kh·Kw + kw][n / 16][n % 16][c % C0].
+  FractalZ,
+};
 
-// Rearranges an NCHW tensor of `elementBytes`-sized elements into NC1HWC0; padded channels are 0.
-std::vector<uint8_t> toNc1hwc0(const uint8_t* nchw, const std::vector<int64_t>& dims,
-                               size_t elementBytes, int64_t c0);
-std::vector<uint8_t> fromNc1hwc0(const uint8_t* heavy, const std::vector<int64_t>& nchwDims,
-                                 size_t elementBytes, int64_t c0);
-
-// Rearranges OIHW weights into FRACTAL_Z: W[n][c][kh][kw] goes to
-// [(c / C0)·Kh·Kw + kh·Kw + kw][n / 16][n % 16][c % C0]; padded N and C are 0.
-std::vector<uint8_t> toFractalZ(const uint8_t* oihw, const std::vector<int64_t>& dims,
-                                size_t elementBytes, int64_t c0);
-std::vector<uint8_t> fromFractalZ(const uint8_t* fractal, const std::vector<int64_t>& oihwDims,
-                                  size_t elementBytes, int64_t c0);
+// The heavy dims of a 4-D plain tensor.
+std::vector<int64_t> heavyDims(HeavyLayout layout, const std::vector<int64_t>& plainDims,
+                               int64_t c0);
+// Rearranges `elementBytes`-sized elements of a plain tensor into the heavy layout (padding 0)
+// and back.
+std::vector<uint8_t> toHeavy(HeavyLayout layout, const uint8_t* plain,
+                             const std::vector<int64_t>& plainDims, size_t elementBytes,
+                             int64_t c0);
+std::vector<uint8_t> fromHeavy(HeavyLayout layout, const uint8_t* heavy,
+                               const std::vector<int64_t>& plainDims, size_t elementBytes,
+                               int64_t c0);
 
 } // namespace kiln::om

@@ -32,43 +32,32 @@ namespace {
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 } // namespace
 
-std::vector<int64_t> nc1hwc0Dims(const std::vector<int64_t>& nchw, int64_t c0) {
-  return {nchw[0], ceilDiv(nchw[1], c0), nchw[2], nchw[3], c0};
-}
-
-std::vector<int64_t> fractalZDims(const std::vector<int64_t>& oihw, int64_t c0) {
-  return {ceilDiv(oihw[1], c0) * oihw[2] * oihw[3], ceilDiv(oihw[0], kFractalN0), kFractalN0, c0};
+std::vector<int64_t> heavyDims(HeavyLayout layout, const std::vector<int64_t>& d, int64_t c0) {
+  if (layout == HeavyLayout::Nc1hwc0) return {d[0], ceilDiv(d[1], c0), d[2], d[3], c0};
+  return {ceilDiv(d[1], c0) * d[2] * d[3], ceilDiv(d[0], kFractalN0), kFractalN0, c0};
 }
 
 namespace {
 
-// Calls visit(plainIndex, heavyIndex) for every element of an NCHW tensor.
+// Calls visit(plainIndex, heavyIndex) for every element of a 4-D plain tensor (row-major NCHW /
+// OIHW, element (n, c, h, w)); where it goes is om.md §5.3's rule for the layout.
 template <typename Visit>
-void forEachNc1hwc0(const std::vector<int64_t>& d, int64_t c0, Visit visit) {
-  int64_t n = d[0], c = d[1], h = d[2], w = d[3], c1 = ceilDiv(c, c0);
+void forEachHeavy(HeavyLayout layout, const std::vector<int64_t>& d, int64_t c0, Visit visit) {
+  const int64_t n = d[0], c = d[1], h = d[2], w = d[3];
+  const int64_t c1 = ceilDiv(c, c0), n1 = ceilDiv(n, kFractalN0);
   for (int64_t in = 0; in < n; ++in)
     for (int64_t ic = 0; ic < c; ++ic)
       for (int64_t ih = 0; ih < h; ++ih)
         for (int64_t iw = 0; iw < w; ++iw) {
           int64_t plain = ((in * c + ic) * h + ih) * w + iw;
-          int64_t heavy = (((in * c1 + ic / c0) * h + ih) * w + iw) * c0 + ic % c0;
+          int64_t heavy;
+          if (layout == HeavyLayout::Nc1hwc0) {
+            heavy = (((in * c1 + ic / c0) * h + ih) * w + iw) * c0 + ic % c0;
+          } else {
+            int64_t row = (ic / c0) * h * w + ih * w + iw;
+            heavy = ((row * n1 + in / kFractalN0) * kFractalN0 + in % kFractalN0) * c0 + ic % c0;
+          }
           visit(plain, heavy);
-        }
-}
-
-// Calls visit(plainIndex, fractalIndex) for every element of an OIHW weight.
-template <typename Visit>
-void forEachFractalZ(const std::vector<int64_t>& d, int64_t c0, Visit visit) {
-  int64_t n = d[0], c = d[1], kh = d[2], kw = d[3], n1 = ceilDiv(n, kFractalN0);
-  for (int64_t in = 0; in < n; ++in)
-    for (int64_t ic = 0; ic < c; ++ic)
-      for (int64_t ih = 0; ih < kh; ++ih)
-        for (int64_t iw = 0; iw < kw; ++iw) {
-          int64_t plain = ((in * c + ic) * kh + ih) * kw + iw;
-          int64_t row = (ic / c0) * kh * kw + ih * kw + iw;
-          int64_t fractal =
-              ((row * n1 + in / kFractalN0) * kFractalN0 + in % kFractalN0) * c0 + ic % c0;
-          visit(plain, fractal);
         }
 }
 
@@ -86,39 +75,21 @@ void copyElement(uint8_t* to, int64_t toIndex, const uint8_t* from, int64_t from
 
 } // namespace
 
-std::vector<uint8_t> toNc1hwc0(const uint8_t* nchw, const std::vector<int64_t>& dims,
-                               size_t elementBytes, int64_t c0) {
-  std::vector<uint8_t> out(product(nc1hwc0Dims(dims, c0)) * elementBytes, 0);
-  forEachNc1hwc0(dims, c0, [&](int64_t plain, int64_t heavy) {
-    copyElement(out.data(), heavy, nchw, plain, elementBytes);
-  });
+std::vector<uint8_t> toHeavy(HeavyLayout layout, const uint8_t* plain,
+                             const std::vector<int64_t>& plainDims, size_t elementBytes,
+                             int64_t c0) {
+  std::vector<uint8_t> out(product(heavyDims(layout, plainDims, c0)) * elementBytes, 0);
+  forEachHeavy(layout, plainDims, c0,
+               [&](int64_t p, int64_t h) { copyElement(out.data(), h, plain, p, elementBytes); });
   return out;
 }
 
-std::vector<uint8_t> fromNc1hwc0(const uint8_t* heavy, const std::vector<int64_t>& nchwDims,
-                                 size_t elementBytes, int64_t c0) {
-  std::vector<uint8_t> out(product(nchwDims) * elementBytes);
-  forEachNc1hwc0(nchwDims, c0, [&](int64_t plain, int64_t heavyIndex) {
-    copyElement(out.data(), plain, heavy, heavyIndex, elementBytes);
-  });
-  return out;
-}
-
-std::vector<uint8_t> toFractalZ(const uint8_t* oihw, const std::vector<int64_t>& dims,
-                                size_t elementBytes, int64_t c0) {
-  std::vector<uint8_t> out(product(fractalZDims(dims, c0)) * elementBytes, 0);
-  forEachFractalZ(dims, c0, [&](int64_t plain, int64_t fractal) {
-    copyElement(out.data(), fractal, oihw, plain, elementBytes);
-  });
-  return out;
-}
-
-std::vector<uint8_t> fromFractalZ(const uint8_t* fractal, const std::vector<int64_t>& oihwDims,
-                                  size_t elementBytes, int64_t c0) {
-  std::vector<uint8_t> out(product(oihwDims) * elementBytes);
-  forEachFractalZ(oihwDims, c0, [&](int64_t plain, int64_t fractalIndex) {
-    copyElement(out.data(), plain, fractal, fractalIndex, elementBytes);
-  });
+std::vector<uint8_t> fromHeavy(HeavyLayout layout, const uint8_t* heavy,
+                               const std::vector<int64_t>& plainDims, size_t elementBytes,
+                               int64_t c0) {
+  std::vector<uint8_t> out(product(plainDims) * elementBytes);
+  forEachHeavy(layout, plainDims, c0,
+               [&](int64_t p, int64_t h) { copyElement(out.data(), p, heavy, h, elementBytes); });
   return out;
 }
 
@@ -189,12 +160,14 @@ void setHeavy(TensorDescriptor* d, const std::string& layout, int format,
 
 void setNc1hwc0(TensorDescriptor* d) {
   if (d->layout() == kNc1hwc0Name) return;
-  setHeavy(d, kNc1hwc0Name, kFormatNc1hwc0, nc1hwc0Dims(descDims(*d), cubeC0(descDType(*d))));
+  setHeavy(d, kNc1hwc0Name, kFormatNc1hwc0,
+           heavyDims(HeavyLayout::Nc1hwc0, descDims(*d), cubeC0(descDType(*d))));
 }
 
 void setFractalZ(TensorDescriptor* d) {
   if (d->layout() == kFractalZName) return;
-  setHeavy(d, kFractalZName, kFormatFractalZ, fractalZDims(descDims(*d), cubeC0(descDType(*d))));
+  setHeavy(d, kFractalZName, kFormatFractalZ,
+           heavyDims(HeavyLayout::FractalZ, descDims(*d), cubeC0(descDType(*d))));
 }
 
 // The plain side of a TransData: a 4-D map is NCHW whatever the producer called it.
@@ -480,8 +453,8 @@ class HeavyFormats {
       uint8_t* base = weights.data();
       if (c.fractal) {
         std::vector<int64_t> origin = getInts(c.desc->attr().at("origin_shape"));
-        std::vector<uint8_t> fractal = toFractalZ(base + c.oldOffset, origin, elementBytes(*c.desc),
-                                                  cubeC0(descDType(*c.desc)));
+        std::vector<uint8_t> fractal = toHeavy(HeavyLayout::FractalZ, base + c.oldOffset, origin,
+                                               elementBytes(*c.desc), cubeC0(descDType(*c.desc)));
         std::copy(fractal.begin(), fractal.end(), base + c.newOffset);
       } else if (c.newOffset != c.oldOffset) {
         std::memmove(base + c.newOffset, base + c.oldOffset, c.oldSize);
@@ -504,7 +477,8 @@ class HeavyFormats {
       if (file != location) continue;
       const TensorDescriptor& desc = op.output_desc(0);
       std::vector<int64_t> origin = getInts(desc.attr().at("origin_shape"));
-      bytes = toFractalZ(bytes.data(), origin, elementBytes(desc), cubeC0(descDType(desc)));
+      bytes = toHeavy(HeavyLayout::FractalZ, bytes.data(), origin, elementBytes(desc),
+                      cubeC0(descDType(desc)));
       auto& attrs = *op.mutable_attr();
       attrs["length"] = attrI(static_cast<int64_t>(bytes.size()));
       attrs["shape"] = attrInts(descDims(desc));

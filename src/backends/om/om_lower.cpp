@@ -567,13 +567,15 @@ Expected<Tensor> Raiser::plainTensor(const OpDef& op, const TensorDescriptor& de
   std::vector<int64_t> oihw = plainDims(desc);
   int64_t c0 = cubeC0(dtype);
   size_t elementBytes = static_cast<size_t>(dtypeStorageBytes(dtype, 1).value_or(0));
-  if (oihw.size() != 4 || c0 == 0 || elementBytes == 0 || fractalZDims(oihw, c0) != dims)
+  if (oihw.size() != 4 || c0 == 0 || elementBytes == 0 ||
+      heavyDims(HeavyLayout::FractalZ, oihw, c0) != dims)
     return Status(ErrorCode::OmFileInvalid,
                   fmt::format("{}: FRACTAL_Z constant '{}' has shape [{}], which does not hold "
                               "its origin shape [{}]",
                               displayName_, op.name(), fmt::join(dims, ","), fmt::join(oihw, ",")),
                   "the file is damaged; convert the model again");
-  return Tensor(dtype, oihw, Buffer::owned(fromFractalZ(stored, oihw, elementBytes, c0)));
+  return Tensor(dtype, oihw,
+                Buffer::owned(fromHeavy(HeavyLayout::FractalZ, stored, oihw, elementBytes, c0)));
 }
 
 Status Raiser::raiseConst(const OpDef& op) {

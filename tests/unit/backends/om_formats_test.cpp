@@ -78,39 +78,43 @@ std::string attrString(const nlohmann::json& op, const std::string& key) {
 TEST(OmFormats, FractalZMatchesTheDocsExample) {
   // HWCN (2,2,32,32) is OIHW (32,32,2,2): FRACTAL_Z (8,2,16,16) for fp16.
   std::vector<int64_t> oihw{32, 32, 2, 2};
-  EXPECT_EQ(om::fractalZDims(oihw, 16), (std::vector<int64_t>{8, 2, 16, 16}));
+  EXPECT_EQ(om::heavyDims(om::HeavyLayout::FractalZ, oihw, 16),
+            (std::vector<int64_t>{8, 2, 16, 16}));
   auto plain = countingBytes(32 * 32 * 2 * 2);
-  auto fractal = om::toFractalZ(plain.data(), oihw, 2, 16);
+  auto fractal = om::toHeavy(om::HeavyLayout::FractalZ, plain.data(), oihw, 2, 16);
   ASSERT_EQ(fractal.size(), plain.size()); // no padding: N and C are multiples of 16
   // W[n=17][c=20][kh=1][kw=0] goes to [(20/16)·4 + 1·2 + 0][17/16][17%16][20%16] = [6][1][1][4].
   int64_t plainIndex = ((17 * 32 + 20) * 2 + 1) * 2 + 0;
   int64_t fractalIndex = ((6 * 2 + 1) * 16 + 1) * 16 + 4;
   EXPECT_EQ(at(fractal, fractalIndex), at(plain, plainIndex));
-  EXPECT_EQ(om::fromFractalZ(fractal.data(), oihw, 2, 16), plain);
+  EXPECT_EQ(om::fromHeavy(om::HeavyLayout::FractalZ, fractal.data(), oihw, 2, 16), plain);
 }
 
 TEST(OmFormats, FractalZPadsChannelsAndOutputsWithZeros) {
   std::vector<int64_t> oihw{20, 3, 1, 1};
-  EXPECT_EQ(om::fractalZDims(oihw, 16), (std::vector<int64_t>{1, 2, 16, 16}));
+  EXPECT_EQ(om::heavyDims(om::HeavyLayout::FractalZ, oihw, 16),
+            (std::vector<int64_t>{1, 2, 16, 16}));
   auto plain = countingBytes(60);
-  auto fractal = om::toFractalZ(plain.data(), oihw, 2, 16);
+  auto fractal = om::toHeavy(om::HeavyLayout::FractalZ, plain.data(), oihw, 2, 16);
   EXPECT_EQ(fractal.size(), 1u * 2 * 16 * 16 * 2);
   EXPECT_EQ(nonZero(fractal), 60u);
-  EXPECT_EQ(om::fromFractalZ(fractal.data(), oihw, 2, 16), plain);
-  EXPECT_EQ(om::fractalZDims({20, 40, 3, 3}, 32), (std::vector<int64_t>{18, 2, 16, 32}));
+  EXPECT_EQ(om::fromHeavy(om::HeavyLayout::FractalZ, fractal.data(), oihw, 2, 16), plain);
+  EXPECT_EQ(om::heavyDims(om::HeavyLayout::FractalZ, {20, 40, 3, 3}, 32),
+            (std::vector<int64_t>{18, 2, 16, 32}));
 }
 
 TEST(OmFormats, Nc1hwc0SplitsChannelsIntoC0Blocks) {
   std::vector<int64_t> nchw{2, 20, 2, 3};
-  EXPECT_EQ(om::nc1hwc0Dims(nchw, 16), (std::vector<int64_t>{2, 2, 2, 3, 16}));
+  EXPECT_EQ(om::heavyDims(om::HeavyLayout::Nc1hwc0, nchw, 16),
+            (std::vector<int64_t>{2, 2, 2, 3, 16}));
   auto plain = countingBytes(2 * 20 * 2 * 3);
-  auto heavy = om::toNc1hwc0(plain.data(), nchw, 2, 16);
+  auto heavy = om::toHeavy(om::HeavyLayout::Nc1hwc0, plain.data(), nchw, 2, 16);
   EXPECT_EQ(heavy.size(), 2u * 2 * 2 * 3 * 16 * 2);
   EXPECT_EQ(nonZero(heavy), plain.size() / 2);
   // (n=1, c=18, h=1, w=2) → [1][18/16][1][2][18%16].
   EXPECT_EQ(at(heavy, (((1 * 2 + 1) * 2 + 1) * 3 + 2) * 16 + 2),
             at(plain, ((1 * 20 + 18) * 2 + 1) * 3 + 2));
-  EXPECT_EQ(om::fromNc1hwc0(heavy.data(), nchw, 2, 16), plain);
+  EXPECT_EQ(om::fromHeavy(om::HeavyLayout::Nc1hwc0, heavy.data(), nchw, 2, 16), plain);
   EXPECT_EQ(om::cubeC0(DType::Float16), 16);
   EXPECT_EQ(om::cubeC0(DType::Float32), 16);
   EXPECT_EQ(om::cubeC0(DType::Int8), 32);
