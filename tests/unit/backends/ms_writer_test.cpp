@@ -558,3 +558,28 @@ TEST(MsWriter, CodedWeightsRoundTripAtEveryWidth) {
     }
   }
 }
+
+// A damaged coded stream is refused with the reader's K7001 naming the tensor, never read past.
+TEST(MsWriter, DamagedCodedWeightsAreInvalid) {
+  std::vector<int> few(64, -1), sparse(64, 0);
+  few[0] = 3;
+  sparse[9] = 5;
+  for (const auto& codes : {few, sparse}) {
+    auto bytes = build(matmulWithCodes(codes));
+    const auto* w = matmulWeight(root(bytes));
+    ASSERT_NE(w->weightQuantCompressType(), fb::WeightQuantCompressType_NONE);
+    size_t at = static_cast<size_t>(w->data()->data() - bytes.data());
+    std::string name = w->name()->str();
+    // INDEXING: value count 0 means 256 values, more than the stream holds. SPARSE: an entry
+    // count with its top byte set exceeds the 64 elements.
+    if (w->weightQuantCompressType() == fb::WeightQuantCompressType_INDEXING)
+      bytes[at] = 0x00;
+    else
+      bytes[at + 1] = 0x7F;
+    auto owned = std::make_shared<std::vector<uint8_t>>(bytes);
+    auto model = readMsBuffer(owned->data(), owned->size(), owned, "damaged.ms", "");
+    ASSERT_FALSE(model);
+    EXPECT_EQ(model.status().code(), ErrorCode::MsFileInvalid) << model.status().toString();
+    EXPECT_NE(model.status().message().find(name), std::string::npos) << model.status().message();
+  }
+}
