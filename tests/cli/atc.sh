@@ -179,6 +179,10 @@ run --mode=1 --om=out/tiny.om --json=tiny_om.json
 if [ "$status" -eq 0 ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "graph" in d' tiny_om.json; then
   pass "mode 1 on .om"
 else fail "mode 1 on .om" "status $status"; fi
+# The sample's Conv is written in ATC's heavy formats: FRACTAL_Z weights, NC1HWC0 maps, TransData in and out.
+formats=$(python3 "$src/scripts/om_formats_count.py" tiny_om.json 2>&1)
+if [ "$formats" = "1 of 1 Conv2D FRACTAL_Z, 2 TransData" ]; then pass "heavy formats in the dump"
+else fail "heavy formats in the dump" "$formats"; fi
 # A damaged ModelDef (0xFF inside a name string): ATC's parse error and kiln's code, and none of
 # protobuf's own log lines beside them.
 cp out/tiny.om damaged.om
