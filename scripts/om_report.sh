@@ -142,7 +142,7 @@ report() {
   echo "reports the tensor before its final Sigmoid, which saturates on synthetic input. The third precision row is"
   echo "\`allow_mix_precision\` with the \`--keep_dtype\` list that \`kiln sensitivity --target-mre 0.5\` finds on the"
   echo "same inputs (nodes kept in float of the candidates it would convert). The dump column also counts the"
-  echo "Conv2D ops written with FRACTAL_Z weights and NC1HWC0 maps (group convolutions stay NCHW) and the TransData"
+  echo "Conv2D ops written with FRACTAL_Z weights and NC1HWC0 maps (group convolutions included) and the TransData"
   echo "ops between heavy and plain tensors (docs/om_backend.md, heavy formats)."
   [ "$quick" -eq 1 ] && echo && echo "Quick run: PP-OCR det at $detShape, Ascend310P3 only."
   echo

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include <fmt/format.h>
@@ -32,19 +33,49 @@ namespace {
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 } // namespace
 
-std::vector<int64_t> heavyDims(HeavyLayout layout, const std::vector<int64_t>& d, int64_t c0) {
-  if (layout == HeavyLayout::Nc1hwc0) return {d[0], ceilDiv(d[1], c0), d[2], d[3], c0};
-  return {ceilDiv(d[1], c0) * d[2] * d[3], ceilDiv(d[0], kFractalN0), kFractalN0, c0};
+namespace {
+
+// The group packing of a FRACTAL_Z weight (see HeavyLayout::FractalZ).
+struct GroupPacking {
+  int64_t cinOri, coutOri, e, c1, coutOpt, blocks;
+};
+GroupPacking groupPacking(const std::vector<int64_t>& oihw, int64_t c0, int64_t groups) {
+  GroupPacking p;
+  p.cinOri = oihw[1];
+  p.coutOri = oihw[0] / groups;
+  p.e = std::min(
+      std::lcm(std::lcm(p.cinOri, c0) / p.cinOri, std::lcm(p.coutOri, kFractalN0) / p.coutOri),
+      groups);
+  p.c1 = ceilDiv(p.e * p.cinOri, c0);
+  p.coutOpt = ceilDiv(p.e * p.coutOri, kFractalN0) * kFractalN0;
+  p.blocks = ceilDiv(groups, p.e);
+  return p;
 }
+
+} // namespace
+
+std::vector<int64_t> heavyDims(HeavyLayout layout, const std::vector<int64_t>& d, int64_t c0,
+                               int64_t groups) {
+  if (layout == HeavyLayout::Nc1hwc0) return {d[0], ceilDiv(d[1], c0), d[2], d[3], c0};
+  GroupPacking p = groupPacking(d, c0, groups);
+  return {p.blocks * p.c1 * d[2] * d[3], p.coutOpt / kFractalN0, kFractalN0, c0};
+}
+
+int64_t packFormat(int primary, int64_t subFormat) {
+  return static_cast<int64_t>(primary & 0xFF) | ((subFormat & 0xFFFF) << 8);
+}
+int64_t subFormatOf(int64_t packedFormat) { return (packedFormat >> 8) & 0xFFFF; }
 
 namespace {
 
 // Calls visit(plainIndex, heavyIndex) for every element of a 4-D plain tensor (row-major NCHW /
 // OIHW, element (n, c, h, w)); where it goes is om.md §5.3's rule for the layout.
 template <typename Visit>
-void forEachHeavy(HeavyLayout layout, const std::vector<int64_t>& d, int64_t c0, Visit visit) {
-  const int64_t n = d[0], c = d[1], h = d[2], w = d[3];
-  const int64_t c1 = ceilDiv(c, c0), n1 = ceilDiv(n, kFractalN0);
+void forEachHeavy(HeavyLayout layout, const std::vector<int64_t>& d, int64_t c0, int64_t groups,
+                  Visit visit) {
+  const int64_t n = d[0], c = d[1], h = d[2], w = d[3], c1 = ceilDiv(c, c0);
+  const GroupPacking p =
+      layout == HeavyLayout::FractalZ ? groupPacking(d, c0, groups) : GroupPacking{};
   for (int64_t in = 0; in < n; ++in)
     for (int64_t ic = 0; ic < c; ++ic)
       for (int64_t ih = 0; ih < h; ++ih)
@@ -54,8 +85,10 @@ void forEachHeavy(HeavyLayout layout, const std::vector<int64_t>& d, int64_t c0,
           if (layout == HeavyLayout::Nc1hwc0) {
             heavy = (((in * c1 + ic / c0) * h + ih) * w + iw) * c0 + ic % c0;
           } else {
-            int64_t row = (ic / c0) * h * w + ih * w + iw;
-            heavy = ((row * n1 + in / kFractalN0) * kFractalN0 + in % kFractalN0) * c0 + ic % c0;
+            const int64_t g = in / p.coutOri, slot = g % p.e;
+            const int64_t ci = slot * p.cinOri + ic, co = slot * p.coutOri + in % p.coutOri;
+            const int64_t row = ((g / p.e) * p.c1 + ci / c0) * h * w + ih * w + iw;
+            heavy = (row * p.coutOpt + co) * c0 + ci % c0;
           }
           visit(plain, heavy);
         }
@@ -76,19 +109,19 @@ void copyElement(uint8_t* to, int64_t toIndex, const uint8_t* from, int64_t from
 } // namespace
 
 std::vector<uint8_t> toHeavy(HeavyLayout layout, const uint8_t* plain,
-                             const std::vector<int64_t>& plainDims, size_t elementBytes,
-                             int64_t c0) {
-  std::vector<uint8_t> out(product(heavyDims(layout, plainDims, c0)) * elementBytes, 0);
-  forEachHeavy(layout, plainDims, c0,
+                             const std::vector<int64_t>& plainDims, size_t elementBytes, int64_t c0,
+                             int64_t groups) {
+  std::vector<uint8_t> out(product(heavyDims(layout, plainDims, c0, groups)) * elementBytes, 0);
+  forEachHeavy(layout, plainDims, c0, groups,
                [&](int64_t p, int64_t h) { copyElement(out.data(), h, plain, p, elementBytes); });
   return out;
 }
 
 std::vector<uint8_t> fromHeavy(HeavyLayout layout, const uint8_t* heavy,
                                const std::vector<int64_t>& plainDims, size_t elementBytes,
-                               int64_t c0) {
+                               int64_t c0, int64_t groups) {
   std::vector<uint8_t> out(product(plainDims) * elementBytes);
-  forEachHeavy(layout, plainDims, c0,
+  forEachHeavy(layout, plainDims, c0, groups,
                [&](int64_t p, int64_t h) { copyElement(out.data(), p, heavy, h, elementBytes); });
   return out;
 }
@@ -107,10 +140,13 @@ const std::set<std::string> kUnaryOps = {
     "Relu",        "Sigmoid",   "Tanh", "LeakyRelu", "Elu",        "Selu", "Celu",
     "HardSigmoid", "HardSwish", "Mish", "Softplus",  "Softsign",   "Abs",  "Neg",
     "Exp",         "Sqrt",      "Erf",  "Cast",      "ClipByValue"};
-// Element-wise binaries: each input is either the output's full shape or a single element.
-const std::set<std::string> kBinaryOps = {"Add", "Sub", "Mul"};
-// 2-D pooling on NCHW reads NC1HWC0 just as well (channels are independent).
-const std::set<std::string> kPoolOps = {"MaxPoolV3", "AvgPoolV2"};
+// Element-wise binaries: each input is the output's full shape, a per-channel [N, C, 1, 1]
+// (which broadcasts over H and W in NC1HWC0 as in NCHW: its channels sit in the same C1/C0
+// slots), or a single element.
+const std::set<std::string> kBinaryOps = {"Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"};
+// 2-D and global pooling on NCHW reads NC1HWC0 just as well (channels are independent).
+const std::set<std::string> kPoolOps = {"MaxPoolV3", "AvgPoolV2", "GlobalAveragePool",
+                                        "GlobalMaxPool"};
 
 std::vector<int64_t> descDims(const TensorDescriptor& d) {
   return {d.shape().dim().begin(), d.shape().dim().end()};
@@ -143,7 +179,7 @@ int64_t elementBytes(const TensorDescriptor& d) {
 }
 
 // Rewrites a 4-D NCHW descriptor as `layout` with `dims`, keeping the 4-D shape as its origin.
-void setHeavy(TensorDescriptor* d, const std::string& layout, int format,
+void setHeavy(TensorDescriptor* d, const std::string& layout, int64_t format,
               const std::vector<int64_t>& dims) {
   std::vector<int64_t> origin = descDims(*d);
   d->mutable_shape()->clear_dim();
@@ -164,10 +200,17 @@ void setNc1hwc0(TensorDescriptor* d) {
            heavyDims(HeavyLayout::Nc1hwc0, descDims(*d), cubeC0(descDType(*d))));
 }
 
-void setFractalZ(TensorDescriptor* d) {
+// A group convolution's weight carries its group count as FRACTAL_Z's sub-format.
+void setFractalZ(TensorDescriptor* d, int64_t groups) {
   if (d->layout() == kFractalZName) return;
-  setHeavy(d, kFractalZName, kFormatFractalZ,
-           heavyDims(HeavyLayout::FractalZ, descDims(*d), cubeC0(descDType(*d))));
+  setHeavy(d, kFractalZName, groups > 1 ? packFormat(kFormatFractalZ, groups) : kFormatFractalZ,
+           heavyDims(HeavyLayout::FractalZ, descDims(*d), cubeC0(descDType(*d)), groups));
+}
+
+int64_t fractalGroups(const TensorDescriptor& d) {
+  auto it = d.attr().find("format_for_int");
+  int64_t groups = it == d.attr().end() ? 0 : subFormatOf(it->second.i());
+  return groups > 0 ? groups : 1;
 }
 
 // The plain side of a TransData: a 4-D map is NCHW whatever the producer called it.
@@ -232,17 +275,21 @@ class HeavyFormats {
   }
 
   // A Conv2D takes the heavy formats when its data is a static fp16/fp32 NCHW map and its weight
-  // a constant only it reads. Group convolutions keep NCHW: FRACTAL_Z's group sub-format layout
-  // is not among the documented facts.
+  // a constant only it reads; group (and depthwise) convolutions pack their groups into FRACTAL_Z.
   bool convCandidate(const OpDef& op) const {
     if (op.type() != "Conv2D" || op.input_size() < 2 || op.input_desc_size() < 2 ||
         op.output_desc_size() != 1)
       return false;
-    if (getI(op, "groups", 1) != 1 || getS(op, "data_format", "NCHW") != "NCHW") return false;
+    const int64_t groups = getI(op, "groups", 1);
+    if (groups < 1 || getS(op, "data_format", "NCHW") != "NCHW") return false;
     if (!heavyCapable(op.input_desc(0)) || !heavyCapable(op.output_desc(0))) return false;
     OpDef* weight = sourceOp(op.input(1));
     if (!weight || (weight->type() != "Const" && weight->type() != "FileConstant")) return false;
     if (weight->output_desc_size() != 1 || !heavyCapable(weight->output_desc(0))) return false;
+    auto w = descDims(weight->output_desc(0));
+    if (w[0] <= 0 || w[1] <= 0 || w[0] % groups != 0 ||
+        w[1] * groups != op.input_desc(0).shape().dim(1))
+      return false;
     auto it = uses_.find(op.input(1));
     return it != uses_.end() && it->second.size() == 1;
   }
@@ -259,7 +306,7 @@ class HeavyFormats {
   }
 
   // An element-wise or pooling op follows a heavy producer when every other input is a single
-  // element (binaries: or the same full shape, which a TransData brings in).
+  // element (binaries: or a full-shape / per-channel map, which a TransData brings in if plain).
   bool followsHeavy(const OpDef& op) const {
     bool unary = kUnaryOps.count(op.type()), binary = kBinaryOps.count(op.type()),
          pool = kPoolOps.count(op.type());
@@ -275,7 +322,11 @@ class HeavyFormats {
         if (!singleElement(in)) return false;
         continue;
       }
-      if (!heavyCapable(in) || (!pool && descDims(in) != descDims(op.output_desc(0)))) return false;
+      if (!heavyCapable(in)) return false;
+      const auto inDims = descDims(in), outDims = descDims(op.output_desc(0));
+      const bool perChannel = binary && inDims[0] == outDims[0] && inDims[1] == outDims[1] &&
+                              inDims[2] == 1 && inDims[3] == 1;
+      if (!pool && inDims != outDims && !perChannel) return false;
       anyHeavy = anyHeavy || heavySource(op.input(i));
     }
     return anyHeavy;
@@ -287,7 +338,7 @@ class HeavyFormats {
     for (const OpDef& op : graph_->op()) {
       if (convCandidate(op)) {
         heavyOps_.insert(op.name());
-        fractalConsts_.insert(sourceOp(op.input(1))->name());
+        fractalConsts_[sourceOp(op.input(1))->name()] = getI(op, "groups", 1);
       } else if (followsHeavy(op)) {
         heavyOps_.insert(op.name());
       }
@@ -350,11 +401,11 @@ class HeavyFormats {
       setNc1hwc0(out);
       model_.memorySize += static_cast<uint64_t>(out->size() - before);
     }
-    for (const std::string& name : fractalConsts_) {
+    for (const auto& [name, groups] : fractalConsts_) {
       OpDef* c = byName_.at(name);
-      setFractalZ(c->mutable_output_desc(0));
+      setFractalZ(c->mutable_output_desc(0), groups);
       if (auto it = c->mutable_attr()->find("value"); it != c->mutable_attr()->end())
-        setFractalZ(it->second.mutable_t()->mutable_desc());
+        setFractalZ(it->second.mutable_t()->mutable_desc(), groups);
     }
     // Originally-plain sources feeding heavy inputs get a TransData in; heavy sources feeding
     // plain consumers (NetOutput included) get one out.
@@ -372,7 +423,7 @@ class HeavyFormats {
         if (src.empty() || isControl(src)) continue;
         bool fromHeavy = heavySource(src);
         if (heavy && i == 1 && op->type() == "Conv2D") {
-          setFractalZ(op->mutable_input_desc(1));
+          setFractalZ(op->mutable_input_desc(1), getI(*op, "groups", 1));
         } else if (maps.count(i)) {
           if (!fromHeavy) op->set_input(i, transData(src, true));
           setNc1hwc0(op->mutable_input_desc(i));
@@ -453,8 +504,9 @@ class HeavyFormats {
       uint8_t* base = weights.data();
       if (c.fractal) {
         std::vector<int64_t> origin = getInts(c.desc->attr().at("origin_shape"));
-        std::vector<uint8_t> fractal = toHeavy(HeavyLayout::FractalZ, base + c.oldOffset, origin,
-                                               elementBytes(*c.desc), cubeC0(descDType(*c.desc)));
+        std::vector<uint8_t> fractal =
+            toHeavy(HeavyLayout::FractalZ, base + c.oldOffset, origin, elementBytes(*c.desc),
+                    cubeC0(descDType(*c.desc)), fractalGroups(*c.desc));
         std::copy(fractal.begin(), fractal.end(), base + c.newOffset);
       } else if (c.newOffset != c.oldOffset) {
         std::memmove(base + c.newOffset, base + c.oldOffset, c.oldSize);
@@ -478,7 +530,7 @@ class HeavyFormats {
       const TensorDescriptor& desc = op.output_desc(0);
       std::vector<int64_t> origin = getInts(desc.attr().at("origin_shape"));
       bytes = toHeavy(HeavyLayout::FractalZ, bytes.data(), origin, elementBytes(desc),
-                      cubeC0(descDType(desc)));
+                      cubeC0(descDType(desc)), fractalGroups(desc));
       auto& attrs = *op.mutable_attr();
       attrs["length"] = attrI(static_cast<int64_t>(bytes.size()));
       attrs["shape"] = attrInts(descDims(desc));
@@ -491,7 +543,7 @@ class HeavyFormats {
   std::set<std::string> names_;
   std::map<std::string, std::vector<Use>> uses_;
   std::set<std::string> heavyOps_;
-  std::set<std::string> fractalConsts_;
+  std::map<std::string, int64_t> fractalConsts_; // constant → its convolution's groups
   std::map<std::pair<std::string, bool>, std::string> trans_;
   std::map<std::string, std::vector<OpDef>> inserted_;
   int transCount_ = 0;

@@ -567,15 +567,19 @@ Expected<Tensor> Raiser::plainTensor(const OpDef& op, const TensorDescriptor& de
   std::vector<int64_t> oihw = plainDims(desc);
   int64_t c0 = cubeC0(dtype);
   size_t elementBytes = static_cast<size_t>(dtypeStorageBytes(dtype, 1).value_or(0));
-  if (oihw.size() != 4 || c0 == 0 || elementBytes == 0 ||
-      heavyDims(HeavyLayout::FractalZ, oihw, c0) != dims)
+  int64_t groups = 1;
+  if (auto it = desc.attr().find("format_for_int"); it != desc.attr().end())
+    groups = std::max<int64_t>(1, subFormatOf(it->second.i()));
+  if (oihw.size() != 4 || c0 == 0 || elementBytes == 0 || oihw[0] <= 0 || oihw[1] <= 0 ||
+      oihw[0] % groups != 0 || heavyDims(HeavyLayout::FractalZ, oihw, c0, groups) != dims)
     return Status(ErrorCode::OmFileInvalid,
                   fmt::format("{}: FRACTAL_Z constant '{}' has shape [{}], which does not hold "
                               "its origin shape [{}]",
                               displayName_, op.name(), fmt::join(dims, ","), fmt::join(oihw, ",")),
                   "the file is damaged; convert the model again");
-  return Tensor(dtype, oihw,
-                Buffer::owned(fromHeavy(HeavyLayout::FractalZ, stored, oihw, elementBytes, c0)));
+  return Tensor(
+      dtype, oihw,
+      Buffer::owned(fromHeavy(HeavyLayout::FractalZ, stored, oihw, elementBytes, c0, groups)));
 }
 
 Status Raiser::raiseConst(const OpDef& op) {

@@ -1,6 +1,7 @@
 // Ascend heavy formats: the NC1HWC0 / FRACTAL_Z index math against om.md §5.3's rules and docs
 // example, and the written .om graph (heavy descs on conv chains, TransData at the borders,
-// group convolutions left in NCHW).
+// group convolutions packed into FRACTAL_Z).
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -13,6 +14,7 @@
 #include "kiln/backends/om.h"
 #include "kiln/backends/om_formats.h"
 #include "kiln/passes/pass.h"
+#include "kiln/runtime/executor.h"
 #include "onnx_text.h"
 
 using namespace kiln;
@@ -170,7 +172,33 @@ g (float[1,3,8,8] x) => (float[1,20,4,4] y, float[1,20,8,8] z)
   }
 }
 
-TEST(OmFormats, GroupConvolutionStaysNchw) {
+// Group FRACTAL_Z (om.md §5.3): OIHW (320, 3, 2, 2) in 32 groups packs e = 16 groups per block,
+// shape (24, 10, 16, 16). W[g·10 + n][c][kh][kw] with g = 17, n = 5, c = 2, kh = 1, kw = 0: block
+// 17/16 = 1, slot 1, in lane 1·3 + 2 = 5, out column 1·10 + 5 = 15, row (1·3 + 5/16)·4 + 1·2 = 14.
+TEST(OmFormats, GroupFractalZPacksGroupsAlongTheDiagonal) {
+  std::vector<int64_t> oihw{320, 3, 2, 2};
+  EXPECT_EQ(om::heavyDims(om::HeavyLayout::FractalZ, oihw, 16, 32),
+            (std::vector<int64_t>{24, 10, 16, 16}));
+  auto plain = countingBytes(320 * 3 * 2 * 2);
+  auto fractal = om::toHeavy(om::HeavyLayout::FractalZ, plain.data(), oihw, 2, 16, 32);
+  ASSERT_EQ(fractal.size(), 24u * 10 * 16 * 16 * 2);
+  EXPECT_EQ(nonZero(fractal), 320u * 3 * 2 * 2);
+  int64_t plainIndex = (((17 * 10 + 5) * 3 + 2) * 2 + 1) * 2 + 0;
+  int64_t fractalIndex = (14 * 160 + 15) * 16 + 5;
+  EXPECT_EQ(at(fractal, fractalIndex), at(plain, plainIndex));
+  EXPECT_EQ(om::fromHeavy(om::HeavyLayout::FractalZ, fractal.data(), oihw, 2, 16, 32), plain);
+  // Depthwise 4 channels: all four in one 16×16 block, (9, 1, 16, 16); groups 1 is the plain rule.
+  EXPECT_EQ(om::heavyDims(om::HeavyLayout::FractalZ, {4, 1, 3, 3}, 16, 4),
+            (std::vector<int64_t>{9, 1, 16, 16}));
+  EXPECT_EQ(om::heavyDims(om::HeavyLayout::FractalZ, {32, 32, 2, 2}, 16, 1),
+            om::heavyDims(om::HeavyLayout::FractalZ, {32, 32, 2, 2}, 16));
+  EXPECT_EQ(om::packFormat(4, 32), 4 + (32 << 8));
+  EXPECT_EQ(om::subFormatOf(om::packFormat(4, 32)), 32);
+}
+
+// A depthwise convolution is written heavy too (group count in format_for_int's sub-format) and
+// reads back to a model that computes the same.
+TEST(OmFormats, DepthwiseConvolutionIsHeavyAndRoundTrips) {
   std::string text = R"(<ir_version: 8, opset_import: ["" : 13]>
 g (float[1,4,6,6] x) => (float[1,4,6,6] y)
 <float[4,1,3,3] w = {)" +
@@ -182,13 +210,38 @@ g (float[1,4,6,6] x) => (float[1,4,6,6] y)
   Model m = kiln::testing::modelFromOnnxText(text.c_str());
   size_t convs = 0;
   for (const auto& op : writtenOps(m, "group")) {
-    EXPECT_NE(op["type"], "TransData");
-    if (op["type"] == "Conv2D") {
-      ++convs;
-      EXPECT_EQ(op["input_desc"][0]["layout"], "NCHW");
-    }
-    for (const auto& d : op.value("input_desc", nlohmann::json::array()))
-      EXPECT_NE(d.value("layout", ""), "FRACTAL_Z");
+    if (op["type"] != "Conv2D") continue;
+    ++convs;
+    EXPECT_EQ(op["input_desc"][0]["layout"], "NC1HWC0");
+    const auto& w = op["input_desc"][1];
+    EXPECT_EQ(w["layout"], "FRACTAL_Z");
+    EXPECT_EQ(w["shape"]["dim"], nlohmann::json({9, 1, 16, 16}));
+    int64_t format = -1;
+    for (const auto& a : w["attr"])
+      if (a["key"] == "format_for_int") format = a["value"].value("i", int64_t{-1});
+    EXPECT_EQ(format, om::packFormat(4, 4));
   }
   EXPECT_EQ(convs, 1u);
+
+  auto passes = pipelineByName("default");
+  ASSERT_TRUE(passes);
+  ASSERT_TRUE(runPipeline(m, *passes));
+  auto bytes = buildOmBuffer(m, OmWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  auto back = readOmBuffer(bytes->data(), bytes->size(), "depthwise.om");
+  ASSERT_TRUE(back) << back.status().toString();
+  std::vector<float> x(4 * 6 * 6);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(std::sin(0.3 * static_cast<double>(i)));
+  auto run = [&](const Model& model) {
+    rt::Executor exec(model);
+    std::map<std::string, rt::RtValue> feeds;
+    feeds["x"] = rt::RtValue::ofTensor(Tensor::fromValues<float>(DType::Float32, {1, 4, 6, 6}, x));
+    auto out = exec.run(feeds);
+    EXPECT_TRUE(out) << out.status().toString();
+    return out ? out->outputs.at(0).tensor.copyValues<float>() : std::vector<float>{};
+  };
+  auto expected = run(m);
+  ASSERT_EQ(expected.size(), 144u);
+  EXPECT_EQ(run(*back), expected);
 }
