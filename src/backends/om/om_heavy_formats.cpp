@@ -244,17 +244,12 @@ class HeavyFormats {
   }
 
  private:
-  struct Use {
-    OpDef* op;
-    int input;
-  };
-
   void index() {
     for (OpDef& op : *graph_->mutable_op()) {
       byName_[op.name()] = &op;
       names_.insert(op.name());
       for (int i = 0; i < op.input_size(); ++i)
-        if (!op.input(i).empty() && !isControl(op.input(i))) uses_[op.input(i)].push_back({&op, i});
+        if (!op.input(i).empty() && !isControl(op.input(i))) ++useCount_[op.input(i)];
     }
   }
 
@@ -290,8 +285,8 @@ class HeavyFormats {
     if (w[0] <= 0 || w[1] <= 0 || w[0] % groups != 0 ||
         w[1] * groups != op.input_desc(0).shape().dim(1))
       return false;
-    auto it = uses_.find(op.input(1));
-    return it != uses_.end() && it->second.size() == 1;
+    auto it = useCount_.find(op.input(1));
+    return it != useCount_.end() && it->second == 1;
   }
 
   // Which inputs of a heavy op carry the feature map (and so take NC1HWC0).
@@ -369,7 +364,7 @@ class HeavyFormats {
       setNc1hwc0(&out);
     } else {
       // Back to the plain NCHW map the heavy one was made from.
-      std::vector<int64_t> origin = getInts(in->attr().at("origin_shape"));
+      std::vector<int64_t> origin = intsOf(in->attr().at("origin_shape"));
       out.mutable_shape()->clear_dim();
       for (int64_t x : origin)
         out.mutable_shape()->add_dim(x);
@@ -387,7 +382,7 @@ class HeavyFormats {
     return name + ":0";
   }
 
-  static std::vector<int64_t> getInts(const ge::proto::AttrDef& a) {
+  static std::vector<int64_t> intsOf(const ge::proto::AttrDef& a) {
     return {a.list().i().begin(), a.list().i().end()};
   }
 
@@ -503,7 +498,7 @@ class HeavyFormats {
       Stored& c = *it;
       uint8_t* base = weights.data();
       if (c.fractal) {
-        std::vector<int64_t> origin = getInts(c.desc->attr().at("origin_shape"));
+        std::vector<int64_t> origin = intsOf(c.desc->attr().at("origin_shape"));
         std::vector<uint8_t> fractal =
             toHeavy(HeavyLayout::FractalZ, base + c.oldOffset, origin, elementBytes(*c.desc),
                     cubeC0(descDType(*c.desc)), fractalGroups(*c.desc));
@@ -528,7 +523,7 @@ class HeavyFormats {
     for (auto& [file, bytes] : model_.externalFiles) {
       if (file != location) continue;
       const TensorDescriptor& desc = op.output_desc(0);
-      std::vector<int64_t> origin = getInts(desc.attr().at("origin_shape"));
+      std::vector<int64_t> origin = intsOf(desc.attr().at("origin_shape"));
       bytes = toHeavy(HeavyLayout::FractalZ, bytes.data(), origin, elementBytes(desc),
                       cubeC0(descDType(desc)), fractalGroups(desc));
       auto& attrs = *op.mutable_attr();
@@ -541,7 +536,7 @@ class HeavyFormats {
   ge::proto::GraphDef* graph_ = nullptr;
   std::map<std::string, OpDef*> byName_;
   std::set<std::string> names_;
-  std::map<std::string, std::vector<Use>> uses_;
+  std::map<std::string, int> useCount_; // readers of each "op:index"
   std::set<std::string> heavyOps_;
   std::map<std::string, int64_t> fractalConsts_; // constant → its convolution's groups
   std::map<std::pair<std::string, bool>, std::string> trans_;
