@@ -30,10 +30,8 @@ int64_t cubeC0(DType type) {
 }
 
 namespace {
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-} // namespace
 
-namespace {
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The group packing of a FRACTAL_Z weight (see HeavyLayout::FractalZ).
 struct GroupPacking {
@@ -207,12 +205,6 @@ void setFractalZ(TensorDescriptor* d, int64_t groups) {
            heavyDims(HeavyLayout::FractalZ, descDims(*d), cubeC0(descDType(*d)), groups));
 }
 
-int64_t fractalGroups(const TensorDescriptor& d) {
-  auto it = d.attr().find("format_for_int");
-  int64_t groups = it == d.attr().end() ? 0 : subFormatOf(it->second.i());
-  return groups > 0 ? groups : 1;
-}
-
 // The plain side of a TransData: a 4-D map is NCHW whatever the producer called it.
 void setPlainNchw(TensorDescriptor* d) {
   d->set_layout("NCHW");
@@ -222,10 +214,6 @@ void setPlainNchw(TensorDescriptor* d) {
   attrs["origin_format_for_int"] = attrI(kFormatNchw);
   attrs["origin_shape"] = attrInts(descDims(*d));
   d->set_size(product(descDims(*d)) * elementBytes(*d));
-}
-
-bool isControl(const std::string& input) {
-  return input.size() >= 3 && input.compare(input.size() - 3, 3, ":-1") == 0;
 }
 
 class HeavyFormats {
@@ -249,7 +237,7 @@ class HeavyFormats {
       byName_[op.name()] = &op;
       names_.insert(op.name());
       for (int i = 0; i < op.input_size(); ++i)
-        if (!op.input(i).empty() && !isControl(op.input(i))) ++useCount_[op.input(i)];
+        if (!op.input(i).empty() && !isControlInput(op.input(i))) ++useCount_[op.input(i)];
     }
   }
 
@@ -295,7 +283,7 @@ class HeavyFormats {
       return {0};
     std::vector<int> maps;
     for (int i = 0; i < op.input_size(); ++i)
-      if (!op.input(i).empty() && !isControl(op.input(i)) && !singleElement(op.input_desc(i)))
+      if (!op.input(i).empty() && !isControlInput(op.input(i)) && !singleElement(op.input_desc(i)))
         maps.push_back(i);
     return maps;
   }
@@ -310,7 +298,7 @@ class HeavyFormats {
     if (op.input_desc_size() != op.input_size()) return false;
     bool anyHeavy = false;
     for (int i = 0; i < op.input_size(); ++i) {
-      if (op.input(i).empty() || isControl(op.input(i))) continue;
+      if (op.input(i).empty() || isControlInput(op.input(i))) continue;
       const TensorDescriptor& in = op.input_desc(i);
       bool isMap = (i == 0 && !binary) || (binary && !singleElement(in));
       if (!isMap) {
@@ -388,7 +376,6 @@ class HeavyFormats {
 
   void rewire() {
     // Producers first: heavy outputs change before any consumer copies a descriptor.
-    std::vector<std::string> heavySources;
     for (OpDef& op : *graph_->mutable_op()) {
       if (!heavyOps_.count(op.name())) continue;
       TensorDescriptor* out = op.mutable_output_desc(0);
@@ -415,7 +402,7 @@ class HeavyFormats {
           maps.insert(i);
       for (int i = 0; i < op->input_size(); ++i) {
         const std::string src = op->input(i);
-        if (src.empty() || isControl(src)) continue;
+        if (src.empty() || isControlInput(src)) continue;
         bool fromHeavy = heavySource(src);
         if (heavy && i == 1 && op->type() == "Conv2D") {
           setFractalZ(op->mutable_input_desc(1), getI(*op, "groups", 1));
@@ -547,5 +534,15 @@ class HeavyFormats {
 } // namespace
 
 Status applyHeavyFormats(LoweredModel& model) { return HeavyFormats(model).run(); }
+
+int64_t fractalGroups(const ge::proto::TensorDescriptor& d) {
+  auto it = d.attr().find("format_for_int");
+  int64_t groups = it == d.attr().end() ? 0 : subFormatOf(it->second.i());
+  return groups > 0 ? groups : 1;
+}
+
+bool isControlInput(const std::string& input) {
+  return input.size() >= 3 && input.compare(input.size() - 3, 3, ":-1") == 0;
+}
 
 } // namespace kiln::om

@@ -155,6 +155,10 @@ Expected<LoweredModel> lowerModel(const Model& model, const OmWriteOptions& opti
 // NC1HWC0 feature maps, FRACTAL_Z weights (rearranged in WEIGHTS_DATA / the external files) and
 // TransData ops where a heavy-format tensor meets an op that reads NCHW.
 Status applyHeavyFormats(LoweredModel& model);
+// The group count a FRACTAL_Z descriptor carries as its format_for_int sub-format (1 when none).
+int64_t fractalGroups(const ge::proto::TensorDescriptor& desc);
+// "op:-1": a control edge, not a data input.
+bool isControlInput(const std::string& input);
 
 // ge.proto.ModelDef (attributes decompressed) → executable IR (om_lower.cpp, next to the rules
 // it inverts). `weights` is the WEIGHTS_DATA partition; `baseDir` holds external weight files.

@@ -567,9 +567,7 @@ Expected<Tensor> Raiser::plainTensor(const OpDef& op, const TensorDescriptor& de
   std::vector<int64_t> oihw = plainDims(desc);
   int64_t c0 = cubeC0(dtype);
   size_t elementBytes = static_cast<size_t>(dtypeStorageBytes(dtype, 1).value_or(0));
-  int64_t groups = 1;
-  if (auto it = desc.attr().find("format_for_int"); it != desc.attr().end())
-    groups = std::max<int64_t>(1, subFormatOf(it->second.i()));
+  int64_t groups = fractalGroups(desc);
   if (oihw.size() != 4 || c0 == 0 || elementBytes == 0 || oihw[0] <= 0 || oihw[1] <= 0 ||
       oihw[0] % groups != 0 || heavyDims(HeavyLayout::FractalZ, oihw, c0, groups) != dims)
     return Status(ErrorCode::OmFileInvalid,
@@ -670,8 +668,7 @@ Status Raiser::raise(const ge::proto::GraphDef& g) {
       }
       for (int i = 0; i < op->input_size(); ++i) {
         const std::string& input = op->input(i);
-        if (input.empty() || (input.size() >= 3 && input.compare(input.size() - 3, 3, ":-1") == 0))
-          continue;
+        if (input.empty() || isControlInput(input)) continue;
         if (!sources_.count(input))
           return Status(ErrorCode::OmFileInvalid,
                         fmt::format("{}: op '{}' reads '{}', which no op produces", displayName_,
@@ -704,7 +701,7 @@ Status Raiser::raise(const ge::proto::GraphDef& g) {
                   "the file is damaged; convert the model again");
   for (int i = 0; i < netOutput->input_size(); ++i) {
     const std::string& input = netOutput->input(i);
-    if (input.empty() || input.compare(input.size() - 3, 3, ":-1") == 0) continue;
+    if (input.empty() || isControlInput(input)) continue;
     auto it = sources_.find(input);
     if (it == sources_.end())
       return Status(

@@ -1,6 +1,7 @@
 // Ascend heavy formats: the NC1HWC0 / FRACTAL_Z index math against om.md §5.3's rules and docs
 // example, and the written .om graph (heavy descs on conv chains, TransData at the borders,
 // group convolutions packed into FRACTAL_Z).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -244,4 +245,40 @@ g (float[1,4,6,6] x) => (float[1,4,6,6] y)
   auto expected = run(m);
   ASSERT_EQ(expected.size(), 144u);
   EXPECT_EQ(run(*back), expected);
+}
+
+// A FRACTAL_Z constant whose stored shape does not hold its origin shape is a damaged file: K8001
+// naming the constant and both shapes, not a misread weight.
+TEST(OmFormats, FractalZShapeThatDoesNotFitIsInvalid) {
+  std::string text = R"(<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,3,8,8] x) => (float[1,4,8,8] y)
+<float[4,3,3,3] w = {)" +
+                     values(108) + R"(}>
+{
+  y = Conv <pads = [1, 1, 1, 1]> (x, w)
+}
+)";
+  Model m = kiln::testing::modelFromOnnxText(text.c_str());
+  auto passes = pipelineByName("default");
+  ASSERT_TRUE(passes);
+  ASSERT_TRUE(runPipeline(m, *passes));
+  auto bytes = buildOmBuffer(m, OmWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  ASSERT_TRUE(readOmBuffer(bytes->data(), bytes->size(), "ok.om"));
+  // The weight's FRACTAL_Z shape [9, 1, 16, 16] as a packed ShapeDef (field 1, 4 bytes); make every
+  // copy [8, 1, 16, 16], which the same byte count encodes.
+  const std::vector<uint8_t> shape{0x0A, 0x04, 0x09, 0x01, 0x10, 0x10};
+  size_t changed = 0;
+  for (auto it = std::search(bytes->begin(), bytes->end(), shape.begin(), shape.end());
+       it != bytes->end(); it = std::search(it + 1, bytes->end(), shape.begin(), shape.end())) {
+    it[2] = 0x08;
+    ++changed;
+  }
+  ASSERT_GE(changed, 2u); // the Const's value and output descriptors at least
+  auto damaged = readOmBuffer(bytes->data(), bytes->size(), "damaged.om");
+  ASSERT_FALSE(damaged);
+  EXPECT_EQ(damaged.status().code(), ErrorCode::OmFileInvalid);
+  EXPECT_EQ(damaged.status().message(),
+            "damaged.om: FRACTAL_Z constant 'w' has shape [8,1,16,16], which does not hold its "
+            "origin shape [4,3,3,3]");
 }
