@@ -10,6 +10,7 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev llvm-14-tools libonnx-testdata libopenblas-dev
   time # GNU time: peak RSS in bench/convert_vs_peer.sh
+  python3 # tests/cli/atc.sh reads the mode-1 JSON dumps (scripts/om_formats_count.py)
 )
 if [ "${1:-}" = "fuzz" ]; then packages+=(clang libclang-rt-14-dev); fi
 
