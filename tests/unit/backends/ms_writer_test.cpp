@@ -583,3 +583,31 @@ TEST(MsWriter, DamagedCodedWeightsAreInvalid) {
     EXPECT_NE(model.status().message().find(name), std::string::npos) << model.status().message();
   }
 }
+
+// A quant numBits outside 1..16 is a damaged file (K7001 naming the tensor and the value).
+TEST(MsWriter, QuantBitsOutsideTheRangeAreInvalid) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,2] a) => (float[1,3] y) <int8[2,3] q = {-8, 7, 1, -1, 0, 3}, float[3] s = {0.5, 0.25, 1}, int8[3] z = {0, 0, 0}> {
+  w = DequantizeLinear <axis = 1> (q, s, z)
+  y = MatMul (a, w)
+}
+)");
+  MsWriteOptions options;
+  options.weightQuantBits = 4; // numBits 4 differs from the schema default, so it is stored
+  auto bytes = build(model, options);
+  const auto* param = matmulWeight(root(bytes))->quantParams()->Get(0);
+  ASSERT_EQ(param->numBits(), 4);
+  // The field's address from the table's vtable (the generated code has no mutators).
+  const uint8_t* table = reinterpret_cast<const uint8_t*>(param);
+  const uint8_t* vtable = table - flatbuffers::ReadScalar<flatbuffers::soffset_t>(table);
+  auto field = flatbuffers::ReadScalar<flatbuffers::voffset_t>(vtable + fb::QuantParam::VT_NUMBITS);
+  ASSERT_NE(field, 0);
+  flatbuffers::WriteScalar<int32_t>(bytes.data() + (table - bytes.data()) + field, 20);
+  ASSERT_EQ(param->numBits(), 20);
+  auto owned = std::make_shared<std::vector<uint8_t>>(bytes);
+  auto read = readMsBuffer(owned->data(), owned->size(), owned, "damaged.ms", "");
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.status().code(), ErrorCode::MsFileInvalid);
+  EXPECT_EQ(read.status().message(), "damaged.ms: tensor 'q': quant numBits 20 is outside 1..16");
+}
