@@ -34,7 +34,7 @@ void checkNodes(const Graph& graph, const Model& model, const TargetHooks* targe
     for (const Value* out : node->outputs())
       check.outputTypes.push_back(typeText(out));
     if (target) {
-      check.reason = target->unsupportedReason(*node, variant);
+      check.reason = target->unsupportedReason(*node, variant, check.opset);
       check.supported = check.reason.empty();
     } else if (!rt::findKernel(node->domain(), node->opType())) {
       check.supported = false;

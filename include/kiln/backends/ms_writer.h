@@ -38,6 +38,6 @@ Expected<std::vector<uint8_t>> buildMsBuffer(const Model& model, const MsWriteOp
 Status writeMsFile(const Model& model, const MsWriteOptions& options, const std::string& path);
 // "" when the node lowers to .ms ops, else the reason (kiln check --target ms; converter_lite's
 // unsupported list).
-std::string msUnsupportedReason(const Node& node);
+std::string msUnsupportedReason(const Node& node, int64_t opset);
 
 } // namespace kiln

@@ -54,6 +54,6 @@ Expected<std::string> dumpOmFile(const std::string& path);
 Expected<std::string> summarizeOmFile(const std::string& path);
 
 // Why `node` cannot be lowered for `socVersion` ("" when it lowers).
-std::string omUnsupportedReason(const Node& node, const std::string& socVersion);
+std::string omUnsupportedReason(const Node& node, const std::string& socVersion, int64_t opset);
 
 } // namespace kiln

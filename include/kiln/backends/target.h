@@ -25,8 +25,10 @@ struct TargetHooks {
   // and returns executable IR. A model with ops that do not lower fails with the backend's
   // "unsupported op" code (conformance counts that as a skip that names the ops).
   std::function<Expected<Model>(Model model, const RoundTripOptions& options)> roundTrip;
-  // Why the target cannot take this node ("" when it can); `variant` as in RoundTripOptions.
-  std::function<std::string(const Node& node, const std::string& variant)> unsupportedReason;
+  // Why the target cannot take this node ("" when it can); `variant` as in RoundTripOptions,
+  // `opset` the model's opset for the node's domain.
+  std::function<std::string(const Node& node, const std::string& variant, int64_t opset)>
+      unsupportedReason;
   // Codes that mean "does not lower" rather than "broken".
   std::vector<ErrorCode> unsupportedCodes;
 };

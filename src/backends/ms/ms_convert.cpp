@@ -172,10 +172,10 @@ void makeOutputsNhwc(Graph& graph) {
   }
 }
 
-std::vector<UnsupportedOp> unsupportedOps(const Graph& graph) {
+std::vector<UnsupportedOp> unsupportedOps(const Graph& graph, int64_t opset) {
   std::vector<UnsupportedOp> out;
   for (const auto& node : graph.nodes()) {
-    std::string reason = msUnsupportedReason(*node);
+    std::string reason = msUnsupportedReason(*node, opset);
     if (!reason.empty()) out.push_back({node->opType(), node->name(), reason});
   }
   return out;
@@ -402,7 +402,7 @@ Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
     out.notes.insert(out.notes.end(), quantResult.notes.begin(), quantResult.notes.end());
   }
 
-  out.unsupported = unsupportedOps(*model.graph);
+  out.unsupported = unsupportedOps(*model.graph, model.opsetVersion(""));
   if (!out.unsupported.empty()) return unsupportedStatus(out.unsupported);
 
   if (options.infer) {

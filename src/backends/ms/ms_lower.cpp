@@ -2650,7 +2650,7 @@ Expected<MsGraph> Lowering::run() {
   // 1. Every node that has no .ms op, all at once.
   std::vector<std::string> unsupported;
   for (const auto& node : graph_.nodes()) {
-    std::string reason = msUnsupportedReason(*node);
+    std::string reason = msUnsupportedReason(*node, opset_);
     if (!reason.empty())
       unsupported.push_back(fmt::format("'{}' ({}): {}", node->name(), node->opType(), reason));
   }
@@ -2764,7 +2764,7 @@ Expected<MsGraph> lowerToMs(const Model& model, const MsWriteOptions& options) {
 
 namespace kiln {
 
-std::string msUnsupportedReason(const Node& node) {
+std::string msUnsupportedReason(const Node& node, int64_t opset) {
   if (!node.domain().empty() && node.domain() != "ai.onnx")
     return fmt::format("domain '{}' has no MindSpore Lite ops", node.domain());
   if (!node.subgraphs().empty()) return "control flow with subgraphs is not lowered to .ms";

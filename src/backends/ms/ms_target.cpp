@@ -32,8 +32,8 @@ TargetHooks makeMsTarget() {
   hooks.extensions = {".ms"};
   hooks.read = [](const std::string& path) { return readMsFile(path); };
   hooks.roundTrip = msRoundTrip;
-  hooks.unsupportedReason = [](const Node& node, const std::string&) {
-    return msUnsupportedReason(node);
+  hooks.unsupportedReason = [](const Node& node, const std::string&, int64_t opset) {
+    return msUnsupportedReason(node, opset);
   };
   hooks.unsupportedCodes = {ErrorCode::MsLowerUnsupported, ErrorCode::MsLowerBadAttribute};
   return hooks;

@@ -157,9 +157,10 @@ struct Unsupported {
   std::string reason;
 };
 
-void collectUnsupported(const Graph& g, const std::string& soc, std::vector<Unsupported>& out) {
+void collectUnsupported(const Graph& g, const std::string& soc, int64_t opset,
+                        std::vector<Unsupported>& out) {
   for (const auto& node : g.nodes()) {
-    std::string reason = omUnsupportedReason(*node, soc);
+    std::string reason = omUnsupportedReason(*node, soc, opset);
     if (!reason.empty()) {
       std::string name = node->name();
       if (name.empty() && !node->outputs().empty() && node->output(0))
@@ -167,7 +168,7 @@ void collectUnsupported(const Graph& g, const std::string& soc, std::vector<Unsu
       out.push_back({name, node->opType(), reason});
     }
     for (const Graph* sub : node->subgraphs())
-      collectUnsupported(*sub, soc, out);
+      collectUnsupported(*sub, soc, opset, out);
   }
 }
 
@@ -284,7 +285,7 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
     p.inputProblems.push_back(std::move(problem));
   if (!p.inputProblems.empty()) {
     // Node support can still be judged on the model as stored (mode 3 lists both).
-    collectUnsupported(*p.model.graph, o.socVersion, p.unsupported);
+    collectUnsupported(*p.model.graph, o.socVersion, p.model.opsetVersion(""), p.unsupported);
     return p;
   }
   PipelineOptions pipeline;
@@ -334,7 +335,7 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
     if (!converted) return converted.status();
   }
   p.pipelineRan = true;
-  collectUnsupported(*p.model.graph, o.socVersion, p.unsupported);
+  collectUnsupported(*p.model.graph, o.socVersion, p.model.opsetVersion(""), p.unsupported);
   return p;
 }
 

@@ -2262,11 +2262,10 @@ Expected<Model> raiseModelDef(const ge::proto::ModelDef& modelDef, const uint8_t
 
 namespace kiln {
 
-std::string omUnsupportedReason(const Node& node, const std::string& socVersion) {
+std::string omUnsupportedReason(const Node& node, const std::string& socVersion, int64_t opset) {
   const SocInfo* soc = findSoc(socVersion);
   if (!soc) return fmt::format("--soc_version '{}' names no chip kiln knows", socVersion);
-  // The model's opset is not reachable from a node: judge it as a current-opset node.
-  return om::nodeReason(node, 18, soc, socVersion).first;
+  return om::nodeReason(node, opset, soc, socVersion).first;
 }
 
 } // namespace kiln

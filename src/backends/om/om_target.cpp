@@ -39,8 +39,8 @@ TargetHooks makeOmHooks() {
   hooks.extensions = {".om"};
   hooks.read = [](const std::string& path) { return readOmFile(path); };
   hooks.roundTrip = omRoundTrip;
-  hooks.unsupportedReason = [](const Node& node, const std::string& variant) {
-    return omUnsupportedReason(node, variant.empty() ? kDefaultSoc : variant);
+  hooks.unsupportedReason = [](const Node& node, const std::string& variant, int64_t opset) {
+    return omUnsupportedReason(node, variant.empty() ? kDefaultSoc : variant, opset);
   };
   hooks.unsupportedCodes = {ErrorCode::OmLowerUnsupported, ErrorCode::OmLowerBadAttribute};
   return hooks;

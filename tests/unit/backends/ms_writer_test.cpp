@@ -362,7 +362,7 @@ g (float[2,3] x) => (float[2,3] y) {
   EXPECT_NE(msg.find("'n0' (Hardmax)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'n2' (Selu)"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("Relu"), std::string::npos) << msg;
-  EXPECT_EQ(msUnsupportedReason(*model.graph->nodes().front()),
+  EXPECT_EQ(msUnsupportedReason(*model.graph->nodes().front(), 17),
             "no MindSpore Lite op for ONNX Hardmax");
 }
 

@@ -207,8 +207,8 @@ g (bfloat16[4] x) => (bfloat16[4] y)
   OmWriteOptions a2;
   a2.socVersion = "Ascend910B1";
   EXPECT_TRUE(buildOmBuffer(m, a2));
-  EXPECT_EQ(omUnsupportedReason(*m.graph->nodes().front(), "Ascend910B1"), "");
-  EXPECT_NE(omUnsupportedReason(*m.graph->nodes().front(), "Ascend310P3"), "");
+  EXPECT_EQ(omUnsupportedReason(*m.graph->nodes().front(), "Ascend910B1", 17), "");
+  EXPECT_NE(omUnsupportedReason(*m.graph->nodes().front(), "Ascend310P3", 17), "");
 }
 
 TEST(OmWriter, ExternalWeightsBesideTheModel) {

@@ -1,0 +1,28 @@
+// The checks the .ms and .om rule tables share (kiln/backends/lowering.h).
+#include "kiln/backends/lowering.h"
+
+#include <fmt/format.h>
+
+#include "ops/attributes.h"
+
+namespace kiln::lowering {
+
+std::string nodeLabel(const Node& node, size_t position) {
+  if (!node.name().empty()) return fmt::format("node '{}' ({})", node.name(), node.opType());
+  for (const Value* out : node.outputs())
+    if (out && !out->name().empty())
+      return fmt::format("node producing '{}' ({})", out->name(), node.opType());
+  return fmt::format("node #{} ({})", position, node.opType());
+}
+
+std::string commonReason(const Node& node, const OpContext& context, bool hasRule) {
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return fmt::format("op {}::{} is not an ONNX standard op", node.domain(), node.opType());
+  if (std::string reason = ops::attributeKindReason(node, context.opset); !reason.empty())
+    return reason;
+  if (!hasRule) return fmt::format("no lowering for ONNX {}", node.opType());
+  if (!node.subgraphs().empty()) return fmt::format("{} with subgraphs", node.opType());
+  return {};
+}
+
+} // namespace kiln::lowering
