@@ -1,6 +1,8 @@
 // Pre-conversion check: shape-spec validation, shape fixing, per-node support for a target.
 #include "kiln/check.h"
 
+#include <unordered_map>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -9,6 +11,7 @@
 #include "kiln/ir/printer.h"
 #include "kiln/passes/pass.h"
 #include "kiln/passes/shape_conflicts.h"
+#include "kiln/pipelines/conversion.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/shape_spec.h"
 
@@ -22,8 +25,10 @@ std::string typeText(const Value* v) {
 }
 
 void checkNodes(const Graph& graph, const Model& model, const TargetHooks* target,
-                const std::string& variant, CheckReport& report) {
+                const std::string& variant, CheckReport& report,
+                std::unordered_map<const Node*, size_t>& index) {
   for (const auto& node : graph.nodes()) {
+    index[node.get()] = report.nodes.size();
     NodeCheck check;
     check.name = node->name();
     if (!node->outputs().empty() && node->output(0)) check.firstOutput = node->output(0)->name();
@@ -43,7 +48,30 @@ void checkNodes(const Graph& graph, const Model& model, const TargetHooks* targe
     if (!check.supported) ++report.unsupportedNodes;
     report.nodes.push_back(std::move(check));
     for (const Graph* sub : node->subgraphs())
-      checkNodes(*sub, model, target, variant, report);
+      checkNodes(*sub, model, target, variant, report, index);
+  }
+}
+
+// What only lowering finds (a value the op's rule cannot judge alone, a constant the target cannot
+// hold): the target lowers the prepared model without writing, and each refusal marks its node.
+void addLoweringRefusals(const Model& model, const TargetHooks& target, const std::string& variant,
+                         const std::unordered_map<const Node*, size_t>& index,
+                         CheckReport& report) {
+  if (!target.lowerRefusals) return;
+  for (const lowering::Refusal& refusal : target.lowerRefusals(model, variant)) {
+    auto it = refusal.node ? index.find(refusal.node) : index.end();
+    if (it == index.end()) {
+      ErrorCode code = target.unsupportedCodes.empty() ? ErrorCode::Internal
+                                                       : target.unsupportedCodes.back();
+      report.problems.push_back(Status(code, fmt::format("{}: {}", refusal.label, refusal.reason),
+                                       "change the model or keep it on another target"));
+      continue;
+    }
+    NodeCheck& check = report.nodes[it->second];
+    if (!check.supported) continue; // the rule check already named it
+    check.supported = false;
+    check.reason = refusal.reason;
+    ++report.unsupportedNodes;
   }
 }
 
@@ -85,15 +113,18 @@ Expected<CheckReport> checkModel(Model& model, const CheckOptions& options) {
       report.problems.push_back(std::move(p));
   }
   if (shapesValid) {
-    PipelineOptions pipeline;
-    pipeline.inputShapes = spec ? &*spec : nullptr;
-    auto passes = pipelineByName("default");
-    auto result = runPipeline(model, *passes, pipeline);
+    ConversionOptions conversion;
+    conversion.inputShapes = spec ? &*spec : nullptr;
+    auto result = runConversionPipeline(model, conversion);
     if (!result) report.problems.push_back(result.status());
     for (ShapeConflict& conflict : shapeConflicts(model))
       report.problems.push_back(std::move(conflict.status));
   }
-  checkNodes(*model.graph, model, target, variant, report);
+  std::unordered_map<const Node*, size_t> index;
+  checkNodes(*model.graph, model, target, variant, report, index);
+  // Lowering needs the prepared model: only when the shapes and the pipeline were fine.
+  if (target && report.problems.empty())
+    addLoweringRefusals(model, *target, variant, index, report);
   return report;
 }
 

@@ -20,6 +20,7 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/frontend/value_io.h"
 #include "kiln/passes/pass.h"
+#include "kiln/pipelines/conversion.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
 
@@ -109,14 +110,12 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
     return result;
   }
   if (options.pipeline != "none") {
-    auto passes = pipelineByName(options.pipeline);
-    if (!passes) {
-      result.reason = passes.status().toString();
-      return result;
-    }
-    auto ran = runPipeline(*model, *passes);
+    ConversionOptions conversion; // the simplification every converting front-end runs
+    conversion.simplify = options.pipeline;
+    auto ran = runConversionPipeline(*model, conversion);
     if (!ran) {
-      result.reason = "pipeline: " + ran.status().toString();
+      result.reason = (ran.status().code() == ErrorCode::BadFlag ? "" : "pipeline: ") +
+                      ran.status().toString();
       return result;
     }
   }

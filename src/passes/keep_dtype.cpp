@@ -89,4 +89,12 @@ Expected<KeepDtypeCheck> checkKeepDtypeEntries(const Graph& graph,
   return check;
 }
 
+Expected<std::vector<std::string>> addKeepDtypeFile(const Graph& graph, const std::string& path,
+                                                    PrecisionOptions& precision) {
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> entries, readKeepDtypeFile(path));
+  KILN_ASSIGN_OR_RETURN(KeepDtypeCheck check, checkKeepDtypeEntries(graph, entries, path));
+  precision.keepNodeNames.insert(precision.keepNodeNames.end(), entries.begin(), entries.end());
+  return check.unknown;
+}
+
 } // namespace kiln

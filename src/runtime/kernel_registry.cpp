@@ -8,8 +8,13 @@
 namespace kiln::rt {
 namespace {
 
-std::map<std::pair<std::string, std::string>, KernelFn>& table() {
-  static std::map<std::pair<std::string, std::string>, KernelFn> kernels;
+struct Registered {
+  KernelFn fn = nullptr;
+  const char* file = "";
+};
+
+std::map<std::pair<std::string, std::string>, Registered>& table() {
+  static std::map<std::pair<std::string, std::string>, Registered> kernels;
   return kernels;
 }
 
@@ -17,14 +22,20 @@ std::string canonicalDomain(const std::string& domain) { return domain == "ai.on
 
 } // namespace
 
-bool registerKernel(const std::string& domain, const std::string& opType, KernelFn fn) {
-  table()[{canonicalDomain(domain), opType}] = fn;
+bool registerKernel(const std::string& domain, const std::string& opType, KernelFn fn,
+                    const char* file) {
+  table()[{canonicalDomain(domain), opType}] = {fn, file};
   return true;
 }
 
 KernelFn findKernel(const std::string& domain, const std::string& opType) {
   auto it = table().find({canonicalDomain(domain), opType});
-  return it == table().end() ? nullptr : it->second;
+  return it == table().end() ? nullptr : it->second.fn;
+}
+
+std::string kernelFile(const std::string& domain, const std::string& opType) {
+  auto it = table().find({canonicalDomain(domain), opType});
+  return it == table().end() ? std::string() : std::string(it->second.file);
 }
 
 std::vector<std::string> registeredOps() {

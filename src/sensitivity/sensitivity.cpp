@@ -16,6 +16,7 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/passes/keep_dtype.h"
 #include "kiln/passes/precision_report.h"
+#include "kiln/pipelines/conversion.h"
 #include "kiln/runtime/executor.h"
 
 namespace kiln {
@@ -39,22 +40,25 @@ class Trials {
   Expected<Model> convert(const std::vector<std::string>& keep,
                           PrecisionReport* report = nullptr) const {
     KILN_ASSIGN_OR_RETURN(Model model, load());
-    PipelineOptions pipeline;
-    pipeline.precisionReport = report;
+    // The precision stage of the conversion pipeline the converting CLIs run (the model was
+    // simplified once, before the trials).
+    ConversionOptions conversion;
+    conversion.simplify = "none";
+    conversion.precisionReport = report;
     PrecisionOptions precision = options_.precision;
     WeightQuantOptions weightQuant = options_.weightQuant;
-    std::vector<std::string> passes;
     if (options_.variant == SensitivityVariant::Fp16) {
       precision.keepNodeNames.insert(precision.keepNodeNames.end(), keep.begin(), keep.end());
-      pipeline.precision = &precision;
-      passes = {"convert-fp16", "eliminate-dead-nodes"}; // drop the fp32 originals
+      conversion.precision = &precision;
     } else {
       weightQuant.skipNodes.insert(weightQuant.skipNodes.end(), keep.begin(), keep.end());
-      pipeline.weightQuant = &weightQuant;
-      passes = {"quantize-weights", "eliminate-dead-nodes"};
+      conversion.weightQuant = &weightQuant;
     }
-    auto ran = runPipeline(model, passes, pipeline);
+    auto ran = runConversionPipeline(model, conversion);
     if (!ran) return ran.status();
+    // Drops the float originals the conversion replaced, so the trial runs only what it ships.
+    auto pruned = runPipeline(model, {"eliminate-dead-nodes"});
+    if (!pruned) return pruned.status();
     return model;
   }
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Golden tests: each tests/golden/<pass>/*.onnxtxt holds `# RUN:` lines (%kiln, %FileCheck, %s are
-# substituted) and `# CHECK` lines that FileCheck matches against the command's output.
-# Usage: run_golden.sh KILN FILECHECK GOLDEN_DIR
+# Golden tests: each tests/golden/<pass>/*.onnxtxt holds `# RUN:` lines (%kiln, %FileCheck, %not,
+# %s are substituted) and `# CHECK` lines that FileCheck matches against the command's output.
+# tests/golden/lower-{ms,om}/<family>*.onnxtxt hold `kiln lower` tests, one file per op family.
+# Usage: run_golden.sh KILN FILECHECK GOLDEN_DIR NOT
 set -uo pipefail
 kiln=$1
 filecheck=$2
 dir=$3
+not=$4
 passed=0
 failed=0
 while IFS= read -r -d '' test; do
@@ -19,6 +21,7 @@ while IFS= read -r -d '' test; do
   while IFS= read -r run; do
     cmd=${run//%kiln/$kiln}
     cmd=${cmd//%FileCheck/$filecheck}
+    cmd=${cmd//%not/$not}
     cmd=${cmd//%s/$test}
     if ! output=$(bash -o pipefail -c "$cmd" 2>&1); then
       echo "FAIL ${test#$dir/}: $run"

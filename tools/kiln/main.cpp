@@ -25,9 +25,11 @@
 #include "kiln/frontend/value_io.h"
 #include "kiln/inspect.h"
 #include "kiln/ir/printer.h"
+#include "kiln/lower.h"
 #include "kiln/passes/keep_dtype.h"
 #include "kiln/passes/pass.h"
 #include "kiln/passes/precision_report.h"
+#include "kiln/pipelines/conversion.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/sensitivity.h"
 #include "kiln/shape_spec.h"
@@ -158,9 +160,8 @@ int convertModel(const std::string& path, const std::string& output,
     if (!value->isGraphOutput()) model->graph->addOutput(value);
   }
   if (to == "ms") {
-    auto passes = kiln::pipelineByName("default");
-    if (!passes) return report(passes.status());
-    if (auto result = kiln::runPipeline(*model, *passes); !result) return report(result.status());
+    if (auto result = kiln::runConversionPipeline(*model, kiln::ConversionOptions{}); !result)
+      return report(result.status());
     kiln::MsWriteOptions options;
     options.fp16Weights = fp16;
     if (auto status = kiln::writeMsFile(*model, options, output); !status) return report(status);
@@ -296,6 +297,20 @@ int checkCommand(CheckFlags& flags) {
   return result->ok() ? 0 : 1;
 }
 
+struct LowerFlags {
+  std::string model;
+  kiln::LowerOptions options;
+};
+
+int lowerCommand(LowerFlags& flags) {
+  auto model = kiln::loadModel(flags.model);
+  if (!model) return report(model.status());
+  auto text = kiln::lowerToText(*model, flags.options);
+  if (!text) return report(text.status());
+  std::cout << *text;
+  return 0;
+}
+
 struct OptFlags {
   std::string model;
   std::vector<std::string> passes;
@@ -404,17 +419,15 @@ int sensitivityCommand(const SensitivityFlags& flags) {
   // The model as the converting CLIs see it before their precision pass.
   auto model = kiln::loadModel(flags.model);
   if (!model) return report(model.status());
-  auto passes = kiln::pipelineByName("default");
-  if (!passes) return report(passes.status());
-  kiln::PipelineOptions pipeline;
+  kiln::ConversionOptions simplify; // the conversion pipeline's simplification stage
   std::optional<kiln::ShapeSpec> spec;
   if (!flags.inputShape.empty()) {
     auto parsed = kiln::parseShapeSpec(flags.inputShape, kiln::ShapeDialect::Atc);
     if (!parsed) return report(parsed.status());
     spec = parsed.take();
-    pipeline.inputShapes = &*spec;
+    simplify.inputShapes = &*spec;
   }
-  if (auto ran = kiln::runPipeline(*model, *passes, pipeline); !ran) return report(ran.status());
+  if (auto ran = kiln::runConversionPipeline(*model, simplify); !ran) return report(ran.status());
   auto feeds = flags.inputs.empty() ? kiln::makeDeterministicInputs(*model->graph, flags.seed)
                                     : readFeeds(*model->graph, flags.inputs);
   if (!feeds) return report(feeds.status());
@@ -514,16 +527,12 @@ int optimizeModel(const OptFlags& flags) {
     precision.mode = precisionModes().at(flags.precisionMode);
     precision.keepNodeNames = flags.keepDtypeNodes;
     if (!flags.keepDtypeFile.empty()) {
-      auto entries = kiln::readKeepDtypeFile(flags.keepDtypeFile);
-      if (!entries) return report(entries.status());
-      auto check = kiln::checkKeepDtypeEntries(*model->graph, *entries, flags.keepDtypeFile);
-      if (!check) return report(check.status());
-      for (const auto& unknown : check->unknown)
-        std::cerr << "kiln: note: keep_dtype entry '" << unknown << "' names nothing in "
+      auto unknown = kiln::addKeepDtypeFile(*model->graph, flags.keepDtypeFile, precision);
+      if (!unknown) return report(unknown.status());
+      for (const auto& entry : *unknown)
+        std::cerr << "kiln: note: keep_dtype entry '" << entry << "' names nothing in "
                   << flags.model << "\n";
-      precisionReport.keepDtypeUnknown = check->unknown;
-      precision.keepNodeNames.insert(precision.keepNodeNames.end(), entries->begin(),
-                                     entries->end());
+      precisionReport.keepDtypeUnknown = *unknown;
     }
     precision.inputFp16Nodes = flags.inputFp16Nodes;
     precision.outputsFp16 = flags.outputType == "FP16";
@@ -712,6 +721,14 @@ int main(int argc, char** argv) {
   check->add_option("--target", checkFlags.options.target, "target to check against (cpu)");
   check->add_option("--json", checkFlags.jsonPath, "also write the report as JSON here");
 
+  LowerFlags lowerFlags;
+  auto* lower = app.add_subcommand(
+      "lower", "lower a model for a target and print the target graph as stable text");
+  lower->add_option("model", lowerFlags.model, "model file")->required();
+  lower->add_option("--target", lowerFlags.options.target, "ms, om or om:<soc_version>");
+  lower->add_option("--input-shape", lowerFlags.options.inputShape,
+                    "name:1,3,224,224;name2:... (ATC grammar)");
+
   CompareFlags compareFlags;
   auto* compare =
       app.add_subcommand("compare", "run two models on the same inputs and compare their outputs");
@@ -798,6 +815,7 @@ int main(int argc, char** argv) {
   if (opt->parsed()) return optimizeModel(optFlags);
   if (compare->parsed()) return compareCommand(compareFlags);
   if (check->parsed()) return checkCommand(checkFlags);
+  if (lower->parsed()) return lowerCommand(lowerFlags);
   if (sensitivity->parsed()) return sensitivityCommand(sensitivityFlags);
   if (conformance->parsed())
     return kiln::runConformance(conformancePaths, conformanceOptions, std::cout);

@@ -53,6 +53,10 @@ Expected<std::string> dumpOmFile(const std::string& path);
 // `kiln inspect X.om`: a few lines for people.
 Expected<std::string> summarizeOmFile(const std::string& path);
 
+// `kiln lower --target om`: the lowered graph as protobuf text (the ModelDef the writer would
+// serialize, heavy formats applied; weights only counted). Refusals as buildOmArtifact's.
+Expected<std::string> omLoweredText(const Model& model, const OmWriteOptions& options);
+
 // Why `node` cannot be lowered for `socVersion` ("" when it lowers).
 std::string omUnsupportedReason(const Node& node, const std::string& socVersion, int64_t opset);
 

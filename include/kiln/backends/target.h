@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/backends/lowering.h"
 #include "kiln/ir/graph.h"
 #include "kiln/support/status.h"
 
@@ -14,6 +15,13 @@ namespace kiln {
 struct RoundTripOptions {
   std::string variant;            // what follows ':' in "om:Ascend310P3" ("" for none)
   std::string precision = "fp32"; // fp32 or fp16 (the backend's FP16 conversion)
+};
+
+// One entry of a backend's rule table: the ONNX op (lowering) or target op (raising) it is keyed
+// by, and the family file that registers it.
+struct RuleInfo {
+  std::string key;
+  std::string file;
 };
 
 struct TargetHooks {
@@ -29,6 +37,14 @@ struct TargetHooks {
   // `opset` the model's opset for the node's domain.
   std::function<std::string(const Node& node, const std::string& variant, int64_t opset)>
       unsupportedReason;
+  // Every node the target refuses, found by lowering `model` (the conversion pipeline already
+  // run) without writing: the rule checks and what only lowering finds. Empty when it lowers. A
+  // refusal that no node owns (a graph input's dtype) has node == nullptr.
+  std::function<std::vector<lowering::Refusal>(const Model& model, const std::string& variant)>
+      lowerRefusals;
+  // The rule tables, for docs/ops.md and the coverage test.
+  std::function<std::vector<RuleInfo>()> loweringRules;
+  std::function<std::vector<RuleInfo>()> raisingRules;
   // Codes that mean "does not lower" rather than "broken".
   std::vector<ErrorCode> unsupportedCodes;
 };

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kiln/ir/graph.h"
+#include "kiln/passes/pass.h"
 #include "kiln/support/status.h"
 
 namespace kiln {
@@ -24,6 +25,13 @@ struct KeepDtypeCheck {
 Expected<KeepDtypeCheck> checkKeepDtypeEntries(const Graph& graph,
                                                const std::vector<std::string>& entries,
                                                const std::string& path);
+
+// Reads and checks a --keep_dtype file against `graph` and adds its entries to
+// `precision.keepNodeNames`: the one reading atc, `kiln opt` and `kiln sensitivity` share (an empty
+// file or one naming nothing is K4201 for all of them). Returns the entries that name nothing, for
+// callers to note.
+Expected<std::vector<std::string>> addKeepDtypeFile(const Graph& graph, const std::string& path,
+                                                    PrecisionOptions& precision);
 
 // The name a keep_dtype entry matches: the node's name, or for an unnamed node (ONNX allows them)
 // its first output's name.

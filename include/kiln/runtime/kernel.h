@@ -97,9 +97,13 @@ using KernelFn = Status (*)(KernelContext&);
 
 // Registers a kernel for (domain, opType); "" is the ai.onnx domain. Returns true (for static
 // init).
-bool registerKernel(const std::string& domain, const std::string& opType, KernelFn fn);
+// `file` is the kernel family file that registers it (docs/ops.md names the family).
+bool registerKernel(const std::string& domain, const std::string& opType, KernelFn fn,
+                    const char* file = "");
 KernelFn findKernel(const std::string& domain, const std::string& opType);
 std::vector<std::string> registeredOps();
+// The file that registered the kernel for (domain, opType); "" when none.
+std::string kernelFile(const std::string& domain, const std::string& opType);
 
 } // namespace kiln::rt
 
@@ -107,4 +111,4 @@ std::vector<std::string> registeredOps();
 // whole).
 #define KILN_REGISTER_KERNEL(opType, fn)                                                           \
   static const bool KILN_CONCAT(kilnKernelRegistered_, __LINE__) =                                 \
-      ::kiln::rt::registerKernel("", opType, fn)
+      ::kiln::rt::registerKernel("", opType, fn, __FILE__)

@@ -16,6 +16,7 @@
 #include "kiln/compare.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/passes/pass.h"
+#include "kiln/pipelines/conversion.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/shape_spec.h"
 #include "lite_flags.h"
@@ -384,23 +385,19 @@ Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
     out.notes.push_back("--optimizeTransformer=true: kiln has no transformer fusions; the "
                         "general pipeline runs");
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> passes, passesFor(options, out.notes));
-  PipelineOptions pipeline;
-  pipeline.inputShapes = spec ? &*spec : nullptr;
-  KILN_ASSIGN_OR_RETURN(PipelineResult result, runPipeline(model, passes, pipeline));
-  out.notes.insert(out.notes.end(), result.notes.begin(), result.notes.end());
-
-  if (options.inputDataFormat == "NHWC") makeInputsNhwc(*model.graph);
-  if (options.outputDataFormat == "NHWC") makeOutputsNhwc(*model.graph);
-
   WeightQuantOptions weightQuant;
   const bool quantizeWeights = weightQuantOptionsFor(options.config, weightQuant);
-  if (quantizeWeights) {
-    PipelineOptions quant;
-    quant.weightQuant = &weightQuant;
-    KILN_ASSIGN_OR_RETURN(PipelineResult quantResult,
-                          runPipeline(model, {"quantize-weights"}, quant));
-    out.notes.insert(out.notes.end(), quantResult.notes.begin(), quantResult.notes.end());
-  }
+  ConversionOptions conversion;
+  conversion.simplifyPasses = passes;
+  conversion.inputShapes = spec ? &*spec : nullptr;
+  conversion.afterSimplify = [&](Model& m) -> Expected<bool> {
+    if (options.inputDataFormat == "NHWC") makeInputsNhwc(*m.graph);
+    if (options.outputDataFormat == "NHWC") makeOutputsNhwc(*m.graph);
+    return false; // a layout change at the borders: nothing to settle again
+  };
+  conversion.weightQuant = quantizeWeights ? &weightQuant : nullptr;
+  KILN_ASSIGN_OR_RETURN(PipelineResult result, runConversionPipeline(model, conversion));
+  out.notes.insert(out.notes.end(), result.notes.begin(), result.notes.end());
 
   out.unsupported = unsupportedOps(*model.graph, model.opsetVersion(""));
   if (!out.unsupported.empty()) return unsupportedStatus(out.unsupported);

@@ -17,7 +17,9 @@
 #include "kiln/backends/om.h"
 #include "kiln/check.h"
 #include "kiln/frontend/onnx.h"
+#include "kiln/passes/keep_dtype.h"
 #include "kiln/passes/shape_conflicts.h"
+#include "kiln/pipelines/conversion.h"
 #include "kiln/shape_spec.h"
 #include "kiln/support/atomic_file.h"
 
@@ -49,29 +51,6 @@ Expected<Model> loadOnnx(const std::string& path, AtcResult& result) {
     return withAtc(st, "E10041", fmt::format("Failed to load the model from {}.", path), result);
   }
   return model;
-}
-
-// --keep_dtype: one node name per line, or "OpType::<type>" for every node of a type.
-Expected<std::pair<std::vector<std::string>, std::vector<std::string>>>
-readKeepDtypeFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    return Status(ErrorCode::FileUnreadable,
-                  fmt::format("cannot read --keep_dtype file '{}'", path),
-                  "check the file's permissions")
-        .withPeerCode("E10001");
-  std::vector<std::string> names, types;
-  std::string line;
-  while (std::getline(in, line)) {
-    auto b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
-    if (b == std::string::npos) continue;
-    line = line.substr(b, e - b + 1);
-    if (line.rfind("OpType::", 0) == 0)
-      types.push_back(line.substr(8));
-    else
-      names.push_back(line);
-  }
-  return std::make_pair(names, types);
 }
 
 bool inputIsDynamic(const Value& v) { return !v.shape().hasRank() || !v.shape().isStatic(); }
@@ -288,10 +267,32 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
     collectUnsupported(*p.model.graph, o.socVersion, p.model.opsetVersion(""), p.unsupported);
     return p;
   }
-  PipelineOptions pipeline;
-  pipeline.inputShapes = spec ? &*spec : nullptr;
-  auto passes = pipelineByName("default");
-  auto ran = runPipeline(p.model, *passes, pipeline);
+  PrecisionOptions precision;
+  precision.mode = o.precision;
+  precision.inputFp16Nodes = o.inputFp16Nodes;
+  precision.outputsFp16 = o.outputType == "FP16";
+  // ATC: --keep_dtype has no effect with must_keep_origin_dtype / origin.
+  if (!o.keepDtype.empty() && o.precision != PrecisionMode::KeepOrigin) {
+    // The same reading as `kiln opt --keep-dtype-file` (an empty file is K4201 for both).
+    auto unknown = addKeepDtypeFile(*p.model.graph, o.keepDtype, precision);
+    if (!unknown) return failWith({unknown.status().withPeerCode("E10001")}, result);
+  }
+  ConversionOptions conversion;
+  conversion.inputShapes = spec ? &*spec : nullptr;
+  conversion.precision = &precision;
+  if (!o.insertOpConf.empty())
+    conversion.afterSimplify = [&](Model& aippModel) -> Expected<bool> {
+      auto config = parseAippConfigFile(o.insertOpConf);
+      if (!config) return failWith({config.status()}, result);
+      AippContext context;
+      context.inputFp16Nodes = o.inputFp16Nodes;
+      context.dynamicImageSize = !o.dynamicImageSize.empty();
+      context.dynamicDims = !o.dynamicDims.empty();
+      context.inputFormat = o.inputFormat;
+      if (Status st = insertAipp(aippModel, *config, context); !st) return failWith({st}, result);
+      return true;
+    };
+  auto ran = runConversionPipeline(p.model, conversion);
   if (!ran) return ran.status();
   for (const std::string& note : ran->notes)
     spdlog::info("{}", note);
@@ -299,41 +300,6 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
   p.conflicts = shapeConflicts(p.model);
   for (ShapeConflict& c : p.conflicts)
     c.status = c.status.withPeerCode("E19999");
-
-  if (!o.insertOpConf.empty()) {
-    auto config = parseAippConfigFile(o.insertOpConf);
-    if (!config) return failWith({config.status()}, result);
-    AippContext context;
-    context.inputFp16Nodes = o.inputFp16Nodes;
-    context.dynamicImageSize = !o.dynamicImageSize.empty();
-    context.dynamicDims = !o.dynamicDims.empty();
-    context.inputFormat = o.inputFormat;
-    if (Status st = insertAipp(p.model, *config, context); !st) return failWith({st}, result);
-    // The preprocessing ops get their shapes settled like the rest of the graph.
-    auto again = runPipeline(p.model, *passes, PipelineOptions{});
-    if (!again) return again.status();
-  }
-
-  PrecisionOptions precision;
-  precision.mode = o.precision;
-  precision.inputFp16Nodes = o.inputFp16Nodes;
-  precision.outputsFp16 = o.outputType == "FP16";
-  // ATC: --keep_dtype has no effect with must_keep_origin_dtype / origin.
-  if (!o.keepDtype.empty() && o.precision != PrecisionMode::KeepOrigin) {
-    auto keep = readKeepDtypeFile(o.keepDtype);
-    if (!keep) return failWith({keep.status()}, result);
-    precision.keepNodeNames = keep->first;
-    precision.keepOpTypes = keep->second;
-  }
-  bool needsFp16Pass =
-      (o.precision != PrecisionMode::KeepOrigin && o.precision != PrecisionMode::ForceFp32) ||
-      !precision.inputFp16Nodes.empty() || precision.outputsFp16;
-  if (needsFp16Pass) {
-    PipelineOptions options;
-    options.precision = &precision;
-    auto converted = runPipeline(p.model, {"convert-fp16"}, options);
-    if (!converted) return converted.status();
-  }
   p.pipelineRan = true;
   collectUnsupported(*p.model.graph, o.socVersion, p.model.opsetVersion(""), p.unsupported);
   return p;

@@ -5,6 +5,7 @@
 #include "kiln/backends/om.h"
 #include "kiln/backends/target.h"
 #include "kiln/passes/pass.h"
+#include "kiln/pipelines/conversion.h"
 
 namespace kiln {
 namespace {
@@ -19,9 +20,10 @@ Expected<Model> omRoundTrip(Model model, const RoundTripOptions& options) {
     // ATC's default precision mode: float compute in fp16 where the op has an fp16 kernel.
     PrecisionOptions precision;
     precision.mode = PrecisionMode::ForceFp16;
-    PipelineOptions pipeline;
-    pipeline.precision = &precision;
-    auto ran = runPipeline(model, {"convert-fp16"}, pipeline);
+    ConversionOptions conversion; // the conversion pipeline's precision stage (already simplified)
+    conversion.simplify = "none";
+    conversion.precision = &precision;
+    auto ran = runConversionPipeline(model, conversion);
     if (!ran) return ran.status();
   } else if (options.precision != "fp32") {
     return Status(ErrorCode::BadFlag,

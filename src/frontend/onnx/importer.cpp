@@ -16,6 +16,7 @@
 
 #include "kiln/frontend/onnx.h"
 #include "kiln/ir/verifier.h"
+#include "ops/attributes.h"
 #include "wire_scan.h"
 
 namespace kiln {
@@ -70,6 +71,7 @@ class Importer {
     model.irVersion = proto.ir_version();
     for (const auto& opset : proto.opset_import())
       model.opsets.push_back({opset.domain(), opset.version()});
+    opsets_ = &model;
     model.producerName = proto.producer_name();
     model.producerVersion = proto.producer_version();
     model.domain = proto.domain();
@@ -580,6 +582,15 @@ class Importer {
         KILN_ASSIGN_OR_RETURN(Attribute attr, attribute(attrProto, graph.get(), nodeText));
         node->setAttribute(attrProto.name(), std::move(attr));
       }
+      // Every consumer (executor, checks, both backends) reads the attributes by the schema's
+      // kinds: a wrong kind is refused here, once, instead of surfacing differently in each.
+      std::string kindReason = ops::attributeKindReason(
+          *node, opsets_ ? opsets_->opsetVersion(node->domain()) : 0);
+      if (!kindReason.empty())
+        return makeError(ErrorCode::BadAttribute,
+                         "give the attribute the kind the ONNX operator schema names, in the "
+                         "exporter",
+                         "{}: {}", nodeText, kindReason);
     }
     for (const auto& out : proto.output()) {
       Value* value = graph->lookupValue(out.name());
@@ -610,6 +621,7 @@ class Importer {
   const uint8_t* data_;
   std::shared_ptr<const void> owner_;
   const MappedFile* file_;
+  const Model* opsets_ = nullptr; // the model being built: its opset imports
   std::map<std::string, std::shared_ptr<const MappedFile>> externalFiles_;
 };
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "kiln/runtime/kernel.h"
+#include "ops/resize.h"
 #include "shape_util.h"
 
 namespace kiln::rt {
@@ -14,9 +15,7 @@ enum class Mode { Nearest, Linear, Cubic };
 
 struct ResizeParams {
   Mode mode = Mode::Nearest;
-  std::string transform = "half_pixel";
-  std::string nearestMode = "round_prefer_floor";
-  bool opset10Nearest = false; // Resize-10 / Upsample: floor when enlarging, ceil when shrinking
+  ops::ResizeCoordinateRule coordinates; // which source pixel each output reads (ops/resize.h)
   double cubicA = -0.75;
   bool excludeOutside = false;
   double extrapolation = 0.0;
@@ -32,44 +31,13 @@ struct AxisPlan {
   bool identity = true;
 };
 
-// Input coordinate of output coordinate o. The resized length is in * scale before flooring (what
-// the ONNX reference uses), so align_corners downscales by a fractional length.
-double sourceCoordinate(const ResizeParams& p, int64_t o, double scale, int64_t inLen,
-                        int64_t outLen, double roiStart, double roiEnd) {
-  const double x = static_cast<double>(o);
-  const double in = static_cast<double>(inLen), out = in * scale;
-  const std::string& t = p.transform;
-  if (t == "half_pixel") return (x + 0.5) / scale - 0.5;
-  if (t == "half_pixel_symmetric") {
-    const double adjustment = static_cast<double>(outLen) / out;
-    return in / 2.0 * (1.0 - adjustment) + (x + 0.5) / scale - 0.5;
-  }
-  if (t == "pytorch_half_pixel") return out > 1.0 ? (x + 0.5) / scale - 0.5 : 0.0;
-  if (t == "align_corners") return out == 1.0 ? 0.0 : x * (in - 1.0) / (out - 1.0);
-  if (t == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
-  if (t == "tf_crop_and_resize") {
-    return out > 1.0 ? roiStart * (in - 1.0) + x * (roiEnd - roiStart) * (in - 1.0) / (out - 1.0)
-                     : 0.5 * (roiStart + roiEnd) * (in - 1.0);
-  }
-  return x / scale; // asymmetric
-}
-
-int64_t nearestIndex(const ResizeParams& p, double x, double scale) {
-  if (p.opset10Nearest) return static_cast<int64_t>(scale < 1.0 ? std::ceil(x) : std::floor(x));
-  const std::string& m = p.nearestMode;
-  if (m == "floor") return static_cast<int64_t>(std::floor(x));
-  if (m == "ceil") return static_cast<int64_t>(std::ceil(x));
-  if (m == "round_prefer_ceil") return static_cast<int64_t>(std::floor(x + 0.5));
-  return static_cast<int64_t>(std::ceil(x - 0.5)); // round_prefer_floor
-}
-
 AxisPlan planAxis(const ResizeParams& p, int64_t inLen, int64_t outLen, double scale,
                   double roiStart, double roiEnd) {
   AxisPlan plan;
   plan.inLen = inLen;
   plan.outLen = outLen;
   plan.outside.assign(static_cast<size_t>(outLen), 0);
-  const bool crop = p.transform == "tf_crop_and_resize";
+  const bool crop = p.coordinates.transform == "tf_crop_and_resize";
   auto add = [&](int64_t i, double w) {
     if (w == 0.0) return;
     plan.index.push_back(std::clamp<int64_t>(i, 0, inLen - 1));
@@ -77,7 +45,10 @@ AxisPlan planAxis(const ResizeParams& p, int64_t inLen, int64_t outLen, double s
   };
   for (int64_t o = 0; o < outLen; ++o) {
     plan.tapStart.push_back(static_cast<int64_t>(plan.index.size()));
-    const double x = sourceCoordinate(p, o, scale, inLen, outLen, roiStart, roiEnd);
+    const float xf =
+        ops::resizeSourceCoordinate(p.coordinates, o, static_cast<float>(scale), inLen, outLen,
+                                    static_cast<float>(roiStart), static_cast<float>(roiEnd));
+    const double x = xf;
     if (crop && (x < 0.0 || x > static_cast<double>(inLen - 1))) {
       plan.outside[static_cast<size_t>(o)] = 1;
       plan.identity = false;
@@ -85,7 +56,7 @@ AxisPlan planAxis(const ResizeParams& p, int64_t inLen, int64_t outLen, double s
       continue;
     }
     if (p.mode == Mode::Nearest) {
-      add(nearestIndex(p, x, scale), 1.0);
+      add(ops::resizeNearestIndex(p.coordinates, xf, static_cast<float>(scale)), 1.0);
     } else if (p.mode == Mode::Linear) {
       const double c = std::clamp(x, 0.0, static_cast<double>(inLen - 1));
       const auto i0 = static_cast<int64_t>(std::floor(c));
@@ -278,8 +249,8 @@ Status resize(KernelContext& ctx) {
   std::vector<double> scales(rank, 1.0), roi;
   std::vector<int64_t> outDims = x.dims();
   if (ctx.opset() < 11) {
-    p.transform = "asymmetric";
-    p.opset10Nearest = true;
+    p.coordinates.transform = "asymmetric";
+    p.coordinates.opset10Nearest = true;
     if (!ctx.hasInput(1)) return ctx.fail("missing scales");
     scales = floatInput(ctx, 1);
     if (scales.size() != rank) return ctx.fail("{} scales for rank {}", scales.size(), rank);
@@ -287,8 +258,8 @@ Status resize(KernelContext& ctx) {
     return runResize(ctx, x, outDims, scales, roi, p);
   }
   if (ctx.attrInt("antialias", 0) != 0) return ctx.unsupported("antialias");
-  p.transform = ctx.attrString("coordinate_transformation_mode", "half_pixel");
-  p.nearestMode = ctx.attrString("nearest_mode", "round_prefer_floor");
+  p.coordinates.transform = ctx.attrString("coordinate_transformation_mode", "half_pixel");
+  p.coordinates.nearestMode = ctx.attrString("nearest_mode", "round_prefer_floor");
   p.cubicA = ctx.attrFloat("cubic_coeff_a", -0.75f);
   p.excludeOutside = ctx.attrInt("exclude_outside", 0) != 0;
   p.extrapolation = ctx.attrFloat("extrapolation_value", 0.0f);
@@ -364,8 +335,8 @@ Status upsample(KernelContext& ctx) {
   auto mode = modeOf(ctx.attrString("mode", "nearest"));
   if (!mode || *mode == Mode::Cubic) return ctx.unsupported("mode '{}'", ctx.attrString("mode"));
   p.mode = *mode;
-  p.transform = "asymmetric";
-  p.opset10Nearest = true;
+  p.coordinates.transform = "asymmetric";
+  p.coordinates.opset10Nearest = true;
   std::vector<double> scales;
   if (ctx.hasInput(1)) {
     scales = floatInput(ctx, 1);
