@@ -1,5 +1,4 @@
-// The shared .om lowering machinery: AttrDef and node-attribute helpers, the Lowerer, the rule
-// tables, the per-node support check and the whole-model lowering.
+// The shared .om lowering machinery: attribute helpers, the Lowerer, rule tables, support checks.
 #include "om_context.h"
 
 #include <algorithm>

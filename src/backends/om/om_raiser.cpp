@@ -1,5 +1,4 @@
-// The shared .om raising machinery: ge.proto.ModelDef → executable IR, with constants read from
-// WEIGHTS_DATA or external files and every other op raised by its family's raising rule.
+// The shared .om raising machinery: ge.proto.ModelDef → IR, each op by its family's raising rule.
 #include <algorithm>
 #include <filesystem>
 

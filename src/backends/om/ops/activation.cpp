@@ -1,5 +1,4 @@
-// .om rules for the activations: Softmax / LogSoftmax, Clip, Relu and the other pointwise
-// activations.
+// .om rules for the activations: Softmax / LogSoftmax, Clip, Relu and the other pointwise ones.
 #include <limits>
 
 #include "../om_context.h"

@@ -1,5 +1,4 @@
-// .om rules for the element-wise ops: Cast / CastLike, Div, Mod, Max / Min / Sum, Mean and the 1:1
-// ones.
+// .om rules for the element-wise ops: Cast / CastLike, Div, Mod, Max / Min / Sum, Mean, 1:1 ops.
 #include <limits>
 
 #include "../om_context.h"

@@ -1,5 +1,4 @@
-// .om rules for the normalizations: BatchNormalization, LayerNormalization, InstanceNormalization,
-// Dropout.
+// .om rules for BatchNormalization, LayerNormalization, InstanceNormalization and Dropout.
 #include "../om_context.h"
 
 namespace kiln::om {

@@ -1,5 +1,4 @@
-// .om rules for the reductions: ReduceX → the GE reduction (with an element-wise op before /
-// after), ArgMax / ArgMin, CumSum.
+// .om rules for the reductions (ReduceX, an element-wise op around some), ArgMax / ArgMin, CumSum.
 #include "../om_context.h"
 
 namespace kiln::om {

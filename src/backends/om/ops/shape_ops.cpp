@@ -1,5 +1,4 @@
-// .om rules for the shape-moving ops: Reshape, Transpose, Concat, Split, Squeeze, Unsqueeze,
-// Flatten, Slice, Pad, Trilu and the 1:1 ones.
+// .om rules for the shape-moving ops: Reshape, Transpose, Concat, Split, Squeeze, Slice, Pad, ...
 #include "../om_context.h"
 
 namespace kiln::om {
