@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/backends/lowering.h"
 #include "kiln/backends/om.h"
 #include "kiln/ir/graph.h"
 #include "kiln/support/status.h"
@@ -99,7 +100,7 @@ int geProtoToCxxDType(int protoType); // -1 when unknown
 int geCxxToProtoDType(int cxxType);   // -1 when unknown
 const char* geDTypeName(int protoType);
 
-// AttrDef construction and reading (om_lower.cpp); getters return `def` when the attribute is
+// AttrDef construction and reading (om_context.cpp); getters return `def` when the attribute is
 // absent or of another kind.
 ge::proto::AttrDef attrI(int64_t v);
 ge::proto::AttrDef attrF(float v);
@@ -148,8 +149,10 @@ struct LoweredModel {
 // WEIGHTS_DATA constants start on this boundary.
 constexpr size_t kWeightAlign = 32;
 
-// ONNX-semantics IR → GraphEngine ops (om_lower.cpp).
-Expected<LoweredModel> lowerModel(const Model& model, const OmWriteOptions& options);
+// ONNX-semantics IR → GraphEngine ops (om_context.cpp, rules in ops/<family>.cpp). When given,
+// `refusals` receives every node that cannot lower (before the error is returned).
+Expected<LoweredModel> lowerModel(const Model& model, const OmWriteOptions& options,
+                                  std::vector<lowering::Refusal>* refusals = nullptr);
 
 // Puts convolution chains in the layouts ATC gives them (om_heavy_formats.cpp, om.md §5.3):
 // NC1HWC0 feature maps, FRACTAL_Z weights (rearranged in WEIGHTS_DATA / the external files) and
@@ -160,8 +163,8 @@ int64_t fractalGroups(const ge::proto::TensorDescriptor& desc);
 // "op:-1": a control edge, not a data input.
 bool isControlInput(const std::string& input);
 
-// ge.proto.ModelDef (attributes decompressed) → executable IR (om_lower.cpp, next to the rules
-// it inverts). `weights` is the WEIGHTS_DATA partition; `baseDir` holds external weight files.
+// ge.proto.ModelDef (attributes decompressed) → executable IR (om_raiser.cpp; each op's raising
+// rule sits beside the lowering it inverts in ops/<family>.cpp). `weights` is the WEIGHTS_DATA partition; `baseDir` holds external weight files.
 Expected<Model> raiseModelDef(const ge::proto::ModelDef& modelDef, const uint8_t* weights,
                               size_t weightsSize, const std::string& baseDir,
                               const std::string& displayName);

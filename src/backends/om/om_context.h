@@ -1,0 +1,259 @@
+// The shared .om lowering / raising machinery the op family files (ops/<family>.cpp) build on.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kiln/backends/lowering.h"
+#include "kiln/backends/soc_versions.h"
+#include "kiln/ir/graph.h"
+#include "om_internal.h"
+
+namespace kiln::om {
+
+using ge::proto::AttrDef;
+using ge::proto::OpDef;
+using ge::proto::TensorDescriptor;
+using lowering::OpContext;
+
+// ONNX attribute ↔ AttrDef (generic rules keep the value, under GraphEngine's name).
+std::optional<AttrDef> toAttrDef(const Attribute& a);
+std::optional<Attribute> fromAttrDef(const AttrDef& a);
+
+// Node attribute reading: `def` when the attribute is absent or of another kind.
+int64_t nodeInt(const Node& n, const std::string& name, int64_t def);
+float nodeFloat(const Node& n, const std::string& name, float def);
+std::string nodeString(const Node& n, const std::string& name, const std::string& def);
+std::optional<std::vector<int64_t>> nodeInts(const Node& n, const std::string& name);
+
+std::optional<std::vector<int64_t>> tensorInts(const Tensor& t);
+const Tensor* constInput(const Node& n, size_t i);
+std::optional<std::vector<int64_t>> constInts(const Node& n, size_t i);
+inline bool hasInput(const Node& n, size_t i) { return n.input(i) != nullptr; }
+inline int64_t rankOf(const Value* v) {
+  return v && v->shape().hasRank() ? static_cast<int64_t>(v->shape().rank()) : -1;
+}
+inline bool staticShape(const Value* v) {
+  return v && v->shape().hasRank() && v->shape().isStatic();
+}
+inline bool isFloatType(DType t) {
+  return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 || t == DType::Float64;
+}
+
+// ONNX pads [b1, b2, ..., e1, e2, ...] ↔ GE pads [b1, e1, b2, e2, ...].
+std::vector<int64_t> interleavePads(const std::vector<int64_t>& pads);
+std::vector<int64_t> deinterleavePads(const std::vector<int64_t>& pads);
+// Explicit ONNX-order pads for a conv/pool node, resolving auto_pad from the static input shape.
+std::optional<std::vector<int64_t>> explicitPads(const Node& n, const std::vector<int64_t>& kernel,
+                                                 const std::vector<int64_t>& strides,
+                                                 const std::vector<int64_t>& dilations);
+// [1, 1, v...]: per-spatial-axis values as NCHW lists.
+std::vector<int64_t> withBatchChannel(const std::vector<int64_t>& v);
+
+// ---------------------------------------------------------------------------------------------
+// Lowering.
+
+struct Port {
+  std::string src; // "op:idx", "" for an omitted input
+  DType dtype = DType::Undefined;
+  Shape shape;
+};
+
+void fillDesc(TensorDescriptor* d, DType dtype, const Shape& shape, const std::string& layout);
+
+class Lowerer {
+ public:
+  Lowerer(const Model& model, const OmWriteOptions& options, const SocInfo* soc)
+      : model_(model), options_(options), soc_(soc) {}
+  // The whole model; `refusals`, when given, receives every node that cannot lower.
+  Expected<LoweredModel> run(std::vector<lowering::Refusal>* refusals = nullptr);
+
+  // For rules: the node being lowered.
+  const Node* node = nullptr;
+  int64_t opset = 0;
+
+  Port in(size_t i) const {
+    const Value* v = node->input(i);
+    if (!v) return {};
+    auto it = sources_.find(v);
+    return it == sources_.end() ? Port{} : Port{it->second, v->dtype(), v->shape()};
+  }
+  // A new op named after the node (or `suffix`ed for helper ops of a decomposition).
+  OpDef* op(const std::string& type, const std::string& suffix = "");
+  void input(OpDef* o, const Port& p, const std::string& layout = "");
+  Port output(OpDef* o, DType dtype, const Shape& shape, const std::string& valueName,
+              const std::string& layout = "");
+  // Outputs for every output of the node, bound to the node's values.
+  void outputs(OpDef* o, const std::string& layout = "");
+  void bind(const Value* v, const Port& p) { sources_[v] = p.src; }
+  Port constant(const std::string& suffix, const Tensor& t) {
+    return emitConst(uniqueOpName(nodeName_ + "_" + suffix), t);
+  }
+  Port constInts(const std::string& suffix, const std::vector<int64_t>& v) {
+    return constant(suffix,
+                    Tensor::fromValues<int64_t>(DType::Int64, {static_cast<int64_t>(v.size())}, v));
+  }
+  Port constScalar(const std::string& suffix, DType dtype, double value);
+
+  const OmWriteOptions& options() const { return options_; }
+  const std::string& nodeName() const { return nodeName_; }
+
+ private:
+  std::string uniqueOpName(const std::string& base);
+  Port emitConst(const std::string& name, const Tensor& t);
+  std::string externalFileName(const std::string& opName);
+
+  const Model& model_;
+  const OmWriteOptions& options_;
+  const SocInfo* soc_;
+  ge::proto::GraphDef* graph_ = nullptr;
+  LoweredModel out_;
+  std::map<const Value*, std::string> sources_;
+  std::set<std::string> opNames_;
+  std::set<std::string> reserved_;
+  std::set<std::string> externalNames_;
+  std::string nodeName_;
+  int64_t nextId_ = 0;
+  uint64_t memorySize_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Raising.
+
+class Raiser {
+ public:
+  Raiser(Graph& graph, const uint8_t* weights, size_t weightsSize, std::string baseDir,
+         std::string displayName)
+      : graph_(graph), weights_(weights), weightsSize_(weightsSize), baseDir_(std::move(baseDir)),
+        displayName_(std::move(displayName)) {}
+
+  Status raise(const ge::proto::GraphDef& g);
+
+  Value* in(const OpDef& op, int i) const {
+    if (i >= op.input_size() || op.input(i).empty()) return nullptr;
+    auto it = sources_.find(op.input(i));
+    return it == sources_.end() ? nullptr : it->second;
+  }
+  const Tensor* constIn(const OpDef& op, int i) const {
+    Value* v = in(op, i);
+    return v && v->isInitializer() ? &v->initializer() : nullptr;
+  }
+  std::optional<std::vector<int64_t>> constIntsIn(const OpDef& op, int i) const {
+    const Tensor* t = constIn(op, i);
+    return t ? tensorInts(*t) : std::nullopt;
+  }
+  // An ONNX node for `op` whose outputs are the op's outputs.
+  Node* emit(const OpDef& op, const std::string& type, const std::vector<Value*>& inputs,
+             int outputCount = -1);
+  // A helper node of a multi-node expansion: one fresh output.
+  Value* helper(const std::string& base, const std::string& type,
+                const std::vector<Value*>& inputs) {
+    Node* node = graph_.appendNode(type, inputs, {graph_.uniqueName(base)});
+    node->setName(node->output(0)->name());
+    return node->output(0);
+  }
+  // Re-points op output `i` at `value` (the last node of an expansion).
+  void rebind(const OpDef& op, int i, Value* value) {
+    sources_[fmt::format("{}:{}", op.name(), i)] = value;
+  }
+  Value* constInts(const std::string& base, const std::vector<int64_t>& v) {
+    return graph_.addInitializer(
+        graph_.uniqueName(base),
+        Tensor::fromValues<int64_t>(DType::Int64, {static_cast<int64_t>(v.size())}, v));
+  }
+  Value* constTensor(const std::string& base, Tensor t) {
+    return graph_.addInitializer(graph_.uniqueName(base), std::move(t));
+  }
+  Status unsupported(const OpDef& op, const std::string& why) const;
+  static ValueType descType(const TensorDescriptor& d);
+  // The NCHW/OIHW dims of a tensor stored in a heavy format (its origin_shape), else its dims.
+  static std::vector<int64_t> plainDims(const TensorDescriptor& d);
+  static bool heavyLayout(const TensorDescriptor& d) {
+    return d.layout() == "NC1HWC0" || d.layout() == "FRACTAL_Z";
+  }
+
+  Status raiseConst(const OpDef& op);
+  Status raiseFileConstant(const OpDef& op);
+  const std::string& displayName() const { return displayName_; }
+  Graph& graph() { return graph_; }
+
+ private:
+  std::string outputName(const OpDef& op, int i);
+  Expected<Tensor> weightTensor(const OpDef& op, const TensorDescriptor& desc,
+                                const std::string& data);
+  Expected<Tensor> plainTensor(const OpDef& op, const TensorDescriptor& desc, DType dtype,
+                               const uint8_t* stored);
+
+  Graph& graph_;
+  const uint8_t* weights_;
+  size_t weightsSize_;
+  std::string baseDir_;
+  std::string displayName_;
+  std::map<std::string, Value*> sources_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Rule tables: one lowering rule per ONNX op, one raising rule per GE op type, registered from
+// the family files' static initializers (function-local statics: safe in any init order).
+
+using LoweringRule = lowering::LoweringRule<Lowerer>;
+using RaisingRule = lowering::RaisingRule<Raiser, OpDef>;
+using CheckFn = std::function<std::string(const Node&, const OpContext&)>;
+using RaiseFn = std::function<Status(Raiser&, const OpDef&)>;
+
+lowering::RuleTable<LoweringRule>& omLoweringRules();
+lowering::RuleTable<RaisingRule>& omRaisingRules();
+
+// A lowering rule from a check and a lowering that returns Status or nothing (then it cannot
+// fail: everything it needs was settled by the check).
+template <typename Lower>
+LoweringRule makeLoweringRule(CheckFn check, Lower lower, const char* file) {
+  LoweringRule rule;
+  rule.check = std::move(check);
+  rule.file = file;
+  if constexpr (std::is_void_v<std::invoke_result_t<Lower&, Lowerer&, const Node&>>)
+    rule.lower = [lower = std::move(lower)](Lowerer& l, const Node& n) -> Status {
+      lower(l, n);
+      return Status::ok();
+    };
+  else
+    rule.lower = std::move(lower);
+  return rule;
+}
+// For rules registered in a loop (several ONNX ops or GE types sharing one rule).
+template <typename Lower>
+void addLowering(const std::string& onnx, CheckFn check, Lower lower, const char* file) {
+  omLoweringRules().add(onnx, makeLoweringRule(std::move(check), std::move(lower), file));
+}
+inline void addRaising(const std::string& geType, RaiseFn raise, const char* file) {
+  omRaisingRules().add(geType, RaisingRule{std::move(raise), file});
+}
+
+std::string noCheck(const Node&, const OpContext&);
+
+// An op that maps 1:1 with inputs unchanged and attributes renamed (ONNX name → GE name): its
+// lowering rule and the raising rule of `geType` (so each GE type belongs to one such op).
+void simple(const std::string& onnx, const std::string& geType,
+            std::vector<std::pair<std::string, std::string>> attrs = {}, int64_t minOpset = 7,
+            CheckFn extra = noCheck, const char* file = "");
+
+} // namespace kiln::om
+
+// KILN_OM_LOWERING(op, check, lower): the lowering rule of ONNX `op` (variadic so the lambdas'
+// commas need no parentheses).
+#define KILN_OM_LOWERING(op, ...)                                                                  \
+  KILN_REGISTER_RULE(::kiln::om::omLoweringRules(), op,                                            \
+                     ::kiln::om::makeLoweringRule(__VA_ARGS__, __FILE__))
+// KILN_OM_RAISING(geType, raise): the raising rule of GE op type `geType`.
+#define KILN_OM_RAISING(geType, ...)                                                               \
+  KILN_REGISTER_RULE(::kiln::om::omRaisingRules(), geType,                                         \
+                     ::kiln::om::RaisingRule{__VA_ARGS__, __FILE__})

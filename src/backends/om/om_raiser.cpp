@@ -1,0 +1,277 @@
+// The shared .om raising machinery: ge.proto.ModelDef → IR, each op by its family's raising rule.
+#include <algorithm>
+#include <filesystem>
+
+#include "kiln/backends/om_formats.h"
+#include "kiln/support/mapped_file.h"
+#include "om_context.h"
+
+namespace kiln::om {
+namespace {
+
+// The ONNX opset raised graphs are written in: every raise rule emits ops valid at this version
+// (ReduceX/Squeeze/Split/Pad/Clip/Slice take their parameters as inputs).
+constexpr int64_t kRaisedOpset = 18;
+
+} // namespace
+
+Node* Raiser::emit(const OpDef& op, const std::string& type, const std::vector<Value*>& inputs,
+                   int outputCount) {
+  int n = outputCount < 0 ? op.output_desc_size() : outputCount;
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i)
+    names.push_back(outputName(op, i));
+  Node* node = graph_.appendNode(type, inputs, names);
+  node->setName(op.name());
+  for (int i = 0; i < n; ++i) {
+    if (i < op.output_desc_size()) node->output(i)->setType(descType(op.output_desc(i)));
+    sources_[fmt::format("{}:{}", op.name(), i)] = node->output(i);
+  }
+  return node;
+}
+
+Status Raiser::unsupported(const OpDef& op, const std::string& why) const {
+  return Status(ErrorCode::OmReadUnsupported,
+                fmt::format("{}: op '{}' (type {}): {}", displayName_, op.name(), op.type(), why),
+                "kiln reads the GraphEngine ops it writes; convert the model again with kiln");
+}
+
+ValueType Raiser::descType(const TensorDescriptor& d) {
+  DType dtype = fromGeDType(d.dtype()).value_or(DType::Undefined);
+  if (d.shape().dim_size() == 1 && d.shape().dim(0) == -2) return ValueType::tensor(dtype, {});
+  std::vector<Dim> dims;
+  for (int64_t x : plainDims(d))
+    dims.push_back(x >= 0 ? Dim::known(x) : Dim());
+  return ValueType::tensor(dtype, Shape(dims));
+}
+
+std::vector<int64_t> Raiser::plainDims(const TensorDescriptor& d) {
+  if (heavyLayout(d))
+    if (auto it = d.attr().find("origin_shape"); it != d.attr().end())
+      return {it->second.list().i().begin(), it->second.list().i().end()};
+  return {d.shape().dim().begin(), d.shape().dim().end()};
+}
+
+std::string Raiser::outputName(const OpDef& op, int i) {
+  std::string name;
+  if (i < op.output_desc_size()) name = op.output_desc(i).name();
+  if (name.empty())
+    name = op.output_desc_size() == 1 ? op.name() : fmt::format("{}:{}", op.name(), i);
+  return graph_.uniqueName(name);
+}
+
+Expected<Tensor> Raiser::weightTensor(const OpDef& op, const TensorDescriptor& desc,
+                                      const std::string& data) {
+  auto dtype = fromGeDType(desc.dtype());
+  if (!dtype) return unsupported(op, fmt::format("constant of type {}", geDTypeName(desc.dtype())));
+  std::vector<int64_t> dims(desc.shape().dim().begin(), desc.shape().dim().end());
+  auto count = checkedElementCount(dims);
+  auto bytes = count ? dtypeStorageBytes(*dtype, *count) : std::nullopt;
+  if (!bytes) return unsupported(op, "constant with a dynamic or overflowing shape");
+  if (*dtype == DType::String) return unsupported(op, "string constants");
+  if (!data.empty()) {
+    if (data.size() != *bytes)
+      return Status(ErrorCode::OmFileInvalid,
+                    fmt::format("{}: constant '{}' holds {} bytes, its shape needs {}",
+                                displayName_, op.name(), data.size(), *bytes),
+                    "the file is damaged; convert the model again");
+    return plainTensor(op, desc, *dtype, reinterpret_cast<const uint8_t*>(data.data()));
+  }
+  uint64_t offset = static_cast<uint64_t>(desc.data_offset());
+  if (desc.data_offset() < 0 || offset > weightsSize_ || *bytes > weightsSize_ - offset)
+    return Status(ErrorCode::OmFileInvalid,
+                  fmt::format("{}: constant '{}' refers to WEIGHTS_DATA bytes {}..{}, the "
+                              "partition has {}",
+                              displayName_, op.name(), offset, offset + *bytes, weightsSize_),
+                  "the file is damaged; convert the model again");
+  return plainTensor(op, desc, *dtype, weights_ + offset);
+}
+
+Expected<Tensor> Raiser::plainTensor(const OpDef& op, const TensorDescriptor& desc, DType dtype,
+                                     const uint8_t* stored) {
+  std::vector<int64_t> dims(desc.shape().dim().begin(), desc.shape().dim().end());
+  size_t storedBytes = static_cast<size_t>(*dtypeStorageBytes(dtype, *checkedElementCount(dims)));
+  if (desc.layout() != "FRACTAL_Z")
+    return Tensor(dtype, dims, Buffer::owned(std::vector<uint8_t>(stored, stored + storedBytes)));
+  // Weights ATC-style in FRACTAL_Z: back to OIHW for the executor.
+  std::vector<int64_t> oihw = plainDims(desc);
+  int64_t c0 = cubeC0(dtype);
+  size_t elementBytes = static_cast<size_t>(dtypeStorageBytes(dtype, 1).value_or(0));
+  int64_t groups = fractalGroups(desc);
+  if (oihw.size() != 4 || c0 == 0 || elementBytes == 0 || oihw[0] <= 0 || oihw[1] <= 0 ||
+      oihw[0] % groups != 0 || heavyDims(HeavyLayout::FractalZ, oihw, c0, groups) != dims)
+    return Status(ErrorCode::OmFileInvalid,
+                  fmt::format("{}: FRACTAL_Z constant '{}' has shape [{}], which does not hold "
+                              "its origin shape [{}]",
+                              displayName_, op.name(), fmt::join(dims, ","), fmt::join(oihw, ",")),
+                  "the file is damaged; convert the model again");
+  return Tensor(
+      dtype, oihw,
+      Buffer::owned(fromHeavy(HeavyLayout::FractalZ, stored, oihw, elementBytes, c0, groups)));
+}
+
+Status Raiser::raiseConst(const OpDef& op) {
+  const AttrDef* value = findAttr(op, "value");
+  if (!value || value->value_case() != AttrDef::kT)
+    return unsupported(op, "Const without a tensor 'value'");
+  const TensorDescriptor& desc = op.output_desc_size() ? op.output_desc(0) : value->t().desc();
+  TensorDescriptor merged = value->t().desc();
+  if (merged.data_offset() == 0 && desc.data_offset() != 0)
+    merged.set_data_offset(desc.data_offset());
+  auto tensor = weightTensor(op, merged, value->t().data());
+  if (!tensor) return tensor.status();
+  std::string name = graph_.uniqueName(op.output_desc_size() && !op.output_desc(0).name().empty()
+                                           ? op.output_desc(0).name()
+                                           : op.name());
+  sources_[op.name() + ":0"] = graph_.addInitializer(name, tensor.take());
+  return Status::ok();
+}
+
+Status Raiser::raiseFileConstant(const OpDef& op) {
+  std::string location = getS(op, "location", getS(op, "file_path", ""));
+  if (location.empty()) return unsupported(op, "FileConstant without a location");
+  std::filesystem::path path = std::filesystem::path(baseDir_) / location;
+  auto file = MappedFile::open(path.string());
+  if (!file) return file.status();
+  uint64_t offset = static_cast<uint64_t>(getI(op, "offset", 0));
+  uint64_t length = static_cast<uint64_t>(getI(op, "length", (*file)->size()));
+  if (offset > (*file)->size() || length > (*file)->size() - offset)
+    return Status(ErrorCode::OmFileInvalid,
+                  fmt::format("{}: FileConstant '{}' wants bytes {}..{} of '{}', which has {}",
+                              displayName_, op.name(), offset, offset + length, path.string(),
+                              (*file)->size()),
+                  "copy the weight folder beside the .om again");
+  if (!op.output_desc_size()) return unsupported(op, "FileConstant without an output");
+  TensorDescriptor desc = op.output_desc(0);
+  std::string data(reinterpret_cast<const char*>((*file)->data() + offset), length);
+  auto tensor = weightTensor(op, desc, data);
+  if (!tensor) return tensor.status();
+  std::string name = graph_.uniqueName(desc.name().empty() ? op.name() : desc.name());
+  sources_[op.name() + ":0"] = graph_.addInitializer(name, tensor.take());
+  return Status::ok();
+}
+
+Status Raiser::raise(const ge::proto::GraphDef& g) {
+  // Inputs: Data ops in `index` order.
+  std::vector<const OpDef*> datas;
+  const OpDef* netOutput = nullptr;
+  std::map<std::string, const OpDef*> byName;
+  for (const OpDef& op : g.op()) {
+    byName[op.name()] = &op;
+    if (op.type() == "Data" || op.type() == "RefData") datas.push_back(&op);
+    if (op.type() == "NetOutput") netOutput = &op;
+  }
+  std::stable_sort(datas.begin(), datas.end(), [](const OpDef* a, const OpDef* b) {
+    return getI(*a, "index", 0) < getI(*b, "index", 0);
+  });
+  for (const OpDef* op : datas) {
+    Value* v = graph_.addValue(graph_.uniqueName(op->name()));
+    if (op->output_desc_size())
+      v->setType(descType(op->output_desc(0)));
+    else if (op->input_desc_size())
+      v->setType(descType(op->input_desc(0)));
+    graph_.addInput(v);
+    sources_[op->name() + ":0"] = v;
+  }
+  // The rest in dependency order (GraphDef order need not be topological).
+  std::set<std::string> done;
+  for (const OpDef* op : datas)
+    done.insert(op->name());
+  std::vector<const OpDef*> pending;
+  for (const OpDef& op : g.op())
+    if (!done.count(op.name()) && &op != netOutput) pending.push_back(&op);
+  auto ready = [&](const OpDef& op) {
+    for (const std::string& input : op.input()) {
+      if (input.empty()) continue;
+      std::string src = input.substr(0, input.rfind(':'));
+      if (byName.count(src) && !done.count(src)) return false;
+    }
+    return true;
+  };
+  while (!pending.empty()) {
+    bool progress = false;
+    std::vector<const OpDef*> next;
+    for (const OpDef* op : pending) {
+      if (!ready(*op)) {
+        next.push_back(op);
+        continue;
+      }
+      for (int i = 0; i < op->input_size(); ++i) {
+        const std::string& input = op->input(i);
+        if (input.empty() || isControlInput(input)) continue;
+        if (!sources_.count(input))
+          return Status(ErrorCode::OmFileInvalid,
+                        fmt::format("{}: op '{}' reads '{}', which no op produces", displayName_,
+                                    op->name(), input),
+                        "the file is damaged; convert the model again");
+      }
+      Status s;
+      if (op->type() == "Const" || op->type() == "Constant")
+        s = raiseConst(*op);
+      else if (op->type() == "FileConstant")
+        s = raiseFileConstant(*op);
+      else if (const RaisingRule* rule = omRaisingRules().find(op->type()))
+        s = rule->raise(*this, *op);
+      else
+        s = unsupported(*op, "kiln has no ONNX equivalent for this op type");
+      if (!s) return s;
+      done.insert(op->name());
+      progress = true;
+    }
+    if (!progress)
+      return Status(
+          ErrorCode::OmFileInvalid,
+          fmt::format("{}: ops form a cycle (e.g. '{}')", displayName_, next.front()->name()),
+          "the file is damaged; convert the model again");
+    pending = std::move(next);
+  }
+  if (!netOutput)
+    return Status(ErrorCode::OmFileInvalid,
+                  fmt::format("{}: graph '{}' has no NetOutput op", displayName_, g.name()),
+                  "the file is damaged; convert the model again");
+  for (int i = 0; i < netOutput->input_size(); ++i) {
+    const std::string& input = netOutput->input(i);
+    if (input.empty() || isControlInput(input)) continue;
+    auto it = sources_.find(input);
+    if (it == sources_.end())
+      return Status(
+          ErrorCode::OmFileInvalid,
+          fmt::format("{}: NetOutput reads '{}', which no op produces", displayName_, input),
+          "the file is damaged; convert the model again");
+    graph_.addOutput(it->second);
+  }
+  // Constants consumed as attributes leave initializers nothing reads.
+  std::vector<Value*> unused;
+  for (Value* v : graph_.initializers())
+    if (!v->hasUses() && !v->isGraphOutput()) unused.push_back(v);
+  for (Value* v : unused)
+    graph_.removeInitializer(v);
+  return Status::ok();
+}
+
+Expected<Model> raiseModelDef(const ge::proto::ModelDef& modelDef, const uint8_t* weights,
+                              size_t weightsSize, const std::string& baseDir,
+                              const std::string& displayName) {
+  if (modelDef.graph_size() == 0)
+    return Status(ErrorCode::OmFileInvalid,
+                  fmt::format("{}: the ModelDef holds no graph", displayName),
+                  "the file is damaged; convert the model again");
+  const auto& root = modelDef.graph(0);
+  for (const auto& op : root.op())
+    if (op.subgraph_name_size() > 0)
+      return Status(
+          ErrorCode::OmReadUnsupported,
+          fmt::format("{}: op '{}' ({}) has subgraphs", displayName, op.name(), op.type()),
+          "kiln reads single-graph models");
+  Model model;
+  model.irVersion = 8;
+  model.opsets = {{"", kRaisedOpset}};
+  model.producerName = "kiln";
+  model.sourcePath = displayName;
+  model.graph = std::make_shared<Graph>(root.name());
+  Raiser raiser(*model.graph, weights, weightsSize, baseDir, displayName);
+  if (auto s = raiser.raise(root); !s) return s;
+  return model;
+}
+
+} // namespace kiln::om

@@ -1,0 +1,151 @@
+// .om rules for the activations: Softmax / LogSoftmax, Clip, Relu and the other pointwise ones.
+#include <limits>
+
+#include "../om_context.h"
+
+namespace kiln::om {
+namespace {
+
+// Softmax / LogSoftmax → SoftmaxV2 / LogSoftmaxV2 over one axis.
+void softmaxRules() {
+  for (const std::string onnx : {"Softmax", "LogSoftmax"}) {
+    std::string geType = onnx == "Softmax" ? "SoftmaxV2" : "LogSoftmaxV2";
+    addLowering(
+        onnx,
+        [](const Node& n, const OpContext& context) -> std::string {
+          int64_t r = rankOf(n.input(0));
+          if (r < 0) return n.opType() + " with an input of unknown rank";
+          int64_t axis = nodeInt(n, "axis", context.opset >= 13 ? -1 : 1);
+          if (axis < 0) axis += r;
+          // Before opset 13 the input is coerced to 2-D at `axis`: one axis only when
+          // it is the last.
+          if (context.opset < 13 && axis != r - 1 && r > 0) {
+            if (!staticShape(n.input(0)))
+              return n.opType() + " (opset < 13) over several axes of a dynamic shape";
+          }
+          return "";
+        },
+        [geType](Lowerer& l, const Node& n) {
+          int64_t r = rankOf(n.input(0));
+          int64_t axis = nodeInt(n, "axis", l.opset >= 13 ? -1 : 1);
+          if (axis < 0) axis += r;
+          const Value* y = n.output(0);
+          if (l.opset >= 13 || axis == r - 1 || r == 0) {
+            OpDef* o = l.op(geType);
+            l.input(o, l.in(0));
+            (*o->mutable_attr())["axes"] = attrInts({axis});
+            l.outputs(o);
+            return;
+          }
+          auto dims = n.input(0)->shape().staticDims();
+          int64_t outer = 1, inner = 1;
+          for (int64_t i = 0; i < r; ++i)
+            (i < axis ? outer : inner) *= dims[static_cast<size_t>(i)];
+          Shape flat = Shape::fromStatic({outer, inner});
+          OpDef* r1 = l.op("Reshape", "flatten");
+          l.input(r1, l.in(0));
+          l.input(r1, l.constInts("flat_shape", {outer, inner}));
+          Port p = l.output(r1, y->dtype(), flat, "");
+          OpDef* o = l.op(geType, "2d");
+          l.input(o, p);
+          (*o->mutable_attr())["axes"] = attrInts({1});
+          p = l.output(o, y->dtype(), flat, "");
+          OpDef* r2 = l.op("Reshape");
+          l.input(r2, p);
+          l.input(r2, l.constInts("shape", dims));
+          l.bind(y, l.output(r2, y->dtype(), y->shape(), y->name()));
+        },
+        __FILE__);
+    addRaising(
+        geType,
+        [onnx](Raiser& r, const OpDef& op) -> Status {
+          auto axes = getInts(op, "axes");
+          if (axes.size() > 1) return r.unsupported(op, "softmax over several axes");
+          Node* node = r.emit(op, onnx, {r.in(op, 0)}, 1);
+          node->setAttribute("axis", Attribute::ofInt(axes.empty() ? -1 : axes[0]));
+          return Status::ok();
+        },
+        __FILE__);
+  }
+}
+const bool kSoftmaxRulesRegistered = (softmaxRules(), true);
+
+KILN_OM_LOWERING(
+    "Clip",
+    [](const Node& n, const OpContext&) -> std::string {
+      DType t = n.input(0)->dtype();
+      if (t == DType::BFloat16 || t == DType::Bool || (!isFloatingPoint(t) && !isInteger(t)))
+        return std::string("Clip on ") + dtypeName(t);
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      DType t = n.input(0)->dtype();
+      auto limit = [&](bool low) -> double {
+        switch (t) {
+        case DType::Int32:
+          return low ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max();
+        case DType::Int8:
+          return low ? -128 : 127;
+        case DType::UInt8:
+          return low ? 0 : 255;
+        case DType::Int16:
+          return low ? -32768 : 32767;
+        case DType::UInt16:
+          return low ? 0 : 65535;
+        case DType::UInt32:
+          return low ? 0 : 4294967295.0;
+        case DType::UInt64:
+          return 0; // the maximum is set exactly below
+        default:
+          return low ? -std::numeric_limits<double>::infinity()
+                     : std::numeric_limits<double>::infinity();
+        }
+      };
+      auto bound = [&](size_t input, const char* attr, bool low, const char* name) -> Port {
+        // Bounds are inputs from opset 11 on; kiln's passes may also leave them as the
+        // older attributes (convert-fp16 keeps fp32 bounds that way), so take either.
+        if (l.opset >= 11 && hasInput(n, input)) return l.in(input);
+        if (n.attribute(attr)) return l.constScalar(name, t, nodeFloat(n, attr, 0));
+        if (t == DType::Float16) {
+          uint16_t bits = low ? 0xFC00 : 0x7C00; // ∓inf
+          return l.constant(name, Tensor::fromValues<uint16_t>(DType::Float16, {}, {bits}));
+        }
+        if (t == DType::Int64) {
+          int64_t v =
+              low ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+          return l.constant(name, Tensor::fromValues<int64_t>(t, {}, {v}));
+        }
+        if (t == DType::UInt64 && !low)
+          return l.constant(
+              name, Tensor::fromValues<uint64_t>(t, {}, {std::numeric_limits<uint64_t>::max()}));
+        return l.constScalar(name, t, limit(low));
+      };
+      OpDef* o = l.op("ClipByValue");
+      l.input(o, l.in(0));
+      l.input(o, bound(1, "min", true, "clip_value_min"));
+      l.input(o, bound(2, "max", false, "clip_value_max"));
+      l.outputs(o);
+    });
+KILN_OM_RAISING("ClipByValue", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "Clip", {r.in(op, 0), r.in(op, 1), r.in(op, 2)}, 1);
+  return Status::ok();
+});
+void activationRules() {
+  for (const char* unary : {"Relu", "Sigmoid", "Tanh", "Softplus", "Softsign"})
+    simple(unary, unary, {}, 1, noCheck,
+           __FILE__); // older attributes (consumed_inputs) fail the attribute check
+  simple("LeakyRelu", "LeakyRelu", {{"alpha", "negative_slope"}}, 6, noCheck, __FILE__);
+  simple("Elu", "Elu", {{"alpha", "alpha"}}, 6, noCheck, __FILE__);
+  simple("Selu", "Selu", {{"alpha", "alpha"}, {"gamma", "scale"}}, 6, noCheck, __FILE__);
+  simple("Celu", "Celu", {{"alpha", "alpha"}}, 12, noCheck, __FILE__);
+  simple("HardSigmoid", "HardSigmoid", {{"alpha", "alpha"}, {"beta", "beta"}}, 6, noCheck,
+         __FILE__);
+  simple("ThresholdedRelu", "ThresholdedRelu", {{"alpha", "threshold"}}, 10, noCheck, __FILE__);
+  simple("HardSwish", "HardSwish", {}, 14, noCheck, __FILE__);
+  simple("Mish", "Mish", {}, 18, noCheck, __FILE__);
+  simple("PRelu", "PRelu", {}, 9, noCheck, __FILE__);
+}
+const bool kActivationRulesRegistered = (activationRules(), true);
+
+} // namespace
+} // namespace kiln::om

@@ -1,0 +1,120 @@
+// .om rules for the convolutions: Conv → Conv2D / Conv3D, ConvTranspose → Conv2DTranspose.
+#include "../om_context.h"
+
+namespace kiln::om {
+namespace {
+
+std::string spatialFormat(size_t spatial) { return spatial == 3 ? "NCDHW" : "NCHW"; }
+
+// Conv → Conv2D / Conv3D.
+KILN_OM_LOWERING(
+    "Conv",
+    [](const Node& n, const OpContext&) -> std::string {
+      int64_t r = rankOf(n.input(0));
+      const Value* w = n.input(1);
+      if (r != 4 && r != 5)
+        return fmt::format("Conv with a rank-{} input (2-D and 3-D convolutions lower)", r);
+      if (rankOf(w) != r) return "Conv whose weight rank differs from the input's";
+      if (!w->shape().isStatic()) return "Conv with a dynamic weight shape";
+      std::string autoPad = nodeString(n, "auto_pad", "NOTSET");
+      if (autoPad != "NOTSET" && autoPad != "VALID" && !staticShape(n.input(0)))
+        return "Conv auto_pad SAME_* with a dynamic input shape";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      size_t s = static_cast<size_t>(rankOf(n.input(0)) - 2);
+      auto wdims = n.input(1)->shape().staticDims();
+      std::vector<int64_t> kernel(wdims.begin() + 2, wdims.end());
+      auto strides = nodeInts(n, "strides").value_or(std::vector<int64_t>(s, 1));
+      auto dilations = nodeInts(n, "dilations").value_or(std::vector<int64_t>(s, 1));
+      auto pads =
+          explicitPads(n, kernel, strides, dilations).value_or(std::vector<int64_t>(2 * s, 0));
+      std::string format = spatialFormat(s);
+      OpDef* o = l.op(s == 3 ? "Conv3D" : "Conv2D");
+      l.input(o, l.in(0), format);
+      l.input(o, l.in(1), format);
+      if (hasInput(n, 2)) l.input(o, l.in(2));
+      auto& a = *o->mutable_attr();
+      a["strides"] = attrInts(withBatchChannel(strides));
+      a["dilations"] = attrInts(withBatchChannel(dilations));
+      a["pads"] = attrInts(interleavePads(pads));
+      a["groups"] = attrI(nodeInt(n, "group", 1));
+      a["data_format"] = attrS(format);
+      a["offset_x"] = attrI(0);
+      l.outputs(o, format);
+    });
+void convRaisingRules() {
+  for (const char* type : {"Conv2D", "Conv3D"})
+    addRaising(
+        type,
+        [](Raiser& r, const OpDef& op) -> Status {
+          std::vector<Value*> inputs{r.in(op, 0), r.in(op, 1)};
+          if (Value* b = r.in(op, 2)) inputs.push_back(b);
+          Node* node = r.emit(op, "Conv", inputs);
+          auto strides = getInts(op, "strides"), dilations = getInts(op, "dilations");
+          auto pads = getInts(op, "pads");
+          if (strides.size() < 3 || dilations.size() != strides.size() ||
+              pads.size() != 2 * (strides.size() - 2))
+            return r.unsupported(op, "strides/dilations/pads do not match the data format");
+          node->setAttribute("strides", Attribute::ofInts({strides.begin() + 2, strides.end()}));
+          node->setAttribute("dilations",
+                             Attribute::ofInts({dilations.begin() + 2, dilations.end()}));
+          node->setAttribute("pads", Attribute::ofInts(deinterleavePads(pads)));
+          node->setAttribute("group", Attribute::ofInt(getI(op, "groups", 1)));
+          return Status::ok();
+        },
+        __FILE__);
+}
+const bool kConvRaisingRulesRegistered = (convRaisingRules(), true);
+
+// ConvTranspose → Conv2DTranspose (input_size, x, filter, bias).
+KILN_OM_LOWERING(
+    "ConvTranspose",
+    [](const Node& n, const OpContext&) -> std::string {
+      if (rankOf(n.input(0)) != 4) return "ConvTranspose that is not 2-D";
+      if (!staticShape(n.input(1)) || !staticShape(n.output(0)))
+        return "ConvTranspose with dynamic shapes";
+      std::string autoPad = nodeString(n, "auto_pad", "NOTSET");
+      if (autoPad != "NOTSET" && autoPad != "VALID") return "ConvTranspose auto_pad SAME_*";
+      if (n.attribute("output_shape")) return "ConvTranspose with output_shape";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      auto strides = nodeInts(n, "strides").value_or(std::vector<int64_t>{1, 1});
+      auto dilations = nodeInts(n, "dilations").value_or(std::vector<int64_t>{1, 1});
+      auto pads = nodeInts(n, "pads").value_or(std::vector<int64_t>(4, 0));
+      auto outPad = nodeInts(n, "output_padding").value_or(std::vector<int64_t>{0, 0});
+      if (nodeString(n, "auto_pad", "NOTSET") == "VALID") pads.assign(4, 0);
+      OpDef* o = l.op("Conv2DTranspose");
+      l.input(o, l.constInts("input_size", n.output(0)->shape().staticDims()));
+      l.input(o, l.in(0), "NCHW");
+      l.input(o, l.in(1), "NCHW");
+      if (hasInput(n, 2)) l.input(o, l.in(2));
+      auto& a = *o->mutable_attr();
+      a["strides"] = attrInts(withBatchChannel(strides));
+      a["dilations"] = attrInts(withBatchChannel(dilations));
+      a["pads"] = attrInts(interleavePads(pads));
+      a["groups"] = attrI(nodeInt(n, "group", 1));
+      a["data_format"] = attrS("NCHW");
+      a["output_padding"] = attrInts(withBatchChannel(outPad));
+      a["offset_x"] = attrI(0);
+      l.outputs(o, "NCHW");
+    });
+KILN_OM_RAISING("Conv2DTranspose", [](Raiser& r, const OpDef& op) -> Status {
+  std::vector<Value*> inputs{r.in(op, 1), r.in(op, 2)};
+  if (Value* b = r.in(op, 3)) inputs.push_back(b);
+  auto strides = getInts(op, "strides"), dilations = getInts(op, "dilations");
+  auto pads = getInts(op, "pads"), outPad = getInts(op, "output_padding");
+  if (strides.size() != 4 || dilations.size() != 4 || pads.size() != 4)
+    return r.unsupported(op, "strides/dilations/pads are not NCHW lists");
+  Node* node = r.emit(op, "ConvTranspose", inputs, 1);
+  node->setAttribute("strides", Attribute::ofInts({strides[2], strides[3]}));
+  node->setAttribute("dilations", Attribute::ofInts({dilations[2], dilations[3]}));
+  node->setAttribute("pads", Attribute::ofInts(deinterleavePads(pads)));
+  node->setAttribute("group", Attribute::ofInt(getI(op, "groups", 1)));
+  if (outPad.size() == 4)
+    node->setAttribute("output_padding", Attribute::ofInts({outPad[2], outPad[3]}));
+  return Status::ok();
+});
+} // namespace
+} // namespace kiln::om

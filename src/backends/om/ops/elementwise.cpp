@@ -1,0 +1,189 @@
+// .om rules for the element-wise ops: Cast / CastLike, Div, Mod, Max / Min / Sum, Mean, 1:1 ops.
+#include <limits>
+
+#include "../om_context.h"
+
+namespace kiln::om {
+namespace {
+
+KILN_OM_LOWERING(
+    "Cast",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 6) return "Cast of opset 5 or earlier";
+      auto to = dtypeFromOnnx(static_cast<int32_t>(nodeInt(n, "to", 0)));
+      if (!to || !toGeDType(*to)) return "Cast to this type";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op("Cast");
+      l.input(o, l.in(0));
+      auto to = *dtypeFromOnnx(static_cast<int32_t>(nodeInt(n, "to", 0)));
+      (*o->mutable_attr())["dst_type"] = attrI(geProtoToCxxDType(*toGeDType(to)));
+      l.outputs(o);
+    });
+KILN_OM_RAISING("Cast", [](Raiser& r, const OpDef& op) -> Status {
+  int proto = geCxxToProtoDType(static_cast<int>(getI(op, "dst_type", -1)));
+  auto to = fromGeDType(proto);
+  if (!to) return r.unsupported(op, "dst_type");
+  r.emit(op, "Cast", {r.in(op, 0)}, 1)->setAttribute("to", Attribute::ofInt(dtypeToOnnx(*to)));
+  return Status::ok();
+});
+KILN_OM_LOWERING(
+    "CastLike",
+    [](const Node& n, const OpContext&) -> std::string {
+      if (!n.input(1) || !toGeDType(n.input(1)->dtype())) return "CastLike to this type";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op("Cast");
+      l.input(o, l.in(0));
+      (*o->mutable_attr())["dst_type"] = attrI(geProtoToCxxDType(*toGeDType(n.input(1)->dtype())));
+      l.outputs(o);
+    });
+// Division: RealDiv for floating point, TruncateDiv (C semantics, as ONNX) for integers.
+KILN_OM_LOWERING(
+    "Div",
+    [](const Node& n, const OpContext& context) -> std::string {
+      return context.opset < 7 && n.attribute("broadcast")
+                 ? "Div with the opset 6 broadcast attribute"
+                 : "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op(isFloatType(n.input(0)->dtype()) ? "RealDiv" : "TruncateDiv");
+      l.input(o, l.in(0));
+      l.input(o, l.in(1));
+      l.outputs(o);
+    });
+void divRaisingRules() {
+  for (const char* type : {"RealDiv", "TruncateDiv"})
+    addRaising(
+        type,
+        [](Raiser& r, const OpDef& op) -> Status {
+          r.emit(op, "Div", {r.in(op, 0), r.in(op, 1)}, 1);
+          return Status::ok();
+        },
+        __FILE__);
+}
+const bool kDivRaisingRulesRegistered = (divRaisingRules(), true);
+
+KILN_OM_LOWERING(
+    "Mod",
+    [](const Node& n, const OpContext& context) -> std::string {
+      return context.opset < 10 ? "Mod of opset 9 or earlier" : "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op(nodeInt(n, "fmod", 0) ? "Mod" : "FloorMod");
+      l.input(o, l.in(0));
+      l.input(o, l.in(1));
+      l.outputs(o);
+    });
+KILN_OM_RAISING("FloorMod", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "Mod", {r.in(op, 0), r.in(op, 1)}, 1);
+  return Status::ok();
+});
+KILN_OM_RAISING("Mod", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "Mod", {r.in(op, 0), r.in(op, 1)}, 1)->setAttribute("fmod", Attribute::ofInt(1));
+  return Status::ok();
+});
+void variadicRules() {
+  // Variadic Max/Min/Sum: Maximum/Minimum chains, AddN.
+  for (const std::string onnx : {"Max", "Min", "Sum"}) {
+    std::string geType = onnx == "Max" ? "Maximum" : onnx == "Min" ? "Minimum" : "AddN";
+    addLowering(
+        onnx,
+        [](const Node& n, const OpContext& context) -> std::string {
+          return context.opset < 6 ? n.opType() + " of opset 5 or earlier" : "";
+        },
+        [geType](Lowerer& l, const Node& n) {
+          const Value* y = n.output(0);
+          size_t count = n.inputs().size();
+          if (count == 1) {
+            OpDef* o = l.op("Identity");
+            l.input(o, l.in(0));
+            l.outputs(o);
+            return;
+          }
+          if (geType == "AddN") {
+            OpDef* o = l.op("AddN");
+            for (size_t i = 0; i < count; ++i)
+              l.input(o, l.in(i));
+            (*o->mutable_attr())["N"] = attrI(static_cast<int64_t>(count));
+            l.outputs(o);
+            return;
+          }
+          Port acc = l.in(0);
+          for (size_t i = 1; i < count; ++i) {
+            bool last = i + 1 == count;
+            OpDef* o = l.op(geType, last ? "" : std::to_string(i));
+            l.input(o, acc);
+            l.input(o, l.in(i));
+            acc = l.output(o, y->dtype(), last ? y->shape() : Shape(), last ? y->name() : "");
+          }
+          l.bind(y, acc);
+        },
+        __FILE__);
+    addRaising(
+        geType,
+        [onnx](Raiser& r, const OpDef& op) -> Status {
+          std::vector<Value*> inputs;
+          for (int i = 0; i < op.input_size(); ++i)
+            inputs.push_back(r.in(op, i));
+          r.emit(op, onnx, inputs, 1);
+          return Status::ok();
+        },
+        __FILE__);
+  }
+}
+const bool kVariadicRulesRegistered = (variadicRules(), true);
+
+KILN_OM_LOWERING(
+    "Mean",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 6) return "Mean of opset 5 or earlier";
+      if (n.output(0)->dtype() != DType::Float32) return "Mean on non-fp32 data";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      const Value* y = n.output(0);
+      size_t count = n.inputs().size();
+      if (count == 1) {
+        OpDef* o = l.op("Identity");
+        l.input(o, l.in(0));
+        l.outputs(o);
+        return;
+      }
+      OpDef* sum = l.op("AddN", "sum");
+      for (size_t i = 0; i < count; ++i)
+        l.input(sum, l.in(i));
+      (*sum->mutable_attr())["N"] = attrI(static_cast<int64_t>(count));
+      Port p = l.output(sum, y->dtype(), y->shape(), "");
+      OpDef* mul = l.op("Muls");
+      l.input(mul, p);
+      (*mul->mutable_attr())["value"] = attrF(1.0f / static_cast<float>(count));
+      l.outputs(mul);
+    });
+void elementwiseRules() {
+  for (const char* unary :
+       {"Abs",   "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil",
+        "Cos",   "Cosh", "Erf",   "Exp",  "Floor", "Log",  "Neg",   "Reciprocal",
+        "Round", "Sign", "Sin",   "Sinh", "Sqrt",  "Tan"})
+    simple(unary, unary, {}, 1, noCheck,
+           __FILE__); // older attributes (consumed_inputs) fail the attribute check
+  simple("IsNaN", "IsNan", {}, 9, noCheck, __FILE__);
+  simple("IsInf", "IsInf",
+         {{"detect_negative", "detect_negative"}, {"detect_positive", "detect_positive"}}, 10,
+         noCheck, __FILE__);
+  simple("Not", "LogicalNot", {}, 1, noCheck, __FILE__);
+  for (const char* binary : {"Add", "Sub", "Mul", "Pow", "Equal", "Less", "Greater"})
+    simple(binary, binary, {}, 1, noCheck,
+           __FILE__); // opset < 7 `broadcast` fails the attribute check
+  simple("LessOrEqual", "LessEqual", {}, 12, noCheck, __FILE__);
+  simple("GreaterOrEqual", "GreaterEqual", {}, 12, noCheck, __FILE__);
+  simple("And", "LogicalAnd", {}, 7, noCheck, __FILE__);
+  simple("Or", "LogicalOr", {}, 7, noCheck, __FILE__);
+  simple("Where", "Select", {}, 9, noCheck, __FILE__);
+}
+const bool kElementwiseRulesRegistered = (elementwiseRules(), true);
+
+} // namespace
+} // namespace kiln::om

@@ -1,0 +1,38 @@
+// .om rules for Gather → GatherV2 and the 1:1 gather / scatter ops.
+#include "../om_context.h"
+
+namespace kiln::om {
+namespace {
+
+// Gather → GatherV2 with the axis as a constant input.
+KILN_OM_LOWERING("Gather", noCheck, [](Lowerer& l, const Node& n) {
+  OpDef* o = l.op("GatherV2");
+  l.input(o, l.in(0));
+  l.input(o, l.in(1));
+  l.input(o, l.constInts("axis", {nodeInt(n, "axis", 0)}));
+  (*o->mutable_attr())["batch_dims"] = attrI(0);
+  l.outputs(o);
+});
+KILN_OM_RAISING("GatherV2", [](Raiser& r, const OpDef& op) -> Status {
+  auto axis = r.constIntsIn(op, 2);
+  if (!axis || axis->size() != 1) return r.unsupported(op, "axis is not a constant scalar");
+  r.emit(op, "Gather", {r.in(op, 0), r.in(op, 1)}, 1)
+      ->setAttribute("axis", Attribute::ofInt((*axis)[0]));
+  return Status::ok();
+});
+void gatherScatterRules() {
+  simple("GatherElements", "GatherElements", {{"axis", "dim"}}, 11, noCheck, __FILE__);
+  simple("GatherND", "GatherNd", {{"batch_dims", "batch_dims"}}, 12, noCheck, __FILE__);
+  simple("ScatterElements", "ScatterElements", {{"axis", "axis"}, {"reduction", "reduction"}}, 11,
+         noCheck, __FILE__);
+  simple(
+      "ScatterND", "TensorScatterUpdate", {{"reduction", "reduction"}}, 11,
+      [](const Node& n, const OpContext&) -> std::string {
+        return nodeString(n, "reduction", "none") == "none" ? "" : "ScatterND with a reduction";
+      },
+      __FILE__);
+}
+const bool kGatherScatterRulesRegistered = (gatherScatterRules(), true);
+
+} // namespace
+} // namespace kiln::om

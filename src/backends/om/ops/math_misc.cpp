@@ -1,0 +1,36 @@
+// .om rules for TopK → TopKV2 and Einsum.
+#include "../om_context.h"
+
+namespace kiln::om {
+namespace {
+
+KILN_OM_LOWERING(
+    "TopK",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 10 && !n.attribute("k")) return "TopK without k";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op("TopKV2");
+      l.input(o, l.in(0));
+      l.input(o, l.opset < 10 ? l.constInts("k", {nodeInt(n, "k", 1)}) : l.in(1));
+      auto& a = *o->mutable_attr();
+      a["dim"] = attrI(nodeInt(n, "axis", -1));
+      a["largest"] = attrB(nodeInt(n, "largest", 1) != 0);
+      a["sorted"] = attrB(nodeInt(n, "sorted", 1) != 0);
+      l.outputs(o);
+    });
+KILN_OM_RAISING("TopKV2", [](Raiser& r, const OpDef& op) -> Status {
+  Node* node = r.emit(op, "TopK", {r.in(op, 0), r.in(op, 1)}, 2);
+  node->setAttribute("axis", Attribute::ofInt(getI(op, "dim", -1)));
+  node->setAttribute("largest", Attribute::ofInt(getB(op, "largest", true)));
+  node->setAttribute("sorted", Attribute::ofInt(getB(op, "sorted", true)));
+  return Status::ok();
+});
+void einsumRules() {
+  simple("Einsum", "Einsum", {{"equation", "equation"}}, 12, noCheck, __FILE__);
+}
+const bool kEinsumRulesRegistered = (einsumRules(), true);
+
+} // namespace
+} // namespace kiln::om

@@ -1,0 +1,90 @@
+// .om rules for pooling: MaxPool → MaxPoolV3, AveragePool → AvgPoolV2 (2-D), the global pools.
+#include "../om_context.h"
+
+namespace kiln::om {
+namespace {
+
+// MaxPool → MaxPoolV3, AveragePool → AvgPoolV2 (2-D).
+const auto poolCheck = [](const Node& n, const OpContext& context) -> std::string {
+  if (rankOf(n.input(0)) != 4)
+    return fmt::format("{} with a rank-{} input (2-D pooling lowers)", n.opType(),
+                       rankOf(n.input(0)));
+  if (n.outputs().size() > 1 && n.output(1) &&
+      (n.output(1)->hasUses() || n.output(1)->isGraphOutput()))
+    return "MaxPool's Indices output";
+  if (auto d = nodeInts(n, "dilations"))
+    for (int64_t x : *d)
+      if (x != 1) return "pooling with dilations";
+  if (nodeInt(n, "storage_order", 0) != 0) return "MaxPool storage_order 1";
+  std::string autoPad = nodeString(n, "auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID" && !staticShape(n.input(0)))
+    return "pooling auto_pad SAME_* with a dynamic input shape";
+  if (autoPad != "NOTSET" && autoPad != "VALID" && nodeInt(n, "ceil_mode", 0))
+    return "pooling auto_pad SAME_* with ceil_mode";
+  return "";
+};
+const auto poolLower = [](Lowerer& l, const Node& n) {
+  auto kernel = nodeInts(n, "kernel_shape").value_or(std::vector<int64_t>{1, 1});
+  auto strides = nodeInts(n, "strides").value_or(std::vector<int64_t>(2, 1));
+  auto pads = explicitPads(n, kernel, strides, {1, 1}).value_or(std::vector<int64_t>(4, 0));
+  bool max = n.opType() == "MaxPool";
+  OpDef* o = l.op(max ? "MaxPoolV3" : "AvgPoolV2");
+  l.input(o, l.in(0), "NCHW");
+  auto& a = *o->mutable_attr();
+  a["ksize"] = attrInts(withBatchChannel(kernel));
+  a["strides"] = attrInts(withBatchChannel(strides));
+  a["padding_mode"] = attrS("CALCULATED");
+  a["pads"] = attrInts(interleavePads(pads));
+  a["data_format"] = attrS("NCHW");
+  a["global_pooling"] = attrB(false);
+  a["ceil_mode"] = attrB(nodeInt(n, "ceil_mode", 0) != 0);
+  if (!max) a["exclusive"] = attrB(nodeInt(n, "count_include_pad", 0) == 0);
+  OpDef* first = o;
+  const Value* y = n.output(0);
+  l.bind(y, l.output(first, y->dtype(), y->shape(), y->name(), "NCHW"));
+};
+KILN_OM_LOWERING("MaxPool", poolCheck, poolLower);
+KILN_OM_LOWERING("AveragePool", poolCheck, poolLower);
+void poolRaisingRules() {
+  for (const char* type : {"MaxPoolV3", "AvgPoolV2"})
+    addRaising(
+        type,
+        [](Raiser& r, const OpDef& op) -> Status {
+          bool max = op.type() == "MaxPoolV3";
+          if (getB(op, "global_pooling", false)) {
+            r.emit(op, max ? "GlobalMaxPool" : "GlobalAveragePool", {r.in(op, 0)});
+            return Status::ok();
+          }
+          auto ksize = getInts(op, "ksize"), strides = getInts(op, "strides"),
+               pads = getInts(op, "pads");
+          if (ksize.size() != 4 || strides.size() != 4 || pads.size() != 4)
+            return r.unsupported(op, "ksize/strides/pads are not NCHW 4-element lists");
+          if (getS(op, "data_format", "NCHW") != "NCHW")
+            return r.unsupported(op, "data_format " + getS(op, "data_format", ""));
+          std::string mode = getS(op, "padding_mode", "CALCULATED");
+          Node* node = r.emit(op, max ? "MaxPool" : "AveragePool", {r.in(op, 0)}, 1);
+          node->setAttribute("kernel_shape", Attribute::ofInts({ksize[2], ksize[3]}));
+          node->setAttribute("strides", Attribute::ofInts({strides[2], strides[3]}));
+          if (mode == "SAME")
+            node->setAttribute("auto_pad", Attribute::ofString("SAME_UPPER"));
+          else if (mode == "VALID")
+            node->setAttribute("auto_pad", Attribute::ofString("VALID"));
+          else
+            node->setAttribute("pads", Attribute::ofInts(deinterleavePads(pads)));
+          node->setAttribute("ceil_mode", Attribute::ofInt(getB(op, "ceil_mode", false)));
+          if (!max)
+            node->setAttribute("count_include_pad", Attribute::ofInt(!getB(op, "exclusive", true)));
+          return Status::ok();
+        },
+        __FILE__);
+}
+const bool kPoolRaisingRulesRegistered = (poolRaisingRules(), true);
+
+void globalPoolRules() {
+  simple("GlobalAveragePool", "GlobalAveragePool", {}, 1, noCheck, __FILE__);
+  simple("GlobalMaxPool", "GlobalMaxPool", {}, 1, noCheck, __FILE__);
+}
+const bool kGlobalPoolRulesRegistered = (globalPoolRules(), true);
+
+} // namespace
+} // namespace kiln::om

@@ -1,0 +1,144 @@
+// .om rules for Resize → ResizeNearestNeighborV2 / ResizeBilinearV2 on the H and W of NCHW data.
+#include <algorithm>
+#include <cmath>
+
+#include "../om_context.h"
+
+namespace kiln::om {
+namespace {
+
+// ONNX's source coordinate of output index `x` on an axis resized from `in` to `out` by
+// `scale`, in float32 as ONNX Runtime computes it.
+float sourceCoordinate(int64_t x, float scale, int64_t in, int64_t out, const std::string& coord) {
+  float fx = static_cast<float>(x);
+  if (coord == "align_corners")
+    return out == 1 ? 0.0f : fx * static_cast<float>(in - 1) / static_cast<float>(out - 1);
+  if (coord == "half_pixel") return (fx + 0.5f) / scale - 0.5f;
+  return fx / scale; // asymmetric
+}
+
+// The input pixel nearest mode reads for coordinate `c`.
+int64_t nearestPixel(float c, const std::string& nearestMode, int64_t in) {
+  float picked;
+  if (nearestMode == "floor")
+    picked = std::floor(c);
+  else if (nearestMode == "ceil")
+    picked = std::ceil(c);
+  else if (c - std::floor(c) == 0.5f)
+    picked = nearestMode == "round_prefer_ceil" ? std::ceil(c) : std::floor(c);
+  else
+    picked = std::round(c);
+  return std::clamp<int64_t>(static_cast<int64_t>(picked), 0, in - 1);
+}
+
+// Whether resizing an axis from `in` to `out` by `scale` computes what GraphEngine's out / in
+// ratio computes: ONNX's output size is floor(in * scale) (so 9 * 0.33333334 gives 3), but its
+// coordinates follow the scale, which then need not be out / in exactly.
+bool scaleMatchesSize(const Node& n, float scale, int64_t in, int64_t out) {
+  if (static_cast<double>(scale) * static_cast<double>(in) == static_cast<double>(out)) return true;
+  if (scale <= 0 ||
+      std::floor(static_cast<double>(scale) * static_cast<double>(in)) != static_cast<double>(out))
+    return false;
+  std::string mode = nodeString(n, "mode", "nearest");
+  std::string coord = nodeString(n, "coordinate_transformation_mode", "half_pixel");
+  std::string nearestMode = nodeString(n, "nearest_mode", "round_prefer_floor");
+  float sizeScale = static_cast<float>(out) / static_cast<float>(in);
+  for (int64_t x = 0; x < out; ++x) {
+    float byScale = sourceCoordinate(x, scale, in, out, coord);
+    float bySize = sourceCoordinate(x, sizeScale, in, out, coord);
+    if (mode == "nearest"
+            ? nearestPixel(byScale, nearestMode, in) != nearestPixel(bySize, nearestMode, in)
+            : byScale != bySize)
+      return false;
+  }
+  return true;
+}
+
+KILN_OM_LOWERING(
+    "Resize",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 11) return "Resize of opset 10 or earlier";
+      if (rankOf(n.input(0)) != 4 || !staticShape(n.input(0)) || !staticShape(n.output(0)))
+        return "Resize that is not on static 4-D data";
+      auto in = n.input(0)->shape().staticDims(), out = n.output(0)->shape().staticDims();
+      if (in[0] != out[0] || in[1] != out[1]) return "Resize of the N or C axis";
+      // With scales ONNX maps coordinates by the scale itself; GraphEngine by out / in (and the
+      // raised Resize by its sizes): the two must pick the same source pixels.
+      if (const Tensor* scales = constInput(n, 2);
+          scales && scales->dtype() == DType::Float32 && scales->elementCount() == 4) {
+        auto v = scales->copyValues<float>();
+        for (size_t i = 2; i < 4; ++i)
+          if (!scaleMatchesSize(n, v[i], in[i], out[i]))
+            return "Resize by a scale that does not give a whole output size";
+      } else if (hasInput(n, 2) && !hasInput(n, 3)) {
+        return "Resize scales computed at run time";
+      }
+      std::string mode = nodeString(n, "mode", "nearest");
+      std::string coord = nodeString(n, "coordinate_transformation_mode", "half_pixel");
+      if (n.attribute("antialias") && nodeInt(n, "antialias", 0)) return "Resize with antialias";
+      if (n.attribute("axes")) return "Resize with axes";
+      if (mode == "nearest") {
+        std::string nearest = nodeString(n, "nearest_mode", "round_prefer_floor");
+        bool legacy = coord == "asymmetric" && nearest == "floor";
+        bool centers = coord == "half_pixel" && nearest == "round_prefer_ceil";
+        bool corners = coord == "align_corners" && nearest == "round_prefer_ceil";
+        if (!legacy && !centers && !corners)
+          return "Resize nearest with " + coord + " / " + nearest;
+        return "";
+      }
+      if (mode == "linear") {
+        if (coord != "asymmetric" && coord != "half_pixel" && coord != "align_corners")
+          return "Resize linear with " + coord;
+        return "";
+      }
+      return "Resize mode " + mode;
+    },
+    [](Lowerer& l, const Node& n) {
+      auto out = n.output(0)->shape().staticDims();
+      std::string mode = nodeString(n, "mode", "nearest");
+      std::string coord = nodeString(n, "coordinate_transformation_mode", "half_pixel");
+      OpDef* o = l.op(mode == "nearest" ? "ResizeNearestNeighborV2" : "ResizeBilinearV2");
+      l.input(o, l.in(0), "NCHW");
+      l.input(o, l.constant("size", Tensor::fromValues<int32_t>(
+                                        DType::Int32, {2},
+                                        std::vector<int32_t>{int32_t(out[2]), int32_t(out[3])})));
+      auto& a = *o->mutable_attr();
+      a["align_corners"] = attrB(coord == "align_corners");
+      a["half_pixel_centers"] = attrB(coord == "half_pixel");
+      a["data_format"] = attrS("NCHW");
+      l.outputs(o, "NCHW");
+    });
+void resizeRaisingRules() {
+  for (const char* type : {"ResizeNearestNeighborV2", "ResizeBilinearV2"})
+    addRaising(
+        type,
+        [](Raiser& r, const OpDef& op) -> Status {
+          Value* x = r.in(op, 0);
+          auto size = r.constIntsIn(op, 1);
+          if (!size || size->size() != 2 || rankOf(x) != 4 || !x->shape()[0].isStatic() ||
+              !x->shape()[1].isStatic())
+            return r.unsupported(op, "size is not a constant [H, W] of 4-D data");
+          bool nearest = op.type() == "ResizeNearestNeighborV2";
+          bool corners = getB(op, "align_corners", false),
+               centers = getB(op, "half_pixel_centers", false);
+          Value* sizes =
+              r.constInts(op.name() + "_sizes",
+                          {x->shape()[0].value(), x->shape()[1].value(), (*size)[0], (*size)[1]});
+          Node* node = r.emit(op, "Resize", {x, nullptr, nullptr, sizes}, 1);
+          node->setAttribute("mode", Attribute::ofString(nearest ? "nearest" : "linear"));
+          node->setAttribute("coordinate_transformation_mode",
+                             Attribute::ofString(corners   ? "align_corners"
+                                                 : centers ? "half_pixel"
+                                                           : "asymmetric"));
+          if (nearest)
+            node->setAttribute(
+                "nearest_mode",
+                Attribute::ofString(corners || centers ? "round_prefer_ceil" : "floor"));
+          return Status::ok();
+        },
+        __FILE__);
+}
+const bool kResizeRaisingRulesRegistered = (resizeRaisingRules(), true);
+
+} // namespace
+} // namespace kiln::om

@@ -1,0 +1,277 @@
+// .om rules for the shape-moving ops: Reshape, Transpose, Concat, Split, Squeeze, Slice, Pad, ...
+#include "../om_context.h"
+
+namespace kiln::om {
+namespace {
+
+KILN_OM_LOWERING(
+    "Reshape",
+    [](const Node& n, const OpContext&) -> std::string {
+      if (staticShape(n.output(0))) return "";
+      if (nodeInt(n, "allowzero", 0)) return "Reshape allowzero with a dynamic result";
+      auto shape = constInts(n, 1);
+      if (!shape) return "Reshape to a computed shape whose result is dynamic";
+      for (int64_t d : *shape)
+        if (d == 0) return "Reshape copying dims (0) with a dynamic result";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op("Reshape");
+      l.input(o, l.in(0));
+      // ATC settles the target shape: the static result, not the ONNX spec.
+      // With allowzero a 0 is a literal zero dim, as GraphEngine reads it.
+      auto given = constInts(n, 1);
+      bool literalZero =
+          nodeInt(n, "allowzero", 0) && given && std::count(given->begin(), given->end(), 0) > 0;
+      if (staticShape(n.output(0)) && !literalZero)
+        l.input(o, l.constInts("shape", n.output(0)->shape().staticDims()));
+      else
+        l.input(o, l.in(1));
+      (*o->mutable_attr())["axis"] = attrI(0);
+      (*o->mutable_attr())["num_axes"] = attrI(-1);
+      l.outputs(o);
+    });
+KILN_OM_RAISING("Reshape", [](Raiser& r, const OpDef& op) -> Status {
+  // GraphEngine's Reshape takes 0 as a zero-size dim: ONNX's allowzero.
+  r.emit(op, "Reshape", {r.in(op, 0), r.in(op, 1)}, 1)
+      ->setAttribute("allowzero", Attribute::ofInt(1));
+  return Status::ok();
+});
+KILN_OM_LOWERING(
+    "Transpose",
+    [](const Node& n, const OpContext&) -> std::string {
+      if (!nodeInts(n, "perm") && rankOf(n.input(0)) < 0) return "Transpose of unknown rank";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      int64_t rank = rankOf(n.input(0));
+      std::vector<int64_t> perm;
+      if (auto p = nodeInts(n, "perm"))
+        perm = *p;
+      else
+        for (int64_t i = rank - 1; i >= 0; --i)
+          perm.push_back(i);
+      OpDef* o = l.op("Transpose");
+      l.input(o, l.in(0));
+      l.input(o, l.constInts("perm", perm));
+      l.outputs(o);
+    });
+KILN_OM_RAISING("Transpose", [](Raiser& r, const OpDef& op) -> Status {
+  auto perm = r.constIntsIn(op, 1);
+  if (!perm) return r.unsupported(op, "perm is not a constant");
+  r.emit(op, "Transpose", {r.in(op, 0)}, 1)->setAttribute("perm", Attribute::ofInts(*perm));
+  return Status::ok();
+});
+KILN_OM_RAISING("TransposeD", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "Transpose", {r.in(op, 0)}, 1)
+      ->setAttribute("perm", Attribute::ofInts(getInts(op, "perm")));
+  return Status::ok();
+});
+KILN_OM_LOWERING("Concat", noCheck, [](Lowerer& l, const Node& n) {
+  OpDef* o = l.op("ConcatD");
+  for (size_t i = 0; i < n.inputs().size(); ++i)
+    l.input(o, l.in(i));
+  (*o->mutable_attr())["concat_dim"] = attrI(nodeInt(n, "axis", 0));
+  (*o->mutable_attr())["N"] = attrI(static_cast<int64_t>(n.inputs().size()));
+  l.outputs(o);
+});
+KILN_OM_RAISING("ConcatD", [](Raiser& r, const OpDef& op) -> Status {
+  std::vector<Value*> inputs;
+  for (int i = 0; i < op.input_size(); ++i)
+    inputs.push_back(r.in(op, i));
+  r.emit(op, "Concat", inputs, 1)
+      ->setAttribute("axis", Attribute::ofInt(getI(op, "concat_dim", 0)));
+  return Status::ok();
+});
+KILN_OM_LOWERING(
+    "Split",
+    [](const Node& n, const OpContext&) -> std::string {
+      int64_t r = rankOf(n.input(0));
+      if (r < 0) return "Split of unknown rank";
+      int64_t axis = nodeInt(n, "axis", 0);
+      if (axis < 0) axis += r;
+      for (const Value* o : n.outputs())
+        if (!o || !o->shape().hasRank() || !o->shape()[size_t(axis)].isStatic())
+          return "Split whose part sizes are not static";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      int64_t r = rankOf(n.input(0));
+      int64_t axis = nodeInt(n, "axis", 0);
+      if (axis < 0) axis += r;
+      std::vector<int64_t> sizes;
+      for (const Value* o : n.outputs())
+        sizes.push_back(o->shape()[size_t(axis)].value());
+      OpDef* o = l.op("SplitVD");
+      l.input(o, l.in(0));
+      auto& a = *o->mutable_attr();
+      a["size_splits"] = attrInts(sizes);
+      a["split_dim"] = attrI(axis);
+      a["num_split"] = attrI(static_cast<int64_t>(sizes.size()));
+      l.outputs(o);
+    });
+KILN_OM_RAISING("SplitVD", [](Raiser& r, const OpDef& op) -> Status {
+  Node* node = r.emit(op, "Split",
+                      {r.in(op, 0), r.constInts(op.name() + "_split", getInts(op, "size_splits"))});
+  node->setAttribute("axis", Attribute::ofInt(getI(op, "split_dim", 0)));
+  return Status::ok();
+});
+// Squeeze / Unsqueeze: axes (attribute before opset 13, input after) become the attribute.
+KILN_OM_LOWERING(
+    "Squeeze",
+    [](const Node& n, const OpContext&) -> std::string {
+      if (hasInput(n, 1) && !constInts(n, 1)) return "Squeeze axes computed at run time";
+      if (!hasInput(n, 1) && !nodeInts(n, "axes") && !staticShape(n.input(0)))
+        return "Squeeze without axes of a dynamic shape";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      std::vector<int64_t> axes;
+      if (hasInput(n, 1))
+        axes = *constInts(n, 1);
+      else if (auto a = nodeInts(n, "axes"))
+        axes = *a;
+      else {
+        auto dims = n.input(0)->shape().staticDims();
+        for (size_t i = 0; i < dims.size(); ++i)
+          if (dims[i] == 1) axes.push_back(static_cast<int64_t>(i));
+      }
+      OpDef* o = l.op("Squeeze");
+      l.input(o, l.in(0));
+      (*o->mutable_attr())["axis"] = attrInts(axes);
+      l.outputs(o);
+    });
+KILN_OM_RAISING("Squeeze", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "Squeeze", {r.in(op, 0), r.constInts(op.name() + "_axes", getInts(op, "axis"))}, 1);
+  return Status::ok();
+});
+KILN_OM_LOWERING(
+    "Unsqueeze",
+    [](const Node& n, const OpContext&) -> std::string {
+      if (hasInput(n, 1) && !constInts(n, 1)) return "Unsqueeze axes computed at run time";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      std::vector<int64_t> axes =
+          hasInput(n, 1) ? *constInts(n, 1) : nodeInts(n, "axes").value_or(std::vector<int64_t>{});
+      OpDef* o = l.op("Unsqueeze");
+      l.input(o, l.in(0));
+      (*o->mutable_attr())["axes"] = attrInts(axes);
+      l.outputs(o);
+    });
+KILN_OM_RAISING("Unsqueeze", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "Unsqueeze", {r.in(op, 0), r.constInts(op.name() + "_axes", getInts(op, "axes"))}, 1);
+  return Status::ok();
+});
+// Slice → StridedSliceV2 (begin, end, axes, strides inputs).
+KILN_OM_LOWERING(
+    "Slice",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 10 && !nodeInts(n, "starts")) return "Slice without starts";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op("StridedSliceV2");
+      l.input(o, l.in(0));
+      if (l.opset < 10) {
+        l.input(o, l.constInts("begin", *nodeInts(n, "starts")));
+        l.input(o, l.constInts("end", *nodeInts(n, "ends")));
+        if (auto axes = nodeInts(n, "axes"))
+          l.input(o, l.constInts("axes", *axes));
+        else
+          l.input(o, Port{});
+        l.input(o, Port{});
+      } else {
+        for (size_t i = 1; i < 5; ++i)
+          l.input(o, l.in(i));
+      }
+      l.outputs(o);
+    });
+KILN_OM_RAISING("StridedSliceV2", [](Raiser& r, const OpDef& op) -> Status {
+  std::vector<Value*> inputs{r.in(op, 0), r.in(op, 1), r.in(op, 2), r.in(op, 3), r.in(op, 4)};
+  while (!inputs.empty() && !inputs.back())
+    inputs.pop_back();
+  r.emit(op, "Slice", inputs, 1);
+  return Status::ok();
+});
+// Pad → PadV3 (paddings in ONNX's begin-then-end order: paddings_contiguous false).
+KILN_OM_LOWERING(
+    "Pad",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (hasInput(n, 3)) return "Pad with axes";
+      std::string mode = nodeString(n, "mode", "constant");
+      if (mode != "constant" && mode != "reflect" && mode != "edge") return "Pad mode " + mode;
+      if (context.opset < 11 && n.input(0)->dtype() != DType::Float32 &&
+          n.input(0)->dtype() != DType::Float64 && n.input(0)->dtype() != DType::Int64 &&
+          n.input(0)->dtype() != DType::Int32)
+        return "opset < 11 Pad on this data type";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op("PadV3");
+      l.input(o, l.in(0));
+      if (l.opset < 11) {
+        l.input(o, l.constInts("paddings", nodeInts(n, "pads").value_or(std::vector<int64_t>{})));
+        float value = nodeFloat(n, "value", 0.0f);
+        l.input(o, l.constScalar("constant_values", n.input(0)->dtype(), value));
+      } else {
+        l.input(o, l.in(1));
+        l.input(o, l.in(2));
+      }
+      (*o->mutable_attr())["mode"] = attrS(nodeString(n, "mode", "constant"));
+      (*o->mutable_attr())["paddings_contiguous"] = attrB(false);
+      l.outputs(o);
+    });
+KILN_OM_RAISING("PadV3", [](Raiser& r, const OpDef& op) -> Status {
+  if (getB(op, "paddings_contiguous", true))
+    return r.unsupported(op, "paddings in [begin, end] pairs");
+  std::vector<Value*> inputs{r.in(op, 0), r.in(op, 1)};
+  if (Value* c = r.in(op, 2)) inputs.push_back(c);
+  r.emit(op, "Pad", inputs, 1)
+      ->setAttribute("mode", Attribute::ofString(getS(op, "mode", "constant")));
+  return Status::ok();
+});
+KILN_OM_LOWERING(
+    "Trilu",
+    [](const Node& n, const OpContext&) -> std::string {
+      if (hasInput(n, 1) && !constInts(n, 1)) return "Trilu k computed at run time";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      int64_t k = hasInput(n, 1) ? constInts(n, 1)->at(0) : 0;
+      OpDef* o = l.op(nodeInt(n, "upper", 1) ? "Triu" : "Tril");
+      l.input(o, l.in(0));
+      (*o->mutable_attr())["diagonal"] = attrI(k);
+      l.outputs(o);
+    });
+void trilRaisingRules() {
+  for (const char* type : {"Triu", "Tril"})
+    addRaising(
+        type,
+        [](Raiser& r, const OpDef& op) -> Status {
+          Value* k = r.constTensor(
+              op.name() + "_k",
+              Tensor::fromValues<int64_t>(DType::Int64, {}, {getI(op, "diagonal", 0)}));
+          r.emit(op, "Trilu", {r.in(op, 0), k}, 1)
+              ->setAttribute("upper", Attribute::ofInt(op.type() == "Triu"));
+          return Status::ok();
+        },
+        __FILE__);
+}
+const bool kTrilRaisingRulesRegistered = (trilRaisingRules(), true);
+
+void shapeRules() {
+  simple("Flatten", "Flatten", {{"axis", "axis"}}, 1, noCheck, __FILE__);
+  simple("Expand", "Expand", {}, 8, noCheck, __FILE__);
+  simple("Tile", "Tile", {}, 6, noCheck, __FILE__);
+  simple("Range", "Range", {}, 11, noCheck, __FILE__);
+  simple("OneHot", "OneHot", {{"axis", "axis"}}, 11, noCheck, __FILE__);
+  simple("NonZero", "NonZero", {}, 9, noCheck, __FILE__);
+  simple("DepthToSpace", "DepthToSpace", {{"blocksize", "block_size"}, {"mode", "mode"}}, 11,
+         noCheck, __FILE__);
+  simple("SpaceToDepth", "SpaceToDepth", {{"blocksize", "block_size"}}, 1, noCheck, __FILE__);
+}
+const bool kShapeRulesRegistered = (shapeRules(), true);
+
+} // namespace
+} // namespace kiln::om
