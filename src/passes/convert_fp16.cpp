@@ -23,6 +23,7 @@
 #include "kiln/passes/pass.h"
 #include "kiln/passes/precision_report.h"
 #include "kiln/runtime/tensor_util.h"
+#include "ops/precision.h"
 
 namespace kiln {
 namespace {
@@ -31,63 +32,12 @@ constexpr float kFp16Max = 65504.0f;
 constexpr float kFp16MinSubnormal = 5.96046448e-08f;
 constexpr float kFp16MinNormal = 6.10351562e-05f;
 
-// Numerically sensitive ops kept in fp32 under allow_mix_precision (docs/precision.md).
-const std::set<std::string> kDefaultBlockList = {"ReduceSum",
-                                                 "ReduceMean",
-                                                 "ReduceL1",
-                                                 "ReduceL2",
-                                                 "ReduceLogSum",
-                                                 "ReduceLogSumExp",
-                                                 "ReduceSumSquare",
-                                                 "ReduceProd",
-                                                 "Exp",
-                                                 "Pow",
-                                                 "Log",
-                                                 "Softmax",
-                                                 "LogSoftmax",
-                                                 "LayerNormalization",
-                                                 "InstanceNormalization",
-                                                 "CumSum",
-                                                 "Range",
-                                                 "TopK",
-                                                 "NonMaxSuppression",
-                                                 "Erf"};
-// Ops that may always compute in fp16 (white list for allow_mix_precision; the cube ops).
-const std::set<std::string> kCubeOps = {"Conv", "ConvTranspose", "MatMul", "Gemm"};
-const std::set<std::string> kWhiteList = {"Conv",
-                                          "ConvTranspose",
-                                          "MatMul",
-                                          "Gemm",
-                                          "AveragePool",
-                                          "MaxPool",
-                                          "GlobalAveragePool",
-                                          "BatchNormalization",
-                                          "Relu",
-                                          "LeakyRelu"};
-// Ops that never compute in fp16: their float inputs are indices, sizes or scales, or their output
-// type comes from an attribute (Constant's value, a dtype attribute), which retyping the output
-// alone would contradict; their fp16 consumers get a Cast.
-const std::set<std::string> kNeverFp16 = {"Range",
-                                          "NonMaxSuppression",
-                                          "TopK",
-                                          "ConstantOfShape",
-                                          "Shape",
-                                          "Size",
-                                          "RoiAlign",
-                                          "Cast",
-                                          "CastLike",
-                                          "Constant",
-                                          "EyeLike",
-                                          "RandomNormal",
-                                          "RandomUniform",
-                                          "RandomNormalLike",
-                                          "RandomUniformLike",
-                                          "Bernoulli",
-                                          "Multinomial",
-                                          "BlackmanWindow",
-                                          "HannWindow",
-                                          "HammingWindow",
-                                          "DynamicQuantizeLinear"};
+// Each op's FP16 traits live beside its other shared decisions (src/ops/<family>.cpp): kept in
+// fp32 by default (numerically sensitive, docs/precision.md), white-listed for allow_mix_precision,
+// cube-unit ops, and ops that never compute in fp16.
+bool hasFp16Trait(const Node& node, ops::Fp16Trait trait) {
+  return (ops::fp16Traits(node.opType()) & trait) != 0;
+}
 
 // Inputs that carry data (converted to fp16); others (Resize scales/roi, Clip bounds stay data)
 // keep their type.
@@ -137,7 +87,7 @@ class Lowering {
 
  private:
   bool blocked(const Node& node) const {
-    return kDefaultBlockList.count(node.opType()) ||
+    return hasFp16Trait(node, ops::kFp16BlockByDefault) ||
            std::find(options_.keepOpTypes.begin(), options_.keepOpTypes.end(), node.opType()) !=
                options_.keepOpTypes.end();
   }
@@ -164,7 +114,7 @@ class Lowering {
   void decide() {
     for (const auto& nodePtr : graph_.nodes()) {
       const Node& node = *nodePtr;
-      if (!computesInFloat(node) || !node.subgraphs().empty() || kNeverFp16.count(node.opType()))
+      if (!computesInFloat(node) || !node.subgraphs().empty() || hasFp16Trait(node, ops::kFp16Never))
         continue;
       bool wanted = false;
       switch (options_.mode) {
@@ -172,13 +122,13 @@ class Lowering {
         wanted = true;
         break;
       case PrecisionMode::AllowFp32ToFp16:
-        wanted = kCubeOps.count(node.opType()) > 0;
+        wanted = hasFp16Trait(node, ops::kFp16Cube);
         break;
       case PrecisionMode::AllowMixPrecision:
         if (blocked(node)) {
           wanted = false;
           keep(node, "op_block_list", "on the fp32 block list");
-        } else if (kWhiteList.count(node.opType())) {
+        } else if (hasFp16Trait(node, ops::kFp16White)) {
           wanted = true;
         } else { // gray: follow the producer of the first float input
           for (const Value* in : node.inputs())

@@ -6,6 +6,8 @@
 #include "kiln/backends/target.h"
 #include "kiln/passes/pass.h"
 #include "kiln/pipelines/conversion.h"
+#include "om_context.h"
+#include "om_internal.h"
 
 namespace kiln {
 namespace {
@@ -35,6 +37,24 @@ Expected<Model> omRoundTrip(Model model, const RoundTripOptions& options) {
   return readOmBuffer(bytes->data(), bytes->size(), "roundtrip.om");
 }
 
+// Lowers without writing and returns every refusal (`kiln check --target om`).
+std::vector<lowering::Refusal> omRefusals(const Model& model, const std::string& variant) {
+  OmWriteOptions write;
+  write.socVersion = variant.empty() ? kDefaultSoc : variant;
+  std::vector<lowering::Refusal> refusals;
+  auto lowered = om::lowerModel(model, write, &refusals);
+  if (!lowered && refusals.empty())
+    refusals.push_back({nullptr, "model", lowered.status().message(), false});
+  return refusals;
+}
+
+template <typename Table> std::vector<RuleInfo> ruleInfos(const Table& table) {
+  std::vector<RuleInfo> out;
+  for (const auto& [key, rule] : table.all())
+    out.push_back({key, rule.file});
+  return out;
+}
+
 TargetHooks makeOmHooks() {
   TargetHooks hooks;
   hooks.name = "om";
@@ -44,6 +64,9 @@ TargetHooks makeOmHooks() {
   hooks.unsupportedReason = [](const Node& node, const std::string& variant, int64_t opset) {
     return omUnsupportedReason(node, variant.empty() ? kDefaultSoc : variant, opset);
   };
+  hooks.lowerRefusals = omRefusals;
+  hooks.loweringRules = [] { return ruleInfos(om::omLoweringRules()); };
+  hooks.raisingRules = [] { return ruleInfos(om::omRaisingRules()); };
   hooks.unsupportedCodes = {ErrorCode::OmLowerUnsupported, ErrorCode::OmLowerBadAttribute};
   return hooks;
 }

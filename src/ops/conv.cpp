@@ -1,0 +1,10 @@
+// conv ops: the decisions every consumer shares; here, how each takes FP16 conversion
+// (read by the convert-fp16 pass).
+#include "ops/precision.h"
+
+namespace kiln::ops {
+
+KILN_OP_FP16("Conv", kFp16White | kFp16Cube);
+KILN_OP_FP16("ConvTranspose", kFp16White | kFp16Cube);
+
+} // namespace kiln::ops

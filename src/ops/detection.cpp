@@ -1,0 +1,10 @@
+// detection ops: the decisions every consumer shares; here, how each takes FP16 conversion
+// (read by the convert-fp16 pass).
+#include "ops/precision.h"
+
+namespace kiln::ops {
+
+KILN_OP_FP16("NonMaxSuppression", kFp16BlockByDefault | kFp16Never);
+KILN_OP_FP16("RoiAlign", kFp16Never);
+
+} // namespace kiln::ops

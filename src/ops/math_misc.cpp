@@ -1,0 +1,9 @@
+// math misc ops: the decisions every consumer shares; here, how each takes FP16 conversion
+// (read by the convert-fp16 pass).
+#include "ops/precision.h"
+
+namespace kiln::ops {
+
+KILN_OP_FP16("TopK", kFp16BlockByDefault | kFp16Never);
+
+} // namespace kiln::ops

@@ -1,0 +1,11 @@
+// shape ops ops: the decisions every consumer shares; here, how each takes FP16 conversion
+// (read by the convert-fp16 pass).
+#include "ops/precision.h"
+
+namespace kiln::ops {
+
+KILN_OP_FP16("ConstantOfShape", kFp16Never);
+KILN_OP_FP16("EyeLike", kFp16Never);
+KILN_OP_FP16("Range", kFp16BlockByDefault | kFp16Never);
+
+} // namespace kiln::ops

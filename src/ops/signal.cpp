@@ -1,0 +1,11 @@
+// signal ops: the decisions every consumer shares; here, how each takes FP16 conversion
+// (read by the convert-fp16 pass).
+#include "ops/precision.h"
+
+namespace kiln::ops {
+
+KILN_OP_FP16("BlackmanWindow", kFp16Never);
+KILN_OP_FP16("HammingWindow", kFp16Never);
+KILN_OP_FP16("HannWindow", kFp16Never);
+
+} // namespace kiln::ops
