@@ -198,6 +198,7 @@ Status raiseWhere(RaisingContext& ctx, const msfb::Primitive&) {
 Status raiseScaleFusion(RaisingContext& ctx, const msfb::Primitive& p) {
   auto* s = p.value_as_ScaleFusion();
   KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  if (ctx.inputCount() < 2) return ctx.nodeUnsupported("needs input and scale");
   auto xd = ctx.dims(ctx.inIndex(0));
   auto sd = ctx.dims(ctx.inIndex(1));
   int64_t rank = int64_t(xd.size());
@@ -240,6 +241,7 @@ Status raiseAddN(RaisingContext& ctx, const msfb::Primitive& p) {
     KILN_ASSIGN_OR_RETURN(Value * v, ctx.in(k));
     ins.push_back(v);
   }
+  if (ins.empty()) return ctx.nodeUnsupported("needs at least one input");
   if (op == "Mul") {
     Value* y = ins[0];
     for (size_t k = 1; k < ins.size(); ++k)

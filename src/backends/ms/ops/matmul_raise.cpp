@@ -63,6 +63,7 @@ Status raiseMatMulFusion(RaisingContext& ctx, const msfb::Primitive& p) {
 Status raiseFullConnection(RaisingContext& ctx, const msfb::Primitive& p) {
   const msfb::FullConnection* f = p.value_as_FullConnection();
   KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  if (ctx.inputCount() < 2) return ctx.nodeUnsupported("needs input and weight");
   auto wd = ctx.dims(ctx.inIndex(1));
   if (wd.size() != 2) return ctx.nodeUnsupported("weight must be 2-D [N, K]");
   KILN_ASSIGN_OR_RETURN(Value * w, ctx.in(1, {std::nullopt, {}, 0}));
