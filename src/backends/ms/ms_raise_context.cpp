@@ -4,15 +4,9 @@
 // node is raised by its family's rule (ops/<family>_raise.cpp), found by PrimitiveType name.
 #include "ms_raise_context.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <map>
-#include <numeric>
-#include <optional>
 #include <set>
-#include <unordered_map>
 
 #include <flatbuffers/flatbuffers.h>
 #include <fmt/format.h>
@@ -497,7 +491,7 @@ Expected<Value*> RaisingContext::activation(Value* x, msfb::ActivationType type,
   }
 }
 
-// --- shapes shared by several families ---
+// --- one-op raisings shared by several families ---
 
 Status RaisingContext::binary(const std::string& op, msfb::ActivationType act) {
   KILN_ASSIGN_OR_RETURN(Value * a, in(0));

@@ -109,7 +109,7 @@ class RaisingContext {
                               float minVal = 0, float maxVal = 0, bool approximate = false);
   Status bind(size_t outPos, Value* v);
 
-  // --- shapes shared by several families ---
+  // --- one-op raisings shared by several families (inputs as they come, output 0) ---
   Status binary(const std::string& op, msfb::ActivationType act);
   Status unary(const std::string& op, Node::AttributeList attrs = {});
 
