@@ -89,7 +89,7 @@ Status raiseFloorDiv(RaisingContext& ctx, const msfb::Primitive&) {
   return ctx.bind(0, ctx.emit("Floor", {ctx.emit("Div", {a, b})}));
 }
 
-Status raiseFloorMod(RaisingContext& ctx, const msfb::Primitive& p) {
+Status raiseFloorModOrMod(RaisingContext& ctx, const msfb::Primitive& p) {
   KILN_ASSIGN_OR_RETURN(Value * a, ctx.in(0));
   KILN_ASSIGN_OR_RETURN(Value * b, ctx.in(1));
   // Mod truncates (the sign of a, C fmod); FloorMod floors (the sign of b).
@@ -187,7 +187,7 @@ Status raiseCast(RaisingContext& ctx, const msfb::Primitive&) {
   return ctx.bind(0, ctx.emit("Cast", {x}, {{"to", Attribute::ofInt(dtypeToOnnx(*to))}}));
 }
 
-Status raiseWhere(RaisingContext& ctx, const msfb::Primitive&) {
+Status raiseWhereOrSelect(RaisingContext& ctx, const msfb::Primitive&) {
   if (ctx.inputCount() != 3) return ctx.nodeUnsupported("needs condition, x and y");
   KILN_ASSIGN_OR_RETURN(Value * c, ctx.in(0));
   KILN_ASSIGN_OR_RETURN(Value * a, ctx.in(1));
@@ -225,7 +225,7 @@ Status raiseBiasAdd(RaisingContext& ctx, const msfb::Primitive&) {
   return ctx.binary("Add", msfb::ActivationType_NO_ACTIVATION);
 }
 
-Status raiseAddN(RaisingContext& ctx, const msfb::Primitive& p) {
+Status raiseAddNOrEltwise(RaisingContext& ctx, const msfb::Primitive& p) {
   std::string op = "Sum";
   if (p.value_type() == msfb::PrimitiveType_Eltwise) {
     auto mode = p.value_as_Eltwise()->mode();
@@ -270,8 +270,8 @@ KILN_MS_RAISING(LogicalOr, raiseLogicalOr);
 KILN_MS_RAISING(NotEqual, raiseNotEqual);
 KILN_MS_RAISING(SquaredDifference, raiseSquaredDifference);
 KILN_MS_RAISING(FloorDiv, raiseFloorDiv);
-KILN_MS_RAISING(FloorMod, raiseFloorMod);
-KILN_MS_RAISING(Mod, raiseFloorMod);
+KILN_MS_RAISING(FloorMod, raiseFloorModOrMod);
+KILN_MS_RAISING(Mod, raiseFloorModOrMod);
 KILN_MS_RAISING(PowFusion, raisePowFusion);
 KILN_MS_RAISING(Abs, raiseAbs);
 KILN_MS_RAISING(Neg, raiseNeg);
@@ -291,11 +291,11 @@ KILN_MS_RAISING(Log1p, raiseLog1p);
 KILN_MS_RAISING(IsFinite, raiseIsFinite);
 KILN_MS_RAISING(ExpFusion, raiseExpFusion);
 KILN_MS_RAISING(Cast, raiseCast);
-KILN_MS_RAISING(Where, raiseWhere);
-KILN_MS_RAISING(Select, raiseWhere);
+KILN_MS_RAISING(Where, raiseWhereOrSelect);
+KILN_MS_RAISING(Select, raiseWhereOrSelect);
 KILN_MS_RAISING(ScaleFusion, raiseScaleFusion);
 KILN_MS_RAISING(BiasAdd, raiseBiasAdd);
-KILN_MS_RAISING(AddN, raiseAddN);
-KILN_MS_RAISING(Eltwise, raiseAddN);
+KILN_MS_RAISING(AddN, raiseAddNOrEltwise);
+KILN_MS_RAISING(Eltwise, raiseAddNOrEltwise);
 
 } // namespace kiln::ms

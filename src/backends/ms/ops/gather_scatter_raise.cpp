@@ -49,7 +49,7 @@ Status raiseScatterNd(RaisingContext& ctx, const msfb::Primitive&) {
   return ctx.bind(0, ctx.emit("ScatterND", {zeros, idx, upd}));
 }
 
-Status raiseScatterNdUpdate(RaisingContext& ctx, const msfb::Primitive& p) {
+Status raiseScatterNdUpdateOrAdd(RaisingContext& ctx, const msfb::Primitive& p) {
   KILN_ASSIGN_OR_RETURN(Value * data, ctx.in(0));
   KILN_ASSIGN_OR_RETURN(Value * idx, ctx.int64Input(1));
   KILN_ASSIGN_OR_RETURN(Value * upd, ctx.in(2));
@@ -73,8 +73,8 @@ KILN_MS_RAISING(Gather, raiseGather);
 KILN_MS_RAISING(GatherNd, raiseGatherNd);
 KILN_MS_RAISING(GatherD, raiseGatherD);
 KILN_MS_RAISING(ScatterNd, raiseScatterNd);
-KILN_MS_RAISING(ScatterNdUpdate, raiseScatterNdUpdate);
-KILN_MS_RAISING(TensorScatterAdd, raiseScatterNdUpdate);
+KILN_MS_RAISING(ScatterNdUpdate, raiseScatterNdUpdateOrAdd);
+KILN_MS_RAISING(TensorScatterAdd, raiseScatterNdUpdateOrAdd);
 KILN_MS_RAISING(ScatterElements, raiseScatterElements);
 
 } // namespace kiln::ms

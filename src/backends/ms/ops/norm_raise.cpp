@@ -8,7 +8,7 @@ namespace kiln::ms {
 
 namespace {
 
-Status raiseFusedBatchNorm(RaisingContext& ctx, const msfb::Primitive& p) {
+Status raiseBatchNorm(RaisingContext& ctx, const msfb::Primitive& p) {
   bool fused = p.value_type() == msfb::PrimitiveType_FusedBatchNorm;
   float eps = fused ? p.value_as_FusedBatchNorm()->epsilon() : p.value_as_BatchNorm()->epsilon();
   if (fused && p.value_as_FusedBatchNorm()->mode() != 0)
@@ -102,8 +102,8 @@ Status raiseL2NormalizeFusion(RaisingContext& ctx, const msfb::Primitive& p) {
 
 } // namespace
 
-KILN_MS_RAISING(FusedBatchNorm, raiseFusedBatchNorm);
-KILN_MS_RAISING(BatchNorm, raiseFusedBatchNorm);
+KILN_MS_RAISING(FusedBatchNorm, raiseBatchNorm);
+KILN_MS_RAISING(BatchNorm, raiseBatchNorm);
 KILN_MS_RAISING(InstanceNorm, raiseInstanceNorm);
 KILN_MS_RAISING(LayerNormFusion, raiseLayerNormFusion);
 KILN_MS_RAISING(LRN, raiseLRN);

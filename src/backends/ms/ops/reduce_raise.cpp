@@ -74,7 +74,7 @@ Status raiseReduceFusion(RaisingContext& ctx, const msfb::Primitive& p) {
   return ctx.bind(0, y);
 }
 
-Status raiseArgMaxFusion(RaisingContext& ctx, const msfb::Primitive& p) {
+Status raiseArgMinMaxFusion(RaisingContext& ctx, const msfb::Primitive& p) {
   bool isMax = p.value_type() == msfb::PrimitiveType_ArgMaxFusion;
   int64_t axis, topK;
   bool keep, outValue;
@@ -113,8 +113,8 @@ Status raiseCumSum(RaisingContext& ctx, const msfb::Primitive& p) {
 } // namespace
 
 KILN_MS_RAISING(ReduceFusion, raiseReduceFusion);
-KILN_MS_RAISING(ArgMaxFusion, raiseArgMaxFusion);
-KILN_MS_RAISING(ArgMinFusion, raiseArgMaxFusion);
+KILN_MS_RAISING(ArgMaxFusion, raiseArgMinMaxFusion);
+KILN_MS_RAISING(ArgMinFusion, raiseArgMinMaxFusion);
 KILN_MS_RAISING(CumSum, raiseCumSum);
 
 } // namespace kiln::ms

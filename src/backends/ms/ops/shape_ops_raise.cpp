@@ -38,7 +38,7 @@ Status raiseTranspose(RaisingContext& ctx, const msfb::Primitive&) {
   return ctx.bind(0, ctx.transpose(x, perm));
 }
 
-Status raiseSqueeze(RaisingContext& ctx, const msfb::Primitive& p) {
+Status raiseSqueezeOrUnsqueeze(RaisingContext& ctx, const msfb::Primitive& p) {
   bool sq = p.value_type() == msfb::PrimitiveType_Squeeze;
   auto axes = ctx.longs(sq ? p.value_as_Squeeze()->axis() : p.value_as_Unsqueeze()->axis());
   KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
@@ -270,7 +270,7 @@ Status raiseOneHot(RaisingContext& ctx, const msfb::Primitive& p) {
       0, ctx.emit("OneHot", {idx, depth, values}, ctx.axisAttr(p.value_as_OneHot()->axis())));
 }
 
-Status raiseDepthToSpace(RaisingContext& ctx, const msfb::Primitive& p) {
+Status raiseDepthToSpaceOrSpaceToDepth(RaisingContext& ctx, const msfb::Primitive& p) {
   bool d2s = p.value_type() == msfb::PrimitiveType_DepthToSpace;
   int64_t block =
       d2s ? p.value_as_DepthToSpace()->block_size() : p.value_as_SpaceToDepth()->block_size();
@@ -295,7 +295,7 @@ Status raiseNonZero(RaisingContext& ctx, const msfb::Primitive&) {
   return ctx.bind(0, y);
 }
 
-Status raiseTriu(RaisingContext& ctx, const msfb::Primitive& p) {
+Status raiseTriuOrTril(RaisingContext& ctx, const msfb::Primitive& p) {
   KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
   std::vector<Value*> ins{x};
   if (ctx.inputCount() > 1) {
@@ -312,8 +312,8 @@ Status raiseTriu(RaisingContext& ctx, const msfb::Primitive& p) {
 KILN_MS_RAISING(Flatten, raiseFlatten);
 KILN_MS_RAISING(Reshape, raiseReshape);
 KILN_MS_RAISING(Transpose, raiseTranspose);
-KILN_MS_RAISING(Squeeze, raiseSqueeze);
-KILN_MS_RAISING(Unsqueeze, raiseSqueeze);
+KILN_MS_RAISING(Squeeze, raiseSqueezeOrUnsqueeze);
+KILN_MS_RAISING(Unsqueeze, raiseSqueezeOrUnsqueeze);
 KILN_MS_RAISING(ExpandDims, raiseExpandDims);
 KILN_MS_RAISING(Concat, raiseConcat);
 KILN_MS_RAISING(Stack, raiseStack);
@@ -328,10 +328,10 @@ KILN_MS_RAISING(ConstantOfShape, raiseConstantOfShape);
 KILN_MS_RAISING(Fill, raiseFill);
 KILN_MS_RAISING(Range, raiseRange);
 KILN_MS_RAISING(OneHot, raiseOneHot);
-KILN_MS_RAISING(DepthToSpace, raiseDepthToSpace);
-KILN_MS_RAISING(SpaceToDepth, raiseDepthToSpace);
+KILN_MS_RAISING(DepthToSpace, raiseDepthToSpaceOrSpaceToDepth);
+KILN_MS_RAISING(SpaceToDepth, raiseDepthToSpaceOrSpaceToDepth);
 KILN_MS_RAISING(NonZero, raiseNonZero);
-KILN_MS_RAISING(Triu, raiseTriu);
-KILN_MS_RAISING(Tril, raiseTriu);
+KILN_MS_RAISING(Triu, raiseTriuOrTril);
+KILN_MS_RAISING(Tril, raiseTriuOrTril);
 
 } // namespace kiln::ms
