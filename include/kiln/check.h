@@ -31,6 +31,9 @@ struct CheckReport {
   std::string model;
   std::string target;
   std::vector<Status> problems; // shape-spec and model-level problems
+  // What the target converts anyway but the user should know (shape inference conflicts on a
+  // target whose converter does not refuse them).
+  std::vector<Status> warnings;
   std::vector<NodeCheck> nodes;
   size_t unsupportedNodes = 0;
   bool ok() const { return problems.empty() && unsupportedNodes == 0; }

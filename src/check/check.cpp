@@ -117,8 +117,9 @@ Expected<CheckReport> checkModel(Model& model, const CheckOptions& options) {
     conversion.inputShapes = spec ? &*spec : nullptr;
     auto result = runConversionPipeline(model, conversion);
     if (!result) report.problems.push_back(result.status());
+    const bool conflictsRefused = !target || target->refusesShapeConflicts;
     for (ShapeConflict& conflict : shapeConflicts(model))
-      report.problems.push_back(std::move(conflict.status));
+      (conflictsRefused ? report.problems : report.warnings).push_back(std::move(conflict.status));
   }
   std::unordered_map<const Node*, size_t> index;
   checkNodes(*model.graph, model, target, variant, report, index);
@@ -137,6 +138,8 @@ std::string CheckReport::toText() const {
   std::string out = fmt::format("check: {} (target {})\n", model, target);
   for (const Status& p : problems)
     out += "problem: " + p.toString() + "\n";
+  for (const Status& w : warnings)
+    out += "warning: " + w.toString() + "\n";
   for (const NodeCheck& n : nodes)
     if (!n.supported)
       out += fmt::format("unsupported: {} ({}, opset {}): {}\n", n.label(), n.opType, n.opset,
@@ -157,6 +160,10 @@ std::string CheckReport::toJson() const {
                                {"peer_code", p.peerCode()},
                                {"message", p.message()},
                                {"fix", p.hint()}});
+  out["warnings"] = nlohmann::json::array();
+  for (const Status& w : warnings)
+    out["warnings"].push_back(
+        {{"code", codeString(w.code())}, {"message", w.message()}, {"fix", w.hint()}});
   out["nodes"] = nlohmann::json::array();
   for (const NodeCheck& n : nodes)
     out["nodes"].push_back({{"name", n.name},

@@ -11,6 +11,7 @@
 #include "kiln/backends/om.h"
 #include "kiln/check.h"
 #include "kiln/frontend/onnx.h"
+#include "kiln/passes/shape_conflicts.h"
 #include "kiln/pipelines/conversion.h"
 
 namespace fs = std::filesystem;
@@ -30,13 +31,21 @@ std::vector<fs::path> testCases() {
   return cases;
 }
 
-// Conversion as converter_lite / atc run it: the conversion pipeline, then lowering and writing.
+// Conversion as converter_lite / atc run it: the conversion pipeline, then lowering and writing;
+// atc also stops on shape-inference conflicts (E19999), as ATC's InferShape does.
 Status convert(const fs::path& model, const std::string& target) {
   KILN_ASSIGN_OR_RETURN(Model m, importOnnxFile((model / "model.onnx").string()));
   auto ran = runConversionPipeline(m, ConversionOptions{});
   if (!ran) return ran.status();
-  if (target == "ms") return buildMsBuffer(m, MsWriteOptions{}).status();
-  return buildOmBuffer(m, OmWriteOptions{}).status();
+  if (target == "om")
+    for (ShapeConflict& conflict : shapeConflicts(m))
+      return conflict.status;
+  if (target == "ms") {
+    auto built = buildMsBuffer(m, MsWriteOptions{});
+    return built ? Status::ok() : built.status();
+  }
+  auto built = buildOmBuffer(m, OmWriteOptions{});
+  return built ? Status::ok() : built.status();
 }
 
 Expected<CheckReport> check(const fs::path& model, const std::string& target) {

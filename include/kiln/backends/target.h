@@ -45,6 +45,10 @@ struct TargetHooks {
   // The rule tables, for docs/ops.md and the coverage test.
   std::function<std::vector<RuleInfo>()> loweringRules;
   std::function<std::vector<RuleInfo>()> raisingRules;
+  // Whether the target's converter refuses a model whose shape inference conflicts (atc does, as
+  // ATC fails in InferShape; converter_lite converts it): `kiln check --target` reports conflicts
+  // as problems or as warnings accordingly.
+  bool refusesShapeConflicts = false;
   // Codes that mean "does not lower" rather than "broken".
   std::vector<ErrorCode> unsupportedCodes;
 };

@@ -65,6 +65,7 @@ TargetHooks makeOmHooks() {
     return omUnsupportedReason(node, variant.empty() ? kDefaultSoc : variant, opset);
   };
   hooks.lowerRefusals = omRefusals;
+  hooks.refusesShapeConflicts = true; // atc stops on them (E19999), as ATC's InferShape does
   hooks.loweringRules = [] { return ruleInfos(om::omLoweringRules()); };
   hooks.raisingRules = [] { return ruleInfos(om::omRaisingRules()); };
   hooks.unsupportedCodes = {ErrorCode::OmLowerUnsupported, ErrorCode::OmLowerBadAttribute};
