@@ -164,7 +164,8 @@ int64_t fractalGroups(const ge::proto::TensorDescriptor& desc);
 bool isControlInput(const std::string& input);
 
 // ge.proto.ModelDef (attributes decompressed) → executable IR (om_raiser.cpp; each op's raising
-// rule sits beside the lowering it inverts in ops/<family>.cpp). `weights` is the WEIGHTS_DATA partition; `baseDir` holds external weight files.
+// rule sits beside the lowering it inverts in ops/<family>.cpp). `weights` is the WEIGHTS_DATA
+// partition; `baseDir` holds external weight files.
 Expected<Model> raiseModelDef(const ge::proto::ModelDef& modelDef, const uint8_t* weights,
                               size_t weightsSize, const std::string& baseDir,
                               const std::string& displayName);

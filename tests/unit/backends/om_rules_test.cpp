@@ -4,6 +4,8 @@
 #include "kiln/backends/om.h"
 #include "kiln/runtime/executor.h"
 #include "onnx_text.h"
+// lowerModel and its refusals are the backend's internal entry point.
+#include "../../../src/backends/om/om_internal.h"
 
 using namespace kiln;
 
@@ -56,6 +58,39 @@ g (float[1,1,10,10] x) => (float[1,1,3,3] y)
   ASSERT_TRUE(m.graph);
   EXPECT_EQ(omUnsupportedReason(*m.graph->nodes().front(), "Ascend310P3", 13),
             "Resize by a scale that does not give a whole output size");
+}
+
+// Every refused node as data, with one label for unnamed nodes: the ops without a lowering (K8101)
+// and the value the chip cannot hold (K8102, isOp false).
+TEST(OmRules, LowerModelReturnsEveryRefusal) {
+  Model m = modelFromOnnxText(R"(<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,3] x, bfloat16[4] z) => (float[2,3] y, bfloat16[4] w)
+{
+  a = Hardmax (x)
+  y = LpNormalization (a)
+  w = Relu (z)
+}
+)",
+                              /*nameNodes=*/false);
+  std::vector<lowering::Refusal> refusals;
+  OmWriteOptions options;
+  options.socVersion = "Ascend310P3"; // no bf16
+  auto lowered = om::lowerModel(m, options, &refusals);
+  ASSERT_FALSE(lowered);
+  EXPECT_EQ(lowered.status().code(), ErrorCode::OmLowerUnsupported);
+  ASSERT_EQ(refusals.size(), 3u);
+  EXPECT_EQ(refusals[0].label, "node producing 'a' (Hardmax)");
+  EXPECT_EQ(refusals[0].reason, "op Hardmax has no GraphEngine lowering in kiln");
+  EXPECT_TRUE(refusals[0].isOp);
+  EXPECT_EQ(refusals[1].label, "node producing 'y' (LpNormalization)");
+  EXPECT_TRUE(refusals[1].isOp);
+  EXPECT_EQ(refusals[2].label, "node producing 'w' (Relu)");
+  EXPECT_NE(refusals[2].reason.find("Ascend310P3"), std::string::npos) << refusals[2].reason;
+  EXPECT_FALSE(refusals[2].isOp);
+  EXPECT_EQ(refusals[2].node, m.graph->nodes().back().get());
+  EXPECT_NE(lowered.status().message().find("node producing 'a' (Hardmax): op Hardmax"),
+            std::string::npos)
+      << lowered.status().message();
 }
 
 } // namespace
