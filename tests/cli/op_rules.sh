@@ -23,15 +23,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$work" || exit 2
 models=$src/tests/cli/models
 
-# refused NAME CODE TEXT CMD...: the command exits non-zero but not by a signal (>128), prints
-# CODE and TEXT, and leaves no output file behind.
+# refused NAME CODE TEXT CMD...: the command exits non-zero but not by a signal (atc exits 255 as
+# ATC does; anything else above 128 is a crash), prints CODE and TEXT, and leaves no output file.
 refused() {
   local name=$1 code=$2 text=$3
   shift 3
   "$@" >"$work/stdout" 2>"$work/stderr"
   local status=$? problem=""
   [ "$status" -ne 0 ] || problem="exit 0"
-  [ "$status" -lt 128 ] || problem="${problem:+$problem; }exit $status (a crash)"
+  [ "$status" -lt 128 ] || [ "$status" -eq 255 ] || problem="${problem:+$problem; }exit $status (a crash)"
   cat "$work/stdout" "$work/stderr" >"$work/all"
   grep -qF "$code" "$work/all" || problem="${problem:+$problem; }no $code"
   grep -qF "$text" "$work/all" || problem="${problem:+$problem; }no '$text'"

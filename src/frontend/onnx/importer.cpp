@@ -26,8 +26,13 @@ namespace fs = std::filesystem;
 using onnx_import::ByteSpan;
 using onnx_import::ScannedInitializer;
 
+// The label every message gives a node (as lowering::nodeLabel): its name, else its first named
+// output.
 std::string nodeLabel(const onnx::NodeProto& node) {
-  return fmt::format("node '{}' ({})", node.name(), node.op_type());
+  if (!node.name().empty()) return fmt::format("node '{}' ({})", node.name(), node.op_type());
+  for (const auto& out : node.output())
+    if (!out.empty()) return fmt::format("node producing '{}' ({})", out, node.op_type());
+  return fmt::format("unnamed node ({})", node.op_type());
 }
 
 // Everything a subgraph reads from enclosing scopes: drives topological order of the node holding
