@@ -30,8 +30,8 @@ Expected<std::string> omLoweredText(const Model& model, const OmWriteOptions& op
                                                                              def.attr().end()))
     out += fmt::format("attr {}: {}\n", key, line(value));
   for (const auto& graph : def.graph()) {
-    out += fmt::format("graph '{}' inputs [{}] outputs [{}]\n", graph.name(),
-                       fmt::join(graph.input(), ", "), fmt::join(graph.output(), ", "));
+    // Outputs are the NetOutput op's inputs (GE leaves GraphDef.output empty).
+    out += fmt::format("graph '{}' inputs [{}]\n", graph.name(), fmt::join(graph.input(), ", "));
     for (const auto& op : graph.op())
       out += "op " + line(op) + "\n";
   }

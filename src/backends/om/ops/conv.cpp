@@ -96,7 +96,10 @@ KILN_OM_LOWERING(
       a["pads"] = attrInts(interleavePads(pads));
       a["groups"] = attrI(nodeInt(n, "group", 1));
       a["data_format"] = attrS("NCHW");
-      a["output_padding"] = attrInts(withBatchChannel(outPad));
+      // N and C take no output padding (0), unlike strides/dilations whose N/C entries are 1.
+      std::vector<int64_t> outPadNchw{0, 0};
+      outPadNchw.insert(outPadNchw.end(), outPad.begin(), outPad.end());
+      a["output_padding"] = attrInts(outPadNchw);
       a["offset_x"] = attrI(0);
       l.outputs(o, "NCHW");
     });

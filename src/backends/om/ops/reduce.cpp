@@ -139,11 +139,31 @@ KILN_OM_RAISING("Square", [](Raiser& r, const OpDef& op) -> Status {
   r.emit(op, "Mul", {r.in(op, 0), r.in(op, 0)}, 1);
   return Status::ok();
 });
-void cumSumRules() {
-  simple("CumSum", "Cumsum", {{"exclusive", "exclusive"}, {"reverse", "reverse"}}, 11, noCheck,
-         __FILE__);
-}
-const bool kCumSumRulesRegistered = (cumSumRules(), true);
+// CumSum → Cumsum: GE declares exclusive / reverse as bools where ONNX has ints.
+KILN_OM_LOWERING(
+    "CumSum",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 11)
+        return fmt::format("CumSum of opset {} (kiln lowers opset 11 and later)", context.opset);
+      for (const auto& [name, value] : n.attributes())
+        if (name != "exclusive" && name != "reverse")
+          return fmt::format("attribute '{}' of CumSum", name);
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op("Cumsum");
+      l.input(o, l.in(0));
+      l.input(o, l.in(1));
+      (*o->mutable_attr())["exclusive"] = attrB(nodeInt(n, "exclusive", 0) != 0);
+      (*o->mutable_attr())["reverse"] = attrB(nodeInt(n, "reverse", 0) != 0);
+      l.outputs(o);
+    });
+KILN_OM_RAISING("Cumsum", [](Raiser& r, const OpDef& op) -> Status {
+  Node* node = r.emit(op, "CumSum", {r.in(op, 0), r.in(op, 1)});
+  node->setAttribute("exclusive", Attribute::ofInt(getB(op, "exclusive", false) ? 1 : 0));
+  node->setAttribute("reverse", Attribute::ofInt(getB(op, "reverse", false) ? 1 : 0));
+  return Status::ok();
+});
 
 } // namespace
 } // namespace kiln::om
