@@ -1,0 +1,22 @@
+// .ms lowering rules of the quant family (DequantizeLinear): quantized weights, made where
+// they are read.
+#include "../ms_context.h"
+#include "ops/attributes.h"
+
+namespace kiln::ms {
+namespace {
+
+// ---- lowering
+
+// A DequantizeLinear over constants becomes a quantized weight (or a dequantized constant) at
+// each reader.
+Status lowerDequantizeLinear(LoweringContext& ctx, const Node& n) {
+  if (ctx.constOf(n.output(0))) return Status::ok();
+  return bad("DequantizeLinear over a non-constant input (.ms has no dequantize op for "
+             "activations in a float model)");
+}
+
+KILN_MS_LOWERING("DequantizeLinear", acceptAll, lowerDequantizeLinear);
+
+} // namespace
+} // namespace kiln::ms
