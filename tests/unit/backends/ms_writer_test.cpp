@@ -427,6 +427,26 @@ g (float[1,1,4,4] x, bool t) => (float[1,1,2,2] y, int64[1,1,2,2] i, float[1,1,4
             "the Indices output of MaxPool");
 }
 
+// An attribute of the wrong kind (LayerNormalization axis = 1.0, a FLOAT where the schema says INT)
+// is a refusal naming the attribute, never an uncaught exception, in check and in conversion.
+TEST(MsWriter, WrongAttributeKindIsRefusedNotThrown) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3] x, float[3] s) => (float[2,3] y) {
+  y = LayerNormalization <axis = 1> (x, s)
+}
+)");
+  Node* node = model.graph->nodes().front().get();
+  node->setAttribute("axis", Attribute::ofFloat(1.0f));
+  const std::string reason = msUnsupportedReason(*node, 17);
+  EXPECT_NE(reason.find("axis"), std::string::npos) << reason;
+  auto result = buildMsBuffer(model, {});
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.status().code(), ErrorCode::MsLowerUnsupported);
+  EXPECT_NE(result.status().message().find("node 'n0' (LayerNormalization): "), std::string::npos)
+      << result.status().message();
+}
+
 TEST(MsWriter, BadAttributeNamesNodeAndValue) {
   Model model = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
