@@ -68,6 +68,12 @@ inline bool outputUsed(const Node& n, size_t i) {
          (n.output(i)->hasUses() || n.output(i)->isGraphOutput());
 }
 
+// The rank `v` is declared with, -1 when unknown: what a check sees from the node alone (lowering
+// may still learn it from a constant).
+inline int declaredRank(const Value* v) {
+  return v && v->shape().hasRank() ? static_cast<int>(v->shape().rank()) : -1;
+}
+
 // ONNX pads [x1_begin, x2_begin, x1_end, x2_end] → .ms [top, bottom, left, right], resolving
 // auto_pad SAME_* from static spatial sizes.
 struct Padding {

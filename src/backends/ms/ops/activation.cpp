@@ -8,7 +8,7 @@
 namespace kiln::ms {
 namespace {
 
-// ---- lowering
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
 // The attributes this family reads, kind-checked: a wrong kind is a refusal, never a throw.
 std::string checkActivation(const Node& n, const lowering::OpContext&) {
@@ -295,6 +295,7 @@ KILN_MS_LOWERING("Tanh", checkActivation, lowerActivation);
 KILN_MS_LOWERING("PRelu", acceptAll, lowerPRelu);
 KILN_MS_LOWERING("LogSoftmax", checkSoftmax, lowerSoftmax);
 KILN_MS_LOWERING("Softmax", checkSoftmax, lowerSoftmax);
+// ---- end of lowering
 
 } // namespace
 } // namespace kiln::ms

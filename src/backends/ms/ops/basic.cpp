@@ -6,7 +6,7 @@
 namespace kiln::ms {
 namespace {
 
-// ---- lowering
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
 // Constants are materialized where they are read.
 Status lowerConstant(LoweringContext& ctx, const Node& n) {
@@ -42,6 +42,7 @@ KILN_MS_LOWERING("Constant", acceptAll, lowerConstant);
 KILN_MS_LOWERING("Identity", acceptAll, lowerIdentity);
 KILN_MS_LOWERING("Shape", checkShape, lowerShape);
 KILN_MS_LOWERING("Size", checkShape, lowerShape);
+// ---- end of lowering
 
 } // namespace
 } // namespace kiln::ms

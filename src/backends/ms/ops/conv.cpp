@@ -6,9 +6,9 @@
 namespace kiln::ms {
 namespace {
 
-// ---- lowering
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
-// The spatial attributes a 2-D Conv / ConvTranspose reads (`count` values each when given).
+// The list attributes a Conv reads, kind-checked.
 std::string spatialReason(const Node& n, std::initializer_list<const char*> names) {
   for (const char* name : names) {
     auto values = ops::intsAttr(n, name, {});
@@ -21,9 +21,14 @@ std::string checkConv(const Node& n, const lowering::OpContext&) {
   if (auto group = ops::intAttr(n, "group", 1); !group) return group.status().message();
   if (auto autoPad = ops::stringAttr(n, "auto_pad", "NOTSET"); !autoPad)
     return autoPad.status().message();
-  else if (*autoPad != "NOTSET" && *autoPad != "VALID" && *autoPad != "SAME_UPPER" &&
-           *autoPad != "SAME_LOWER")
+  else if (!autoPad->empty() && *autoPad != "NOTSET" && *autoPad != "VALID" &&
+           *autoPad != "SAME_UPPER" && *autoPad != "SAME_LOWER")
     return fmt::format("auto_pad '{}'", *autoPad);
+  const int rank = declaredRank(n.input(0)), wRank = declaredRank(n.input(1));
+  if (rank == 3 && wRank >= 0 && wRank != 3) return "weight of unknown shape or rank";
+  if (rank >= 0 && rank != 3 && wRank >= 0 && wRank != 4)
+    return fmt::format("{}-D convolution (weight rank {}); .ms Conv2DFusion is 2-D only",
+                       wRank >= 2 ? wRank - 2 : 0, wRank);
   return spatialReason(n, {"kernel_shape", "strides", "dilations", "pads"});
 }
 
@@ -147,6 +152,8 @@ std::string checkConvTranspose(const Node& n, const lowering::OpContext&) {
   if (!a) return a.status().message();
   if (a->strides.size() != 2 || a->dilations.size() != 2 || a->outPad.size() != 2)
     return "strides/dilations/output_padding need 2 values (.ms supports 2-D)";
+  if (const int wRank = declaredRank(n.input(1)); wRank >= 0 && wRank != 4)
+    return fmt::format("{}-D transposed convolution; .ms supports 2-D", wRank - 2);
   return {};
 }
 
@@ -222,8 +229,7 @@ Status lowerConvTranspose(LoweringContext& ctx, const Node& n) {
 
 KILN_MS_LOWERING("Conv", checkConv, lowerConv);
 KILN_MS_LOWERING("ConvTranspose", checkConvTranspose, lowerConvTranspose);
-
-// ---- end lowering
+// ---- end of lowering
 
 } // namespace
 } // namespace kiln::ms

@@ -6,7 +6,7 @@
 namespace kiln::ms {
 namespace {
 
-// ---- lowering
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
 std::string checkMod(const Node& n, const lowering::OpContext&) {
   auto fmod = ops::intAttr(n, "fmod", 0);
@@ -288,6 +288,7 @@ KILN_MS_LOWERING("Sin", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Sqrt", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Cast", checkCast, lowerCast);
 KILN_MS_LOWERING("Where", acceptAll, lowerWhere);
+// ---- end of lowering
 
 } // namespace
 } // namespace kiln::ms

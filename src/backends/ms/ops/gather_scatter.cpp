@@ -5,7 +5,7 @@
 namespace kiln::ms {
 namespace {
 
-// ---- lowering
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
 std::string checkGather(const Node& n, const lowering::OpContext&) {
   auto axis = ops::intAttr(n, "axis", 0);
@@ -73,6 +73,7 @@ Status lowerGather(LoweringContext& ctx, const Node& n) {
 
 KILN_MS_LOWERING("Gather", checkGather, lowerGather);
 KILN_MS_LOWERING("GatherND", checkGather, lowerGather);
+// ---- end of lowering
 
 } // namespace
 } // namespace kiln::ms

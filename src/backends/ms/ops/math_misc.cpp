@@ -5,7 +5,7 @@
 namespace kiln::ms {
 namespace {
 
-// ---- lowering
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
 std::string checkTopK(const Node& n, const lowering::OpContext&) {
   for (const char* name : {"axis", "k", "largest", "sorted"})
@@ -54,6 +54,7 @@ Status lowerTopK(LoweringContext& ctx, const Node& n) {
 }
 
 KILN_MS_LOWERING("TopK", checkTopK, lowerTopK);
+// ---- end of lowering
 
 } // namespace
 } // namespace kiln::ms

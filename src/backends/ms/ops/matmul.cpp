@@ -6,7 +6,7 @@
 namespace kiln::ms {
 namespace {
 
-// ---- lowering
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
 // Gemm's attributes, decoded once for check and lower.
 struct GemmAttrs {
@@ -23,6 +23,13 @@ Expected<GemmAttrs> gemmAttrs(const Node& n) {
   a.transA = transA != 0;
   a.transB = transB != 0;
   return a;
+}
+
+std::string checkMatMul(const Node& n, const lowering::OpContext&) {
+  const int a = declaredRank(n.input(0)), b = declaredRank(n.input(1));
+  if ((a >= 0 && a < 2) || (b >= 0 && b < 2))
+    return "MatMul operands of rank < 2 (or unknown rank)";
+  return {};
 }
 
 std::string checkGemm(const Node& n, const lowering::OpContext&) {
@@ -154,7 +161,8 @@ Status lowerGemm(LoweringContext& ctx, const Node& n) {
 }
 
 KILN_MS_LOWERING("Gemm", checkGemm, lowerGemm);
-KILN_MS_LOWERING("MatMul", acceptAll, lowerMatMul);
+KILN_MS_LOWERING("MatMul", checkMatMul, lowerMatMul);
+// ---- end of lowering
 
 } // namespace
 } // namespace kiln::ms

@@ -6,7 +6,7 @@
 namespace kiln::ms {
 namespace {
 
-// ---- lowering
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
 // The attributes this family reads, kind-checked: a wrong kind is a refusal, never a throw.
 std::string attributeReason(const Node& n) {
@@ -20,6 +20,8 @@ std::string attributeReason(const Node& n) {
 std::string checkBatchNorm(const Node& n, const lowering::OpContext&) {
   if (std::string reason = attributeReason(n); !reason.empty()) return reason;
   if (*ops::intAttr(n, "training_mode", 0) != 0) return "training_mode=1";
+  if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4 && rank != 2)
+    return fmt::format("{}-D input (.ms FusedBatchNorm: 4-D or 2-D)", rank);
   for (size_t i = 1; i < n.outputs().size(); ++i)
     if (outputUsed(n, i)) return "training outputs (running mean/var)";
   return {};
@@ -49,6 +51,13 @@ Status lowerBatchNorm(LoweringContext& ctx, const Node& n) {
 }
 
 std::string checkNorm(const Node& n, const lowering::OpContext&) { return attributeReason(n); }
+
+std::string checkInstanceNorm(const Node& n, const lowering::OpContext& context) {
+  if (std::string reason = checkNorm(n, context); !reason.empty()) return reason;
+  if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4)
+    return fmt::format("{}-D input (.ms InstanceNorm is 4-D)", rank);
+  return {};
+}
 
 Status lowerInstanceNorm(LoweringContext& ctx, const Node& n) {
   const int rank = ctx.rankOf(n.input(0));
@@ -129,6 +138,8 @@ std::string checkLrn(const Node& n, const lowering::OpContext&) {
   if (std::string reason = attributeReason(n); !reason.empty()) return reason;
   if (const int64_t size = *ops::intAttr(n, "size", 1); size % 2 == 0)
     return fmt::format("even size {}", size);
+  if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4)
+    return fmt::format("{}-D input (.ms LRN is 4-D)", rank);
   return {};
 }
 
@@ -177,11 +188,12 @@ Status lowerDropout(LoweringContext& ctx, const Node& n) {
 }
 
 KILN_MS_LOWERING("BatchNormalization", checkBatchNorm, lowerBatchNorm);
-KILN_MS_LOWERING("InstanceNormalization", checkNorm, lowerInstanceNorm);
+KILN_MS_LOWERING("InstanceNormalization", checkInstanceNorm, lowerInstanceNorm);
 KILN_MS_LOWERING("LayerNormalization", checkLayerNorm, lowerLayerNorm);
 KILN_MS_LOWERING("LpNormalization", checkNorm, lowerLpNorm);
 KILN_MS_LOWERING("LRN", checkLrn, lowerLrn);
 KILN_MS_LOWERING("Dropout", checkDropout, lowerDropout);
+// ---- end of lowering
 
 } // namespace
 } // namespace kiln::ms

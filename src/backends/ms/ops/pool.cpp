@@ -6,10 +6,13 @@
 namespace kiln::ms {
 namespace {
 
-// ---- lowering
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
 std::string checkPool(const Node& n, const lowering::OpContext&) {
   if (outputUsed(n, 1)) return "the Indices output of MaxPool";
+  const bool global = n.opType() == "GlobalAveragePool" || n.opType() == "GlobalMaxPool";
+  if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4 && (global || rank != 3))
+    return fmt::format("{}-D input; .ms pooling is 2-D (4-D NCHW input)", rank);
   for (const char* name : {"kernel_shape", "strides", "pads"})
     if (auto values = ops::intsAttr(n, name, {}); !values) return values.status().message();
   for (const char* name : {"ceil_mode", "count_include_pad"})
@@ -116,6 +119,7 @@ KILN_MS_LOWERING("AveragePool", checkPool, lowerPool);
 KILN_MS_LOWERING("GlobalAveragePool", checkPool, lowerPool);
 KILN_MS_LOWERING("GlobalMaxPool", checkPool, lowerPool);
 KILN_MS_LOWERING("MaxPool", checkPool, lowerPool);
+// ---- end of lowering
 
 } // namespace
 } // namespace kiln::ms

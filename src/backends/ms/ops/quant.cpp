@@ -6,7 +6,7 @@
 namespace kiln::ms {
 namespace {
 
-// ---- lowering
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
 // A DequantizeLinear over constants becomes a quantized weight (or a dequantized constant) at
 // each reader.
@@ -17,6 +17,7 @@ Status lowerDequantizeLinear(LoweringContext& ctx, const Node& n) {
 }
 
 KILN_MS_LOWERING("DequantizeLinear", acceptAll, lowerDequantizeLinear);
+// ---- end of lowering
 
 } // namespace
 } // namespace kiln::ms

@@ -6,7 +6,7 @@
 namespace kiln::ms {
 namespace {
 
-// ---- lowering
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
 std::string checkReduce(const Node& n, const lowering::OpContext&) {
   for (const char* name : {"keepdims", "noop_with_empty_axes", "axis", "exclusive", "reverse"})
@@ -149,6 +149,7 @@ KILN_MS_LOWERING("ReduceSumSquare", checkReduce, lowerReduce);
 KILN_MS_LOWERING("ArgMax", checkArgMinMax, lowerArgMinMax);
 KILN_MS_LOWERING("ArgMin", checkArgMinMax, lowerArgMinMax);
 KILN_MS_LOWERING("CumSum", checkReduce, lowerCumSum);
+// ---- end of lowering
 
 } // namespace
 } // namespace kiln::ms

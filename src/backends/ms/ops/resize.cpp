@@ -8,7 +8,7 @@
 namespace kiln::ms {
 namespace {
 
-// ---- lowering
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
 // Resize / Upsample attributes as .ms Resize fields, decoded once for check and lower.
 struct ResizeAttrs {
@@ -78,7 +78,10 @@ Expected<ResizeAttrs> resizeAttrs(const Node& n, int64_t opset) {
 
 std::string checkResize(const Node& n, const lowering::OpContext& context) {
   auto a = resizeAttrs(n, context.opset);
-  return a ? std::string() : a.status().message();
+  if (!a) return a.status().message();
+  if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4)
+    return fmt::format("{}-D input (.ms Resize is 4-D)", rank);
+  return {};
 }
 
 Status lowerResize(LoweringContext& ctx, const Node& n) {
@@ -139,6 +142,7 @@ Status lowerResize(LoweringContext& ctx, const Node& n) {
 
 KILN_MS_LOWERING("Resize", checkResize, lowerResize);
 KILN_MS_LOWERING("Upsample", checkResize, lowerResize);
+// ---- end of lowering
 
 } // namespace
 } // namespace kiln::ms

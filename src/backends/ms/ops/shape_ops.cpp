@@ -6,7 +6,7 @@
 namespace kiln::ms {
 namespace {
 
-// ---- lowering
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
 // The attributes this family reads, kind-checked: a wrong kind is a refusal, never a throw.
 std::string attributeReason(const Node& n) {
@@ -486,6 +486,13 @@ Status lowerConstantOfShape(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
+std::string checkSpaceDepth(const Node& n, const lowering::OpContext&) {
+  if (std::string reason = attributeReason(n); !reason.empty()) return reason;
+  if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4)
+    return fmt::format("{}-D input", rank);
+  return {};
+}
+
 Status lowerSpaceDepth(LoweringContext& ctx, const Node& n) {
   if (ctx.rankOf(n.input(0)) != 4) return bad("{}-D input", ctx.rankOf(n.input(0)));
   KILN_ASSIGN_OR_RETURN(const int64_t block, ops::intAttr(n, "blocksize", 0));
@@ -511,19 +518,20 @@ Status lowerSpaceDepth(LoweringContext& ctx, const Node& n) {
 
 KILN_MS_LOWERING("Concat", checkShapeOp, lowerConcat);
 KILN_MS_LOWERING("ConstantOfShape", checkConstantOfShape, lowerConstantOfShape);
-KILN_MS_LOWERING("DepthToSpace", checkShapeOp, lowerSpaceDepth);
+KILN_MS_LOWERING("DepthToSpace", checkSpaceDepth, lowerSpaceDepth);
 KILN_MS_LOWERING("Expand", checkShapeOp, lowerTileExpand);
 KILN_MS_LOWERING("Flatten", checkShapeOp, lowerFlatten);
 KILN_MS_LOWERING("Pad", checkPad, lowerPad);
 KILN_MS_LOWERING("Range", checkShapeOp, lowerRange);
 KILN_MS_LOWERING("Reshape", checkShapeOp, lowerReshape);
 KILN_MS_LOWERING("Slice", checkShapeOp, lowerSlice);
-KILN_MS_LOWERING("SpaceToDepth", checkShapeOp, lowerSpaceDepth);
+KILN_MS_LOWERING("SpaceToDepth", checkSpaceDepth, lowerSpaceDepth);
 KILN_MS_LOWERING("Split", checkShapeOp, lowerSplit);
 KILN_MS_LOWERING("Squeeze", checkShapeOp, lowerSqueeze);
 KILN_MS_LOWERING("Tile", checkShapeOp, lowerTileExpand);
 KILN_MS_LOWERING("Transpose", checkShapeOp, lowerTranspose);
 KILN_MS_LOWERING("Unsqueeze", checkShapeOp, lowerSqueeze);
+// ---- end of lowering
 
 } // namespace
 } // namespace kiln::ms
