@@ -29,7 +29,15 @@ std::string checkConv(const Node& n, const lowering::OpContext&) {
   if (rank >= 0 && rank != 3 && wRank >= 0 && wRank != 4)
     return fmt::format("{}-D convolution (weight rank {}); .ms Conv2DFusion is 2-D only",
                        wRank >= 2 ? wRank - 2 : 0, wRank);
-  return spatialReason(n, {"kernel_shape", "strides", "dilations", "pads"});
+  if (std::string reason = spatialReason(n, {"kernel_shape", "strides", "dilations", "pads"});
+      !reason.empty())
+    return reason;
+  if (rank >= 0 && rank != 3) {
+    auto strides = ops::intsAttr(n, "strides", {1, 1});
+    auto dilations = ops::intsAttr(n, "dilations", {1, 1});
+    if (strides->size() != 2 || dilations->size() != 2) return "strides/dilations need 2 values";
+  }
+  return {};
 }
 
 Status lowerConv1d(LoweringContext& ctx, const Node& n) {

@@ -8,9 +8,16 @@ namespace {
 
 // ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
-std::string checkMod(const Node& n, const lowering::OpContext&) {
+// Ops whose every input is read: none may be omitted.
+std::string checkOperands(const Node& n, const lowering::OpContext&) {
+  for (const Value* v : n.inputs())
+    if (!v) return "an omitted input";
+  return {};
+}
+
+std::string checkMod(const Node& n, const lowering::OpContext& context) {
   auto fmod = ops::intAttr(n, "fmod", 0);
-  return fmod ? std::string() : fmod.status().message();
+  return fmod ? checkOperands(n, context) : fmod.status().message();
 }
 
 // Elementwise binary ops: NHWC when the result is 4-D and an operand already is NHWC (constants
@@ -257,19 +264,19 @@ Status lowerWhere(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
-KILN_MS_LOWERING("Add", acceptAll, lowerAdd);
-KILN_MS_LOWERING("And", acceptAll, lowerBinary);
-KILN_MS_LOWERING("Div", acceptAll, lowerBinary);
-KILN_MS_LOWERING("Equal", acceptAll, lowerBinary);
-KILN_MS_LOWERING("Greater", acceptAll, lowerBinary);
-KILN_MS_LOWERING("GreaterOrEqual", acceptAll, lowerBinary);
-KILN_MS_LOWERING("Less", acceptAll, lowerBinary);
-KILN_MS_LOWERING("LessOrEqual", acceptAll, lowerBinary);
+KILN_MS_LOWERING("Add", checkOperands, lowerAdd);
+KILN_MS_LOWERING("And", checkOperands, lowerBinary);
+KILN_MS_LOWERING("Div", checkOperands, lowerBinary);
+KILN_MS_LOWERING("Equal", checkOperands, lowerBinary);
+KILN_MS_LOWERING("Greater", checkOperands, lowerBinary);
+KILN_MS_LOWERING("GreaterOrEqual", checkOperands, lowerBinary);
+KILN_MS_LOWERING("Less", checkOperands, lowerBinary);
+KILN_MS_LOWERING("LessOrEqual", checkOperands, lowerBinary);
 KILN_MS_LOWERING("Mod", checkMod, lowerBinary);
-KILN_MS_LOWERING("Mul", acceptAll, lowerBinary);
-KILN_MS_LOWERING("Or", acceptAll, lowerBinary);
-KILN_MS_LOWERING("Pow", acceptAll, lowerBinary);
-KILN_MS_LOWERING("Sub", acceptAll, lowerBinary);
+KILN_MS_LOWERING("Mul", checkOperands, lowerBinary);
+KILN_MS_LOWERING("Or", checkOperands, lowerBinary);
+KILN_MS_LOWERING("Pow", checkOperands, lowerBinary);
+KILN_MS_LOWERING("Sub", checkOperands, lowerBinary);
 KILN_MS_LOWERING("Max", acceptAll, lowerMaxMin);
 KILN_MS_LOWERING("Min", acceptAll, lowerMaxMin);
 KILN_MS_LOWERING("Sum", acceptAll, lowerVariadic);
@@ -287,7 +294,7 @@ KILN_MS_LOWERING("Round", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Sin", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Sqrt", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Cast", checkCast, lowerCast);
-KILN_MS_LOWERING("Where", acceptAll, lowerWhere);
+KILN_MS_LOWERING("Where", checkOperands, lowerWhere);
 // ---- end of lowering
 
 } // namespace

@@ -10,6 +10,7 @@ namespace {
 std::string checkTopK(const Node& n, const lowering::OpContext&) {
   for (const char* name : {"axis", "k", "largest", "sorted"})
     if (auto v = ops::intAttr(n, name, 0); !v) return v.status().message();
+  if (!n.attribute("k") && !n.input(1)) return "no k";
   return {};
 }
 

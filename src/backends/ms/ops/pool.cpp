@@ -13,6 +13,9 @@ std::string checkPool(const Node& n, const lowering::OpContext&) {
   const bool global = n.opType() == "GlobalAveragePool" || n.opType() == "GlobalMaxPool";
   if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4 && (global || rank != 3))
     return fmt::format("{}-D input; .ms pooling is 2-D (4-D NCHW input)", rank);
+  if (!global && declaredRank(n.input(0)) == 4)
+    if (auto kernel = ops::intsAttr(n, "kernel_shape", {}); kernel && kernel->size() != 2)
+      return fmt::format("kernel_shape of {} values", kernel->size());
   for (const char* name : {"kernel_shape", "strides", "pads"})
     if (auto values = ops::intsAttr(n, name, {}); !values) return values.status().message();
   for (const char* name : {"ceil_mode", "count_include_pad"})

@@ -22,6 +22,24 @@ std::string attributeReason(const Node& n) {
 
 std::string checkShapeOp(const Node& n, const lowering::OpContext&) { return attributeReason(n); }
 
+std::string checkRange(const Node& n, const lowering::OpContext& context) {
+  for (const Value* v : n.inputs())
+    if (!v) return "an omitted input";
+  return checkShapeOp(n, context);
+}
+
+std::string checkSplit(const Node& n, const lowering::OpContext& context) {
+  for (const Value* o : n.outputs())
+    if (!o) return "an omitted Split output";
+  return checkShapeOp(n, context);
+}
+
+std::string checkSlice(const Node& n, const lowering::OpContext& context) {
+  if (context.opset < 10 && (!n.attribute("starts") || !n.attribute("ends")))
+    return "missing starts/ends";
+  return checkShapeOp(n, context);
+}
+
 Status lowerReshape(LoweringContext& ctx, const Node& n) {
   auto x = ctx.input(n.input(0), Layout::Onnx);
   if (!x) return x.status();
@@ -522,11 +540,11 @@ KILN_MS_LOWERING("DepthToSpace", checkSpaceDepth, lowerSpaceDepth);
 KILN_MS_LOWERING("Expand", checkShapeOp, lowerTileExpand);
 KILN_MS_LOWERING("Flatten", checkShapeOp, lowerFlatten);
 KILN_MS_LOWERING("Pad", checkPad, lowerPad);
-KILN_MS_LOWERING("Range", checkShapeOp, lowerRange);
+KILN_MS_LOWERING("Range", checkRange, lowerRange);
 KILN_MS_LOWERING("Reshape", checkShapeOp, lowerReshape);
-KILN_MS_LOWERING("Slice", checkShapeOp, lowerSlice);
+KILN_MS_LOWERING("Slice", checkSlice, lowerSlice);
 KILN_MS_LOWERING("SpaceToDepth", checkSpaceDepth, lowerSpaceDepth);
-KILN_MS_LOWERING("Split", checkShapeOp, lowerSplit);
+KILN_MS_LOWERING("Split", checkSplit, lowerSplit);
 KILN_MS_LOWERING("Squeeze", checkShapeOp, lowerSqueeze);
 KILN_MS_LOWERING("Tile", checkShapeOp, lowerTileExpand);
 KILN_MS_LOWERING("Transpose", checkShapeOp, lowerTranspose);
