@@ -47,15 +47,13 @@ Status refusalStatus(const std::vector<lowering::Refusal>& refusals) {
     parts.push_back(fmt::format("{}: {}", r.label, r.reason));
     anyOp = anyOp || r.isOp;
   }
+  const std::string message = fmt::format("{} node(s) cannot be lowered to MindSpore Lite ops: {}",
+                                          refusals.size(), fmt::join(parts, "; "));
   if (anyOp)
-    return Status(ErrorCode::MsLowerUnsupported,
-                  fmt::format("{} node(s) have no MindSpore Lite op: {}", refusals.size(),
-                              fmt::join(parts, "; ")),
+    return Status(ErrorCode::MsLowerUnsupported, message,
                   "replace these ops in the exporter, or run `kiln check MODEL --target ms` to "
                   "see every unsupported node");
-  return Status(ErrorCode::MsLowerBadAttribute,
-                fmt::format("{} node(s) cannot be lowered to .ms: {}", refusals.size(),
-                            fmt::join(parts, "; ")),
+  return Status(ErrorCode::MsLowerBadAttribute, message,
                 "change the attribute in the exporter or keep this model on another target");
 }
 
