@@ -9,6 +9,7 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include "kiln/backends/lowering.h"
 #include "kiln/backends/ms_writer.h"
 #include "kiln/ir/graph.h"
 #include "kiln/support/status.h"
@@ -76,8 +77,10 @@ struct MsGraph {
 
 // Lowers ONNX-semantics IR to .ms ops: NHWC 4-D activations (graph inputs/outputs keep the ONNX
 // layout and names), KHWC conv weights, int32 index constants, fused activations, quantized
-// weights from DequantizeLinear. All unsupported nodes at once → K7101; a value the target cannot
-// take → K7102.
-Expected<MsGraph> lowerToMs(const Model& model, const MsWriteOptions& options);
+// weights from DequantizeLinear. Every refused node at once, "<label>: <reason>" joined by "; ":
+// K7101 when any refusal is about the op itself, else K7102 (a value the target cannot take).
+// `refusals`, when given, receives every refusal (check- and lower-time) as data.
+Expected<MsGraph> lowerToMs(const Model& model, const MsWriteOptions& options,
+                            std::vector<lowering::Refusal>* refusals = nullptr);
 
 } // namespace kiln::ms

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <onnx/defs/parser.h>
 
+#include "../../../src/backends/ms/ms_lower.h"
 #include "kiln/backends/ms.h"
 #include "kiln/backends/ms_reader.h"
 #include "kiln/backends/ms_writer.h"
@@ -362,8 +363,88 @@ g (float[2,3] x) => (float[2,3] y) {
   EXPECT_NE(msg.find("'n0' (Hardmax)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'n2' (Selu)"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("Relu"), std::string::npos) << msg;
-  EXPECT_EQ(msUnsupportedReason(*model.graph->nodes().front(), 17),
-            "no MindSpore Lite op for ONNX Hardmax");
+  EXPECT_EQ(msUnsupportedReason(*model.graph->nodes().front(), 17), "no lowering for ONNX Hardmax");
+}
+
+// Refusals that only lowering can see (a Dropout whose training_mode is fed at run time) do not
+// stop at the first node: every one is reported in one K7102, and as data.
+TEST(MsWriter, LowerTimeRefusalsListedAtOnce) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,3] x, bool t) => (float[2,3] y) <float r = {0.5}> {
+  a = Dropout (x, r, t)
+  b = Relu (a)
+  y = Dropout (b, r, t)
+}
+)");
+  auto result = buildMsBuffer(model, {});
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.status().code(), ErrorCode::MsLowerBadAttribute);
+  const std::string& msg = result.status().message();
+  EXPECT_NE(msg.find("2 node(s)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'n0' (Dropout): training_mode that is not a constant false"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("; node 'n2' (Dropout): training_mode"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("Relu"), std::string::npos) << msg;
+
+  std::vector<lowering::Refusal> refusals;
+  auto lowered = ms::lowerToMs(model, {}, &refusals);
+  ASSERT_FALSE(lowered);
+  ASSERT_EQ(refusals.size(), 2u);
+  EXPECT_EQ(refusals[0].label, "node 'n0' (Dropout)");
+  EXPECT_EQ(refusals[1].label, "node 'n2' (Dropout)");
+  EXPECT_FALSE(refusals[0].isOp);
+}
+
+// Check-time refusals (an op with no .ms lowering, a used MaxPool Indices output) and lower-time
+// ones come in one status; one about the op itself makes it K7101.
+TEST(MsWriter, CheckAndLowerRefusalsTogether) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,1,4,4] x, bool t) => (float[1,1,2,2] y, int64[1,1,2,2] i, float[1,1,4,4] z, float[1,1,4,4] h) <float r = {0.5}> {
+  y, i = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (x)
+  z = Dropout (x, r, t)
+  h = Hardmax (z)
+}
+)");
+  std::vector<lowering::Refusal> refusals;
+  auto lowered = ms::lowerToMs(model, {}, &refusals);
+  ASSERT_FALSE(lowered);
+  EXPECT_EQ(lowered.status().code(), ErrorCode::MsLowerUnsupported);
+  const std::string& msg = lowered.status().message();
+  EXPECT_NE(msg.find("node 'n0' (MaxPool): the Indices output of MaxPool"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("node 'n2' (Hardmax): no lowering for ONNX Hardmax"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("node 'n1' (Dropout): training_mode"), std::string::npos) << msg;
+  ASSERT_EQ(refusals.size(), 3u);
+  EXPECT_FALSE(refusals[0].isOp); // MaxPool: the op's own check
+  EXPECT_TRUE(refusals[1].isOp);  // Hardmax: no rule
+  EXPECT_FALSE(refusals[2].isOp); // Dropout: found while lowering
+  // kiln check / converter_lite see the check-time refusals from the node alone.
+  EXPECT_EQ(msUnsupportedReason(*model.graph->nodes().front(), 13),
+            "the Indices output of MaxPool");
+}
+
+// An attribute of the wrong kind (LayerNormalization axis = 1.0, a FLOAT where the schema says INT)
+// is a refusal naming the attribute, never an uncaught exception, in check and in conversion.
+TEST(MsWriter, WrongAttributeKindIsRefusedNotThrown) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3] x, float[3] s) => (float[2,3] y) {
+  y = LayerNormalization <axis = 1> (x, s)
+}
+)");
+  Node* node = model.graph->nodes().front().get();
+  node->setAttribute("axis", Attribute::ofFloat(1.0f));
+  const std::string reason = msUnsupportedReason(*node, 17);
+  EXPECT_NE(reason.find("axis"), std::string::npos) << reason;
+  auto result = buildMsBuffer(model, {});
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.status().code(), ErrorCode::MsLowerUnsupported);
+  EXPECT_NE(result.status().message().find("node 'n0' (LayerNormalization): "), std::string::npos)
+      << result.status().message();
 }
 
 TEST(MsWriter, BadAttributeNamesNodeAndValue) {

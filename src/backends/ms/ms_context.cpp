@@ -1,0 +1,571 @@
+// The shared machinery of .ms lowering (ms.md §4.5, §4.6, §5): layouts, constants, weights and
+// weight-quant parameters, the tensors and nodes every op family's rule emits through.
+#include "ms_context.h"
+
+#include <cmath>
+
+#include "kiln/ir/constant.h"
+#include "ms_type_ids.h"
+#include "ops/attributes.h"
+
+namespace kiln::ms {
+
+std::vector<int64_t> intValues(const Tensor& t) {
+  std::vector<int64_t> out;
+  switch (t.dtype()) {
+  case DType::Int64:
+    return t.copyValues<int64_t>();
+  case DType::Int32:
+    for (int32_t v : t.copyValues<int32_t>())
+      out.push_back(v);
+    return out;
+  case DType::Int16:
+    for (int16_t v : t.copyValues<int16_t>())
+      out.push_back(v);
+    return out;
+  case DType::Int8:
+    for (int8_t v : t.copyValues<int8_t>())
+      out.push_back(v);
+    return out;
+  case DType::UInt8:
+    for (uint8_t v : t.copyValues<uint8_t>())
+      out.push_back(v);
+    return out;
+  default:
+    return out;
+  }
+}
+
+std::optional<double> scalarValue(const Tensor& t) {
+  if (t.elementCount() != 1) return std::nullopt;
+  switch (t.dtype()) {
+  case DType::Float32:
+    return t.copyValues<float>()[0];
+  case DType::Float64:
+    return t.copyValues<double>()[0];
+  case DType::Float16: {
+    uint16_t h = t.copyValues<uint16_t>()[0];
+    // IEEE half → float (normal, subnormal, inf/nan).
+    uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    float v;
+    if (exp == 0)
+      v = std::ldexp(static_cast<float>(mant), -24);
+    else if (exp == 31)
+      v = mant ? std::nanf("") : std::numeric_limits<float>::infinity();
+    else
+      v = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
+    return sign ? -v : v;
+  }
+  default: {
+    auto ints = intValues(t);
+    if (ints.size() == 1) return static_cast<double>(ints[0]);
+    return std::nullopt;
+  }
+  }
+}
+
+Tensor permuteTensor(const Tensor& t, const std::vector<int64_t>& perm) {
+  const auto& dims = t.dims();
+  const size_t rank = dims.size();
+  std::vector<int64_t> outDims(rank);
+  for (size_t i = 0; i < rank; ++i)
+    outDims[i] = dims[static_cast<size_t>(perm[i])];
+  const size_t elemSize = static_cast<size_t>(dtypeBits(t.dtype()) / 8);
+  const uint64_t count = t.elementCount();
+  std::vector<uint8_t> out(count * elemSize);
+  std::vector<int64_t> inStrides(rank, 1);
+  for (size_t i = rank; i-- > 1;)
+    inStrides[i - 1] = inStrides[i] * dims[i];
+  std::vector<int64_t> idx(rank, 0);
+  const uint8_t* src = t.data();
+  for (uint64_t o = 0; o < count; ++o) {
+    int64_t offset = 0;
+    for (size_t i = 0; i < rank; ++i)
+      offset += idx[i] * inStrides[static_cast<size_t>(perm[i])];
+    std::memcpy(out.data() + o * elemSize, src + static_cast<size_t>(offset) * elemSize, elemSize);
+    for (size_t i = rank; i-- > 0;) {
+      if (++idx[i] < outDims[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return Tensor(t.dtype(), outDims, Buffer::owned(std::move(out)));
+}
+
+Tensor dequantize(const Const& c) {
+  const auto& dims = c.tensor.dims();
+  std::vector<int64_t> codes = intValues(c.tensor);
+  int64_t inner = 1;
+  for (size_t i = static_cast<size_t>(c.axis) + 1; i < dims.size(); ++i)
+    inner *= dims[i];
+  const int64_t channels = dims.empty() ? 1 : dims[static_cast<size_t>(c.axis)];
+  std::vector<float> out(codes.size());
+  for (size_t i = 0; i < codes.size(); ++i) {
+    size_t ch = c.scales.size() == 1
+                    ? 0
+                    : static_cast<size_t>((static_cast<int64_t>(i) / inner) % channels);
+    int64_t zero = c.zeros.empty() ? 0 : c.zeros[c.zeros.size() == 1 ? 0 : ch];
+    out[i] = static_cast<float>(codes[i] - zero) * c.scales[ch];
+    if (!c.meanCorr.empty()) out[i] += c.meanCorr[ch];
+  }
+  return Tensor::fromValues<float>(DType::Float32, dims, out);
+}
+
+Tensor scaleFloat(const Tensor& t, double factor) {
+  std::vector<float> v = t.copyValues<float>();
+  for (float& x : v)
+    x = static_cast<float>(x * factor);
+  return Tensor::fromValues<float>(DType::Float32, t.dims(), v);
+}
+
+std::optional<Const> LoweringContext::constOf(const Value* v) const {
+  v = resolve(v);
+  if (!v) return std::nullopt;
+  // A graph input with an initializer (its default) is written as that constant: .ms inputs
+  // carry no defaults, and callers feed only the inputs without one.
+  if (v->isInitializer()) return Const{v->initializer(), false, {}, {}, 0, v->name(), {}};
+  const Node* p = v->producer();
+  if (!p) return std::nullopt;
+  if (p->opType() == "Constant" && p->outputs().size() == 1) {
+    // String constants have no .ms lowering.
+    if (p->attribute("value_string") || p->attribute("value_strings")) return std::nullopt;
+    auto value = constantNodeValue(*p);
+    if (!value) return std::nullopt;
+    return Const{*value, false, {}, {}, 0, v->name(), {}};
+  }
+  if (p->opType() == "Add" && p->inputs().size() == 2) {
+    // A bias-corrected weight from quantize-weights: DequantizeLinear + per-channel offsets
+    // shaped [1.., C, 1..] along the dequantize axis.
+    auto base = constOf(p->input(0));
+    if (!base || !base->quantized || !base->meanCorr.empty() || base->scales.size() < 2)
+      return std::nullopt;
+    auto offsets = constOf(p->input(1));
+    if (!offsets || offsets->quantized || offsets->tensor.dtype() != DType::Float32)
+      return std::nullopt;
+    const auto& od = offsets->tensor.dims();
+    const auto& wd = base->tensor.dims();
+    if (od.size() != wd.size()) return std::nullopt;
+    for (size_t i = 0; i < od.size(); ++i)
+      if (od[i] != (static_cast<int64_t>(i) == base->axis ? wd[i] : 1)) return std::nullopt;
+    base->meanCorr = offsets->tensor.copyValues<float>();
+    return base;
+  }
+  if (p->opType() == "DequantizeLinear") {
+    auto codes = constOf(p->input(0));
+    auto scale = constOf(p->input(1));
+    if (!codes || !scale || codes->quantized || scale->tensor.dtype() != DType::Float32)
+      return std::nullopt;
+    DType dt = codes->tensor.dtype();
+    if (dt != DType::Int8 && dt != DType::Int16 && dt != DType::UInt8) return std::nullopt;
+    Const c;
+    c.tensor = codes->tensor;
+    c.quantized = true;
+    c.scales = scale->tensor.copyValues<float>();
+    c.name = codes->name;
+    if (const Value* zp = p->input(2)) {
+      auto z = constOf(zp);
+      if (!z) return std::nullopt;
+      c.zeros = intValues(z->tensor);
+    }
+    const int64_t rank = static_cast<int64_t>(c.tensor.dims().size());
+    auto axisAttr = ops::intAttr(*p, "axis", 1);
+    if (!axisAttr) return std::nullopt;
+    int64_t axis = *axisAttr;
+    if (axis < 0) axis += rank;
+    if (c.scales.size() != 1 &&
+        (axis < 0 || axis >= rank ||
+         c.tensor.dims()[static_cast<size_t>(axis)] != static_cast<int64_t>(c.scales.size())))
+      return std::nullopt;
+    c.axis = c.scales.size() == 1 ? 0 : axis;
+    if (dt == DType::UInt8) { // stored as int8 with the zero point moved by 128
+      std::vector<int64_t> vals = intValues(c.tensor);
+      std::vector<int8_t> shifted(vals.size());
+      for (size_t i = 0; i < vals.size(); ++i)
+        shifted[i] = static_cast<int8_t>(vals[i] - 128);
+      c.tensor = Tensor::fromValues<int8_t>(DType::Int8, c.tensor.dims(), shifted);
+      for (auto& z : c.zeros)
+        z -= 128;
+      if (c.zeros.empty()) c.zeros.assign(c.scales.size(), -128);
+    }
+    return c;
+  }
+  return std::nullopt;
+}
+
+Expected<uint32_t> LoweringContext::constTensor(const Tensor& t, const std::string& name,
+                                                int format) {
+  auto type = typeIdOf(t.dtype());
+  if (!type || t.dtype() == DType::String)
+    return bad("constant '{}' has dtype {}, which .ms tensors do not hold", name,
+               dtypeName(t.dtype()));
+  MsTensor m;
+  m.name = name;
+  m.nodeType = kNodeValue;
+  m.dataType = *type;
+  m.format = format;
+  for (int64_t d : t.dims()) {
+    if (d <= 0)
+      return bad("constant '{}' has an empty dimension; .ms constants need all dims > 0", name);
+    m.dims.push_back(static_cast<int32_t>(d));
+  }
+  m.data = t.buffer() ? t.buffer() : Buffer::owned({});
+  return addTensor(std::move(m));
+}
+
+Expected<uint32_t> LoweringContext::broadcastConstNhwc(const Const& c) {
+  Tensor t = c.quantized ? dequantize(c) : c.tensor;
+  const size_t rank = t.dims().size();
+  if (rank == 0 || rank > 4) return constTensor(t, c.name);
+  std::vector<int64_t> dims(4 - rank, 1);
+  dims.insert(dims.end(), t.dims().begin(), t.dims().end());
+  Tensor padded(t.dtype(), dims, t.buffer());
+  return constTensor(permuteTensor(padded, kToNhwc), c.name + "_nhwc", kFormatNHWC);
+}
+
+Expected<uint32_t> LoweringContext::input(const Value* v, Layout layout) {
+  v = resolve(v);
+  if (auto c = constOf(v)) {
+    const bool permute = layout == Layout::Nhwc && c->tensor.dims().size() == 4;
+    auto key = std::make_pair(v, permute ? 1 : 0);
+    auto it = constCache_.find(key);
+    if (it != constCache_.end()) return it->second;
+    Tensor t = c->quantized ? dequantize(*c) : c->tensor;
+    auto id = permute ? constTensor(permuteTensor(t, kToNhwc), c->name + "_nhwc", kFormatNHWC)
+                      : constTensor(t, c->name);
+    if (!id) return id;
+    constCache_[key] = *id;
+    return *id;
+  }
+  auto it = slots_.find(v);
+  if (it == slots_.end())
+    return Status(ErrorCode::Internal, fmt::format("node '{}': input '{}' has no lowered tensor",
+                                                   node_->name(), v->name()));
+  Slots& s = it->second;
+  if (layout == Layout::Onnx && s.onnx) return *s.onnx;
+  if (layout == Layout::Nhwc && s.nhwc) return *s.nhwc;
+  if (layout == Layout::Nhwc && rankOf(v) != 4) return *s.onnx; // only 4-D values change layout
+  // Insert the Transpose that gives the other layout.
+  const bool toNhwc = layout == Layout::Nhwc;
+  uint32_t from = toNhwc ? *s.onnx : *s.nhwc;
+  std::optional<uint32_t>& perm = toNhwc ? permToNhwc_ : permToNchw_;
+  if (!perm) perm = intConst(toNhwc ? kToNhwc : kToNchw, toNhwc ? "perm_to_nhwc" : "perm_to_nchw");
+  MsTensor t = out_.tensors[from];
+  t.name = v->name() + (toNhwc ? "_nhwc" : "_nchw");
+  t.format = toNhwc ? kFormatNHWC : kFormatNCHW;
+  if (t.dims.size() == 4) {
+    const auto& p = toNhwc ? kToNhwc : kToNchw;
+    std::vector<int32_t> d(4);
+    for (size_t i = 0; i < 4; ++i)
+      d[i] = t.dims[static_cast<size_t>(p[i])];
+    t.dims = d;
+  }
+  t.quantParams.clear();
+  uint32_t to = addTensor(std::move(t));
+  const Node* saved = node_;
+  MsNode n;
+  n.name = uniqueName(out_.tensors[to].name);
+  n.primitiveType = fb::PrimitiveType_Transpose;
+  n.attributes = emptyTable<fb::Transpose>();
+  n.inputs = {from, *perm};
+  n.outputs = {to};
+  out_.nodes.push_back(std::move(n));
+  node_ = saved;
+  (toNhwc ? s.nhwc : s.onnx) = to;
+  return to;
+}
+
+Expected<uint32_t> LoweringContext::output(const Value* v, Layout layout) {
+  if (layout == Layout::Nhwc && (!v->shape().hasRank() || v->shape().rank() != 4))
+    layout = Layout::Onnx;
+  MsTensor t;
+  // Graph outputs keep their names on the ONNX-layout tensor (inserted at the end when needed).
+  t.name = layout == Layout::Nhwc && v->isGraphOutput() ? v->name() + "_nhwc" : v->name();
+  auto type = typeIdOf(v->dtype() == DType::Undefined ? DType::Float32 : v->dtype());
+  if (!type)
+    return bad("output '{}' has dtype {}, which .ms tensors do not hold", v->name(),
+               dtypeName(v->dtype()));
+  t.dataType = *type;
+  t.nodeType = kNodeCNode;
+  t.format = layout == Layout::Nhwc ? kFormatNHWC : kFormatNCHW;
+  if (v->shape().hasRank()) {
+    std::vector<int32_t> dims;
+    for (const Dim& d : v->shape().dims())
+      dims.push_back(d.isStatic() ? static_cast<int32_t>(d.value()) : -1);
+    if (layout == Layout::Nhwc) {
+      std::vector<int32_t> p(4);
+      for (size_t i = 0; i < 4; ++i)
+        p[i] = dims[static_cast<size_t>(kToNhwc[i])];
+      dims = p;
+    }
+    t.dims = dims;
+  }
+  uint32_t id = addTensor(std::move(t));
+  (layout == Layout::Nhwc ? slots_[v].nhwc : slots_[v].onnx) = id;
+  return id;
+}
+
+Expected<uint32_t> LoweringContext::weightTensor(const Value* v, const std::vector<int64_t>& perm,
+                                                 int64_t preferredDim, int format,
+                                                 bool* quantized) {
+  auto c = constOf(v);
+  *quantized = false;
+  if (!c) {
+    // A weight computed at run time: the same layout change as an activation (KHWC = NHWC order).
+    if (perm.empty()) return input(v, Layout::Onnx);
+    if (perm == kToNhwc && rankOf(v) == 4) return input(v, Layout::Nhwc);
+    return bad("input '{}' must be a constant (an initializer) for this .ms op", v->name());
+  }
+  const bool doPermute = !perm.empty() && perm.size() == c->tensor.dims().size();
+  if (c->quantized) {
+    int64_t newAxis = c->axis;
+    if (doPermute)
+      for (size_t i = 0; i < perm.size(); ++i)
+        if (perm[i] == c->axis) newAxis = static_cast<int64_t>(i);
+    if (c->scales.size() == 1 || newAxis == preferredDim) {
+      Tensor codes = doPermute ? permuteTensor(c->tensor, perm) : c->tensor;
+      auto id = constTensor(codes, c->name, format);
+      if (!id) return id;
+      MsTensor& t = out_.tensors[*id];
+      t.isQuantizedWeight = true;
+      t.dataType = codes.dtype() == DType::Int16 ? kTypeInt16 : kTypeInt8;
+      int storageBits = codes.dtype() == DType::Int16 ? 16 : 8;
+      int bits = options_.weightQuantBits > 0 ? options_.weightQuantBits : storageBits;
+      if (bits > storageBits || (storageBits == 16 && bits <= 8))
+        return bad("weight '{}' is stored as {}-bit codes but weightQuantBits is {}", c->name,
+                   storageBits, bits);
+      for (size_t ch = 0; ch < c->scales.size(); ++ch) {
+        MsQuantParam q;
+        q.scale = c->scales[ch];
+        q.zeroPoint =
+            static_cast<int32_t>(c->zeros.empty() ? 0 : c->zeros[c->zeros.size() == 1 ? 0 : ch]);
+        q.numBits = bits;
+        q.dstDtype = t.dataType;
+        if (!c->meanCorr.empty()) q.meanCorr = c->meanCorr[ch];
+        t.quantParams.push_back(q);
+      }
+      *quantized = true;
+      return id;
+    }
+  }
+  Tensor t = c->quantized ? dequantize(*c) : c->tensor;
+  if (doPermute) t = permuteTensor(t, perm);
+  return constTensor(t, c->name, format);
+}
+
+std::optional<Padding> convPadding(const Node& n, const std::vector<int64_t>& inHW,
+                                   const std::vector<int64_t>& kernel,
+                                   const std::vector<int64_t>& strides,
+                                   const std::vector<int64_t>& dilations, std::string* error) {
+  Padding p;
+  auto autoPadAttr = ops::stringAttr(n, "auto_pad", "");
+  auto padsAttr = ops::intsAttr(n, "pads", std::vector<int64_t>(4, 0));
+  if (!autoPadAttr || !padsAttr) {
+    *error = (autoPadAttr ? padsAttr.status() : autoPadAttr.status()).message();
+    return std::nullopt;
+  }
+  const std::string autoPad = *autoPadAttr;
+  if (autoPad.empty() || autoPad == "NOTSET") {
+    const std::vector<int64_t>& pads = *padsAttr;
+    if (pads.size() != 4) {
+      *error = fmt::format("pads {} (expected 4 values)", pads.size());
+      return std::nullopt;
+    }
+    p.list = {pads[0], pads[2], pads[1], pads[3]};
+    return p;
+  }
+  if (autoPad == "VALID") {
+    p.list = {0, 0, 0, 0};
+    p.mode = fb::PadMode_VALID;
+    return p;
+  }
+  if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER") {
+    *error = fmt::format("auto_pad '{}'", autoPad);
+    return std::nullopt;
+  }
+  if (inHW.size() != 2 || inHW[0] < 0 || inHW[1] < 0) {
+    if (autoPad == "SAME_UPPER") {
+      p.mode = fb::PadMode_SAME;
+      p.list = {0, 0, 0, 0};
+      return p;
+    }
+    *error = "auto_pad SAME_LOWER with unknown spatial sizes";
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    int64_t out = (inHW[i] + strides[i] - 1) / strides[i];
+    int64_t total =
+        std::max<int64_t>(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - inHW[i]);
+    int64_t small = total / 2, big = total - small;
+    p.list.push_back(autoPad == "SAME_UPPER" ? small : big);
+    p.list.push_back(autoPad == "SAME_UPPER" ? big : small);
+  }
+  return p;
+}
+
+std::vector<int64_t> inputHW(const Value* v) {
+  if (!v->shape().hasRank() || v->shape().rank() != 4) return {};
+  std::vector<int64_t> hw;
+  for (size_t i = 2; i < 4; ++i)
+    hw.push_back(v->shape()[i].isStatic() ? v->shape()[i].value() : -1);
+  return hw;
+}
+
+uint32_t LoweringContext::reshapeTensor(uint32_t from, const std::vector<int64_t>& dims,
+                                        const std::string& name) {
+  uint32_t shape = intConst(dims, name + "_shape");
+  MsTensor t = out_.tensors[from];
+  t.name = name;
+  t.nodeType = kNodeCNode;
+  t.data.reset();
+  t.quantParams.clear();
+  t.format = kFormatNCHW;
+  t.dims.clear();
+  for (int64_t d : dims)
+    t.dims.push_back(static_cast<int32_t>(d));
+  uint32_t to = addTensor(std::move(t));
+  emit(fb::PrimitiveType_Reshape, emptyTable<fb::Reshape>(), {from, shape}, {to});
+  return to;
+}
+
+uint32_t LoweringContext::transposeTensor(uint32_t from, bool toNhwc, const std::string& name) {
+  std::optional<uint32_t>& perm = toNhwc ? permToNhwc_ : permToNchw_;
+  if (!perm) perm = intConst(toNhwc ? kToNhwc : kToNchw, toNhwc ? "perm_to_nhwc" : "perm_to_nchw");
+  MsTensor t = out_.tensors[from];
+  t.name = name;
+  t.nodeType = kNodeCNode;
+  t.data.reset();
+  t.quantParams.clear();
+  t.format = toNhwc ? kFormatNHWC : kFormatNCHW;
+  if (t.dims.size() == 4) {
+    const auto& p = toNhwc ? kToNhwc : kToNchw;
+    std::vector<int32_t> d(4);
+    for (size_t i = 0; i < 4; ++i)
+      d[i] = t.dims[static_cast<size_t>(p[i])];
+    t.dims = d;
+  }
+  uint32_t to = addTensor(std::move(t));
+  emit(fb::PrimitiveType_Transpose, emptyTable<fb::Transpose>(), {from, *perm}, {to});
+  return to;
+}
+
+Expected<LoweringContext::View1d> LoweringContext::begin1d(const Node& n) {
+  const std::string& op = n.opType();
+  auto inShape = staticShape(n.input(0));
+  auto outShape = staticShape(n.output(0));
+  if (!inShape || inShape->size() != 3 || !outShape)
+    return bad("1-D {} needs static input and output shapes", op);
+  KILN_ASSIGN_OR_RETURN(const std::string autoPad, ops::stringAttr(n, "auto_pad", "NOTSET"));
+  if (autoPad != "NOTSET" && autoPad != "VALID")
+    return bad("auto_pad '{}' on a 1-D {}", autoPad, op);
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, ops::intsAttr(n, "pads", {0, 0}));
+  if (autoPad == "VALID") pads = {0, 0};
+  if (pads.size() != 2) return bad("pads need 2 values");
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> strides, ops::intsAttr(n, "strides", {1}));
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> dilations, ops::intsAttr(n, "dilations", {1}));
+  View1d view;
+  view.strides = {1, strides.empty() ? 1 : strides[0]};
+  view.dilations = {1, dilations.empty() ? 1 : dilations[0]};
+  view.padList = {0, 0, pads[0], pads[1]};
+  view.outShape = *outShape;
+  const std::string base = n.output(0)->name();
+  auto x = input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  uint32_t x4 = reshapeTensor(*x, {(*inShape)[0], (*inShape)[1], 1, (*inShape)[2]}, base + "_in4d");
+  view.x = transposeTensor(x4, true, base + "_in4d_nhwc");
+  MsTensor y;
+  y.name = base + "_out4d_nhwc";
+  auto type = typeIdOf(n.output(0)->dtype());
+  y.dataType = type ? *type : kTypeFloat32;
+  y.format = kFormatNHWC;
+  y.dims = {static_cast<int32_t>((*outShape)[0]), 1, static_cast<int32_t>((*outShape)[2]),
+            static_cast<int32_t>((*outShape)[1])};
+  view.y = addTensor(std::move(y));
+  return view;
+}
+
+Status LoweringContext::end1d(const Node& n, const View1d& view) {
+  const std::string base = n.output(0)->name();
+  uint32_t y4 = transposeTensor(view.y, false, base + "_out4d");
+  auto out = output(fusedOutput(n), Layout::Onnx);
+  if (!out) return out.status();
+  uint32_t shape = intConst(view.outShape, base + "_shape");
+  emit(fb::PrimitiveType_Reshape, emptyTable<fb::Reshape>(), {y4, shape}, {*out});
+  return Status::ok();
+}
+
+// The .ms tensor of an index-like input (axes, k, repeats) read at run time, as int32.
+Expected<uint32_t> LoweringContext::int32Input(const Value* v) {
+  auto id = input(v, Layout::Onnx);
+  if (!id) return id;
+  if (out_.tensors[*id].dataType == kTypeInt32) return id;
+  MsTensor t = out_.tensors[*id];
+  t.name = v->name() + "_i32";
+  t.nodeType = kNodeCNode;
+  t.dataType = kTypeInt32;
+  t.data.reset();
+  uint32_t to = addTensor(std::move(t));
+  uint32_t dst = intConst({kTypeInt32}, v->name() + "_i32_to", std::vector<int32_t>{});
+  emit(fb::PrimitiveType_Cast, emptyTable<fb::Cast>(), {*id, dst}, {to});
+  return to;
+}
+uint32_t LoweringContext::intConst(const std::vector<int64_t>& values, const std::string& name,
+                                   std::optional<std::vector<int32_t>> dims) {
+  std::vector<int32_t> v;
+  for (int64_t x : values)
+    v.push_back(static_cast<int32_t>(std::clamp<int64_t>(x, std::numeric_limits<int32_t>::min(),
+                                                         std::numeric_limits<int32_t>::max())));
+  MsTensor t;
+  t.name = name;
+  t.nodeType = kNodeValue;
+  t.dataType = kTypeInt32;
+  t.dims = dims ? *dims : std::vector<int32_t>{static_cast<int32_t>(v.size())};
+  std::vector<uint8_t> bytes(v.size() * 4);
+  if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+  t.data = Buffer::owned(std::move(bytes));
+  return addTensor(std::move(t));
+}
+
+uint32_t LoweringContext::floatConst(const std::vector<float>& values, const std::string& name,
+                                     std::vector<int32_t> dims) {
+  MsTensor t;
+  t.name = name;
+  t.nodeType = kNodeValue;
+  t.dataType = kTypeFloat32;
+  t.dims = std::move(dims);
+  std::vector<uint8_t> bytes(values.size() * 4);
+  if (!values.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
+  t.data = Buffer::owned(std::move(bytes));
+  return addTensor(std::move(t));
+}
+
+void LoweringContext::emit(fb::PrimitiveType type, AttrBuilder attrs, std::vector<uint32_t> inputs,
+                           std::vector<uint32_t> outputs, bool quantized) {
+  MsNode n;
+  n.name = node_ ? node_->name() : std::string();
+  if (n.name.empty())
+    n.name = fmt::format("{}_{}", fb::EnumNamePrimitiveType(type), out_.nodes.size());
+  // Ops a node expands into get distinct names (`name`, `name_1`, ...).
+  for (int i = 1; !nodeNames_.insert(n.name).second; ++i)
+    n.name = fmt::format("{}_{}", node_ ? node_->name() : std::string("node"), i);
+  n.primitiveType = static_cast<uint8_t>(type);
+  n.attributes = std::move(attrs);
+  n.inputs = std::move(inputs);
+  n.outputs = std::move(outputs);
+  n.quantType = quantized ? 4 : 0;
+  out_.nodes.push_back(std::move(n));
+}
+
+Expected<std::optional<std::vector<int64_t>>>
+LoweringContext::intsOf(const Node& n, const char* attr, size_t input) const {
+  if (n.attribute(attr)) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> values, ops::intsAttr(n, attr, {}));
+    return std::optional<std::vector<int64_t>>(std::move(values));
+  }
+  if (const Value* v = n.input(input)) {
+    auto c = constOf(v);
+    if (!c) return std::optional<std::vector<int64_t>>();
+    return std::optional<std::vector<int64_t>>(intValues(c->tensor));
+  }
+  return std::optional<std::vector<int64_t>>();
+}
+
+} // namespace kiln::ms

@@ -1,0 +1,243 @@
+// .ms lowering rules of the conv family (Conv, ConvTranspose): Conv2DFusion and
+// Conv2dTransposeFusion over NHWC data and KHWC weights.
+#include "../ms_context.h"
+#include "ops/attributes.h"
+
+namespace kiln::ms {
+namespace {
+
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
+
+// The list attributes a Conv reads, kind-checked.
+std::string spatialReason(const Node& n, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    auto values = ops::intsAttr(n, name, {});
+    if (!values) return values.status().message();
+  }
+  return {};
+}
+
+std::string checkConv(const Node& n, const lowering::OpContext&) {
+  if (auto group = ops::intAttr(n, "group", 1); !group) return group.status().message();
+  if (auto autoPad = ops::stringAttr(n, "auto_pad", "NOTSET"); !autoPad)
+    return autoPad.status().message();
+  else if (!autoPad->empty() && *autoPad != "NOTSET" && *autoPad != "VALID" &&
+           *autoPad != "SAME_UPPER" && *autoPad != "SAME_LOWER")
+    return fmt::format("auto_pad '{}'", *autoPad);
+  const int rank = declaredRank(n.input(0)), wRank = declaredRank(n.input(1));
+  if (rank == 3 && wRank >= 0 && wRank != 3) return "weight of unknown shape or rank";
+  if (rank >= 0 && rank != 3 && wRank >= 0 && wRank != 4)
+    return fmt::format("{}-D convolution (weight rank {}); .ms Conv2DFusion is 2-D only",
+                       wRank >= 2 ? wRank - 2 : 0, wRank);
+  if (std::string reason = spatialReason(n, {"kernel_shape", "strides", "dilations", "pads"});
+      !reason.empty())
+    return reason;
+  if (rank >= 0 && rank != 3) {
+    auto strides = ops::intsAttr(n, "strides", {1, 1});
+    auto dilations = ops::intsAttr(n, "dilations", {1, 1});
+    if (strides->size() != 2 || dilations->size() != 2) return "strides/dilations need 2 values";
+  }
+  return {};
+}
+
+Status lowerConv1d(LoweringContext& ctx, const Node& n) {
+  KILN_ASSIGN_OR_RETURN(const LoweringContext::View1d view, ctx.begin1d(n));
+  const int act = ctx.activationFor(n);
+  auto w = ctx.constOf(n.input(1));
+  auto wShape = ctx.staticShape(n.input(1));
+  if (!wShape || wShape->size() != 3) return bad("weight of unknown shape or rank");
+  const auto wd = *wShape;
+  Expected<uint32_t> wid = 0u;
+  if (w) {
+    Tensor wt = w->quantized ? dequantize(*w) : w->tensor;
+    Tensor w4(wt.dtype(), {wd[0], wd[1], 1, wd[2]}, wt.buffer());
+    wid = ctx.constTensor(permuteTensor(w4, kToNhwc), w->name + "_khwc", kFormatKHWC);
+  } else {
+    // A run-time weight takes the same view and layout change as the data.
+    auto wv = ctx.input(n.input(1), Layout::Onnx);
+    if (!wv) return wv.status();
+    const std::string wn = n.input(1)->name();
+    wid = ctx.transposeTensor(ctx.reshapeTensor(*wv, {wd[0], wd[1], 1, wd[2]}, wn + "_4d"), true,
+                              wn + "_khwc");
+  }
+  if (!wid) return wid.status();
+  std::vector<uint32_t> ins = {view.x, *wid};
+  if (const Value* b = n.input(2)) {
+    auto bt = ctx.input(b, Layout::Onnx);
+    if (!bt) return bt.status();
+    ins.push_back(*bt);
+  }
+  KILN_ASSIGN_OR_RETURN(const int64_t group, ops::intAttr(n, "group", 1));
+  const int64_t outCh = wd[0], inCh = wd[1] * group;
+  const std::vector<int64_t> kernel = {1, wd[2]};
+  const auto strides = view.strides, dilations = view.dilations, padList = view.padList;
+  ctx.emit(fb::PrimitiveType_Conv2DFusion,
+           [=](FBB& b) {
+             return fb::CreateConv2DFusion(b, fb::Format_NHWC, b.CreateVector(kernel),
+                                           b.CreateVector(strides), b.CreateVector(dilations),
+                                           fb::PadMode_PAD, b.CreateVector(padList), 0, group, inCh,
+                                           outCh, static_cast<fb::ActivationType>(act))
+                 .Union();
+           },
+           ins, {view.y});
+  return ctx.end1d(n, view);
+}
+
+Status lowerConv(LoweringContext& ctx, const Node& n) {
+  if (ctx.rankOf(n.input(0)) == 3) return lowerConv1d(ctx, n);
+  auto wShape = ctx.staticShape(n.input(1));
+  if (!wShape) return bad("weight '{}' has an unknown shape", n.input(1)->name());
+  const auto& wd = *wShape;
+  if (wd.size() != 4)
+    return bad("{}-D convolution (weight rank {}); .ms Conv2DFusion is 2-D only",
+               wd.size() >= 2 ? wd.size() - 2 : 0, wd.size());
+  auto kernel = std::vector<int64_t>{wd[2], wd[3]};
+  if (n.attribute("kernel_shape")) {
+    KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> k, ops::intsAttr(n, "kernel_shape", {}));
+    if (k != kernel) return bad("kernel_shape differs from the weight's dims");
+  }
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> strides, ops::intsAttr(n, "strides", {1, 1}));
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> dilations,
+                        ops::intsAttr(n, "dilations", {1, 1}));
+  if (strides.size() != 2 || dilations.size() != 2) return bad("strides/dilations need 2 values");
+  std::string err;
+  auto pad = convPadding(n, inputHW(ctx.resolve(n.input(0))), kernel, strides, dilations, &err);
+  if (!pad) return bad("{}", err);
+  KILN_ASSIGN_OR_RETURN(const int64_t group, ops::intAttr(n, "group", 1));
+  const int64_t outCh = wd[0], inCh = wd[1] * group;
+  auto x = ctx.input(n.input(0), Layout::Nhwc);
+  if (!x) return x.status();
+  bool quantized = false;
+  auto wt = ctx.weightTensor(n.input(1), kToNhwc, 0, kFormatKHWC, &quantized);
+  if (!wt) return wt.status();
+  std::vector<uint32_t> ins = {*x, *wt};
+  if (const Value* b = n.input(2)) {
+    auto bt = ctx.input(b, Layout::Onnx);
+    if (!bt) return bt.status();
+    ins.push_back(*bt);
+  }
+  auto y = ctx.output(ctx.fusedOutput(n), Layout::Nhwc);
+  if (!y) return y.status();
+  const int act = ctx.activationFor(n);
+  const auto padList = pad->list;
+  const int padMode = pad->mode;
+  ctx.emit(
+      fb::PrimitiveType_Conv2DFusion,
+      [=](FBB& b) {
+        return fb::CreateConv2DFusion(b, fb::Format_NHWC, b.CreateVector(kernel),
+                                      b.CreateVector(strides), b.CreateVector(dilations),
+                                      static_cast<fb::PadMode>(padMode), b.CreateVector(padList), 0,
+                                      group, inCh, outCh, static_cast<fb::ActivationType>(act))
+            .Union();
+      },
+      ins, {*y}, quantized);
+  return Status::ok();
+}
+
+// ConvTranspose's attributes, decoded once for check and lower.
+struct ConvTransposeAttrs {
+  std::vector<int64_t> strides, dilations, outPad, pads, outputShape;
+  bool hasOutputShape = false;
+  int64_t group = 1;
+  std::string autoPad;
+};
+
+Expected<ConvTransposeAttrs> convTransposeAttrs(const Node& n) {
+  ConvTransposeAttrs a;
+  KILN_ASSIGN_OR_RETURN(a.strides, ops::intsAttr(n, "strides", {1, 1}));
+  KILN_ASSIGN_OR_RETURN(a.dilations, ops::intsAttr(n, "dilations", {1, 1}));
+  KILN_ASSIGN_OR_RETURN(a.outPad, ops::intsAttr(n, "output_padding", {0, 0}));
+  KILN_ASSIGN_OR_RETURN(a.pads, ops::intsAttr(n, "pads", {0, 0, 0, 0}));
+  KILN_ASSIGN_OR_RETURN(a.outputShape, ops::intsAttr(n, "output_shape", {}));
+  a.hasOutputShape = n.attribute("output_shape") != nullptr;
+  KILN_ASSIGN_OR_RETURN(a.group, ops::intAttr(n, "group", 1));
+  KILN_ASSIGN_OR_RETURN(a.autoPad, ops::stringAttr(n, "auto_pad", "NOTSET"));
+  return a;
+}
+
+std::string checkConvTranspose(const Node& n, const lowering::OpContext&) {
+  auto a = convTransposeAttrs(n);
+  if (!a) return a.status().message();
+  if (a->strides.size() != 2 || a->dilations.size() != 2 || a->outPad.size() != 2)
+    return "strides/dilations/output_padding need 2 values (.ms supports 2-D)";
+  if (const int wRank = declaredRank(n.input(1)); wRank >= 0 && wRank != 4)
+    return fmt::format("{}-D transposed convolution; .ms supports 2-D", wRank - 2);
+  return {};
+}
+
+Status lowerConvTranspose(LoweringContext& ctx, const Node& n) {
+  auto wShape = ctx.staticShape(n.input(1));
+  if (!wShape) return bad("weight '{}' has an unknown shape", n.input(1)->name());
+  const auto& wd = *wShape;
+  if (wd.size() != 4) return bad("{}-D transposed convolution; .ms supports 2-D", wd.size() - 2);
+  KILN_ASSIGN_OR_RETURN(ConvTransposeAttrs attrs, convTransposeAttrs(n));
+  std::vector<int64_t> kernel = {wd[2], wd[3]};
+  const auto strides = attrs.strides, dilations = attrs.dilations;
+  auto outPad = attrs.outPad;
+  const int64_t group = attrs.group;
+  const int64_t inCh = wd[0], outCh = wd[1] * group;
+  auto hw = inputHW(ctx.resolve(n.input(0)));
+  std::vector<int64_t> pads = attrs.pads;
+  const std::string autoPad = attrs.autoPad;
+  if (attrs.hasOutputShape || (autoPad != "NOTSET" && autoPad != "VALID")) {
+    std::vector<int64_t> target;
+    if (attrs.hasOutputShape) {
+      target = attrs.outputShape;
+      if (target.size() > 2) target.erase(target.begin(), target.end() - 2);
+    } else {
+      for (size_t i = 0; i < 2; ++i)
+        target.push_back(hw.size() == 2 ? hw[i] * strides[i] : -1);
+    }
+    if (hw.size() != 2 || hw[0] < 0 || hw[1] < 0 || target.size() != 2)
+      return bad("output_shape/auto_pad need static input sizes");
+    pads.assign(4, 0);
+    for (size_t i = 0; i < 2; ++i) {
+      int64_t total =
+          strides[i] * (hw[i] - 1) + outPad[i] + ((kernel[i] - 1) * dilations[i] + 1) - target[i];
+      if (total < 0) {
+        outPad[i] -= total; // ONNX grows the output by extra trailing pixels
+        total = 0;
+      }
+      int64_t half = total / 2;
+      pads[i] = autoPad == "SAME_UPPER" ? half : total - half;
+      pads[i + 2] = total - pads[i];
+    }
+  } else if (autoPad == "VALID") {
+    pads.assign(4, 0);
+  }
+  if (pads.size() != 4) return bad("pads need 4 values");
+  std::vector<int64_t> padList = {pads[0], pads[2], pads[1], pads[3]};
+  auto x = ctx.input(n.input(0), Layout::Nhwc);
+  if (!x) return x.status();
+  const bool depthwise = group > 1 && group == inCh && wd[1] == 1;
+  bool quantized = false;
+  auto wt = ctx.weightTensor(n.input(1), kToNhwc, depthwise ? 0 : 3, kFormatKHWC, &quantized);
+  if (!wt) return wt.status();
+  std::vector<uint32_t> ins = {*x, *wt};
+  if (const Value* b = n.input(2)) {
+    auto bt = ctx.input(b, Layout::Onnx);
+    if (!bt) return bt.status();
+    ins.push_back(*bt);
+  }
+  auto y = ctx.output(ctx.fusedOutput(n), Layout::Nhwc);
+  if (!y) return y.status();
+  const int act = ctx.activationFor(n);
+  ctx.emit(
+      fb::PrimitiveType_Conv2dTransposeFusion,
+      [=](FBB& b) {
+        return fb::CreateConv2dTransposeFusion(
+                   b, fb::Format_NHWC, b.CreateVector(kernel), b.CreateVector(strides),
+                   b.CreateVector(dilations), fb::PadMode_PAD, 0, b.CreateVector(padList), 0, group,
+                   inCh, outCh, static_cast<fb::ActivationType>(act), b.CreateVector(outPad))
+            .Union();
+      },
+      ins, {*y}, quantized);
+  return Status::ok();
+}
+
+KILN_MS_LOWERING("Conv", checkConv, lowerConv);
+KILN_MS_LOWERING("ConvTranspose", checkConvTranspose, lowerConvTranspose);
+// ---- end of lowering
+
+} // namespace
+} // namespace kiln::ms

@@ -1,0 +1,61 @@
+// .ms lowering rules of the math_misc family (TopK): TopKFusion.
+#include "../ms_context.h"
+#include "ops/attributes.h"
+
+namespace kiln::ms {
+namespace {
+
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
+
+std::string checkTopK(const Node& n, const lowering::OpContext&) {
+  for (const char* name : {"axis", "k", "largest", "sorted"})
+    if (auto v = ops::intAttr(n, name, 0); !v) return v.status().message();
+  if (!n.attribute("k") && !n.input(1)) return "no k";
+  return {};
+}
+
+Status lowerTopK(LoweringContext& ctx, const Node& n) {
+  const int rank = ctx.rankOf(n.input(0));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, ops::intAttr(n, "axis", -1));
+  if (axis < 0) {
+    if (rank < 0) return bad("negative axis over an unknown rank");
+    axis += rank;
+  }
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  std::optional<int64_t> k;
+  if (n.attribute("k")) {
+    KILN_ASSIGN_OR_RETURN(k, ops::intAttr(n, "k", 0));
+  } else if (auto c = ctx.constOf(n.input(1))) {
+    auto v = intValues(c->tensor);
+    if (v.size() == 1) k = v[0];
+  }
+  uint32_t tk;
+  if (k) {
+    tk = ctx.intConst({*k}, n.output(0)->name() + "_k");
+  } else {
+    if (!n.input(1)) return bad("no k");
+    auto dyn = ctx.int32Input(n.input(1));
+    if (!dyn) return dyn.status();
+    tk = *dyn;
+  }
+  KILN_ASSIGN_OR_RETURN(const bool largest, ops::intAttr(n, "largest", 1));
+  KILN_ASSIGN_OR_RETURN(const bool sorted, ops::intAttr(n, "sorted", 1));
+  std::vector<uint32_t> outs;
+  for (const Value* o : n.outputs()) {
+    auto y = ctx.output(o, Layout::Onnx);
+    if (!y) return y.status();
+    outs.push_back(*y);
+  }
+  ctx.emit(
+      fb::PrimitiveType_TopKFusion,
+      [=](FBB& b) { return fb::CreateTopKFusion(b, sorted, axis, largest ? 1 : 0).Union(); },
+      {*x, tk}, outs);
+  return Status::ok();
+}
+
+KILN_MS_LOWERING("TopK", checkTopK, lowerTopK);
+// ---- end of lowering
+
+} // namespace
+} // namespace kiln::ms

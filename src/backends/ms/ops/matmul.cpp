@@ -1,0 +1,168 @@
+// .ms lowering rules of the matmul family (MatMul, Gemm): MatMulFusion, with Gemm's alpha/beta
+// folded into constant operands and its C added by AddFusion when it is not a bias.
+#include "../ms_context.h"
+#include "ops/attributes.h"
+
+namespace kiln::ms {
+namespace {
+
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
+
+// Gemm's attributes, decoded once for check and lower.
+struct GemmAttrs {
+  float alpha = 1, beta = 1;
+  bool transA = false, transB = false;
+};
+
+Expected<GemmAttrs> gemmAttrs(const Node& n) {
+  GemmAttrs a;
+  KILN_ASSIGN_OR_RETURN(a.alpha, ops::floatAttr(n, "alpha", 1));
+  KILN_ASSIGN_OR_RETURN(a.beta, ops::floatAttr(n, "beta", 1));
+  KILN_ASSIGN_OR_RETURN(const int64_t transA, ops::intAttr(n, "transA", 0));
+  KILN_ASSIGN_OR_RETURN(const int64_t transB, ops::intAttr(n, "transB", 0));
+  a.transA = transA != 0;
+  a.transB = transB != 0;
+  return a;
+}
+
+std::string checkMatMul(const Node& n, const lowering::OpContext&) {
+  const int a = declaredRank(n.input(0)), b = declaredRank(n.input(1));
+  if ((a >= 0 && a < 2) || (b >= 0 && b < 2))
+    return "MatMul operands of rank < 2 (or unknown rank)";
+  return {};
+}
+
+std::string checkGemm(const Node& n, const lowering::OpContext&) {
+  auto a = gemmAttrs(n);
+  return a ? std::string() : a.status().message();
+}
+
+Status lowerMatMul(LoweringContext& ctx, const Node& n) {
+  if (ctx.rankOf(n.input(0)) < 2 || ctx.rankOf(n.input(1)) < 2)
+    return bad("MatMul operands of rank < 2 (or unknown rank)");
+  auto a = ctx.input(n.input(0), Layout::Onnx);
+  if (!a) return a.status();
+  std::vector<uint32_t> ins = {*a};
+  bool quantized = false;
+  if (ctx.constOf(n.input(1))) {
+    const int64_t rank = ctx.rankOf(n.input(1));
+    auto bt = ctx.weightTensor(n.input(1), {}, rank - 1, kFormatNCHW, &quantized);
+    if (!bt) return bt.status();
+    ins.push_back(*bt);
+  } else {
+    auto bt = ctx.input(n.input(1), Layout::Onnx);
+    if (!bt) return bt.status();
+    ins.push_back(*bt);
+  }
+  auto y = ctx.output(ctx.fusedOutput(n), Layout::Onnx);
+  if (!y) return y.status();
+  const int act = ctx.activationFor(n);
+  ctx.emit(
+      fb::PrimitiveType_MatMulFusion,
+      [=](FBB& b) {
+        return fb::CreateMatMulFusion(b, false, false, static_cast<fb::ActivationType>(act))
+            .Union();
+      },
+      ins, {*y}, quantized);
+  return Status::ok();
+}
+
+Status lowerGemm(LoweringContext& ctx, const Node& n) {
+  KILN_ASSIGN_OR_RETURN(const GemmAttrs attrs, gemmAttrs(n));
+  const float alpha = attrs.alpha, beta = attrs.beta;
+  const bool transA = attrs.transA, transB = attrs.transB;
+  auto a = ctx.input(n.input(0), Layout::Onnx);
+  if (!a) return a.status();
+  bool quantized = false;
+  uint32_t bId;
+  auto bConst = ctx.constOf(n.input(1));
+  if (alpha != 1.0f) {
+    if (!bConst) return bad("alpha {} with a non-constant B", alpha);
+    Tensor t = bConst->quantized ? dequantize(*bConst) : bConst->tensor;
+    if (t.dtype() != DType::Float32) return bad("alpha {} with a non-float B", alpha);
+    auto id = ctx.constTensor(scaleFloat(t, alpha), bConst->name + "_alpha");
+    if (!id) return id.status();
+    bId = *id;
+  } else if (bConst) {
+    auto id = ctx.weightTensor(n.input(1), {}, transB ? 0 : 1, kFormatNCHW, &quantized);
+    if (!id) return id.status();
+    bId = *id;
+  } else {
+    auto id = ctx.input(n.input(1), Layout::Onnx);
+    if (!id) return id.status();
+    bId = *id;
+  }
+  std::vector<uint32_t> ins = {*a, bId};
+  const Value* c = n.input(2);
+  std::optional<uint32_t> addend;
+  auto outShape = ctx.staticShape(n.output(0));
+  if (c && beta != 0.0f) {
+    auto cc = ctx.constOf(c);
+    Tensor ct;
+    if (cc) ct = cc->quantized ? dequantize(*cc) : cc->tensor;
+    if (cc && beta != 1.0f) {
+      if (ct.dtype() != DType::Float32) return bad("beta {} with a non-float C", beta);
+      ct = scaleFloat(ct, beta);
+    } else if (!cc && beta != 1.0f) {
+      return bad("beta {} with a non-constant C", beta);
+    }
+    const int64_t N = outShape && outShape->size() == 2 ? (*outShape)[1] : -1;
+    if (cc && N > 0 && ct.dtype() == DType::Float32 &&
+        (ct.elementCount() == static_cast<uint64_t>(N) || ct.elementCount() == 1) &&
+        (ct.dims().size() <= 1 || ct.dims()[0] == 1)) {
+      std::vector<float> v = ct.copyValues<float>();
+      if (v.size() == 1) v.assign(static_cast<size_t>(N), v[0]);
+      ins.push_back(ctx.floatConst(v, cc->name, {static_cast<int32_t>(N)}));
+    } else if (cc) {
+      auto id = ctx.constTensor(ct, cc->name);
+      if (!id) return id.status();
+      addend = *id;
+    } else {
+      auto id = ctx.input(c, Layout::Onnx);
+      if (!id) return id.status();
+      addend = *id;
+    }
+  }
+  const int act = ctx.activationFor(n);
+  const Value* finalOut = ctx.fusedOutput(n);
+  uint32_t y;
+  if (addend) {
+    MsTensor mid;
+    mid.name = n.output(0)->name() + "_matmul";
+    auto type = typeIdOf(n.output(0)->dtype());
+    mid.dataType = type ? *type : kTypeFloat32;
+    if (outShape)
+      for (int64_t d : *outShape)
+        mid.dims.push_back(static_cast<int32_t>(d));
+    y = ctx.addTensor(std::move(mid));
+  } else {
+    auto id = ctx.output(finalOut, Layout::Onnx);
+    if (!id) return id.status();
+    y = *id;
+  }
+  ctx.emit(
+      fb::PrimitiveType_MatMulFusion,
+      [=](FBB& b) {
+        return fb::CreateMatMulFusion(b, transA, transB,
+                                      static_cast<fb::ActivationType>(addend ? 0 : act))
+            .Union();
+      },
+      ins, {y}, quantized);
+  if (addend) {
+    auto z = ctx.output(finalOut, Layout::Onnx);
+    if (!z) return z.status();
+    ctx.emit(fb::PrimitiveType_AddFusion,
+             [=](FBB& b) {
+               return fb::CreateAddFusion(b, static_cast<fb::ActivationType>(act)).Union();
+             },
+             {y, *addend}, {*z});
+  }
+  return Status::ok();
+}
+
+KILN_MS_LOWERING("Gemm", checkGemm, lowerGemm);
+KILN_MS_LOWERING("MatMul", checkMatMul, lowerMatMul);
+// ---- end of lowering
+
+} // namespace
+} // namespace kiln::ms

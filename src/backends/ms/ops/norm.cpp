@@ -1,0 +1,199 @@
+// .ms lowering rules of the norm family (BatchNormalization, InstanceNormalization,
+// LayerNormalization, LpNormalization, LRN, Dropout).
+#include "../ms_context.h"
+#include "ops/attributes.h"
+
+namespace kiln::ms {
+namespace {
+
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
+
+// The attributes this family reads, kind-checked: a wrong kind is a refusal, never a throw.
+std::string attributeReason(const Node& n) {
+  for (const char* name : {"training_mode", "axis", "p", "size", "seed"})
+    if (auto v = ops::intAttr(n, name, 0); !v) return v.status().message();
+  for (const char* name : {"epsilon", "momentum", "alpha", "beta", "bias", "ratio"})
+    if (auto v = ops::floatAttr(n, name, 0); !v) return v.status().message();
+  return {};
+}
+
+std::string checkBatchNorm(const Node& n, const lowering::OpContext&) {
+  if (std::string reason = attributeReason(n); !reason.empty()) return reason;
+  if (*ops::intAttr(n, "training_mode", 0) != 0) return "training_mode=1";
+  if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4 && rank != 2)
+    return fmt::format("{}-D input (.ms FusedBatchNorm: 4-D or 2-D)", rank);
+  for (size_t i = 1; i < n.outputs().size(); ++i)
+    if (outputUsed(n, i)) return "training outputs (running mean/var)";
+  return {};
+}
+
+Status lowerBatchNorm(LoweringContext& ctx, const Node& n) {
+  const int rank = ctx.rankOf(n.input(0));
+  if (rank != 4 && rank != 2) return bad("{}-D input (.ms FusedBatchNorm: 4-D or 2-D)", rank);
+  KILN_ASSIGN_OR_RETURN(const float eps, ops::floatAttr(n, "epsilon", 1e-5f));
+  KILN_ASSIGN_OR_RETURN(const float momentum, ops::floatAttr(n, "momentum", 0.9f));
+  const Layout layout = rank == 4 ? Layout::Nhwc : Layout::Onnx;
+  std::vector<uint32_t> ins;
+  auto x = ctx.input(n.input(0), layout);
+  if (!x) return x.status();
+  ins.push_back(*x);
+  for (size_t i = 1; i < 5; ++i) {
+    auto id = ctx.input(n.input(i), Layout::Onnx);
+    if (!id) return id.status();
+    ins.push_back(*id);
+  }
+  auto y = ctx.output(n.output(0), layout);
+  if (!y) return y.status();
+  ctx.emit(fb::PrimitiveType_FusedBatchNorm,
+           [=](FBB& b) { return fb::CreateFusedBatchNorm(b, eps, momentum, 0).Union(); }, ins,
+           {*y});
+  return Status::ok();
+}
+
+std::string checkNorm(const Node& n, const lowering::OpContext&) { return attributeReason(n); }
+
+std::string checkInstanceNorm(const Node& n, const lowering::OpContext& context) {
+  if (std::string reason = checkNorm(n, context); !reason.empty()) return reason;
+  if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4)
+    return fmt::format("{}-D input (.ms InstanceNorm is 4-D)", rank);
+  return {};
+}
+
+Status lowerInstanceNorm(LoweringContext& ctx, const Node& n) {
+  const int rank = ctx.rankOf(n.input(0));
+  if (rank != 4) return bad("{}-D input (.ms InstanceNorm is 4-D)", rank);
+  KILN_ASSIGN_OR_RETURN(const float eps, ops::floatAttr(n, "epsilon", 1e-5f));
+  auto x = ctx.input(n.input(0), Layout::Nhwc);
+  if (!x) return x.status();
+  auto g = ctx.input(n.input(1), Layout::Onnx);
+  if (!g) return g.status();
+  auto be = ctx.input(n.input(2), Layout::Onnx);
+  if (!be) return be.status();
+  auto y = ctx.output(n.output(0), Layout::Nhwc);
+  if (!y) return y.status();
+  ctx.emit(fb::PrimitiveType_InstanceNorm,
+           [=](FBB& b) { return fb::CreateInstanceNorm(b, eps).Union(); }, {*x, *g, *be}, {*y});
+  return Status::ok();
+}
+
+std::string checkLayerNorm(const Node& n, const lowering::OpContext&) {
+  if (std::string reason = attributeReason(n); !reason.empty()) return reason;
+  for (size_t i = 1; i < n.outputs().size(); ++i)
+    if (outputUsed(n, i)) return "the Mean/InvStdDev outputs";
+  return {};
+}
+
+Status lowerLayerNorm(LoweringContext& ctx, const Node& n) {
+  const int rank = ctx.rankOf(n.input(0));
+  if (rank < 0) return bad("unknown rank");
+  KILN_ASSIGN_OR_RETURN(int64_t axis, ops::intAttr(n, "axis", -1));
+  if (axis < 0) axis += rank;
+  KILN_ASSIGN_OR_RETURN(const float eps, ops::floatAttr(n, "epsilon", 1e-5f));
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  auto g = ctx.input(n.input(1), Layout::Onnx);
+  if (!g) return g.status();
+  uint32_t beta;
+  if (n.input(2)) {
+    auto id = ctx.input(n.input(2), Layout::Onnx);
+    if (!id) return id.status();
+    beta = *id;
+  } else {
+    auto gs = ctx.staticShape(n.input(1));
+    if (!gs) return bad("no bias and an unknown scale shape");
+    uint64_t count = 1;
+    std::vector<int32_t> dims;
+    for (int64_t d : *gs) {
+      count *= static_cast<uint64_t>(d);
+      dims.push_back(static_cast<int32_t>(d));
+    }
+    beta = ctx.floatConst(std::vector<float>(count, 0.0f), n.output(0)->name() + "_bias", dims);
+  }
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  ctx.emit(fb::PrimitiveType_LayerNormFusion,
+           [=](FBB& b) { return fb::CreateLayerNormFusion(b, axis, eps, true, axis).Union(); },
+           {*x, *g, beta}, {*y});
+  return Status::ok();
+}
+
+Status lowerLpNorm(LoweringContext& ctx, const Node& n) {
+  const int rank = ctx.rankOf(n.input(0));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, ops::intAttr(n, "axis", -1));
+  if (axis < 0) {
+    if (rank < 0) return bad("negative axis over an unknown rank");
+    axis += rank;
+  }
+  KILN_ASSIGN_OR_RETURN(const int64_t p, ops::intAttr(n, "p", 2));
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  ctx.emit(fb::PrimitiveType_LpNormalization,
+           [=](FBB& b) { return fb::CreateLpNormalization(b, axis, p).Union(); }, {*x}, {*y});
+  return Status::ok();
+}
+
+std::string checkLrn(const Node& n, const lowering::OpContext&) {
+  if (std::string reason = attributeReason(n); !reason.empty()) return reason;
+  if (const int64_t size = *ops::intAttr(n, "size", 1); size % 2 == 0)
+    return fmt::format("even size {}", size);
+  if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4)
+    return fmt::format("{}-D input (.ms LRN is 4-D)", rank);
+  return {};
+}
+
+Status lowerLrn(LoweringContext& ctx, const Node& n) {
+  const int rank = ctx.rankOf(n.input(0));
+  // LRN: ONNX scales the square sum by alpha/size; .ms (TF style) by alpha per element.
+  if (rank != 4) return bad("{}-D input (.ms LRN is 4-D)", rank);
+  KILN_ASSIGN_OR_RETURN(const int64_t size, ops::intAttr(n, "size", 1));
+  KILN_ASSIGN_OR_RETURN(const float alphaAttr, ops::floatAttr(n, "alpha", 1e-4f));
+  const float alpha = alphaAttr / static_cast<float>(size);
+  KILN_ASSIGN_OR_RETURN(const float beta, ops::floatAttr(n, "beta", 0.75f));
+  KILN_ASSIGN_OR_RETURN(const float bias, ops::floatAttr(n, "bias", 1.0f));
+  auto x = ctx.input(n.input(0), Layout::Nhwc);
+  if (!x) return x.status();
+  auto y = ctx.output(n.output(0), Layout::Nhwc);
+  if (!y) return y.status();
+  ctx.emit(fb::PrimitiveType_LRN,
+           [=](FBB& b) {
+             return fb::CreateLRN(b, (size - 1) / 2, bias, alpha, beta,
+                                  b.CreateString("ACROSS_CHANNELS"))
+                 .Union();
+           },
+           {*x}, {*y});
+  return Status::ok();
+}
+
+std::string checkDropout(const Node& n, const lowering::OpContext&) {
+  if (std::string reason = attributeReason(n); !reason.empty()) return reason;
+  if (outputUsed(n, 1)) return "the mask output of Dropout";
+  return {};
+}
+
+// Dropout at inference is the identity.
+Status lowerDropout(LoweringContext& ctx, const Node& n) {
+  if (n.input(2)) {
+    auto c = ctx.constOf(n.input(2));
+    auto on = c ? scalarValue(c->tensor) : std::nullopt;
+    auto r = n.input(1) ? ctx.constOf(n.input(1)) : std::nullopt;
+    auto ratio = r ? scalarValue(r->tensor) : std::nullopt;
+    // Training mode drops elements unless the ratio is 0.
+    if ((!on || *on != 0) && (!ratio || *ratio != 0))
+      return bad("training_mode that is not a constant false, with a non-zero ratio");
+  }
+  ctx.setAlias(n.output(0), n.input(0));
+  return Status::ok();
+}
+
+KILN_MS_LOWERING("BatchNormalization", checkBatchNorm, lowerBatchNorm);
+KILN_MS_LOWERING("InstanceNormalization", checkInstanceNorm, lowerInstanceNorm);
+KILN_MS_LOWERING("LayerNormalization", checkLayerNorm, lowerLayerNorm);
+KILN_MS_LOWERING("LpNormalization", checkNorm, lowerLpNorm);
+KILN_MS_LOWERING("LRN", checkLrn, lowerLrn);
+KILN_MS_LOWERING("Dropout", checkDropout, lowerDropout);
+// ---- end of lowering
+
+} // namespace
+} // namespace kiln::ms

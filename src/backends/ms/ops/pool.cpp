@@ -1,0 +1,128 @@
+// .ms lowering rules of the pool family (MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool):
+// MaxPoolFusion / AvgPoolFusion over NHWC data.
+#include "../ms_context.h"
+#include "ops/attributes.h"
+
+namespace kiln::ms {
+namespace {
+
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
+
+std::string checkPool(const Node& n, const lowering::OpContext&) {
+  if (outputUsed(n, 1)) return "the Indices output of MaxPool";
+  const bool global = n.opType() == "GlobalAveragePool" || n.opType() == "GlobalMaxPool";
+  if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4 && (global || rank != 3))
+    return fmt::format("{}-D input; .ms pooling is 2-D (4-D NCHW input)", rank);
+  if (!global && declaredRank(n.input(0)) == 4)
+    if (auto kernel = ops::intsAttr(n, "kernel_shape", {}); kernel && kernel->size() != 2)
+      return fmt::format("kernel_shape of {} values", kernel->size());
+  for (const char* name : {"kernel_shape", "strides", "pads"})
+    if (auto values = ops::intsAttr(n, name, {}); !values) return values.status().message();
+  for (const char* name : {"ceil_mode", "count_include_pad"})
+    if (auto value = ops::intAttr(n, name, 0); !value) return value.status().message();
+  if (auto autoPad = ops::stringAttr(n, "auto_pad", "NOTSET"); !autoPad)
+    return autoPad.status().message();
+  auto dil = ops::intsAttr(n, "dilations", {});
+  if (!dil) return dil.status().message();
+  for (int64_t d : *dil)
+    if (d != 1) return fmt::format("dilations [{}]", fmt::join(*dil, ","));
+  return {};
+}
+
+Status lowerPool1d(LoweringContext& ctx, const Node& n) {
+  KILN_ASSIGN_OR_RETURN(const LoweringContext::View1d view, ctx.begin1d(n));
+  const int act = ctx.activationFor(n);
+  const bool isMax = n.opType() == "MaxPool";
+  KILN_ASSIGN_OR_RETURN(const int64_t ceilMode, ops::intAttr(n, "ceil_mode", 0));
+  KILN_ASSIGN_OR_RETURN(const int64_t countIncludePad, ops::intAttr(n, "count_include_pad", 0));
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> kernelShape,
+                        ops::intsAttr(n, "kernel_shape", {1}));
+  const bool ceil = ceilMode != 0;
+  const int64_t padBegin = view.padList[2], padEnd = view.padList[3];
+  const bool anyPad = padBegin || padEnd;
+  if (padBegin > 50 || padEnd > 50) return bad("pad over 50");
+  if (!isMax && anyPad && (countIncludePad != 0 || ceil))
+    return bad("count_include_pad/ceil_mode with padding");
+  const std::vector<int64_t> kernel = {1, kernelShape.empty() ? 1 : kernelShape[0]};
+  const auto strides = view.strides, padList = view.padList;
+  ctx.emit(
+      isMax ? fb::PrimitiveType_MaxPoolFusion : fb::PrimitiveType_AvgPoolFusion,
+      [=](FBB& b) {
+        auto k = b.CreateVector(kernel), st = b.CreateVector(strides), p = b.CreateVector(padList);
+        const auto rm = ceil ? fb::RoundMode_CEIL : fb::RoundMode_FLOOR;
+        const auto a = static_cast<fb::ActivationType>(act);
+        if (isMax)
+          return fb::CreateMaxPoolFusion(b, k, st, p, fb::PadMode_PAD, rm, fb::Format_NHWC, false,
+                                         a)
+              .Union();
+        return fb::CreateAvgPoolFusion(b, k, st, p, fb::PadMode_PAD, rm, fb::Format_NHWC, false, a)
+            .Union();
+      },
+      {view.x}, {view.y});
+  return ctx.end1d(n, view);
+}
+
+Status lowerPool(LoweringContext& ctx, const Node& n) {
+  const std::string& op = n.opType();
+  const bool global = op == "GlobalAveragePool" || op == "GlobalMaxPool";
+  const bool isMax = op == "MaxPool" || op == "GlobalMaxPool";
+  if (!global && ctx.rankOf(n.input(0)) == 3) return lowerPool1d(ctx, n);
+  if (ctx.rankOf(n.input(0)) != 4)
+    return bad("{}-D input; .ms pooling is 2-D (4-D NCHW input)", ctx.rankOf(n.input(0)));
+  std::vector<int64_t> kernel, strides = {1, 1};
+  Padding pad{{0, 0, 0, 0}, fb::PadMode_VALID};
+  bool ceil = false;
+  auto hw = inputHW(ctx.resolve(n.input(0)));
+  if (global) {
+    if (hw.size() == 2 && hw[0] > 0 && hw[1] > 0) kernel = hw;
+  } else {
+    KILN_ASSIGN_OR_RETURN(kernel, ops::intsAttr(n, "kernel_shape", {}));
+    if (kernel.size() != 2) return bad("kernel_shape of {} values", kernel.size());
+    KILN_ASSIGN_OR_RETURN(strides, ops::intsAttr(n, "strides", {1, 1}));
+    KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> dil, ops::intsAttr(n, "dilations", {1, 1}));
+    if (dil != std::vector<int64_t>{1, 1}) return bad("dilations [{}]", fmt::join(dil, ","));
+    KILN_ASSIGN_OR_RETURN(const int64_t ceilMode, ops::intAttr(n, "ceil_mode", 0));
+    KILN_ASSIGN_OR_RETURN(const int64_t countIncludePad, ops::intAttr(n, "count_include_pad", 0));
+    ceil = ceilMode != 0;
+    std::string err;
+    auto p = convPadding(n, hw, kernel, strides, {1, 1}, &err);
+    if (!p) return bad("{}", err);
+    pad = *p;
+    for (int64_t v : pad.list)
+      if (v > 50) return bad("pad {} (the .ms runtime accepts pooling pads up to 50)", v);
+    const bool anyPad = std::any_of(pad.list.begin(), pad.list.end(), [](int64_t v) { return v; });
+    if (!isMax && anyPad && countIncludePad != 0)
+      return bad("count_include_pad=1 with padding (.ms averages over the valid pixels only)");
+    if (!isMax && anyPad && ceil)
+      return bad("ceil_mode=1 with padding (window counts differ from ONNX at the border)");
+  }
+  auto x = ctx.input(n.input(0), Layout::Nhwc);
+  if (!x) return x.status();
+  auto y = ctx.output(ctx.fusedOutput(n), Layout::Nhwc);
+  if (!y) return y.status();
+  const int act = ctx.activationFor(n);
+  const auto padList = pad.list;
+  const int padMode = pad.mode;
+  ctx.emit(
+      isMax ? fb::PrimitiveType_MaxPoolFusion : fb::PrimitiveType_AvgPoolFusion,
+      [=](FBB& b) {
+        auto k = b.CreateVector(kernel), st = b.CreateVector(strides), p = b.CreateVector(padList);
+        const auto pm = static_cast<fb::PadMode>(padMode);
+        const auto rm = ceil ? fb::RoundMode_CEIL : fb::RoundMode_FLOOR;
+        const auto a = static_cast<fb::ActivationType>(act);
+        if (isMax)
+          return fb::CreateMaxPoolFusion(b, k, st, p, pm, rm, fb::Format_NHWC, global, a).Union();
+        return fb::CreateAvgPoolFusion(b, k, st, p, pm, rm, fb::Format_NHWC, global, a).Union();
+      },
+      {*x}, {*y});
+  return Status::ok();
+}
+
+KILN_MS_LOWERING("AveragePool", checkPool, lowerPool);
+KILN_MS_LOWERING("GlobalAveragePool", checkPool, lowerPool);
+KILN_MS_LOWERING("GlobalMaxPool", checkPool, lowerPool);
+KILN_MS_LOWERING("MaxPool", checkPool, lowerPool);
+// ---- end of lowering
+
+} // namespace
+} // namespace kiln::ms
