@@ -14,6 +14,7 @@
 
 #include "kiln/backends/aipp.h"
 #include "kiln/backends/atc.h"
+#include "kiln/backends/lowering.h"
 #include "kiln/backends/om.h"
 #include "kiln/check.h"
 #include "kiln/frontend/onnx.h"
@@ -131,20 +132,23 @@ std::vector<std::pair<std::string, Status>> fp16NodeProblems(const AtcOptions& o
 }
 
 struct Unsupported {
-  std::string node;
+  std::string node; // as ATC names it: the node's name, else its first output's
   std::string opType;
   std::string reason;
+  std::string label; // lowering::nodeLabel, for kiln's own line
 };
 
 void collectUnsupported(const Graph& g, const std::string& soc, int64_t opset,
                         std::vector<Unsupported>& out) {
+  size_t position = 0;
   for (const auto& node : g.nodes()) {
+    ++position;
     std::string reason = omUnsupportedReason(*node, soc, opset);
     if (!reason.empty()) {
       std::string name = node->name();
       if (name.empty() && !node->outputs().empty() && node->output(0))
         name = node->output(0)->name();
-      out.push_back({name, node->opType(), reason});
+      out.push_back({name, node->opType(), reason, lowering::nodeLabel(*node, position)});
     }
     for (const Graph* sub : node->subgraphs())
       collectUnsupported(*sub, soc, opset, out);
@@ -182,7 +186,7 @@ std::vector<Status> unsupportedErrors(const std::vector<Unsupported>& nodes,
   for (const Unsupported& u : nodes)
     errors.push_back(
         Status(ErrorCode::OmLowerUnsupported,
-               fmt::format("node '{}' ({}) on {}: {}", u.node, u.opType, soc, u.reason), hint));
+               fmt::format("{} on {}: {}", u.label, soc, u.reason), hint));
   return errors;
 }
 

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "kiln/backends/lowering.h"
 #include "kiln/backends/ms_writer.h"
 #include "kiln/compare.h"
 #include "kiln/frontend/onnx.h"
@@ -175,9 +176,13 @@ void makeOutputsNhwc(Graph& graph) {
 
 std::vector<UnsupportedOp> unsupportedOps(const Graph& graph, int64_t opset) {
   std::vector<UnsupportedOp> out;
+  size_t position = 0;
   for (const auto& node : graph.nodes()) {
+    ++position;
     std::string reason = msUnsupportedReason(*node, opset);
-    if (!reason.empty()) out.push_back({node->opType(), node->name(), reason});
+    if (!reason.empty())
+      out.push_back(
+          {node->opType(), node->name(), reason, lowering::nodeLabel(*node, position)});
   }
   return out;
 }
@@ -185,9 +190,9 @@ std::vector<UnsupportedOp> unsupportedOps(const Graph& graph, int64_t opset) {
 Status unsupportedStatus(const std::vector<UnsupportedOp>& ops) {
   std::vector<std::string> parts;
   for (const UnsupportedOp& op : ops)
-    parts.push_back(fmt::format("{} '{}' ({})", op.opType, op.nodeName, op.reason));
+    parts.push_back(fmt::format("{}: {}", op.label, op.reason));
   return Status(ErrorCode::MsLowerUnsupported,
-                fmt::format("{} node(s) have no MindSpore Lite op: {}", ops.size(),
+                fmt::format("{} node(s) cannot be lowered to MindSpore Lite ops: {}", ops.size(),
                             fmt::join(parts, "; ")),
                 "replace these ops in the exporter (kiln check MODEL --target "
                 "ms lists them)")

@@ -45,6 +45,7 @@ struct UnsupportedOp {
   std::string opType;
   std::string nodeName;
   std::string reason;
+  std::string label; // lowering::nodeLabel: the node's one label in every message
 };
 
 struct MsConvertReport {

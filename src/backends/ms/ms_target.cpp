@@ -6,6 +6,9 @@
 #include "kiln/backends/ms_reader.h"
 #include "kiln/backends/ms_writer.h"
 #include "kiln/backends/target.h"
+#include "ms_context.h"
+#include "ms_lower.h"
+#include "ms_raise_context.h"
 
 namespace kiln {
 namespace {
@@ -26,6 +29,22 @@ Expected<Model> msRoundTrip(Model model, const RoundTripOptions& options) {
   return readMsBuffer(owned->data(), owned->size(), owned, name, "");
 }
 
+// Lowers without writing and returns every refusal (`kiln check --target ms`).
+std::vector<lowering::Refusal> msRefusals(const Model& model, const std::string&) {
+  std::vector<lowering::Refusal> refusals;
+  auto lowered = ms::lowerToMs(model, MsWriteOptions{}, &refusals);
+  if (!lowered && refusals.empty())
+    refusals.push_back({nullptr, "model", lowered.status().message(), false});
+  return refusals;
+}
+
+template <typename Table> std::vector<RuleInfo> ruleInfos(const Table& table) {
+  std::vector<RuleInfo> out;
+  for (const auto& [key, rule] : table.all())
+    out.push_back({key, rule.file});
+  return out;
+}
+
 TargetHooks makeMsTarget() {
   TargetHooks hooks;
   hooks.name = "ms";
@@ -35,6 +54,9 @@ TargetHooks makeMsTarget() {
   hooks.unsupportedReason = [](const Node& node, const std::string&, int64_t opset) {
     return msUnsupportedReason(node, opset);
   };
+  hooks.lowerRefusals = msRefusals;
+  hooks.loweringRules = [] { return ruleInfos(ms::msLoweringRules()); };
+  hooks.raisingRules = [] { return ruleInfos(ms::msRaisingRules()); };
   hooks.unsupportedCodes = {ErrorCode::MsLowerUnsupported, ErrorCode::MsLowerBadAttribute};
   return hooks;
 }

@@ -50,6 +50,22 @@ Status eluKernel(KernelContext& ctx) {
   });
 }
 
+// Gelu (opset 20): x·Φ(x), exactly (approximate "none") or with the tanh approximation.
+Status geluKernel(KernelContext& ctx) {
+  const std::string approximate = ctx.attrString("approximate", "none");
+  if (approximate == "tanh")
+    return unaryFloatKernel(ctx, [](auto v) {
+      using T = decltype(v);
+      const T inner = T(0.7978845608028654) * (v + T(0.044715) * v * v * v);
+      return static_cast<T>(T(0.5) * v * (T(1) + std::tanh(inner)));
+    });
+  if (approximate != "none") return ctx.fail("approximate must be none or tanh, got '{}'", approximate);
+  return unaryFloatKernel(ctx, [](auto v) {
+    using T = decltype(v);
+    return static_cast<T>(T(0.5) * v * (T(1) + std::erf(v * T(0.7071067811865476))));
+  });
+}
+
 Status seluKernel(KernelContext& ctx) {
   const float alpha = ctx.attrFloat("alpha", 1.67326319217681884765625f);
   const float gamma = ctx.attrFloat("gamma", 1.05070102214813232421875f);
@@ -307,6 +323,7 @@ KILN_REGISTER_KERNEL("LeakyRelu", leakyReluKernel);
 KILN_REGISTER_KERNEL("PRelu", preluKernel);
 KILN_REGISTER_KERNEL("Elu", eluKernel);
 KILN_REGISTER_KERNEL("Selu", seluKernel);
+KILN_REGISTER_KERNEL("Gelu", geluKernel);
 KILN_REGISTER_KERNEL("Celu", celuKernel);
 KILN_REGISTER_KERNEL("Sigmoid", sigmoidKernel);
 KILN_REGISTER_KERNEL("HardSigmoid", hardSigmoidKernel);

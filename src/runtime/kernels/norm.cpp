@@ -268,6 +268,43 @@ Status lrnOp(KernelContext& ctx) {
   return Status::ok();
 }
 
+// LpNormalization: x divided by its L1 or L2 norm along `axis` (a zero norm leaves zeros).
+Status lpNormOp(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const auto& xd = x.dims();
+  const auto rank = static_cast<int64_t>(xd.size());
+  int64_t axis = ctx.attrInt("axis", -1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return ctx.fail("axis {} out of range for rank {}", axis, rank);
+  const int64_t p = ctx.attrInt("p", 2);
+  if (p != 1 && p != 2) return ctx.fail("p must be 1 or 2, got {}", p);
+  const int64_t outer = nn::product(std::vector<int64_t>(xd.begin(), xd.begin() + axis), 0);
+  const int64_t len = xd[static_cast<size_t>(axis)];
+  const int64_t inner = nn::product(xd, static_cast<size_t>(axis) + 1);
+  bool done = nn::dispatchFloat(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    Staged<T> xv(x);
+    StagedOut<T> y(x.dtype(), xd);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const T* src = xv.data() + o * len * inner + i;
+        T* dst = y.data() + o * len * inner + i;
+        double norm = 0.0;
+        for (int64_t k = 0; k < len; ++k) {
+          const double v = static_cast<double>(src[k * inner]);
+          norm += p == 1 ? std::abs(v) : v * v;
+        }
+        if (p == 2) norm = std::sqrt(norm);
+        for (int64_t k = 0; k < len; ++k)
+          dst[k * inner] =
+              static_cast<T>(norm == 0.0 ? 0.0 : static_cast<double>(src[k * inner]) / norm);
+      }
+    ctx.setOutput(0, std::move(y).finish());
+  });
+  if (!done) return ctx.unsupported("dtype {}", dtypeName(x.dtype()));
+  return Status::ok();
+}
+
 Status mvnOp(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const auto& xd = x.dims();
@@ -394,6 +431,7 @@ KILN_REGISTER_KERNEL("BatchNormalization", batchNormOp);
 KILN_REGISTER_KERNEL("InstanceNormalization", instanceNormOp);
 KILN_REGISTER_KERNEL("LayerNormalization", layerNormOp);
 KILN_REGISTER_KERNEL("LRN", lrnOp);
+KILN_REGISTER_KERNEL("LpNormalization", lpNormOp);
 KILN_REGISTER_KERNEL("MeanVarianceNormalization", mvnOp);
 KILN_REGISTER_KERNEL("Dropout", dropoutOp);
 

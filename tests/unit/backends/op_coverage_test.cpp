@@ -21,13 +21,21 @@ using namespace kiln;
 
 namespace {
 
-// "src/backends/ms/ops/norm_raise.cpp" → "norm".
+// The op family a rule or kernel file belongs to: the runtime kernel family its name starts with
+// (".../ms/ops/shape_ops_slice_pad.cpp" → "shape_ops"), else its stem.
 std::string familyOf(const std::string& file) {
-  std::string stem = fs::path(file).stem().string();
-  const std::string suffix = "_raise";
-  if (stem.size() > suffix.size() && stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0)
-    stem.resize(stem.size() - suffix.size());
-  return stem;
+  static const std::vector<std::string> families = [] {
+    std::vector<std::string> names;
+    for (const auto& entry :
+         fs::directory_iterator(fs::path(KILN_SOURCE_DIR) / "src/runtime/kernels"))
+      if (entry.path().extension() == ".cpp") names.push_back(entry.path().stem().string());
+    return names;
+  }();
+  const std::string stem = fs::path(file).stem().string();
+  std::string best;
+  for (const std::string& family : families)
+    if (stem.rfind(family, 0) == 0 && family.size() > best.size()) best = family;
+  return best.empty() ? stem : best;
 }
 
 const TargetHooks& target(const char* name) {

@@ -510,4 +510,22 @@ INSTANTIATE_TEST_SUITE_P(Ops, RecurrentTest,
                                            std::make_pair("LSTM", 4)),
                          [](const auto& info) { return std::string(info.param.first); });
 
+// Gelu and LpNormalization: the .ms backend lowers them, so the executor runs them too (the op
+// coverage test requires a kernel for every lowered op).
+TEST(NnKernels, GeluExactAndTanh) {
+  auto exact = runNode("Gelu", {{"x", floats({3}, {-1.0f, 0.0f, 1.0f})}}, {}, 1, 20);
+  expectNear(exact[0], {-0.15865525f, 0.0f, 0.84134475f}, 1e-6f);
+  auto tanh = runNode("Gelu", {{"x", floats({3}, {-1.0f, 0.0f, 1.0f})}},
+                      {{"approximate", Attribute::ofString("tanh")}}, 1, 20);
+  expectNear(tanh[0], {-0.15880801f, 0.0f, 0.84119199f}, 1e-6f);
+}
+
+TEST(NnKernels, LpNormalizationL1AndL2AlongAxis) {
+  auto l2 = runNode("LpNormalization", {{"x", floats({2, 2}, {3, 4, 0, 0})}}, {}, 1);
+  expectNear(l2[0], {0.6f, 0.8f, 0.0f, 0.0f}, 1e-6f);
+  auto l1 = runNode("LpNormalization", {{"x", floats({2, 2}, {1, 2, 3, -6})}},
+                    {{"axis", Attribute::ofInt(0)}, {"p", Attribute::ofInt(1)}}, 1);
+  expectNear(l1[0], {0.25f, 0.25f, 0.75f, -0.75f}, 1e-6f);
+}
+
 } // namespace

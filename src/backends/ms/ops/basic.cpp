@@ -1,6 +1,12 @@
-// .ms lowering rules of the basic family (Identity, Constant, Shape, Size): aliases, constants
+// .ms rules of the basic family (Identity, Constant, Shape, Size): aliases, constants
 // materialized where they are read, Shape / Size ops.
-#include "../ms_context.h"
+// Lowering (ONNX → .ms: a pure check and the lower that emits ops) and raising (the reader's
+// rules for the .ms ops this family emits, back to ONNX ops) side by side.
+#include <string>
+#include <vector>
+
+#include "backends/ms/ms_context.h"
+#include "backends/ms/ms_raise_context.h"
 #include "ops/attributes.h"
 
 namespace kiln::ms {
@@ -45,4 +51,38 @@ KILN_MS_LOWERING("Size", checkShape, lowerShape);
 // ---- end of lowering
 
 } // namespace
+} // namespace kiln::ms
+
+// ---- Raising (.ms → IR): one rule per .ms primitive this family reads back.
+
+namespace kiln::ms {
+
+namespace {
+
+Status raiseDropout(RaisingContext& ctx, const msfb::Primitive&) { return ctx.unary("Identity"); }
+
+Status raiseShape(RaisingContext& ctx, const msfb::Primitive&) {
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  Value* y = ctx.emit("Shape", {x});
+  auto dt = ms::dtypeOfTypeId(ctx.tensor(ctx.outIndex(0))->dataType());
+  if (dt && *dt != DType::Int64)
+    y = ctx.emit("Cast", {y}, {{"to", Attribute::ofInt(dtypeToOnnx(*dt))}});
+  return ctx.bind(0, y);
+}
+
+Status raiseSize(RaisingContext& ctx, const msfb::Primitive&) {
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  Value* y = ctx.emit("Size", {x});
+  auto dt = ms::dtypeOfTypeId(ctx.tensor(ctx.outIndex(0))->dataType());
+  if (dt && *dt != DType::Int64)
+    y = ctx.emit("Cast", {y}, {{"to", Attribute::ofInt(dtypeToOnnx(*dt))}});
+  return ctx.bind(0, y);
+}
+
+} // namespace
+
+KILN_MS_RAISING(Dropout, raiseDropout);
+KILN_MS_RAISING(Shape, raiseShape);
+KILN_MS_RAISING(Size, raiseSize);
+
 } // namespace kiln::ms

@@ -1,5 +1,11 @@
-// .ms lowering rules of the math_misc family (TopK): TopKFusion.
-#include "../ms_context.h"
+// .ms rules of the math_misc family (TopK): TopKFusion.
+// Lowering (ONNX → .ms: a pure check and the lower that emits ops) and raising (the reader's
+// rules for the .ms ops this family emits, back to ONNX ops) side by side.
+#include <string>
+#include <vector>
+
+#include "backends/ms/ms_context.h"
+#include "backends/ms/ms_raise_context.h"
 #include "ops/attributes.h"
 
 namespace kiln::ms {
@@ -58,4 +64,36 @@ KILN_MS_LOWERING("TopK", checkTopK, lowerTopK);
 // ---- end of lowering
 
 } // namespace
+} // namespace kiln::ms
+
+// ---- Raising (.ms → IR): one rule per .ms primitive this family reads back.
+
+namespace kiln::ms {
+
+namespace {
+
+Status raiseTopKFusion(RaisingContext& ctx, const msfb::Primitive& p) {
+  auto* t = p.value_as_TopKFusion();
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  KILN_ASSIGN_OR_RETURN(Value * k, ctx.int64Input(1));
+  k = ctx.emit("Reshape", {k, ctx.ints({1})});
+  Node* node = ctx.emitNode("TopK", {x, k}, 2,
+                            {{"axis", Attribute::ofInt(t->axis())},
+                             {"largest", Attribute::ofInt(t->largest() ? 1 : 0)},
+                             {"sorted", Attribute::ofInt(t->sorted() ? 1 : 0)}});
+  KILN_TRY(ctx.bind(0, node->output(0)));
+  if (ctx.outputCount() > 1) {
+    Value* idx = node->output(1);
+    auto dt = ms::dtypeOfTypeId(ctx.tensor(ctx.outIndex(1))->dataType());
+    if (dt && *dt != DType::Int64)
+      idx = ctx.emit("Cast", {idx}, {{"to", Attribute::ofInt(dtypeToOnnx(*dt))}});
+    KILN_TRY(ctx.bind(1, idx));
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+KILN_MS_RAISING(TopKFusion, raiseTopKFusion);
+
 } // namespace kiln::ms

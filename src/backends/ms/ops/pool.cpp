@@ -1,6 +1,12 @@
-// .ms lowering rules of the pool family (MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool):
+// .ms rules of the pool family (MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool):
 // MaxPoolFusion / AvgPoolFusion over NHWC data.
-#include "../ms_context.h"
+// Lowering (ONNX → .ms: a pure check and the lower that emits ops) and raising (the reader's
+// rules for the .ms ops this family emits, back to ONNX ops) side by side.
+#include <string>
+#include <vector>
+
+#include "backends/ms/ms_context.h"
+#include "backends/ms/ms_raise_context.h"
 #include "ops/attributes.h"
 
 namespace kiln::ms {
@@ -125,4 +131,50 @@ KILN_MS_LOWERING("MaxPool", checkPool, lowerPool);
 // ---- end of lowering
 
 } // namespace
+} // namespace kiln::ms
+
+// ---- Raising (.ms → IR): one rule per .ms primitive this family reads back.
+
+namespace kiln::ms {
+
+namespace {
+
+template <typename Pool> Status raisePool(RaisingContext& ctx, const Pool* p, bool isMax) {
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  Value* nchw = ctx.toNchw(x);
+  Value* y;
+  if (p->global()) {
+    y = ctx.emit(isMax ? "GlobalMaxPool" : "GlobalAveragePool", {nchw});
+  } else {
+    auto kernel = ctx.longs(p->kernel_size()), strides = ctx.longs(p->strides());
+    if (kernel.size() < 2) return ctx.nodeUnsupported("kernel_size needs [h, w]");
+    if (strides.size() < 2) strides = {1, 1};
+    Node::AttributeList attrs{{"kernel_shape", Attribute::ofInts({kernel[0], kernel[1]})},
+                              {"strides", Attribute::ofInts({strides[0], strides[1]})}};
+    auto pads = ctx.longs(p->pad());
+    if (p->pad_mode() == msfb::PadMode_SAME)
+      attrs.push_back({"auto_pad", Attribute::ofString("SAME_UPPER")});
+    else if (p->pad_mode() == msfb::PadMode_PAD && pads.size() >= 4)
+      attrs.push_back({"pads", Attribute::ofInts({pads[0], pads[2], pads[1], pads[3]})});
+    if (p->round_mode() == msfb::RoundMode_CEIL)
+      attrs.push_back({"ceil_mode", Attribute::ofInt(1)});
+    y = ctx.emit(isMax ? "MaxPool" : "AveragePool", {nchw}, std::move(attrs));
+  }
+  KILN_ASSIGN_OR_RETURN(y, ctx.activation(ctx.toNhwc(y), p->activation_type()));
+  return ctx.bind(0, y);
+}
+
+Status raiseMaxPoolFusion(RaisingContext& ctx, const msfb::Primitive& p) {
+  return raisePool(ctx, p.value_as_MaxPoolFusion(), true);
+}
+
+Status raiseAvgPoolFusion(RaisingContext& ctx, const msfb::Primitive& p) {
+  return raisePool(ctx, p.value_as_AvgPoolFusion(), false);
+}
+
+} // namespace
+
+KILN_MS_RAISING(MaxPoolFusion, raiseMaxPoolFusion);
+KILN_MS_RAISING(AvgPoolFusion, raiseAvgPoolFusion);
+
 } // namespace kiln::ms

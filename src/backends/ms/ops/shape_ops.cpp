@@ -1,15 +1,24 @@
-// .ms lowering rules of the shape_ops family (Reshape, Flatten, Squeeze, Transpose, Concat, Split,
-// Slice, Pad, Tile, Expand, Range, ConstantOfShape, DepthToSpace, SpaceToDepth).
-#include "../ms_context.h"
+// .ms rules of the shape_ops family, layout half (Reshape, Flatten, Squeeze, Unsqueeze, Transpose,
+// Concat, Split, DepthToSpace, SpaceToDepth); slicing, padding and generated tensors are in
+// shape_ops_slice_pad.cpp. Lowering (ONNX → .ms: a pure check and the lower that emits ops) and
+// raising (the reader's rules for the .ms ops this family emits) side by side.
+#include <algorithm>
+#include <cstdint>
+#include <fmt/format.h>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "backends/ms/ms_context.h"
+#include "backends/ms/ms_raise_context.h"
+#include "kiln/runtime/tensor_util.h"
 #include "ops/attributes.h"
+#include "shape_ops.h"
 
 namespace kiln::ms {
-namespace {
-
-// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
 // The attributes this family reads, kind-checked: a wrong kind is a refusal, never a throw.
-std::string attributeReason(const Node& n) {
+std::string shapeOpsAttributeReason(const Node& n) {
   for (const char* name : {"allowzero", "axis", "blocksize"})
     if (auto v = ops::intAttr(n, name, 0); !v) return v.status().message();
   for (const char* name : {"perm", "split", "pads", "axes", "starts", "ends"})
@@ -20,13 +29,11 @@ std::string attributeReason(const Node& n) {
   return {};
 }
 
-std::string checkShapeOp(const Node& n, const lowering::OpContext&) { return attributeReason(n); }
+std::string checkShapeOp(const Node& n, const lowering::OpContext&) { return shapeOpsAttributeReason(n); }
 
-std::string checkRange(const Node& n, const lowering::OpContext& context) {
-  for (const Value* v : n.inputs())
-    if (!v) return "an omitted input";
-  return checkShapeOp(n, context);
-}
+namespace {
+
+// ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
 std::string checkSplit(const Node& n, const lowering::OpContext& context) {
   for (const Value* o : n.outputs())
@@ -34,11 +41,6 @@ std::string checkSplit(const Node& n, const lowering::OpContext& context) {
   return checkShapeOp(n, context);
 }
 
-std::string checkSlice(const Node& n, const lowering::OpContext& context) {
-  if (context.opset < 10 && (!n.attribute("starts") || !n.attribute("ends")))
-    return "missing starts/ends";
-  return checkShapeOp(n, context);
-}
 
 Status lowerReshape(LoweringContext& ctx, const Node& n) {
   auto x = ctx.input(n.input(0), Layout::Onnx);
@@ -245,267 +247,8 @@ Status lowerSplit(LoweringContext& ctx, const Node& n) {
       {*x}, outs);
   return Status::ok();
 }
-
-Status lowerSlice(LoweringContext& ctx, const Node& n) {
-  auto shape = ctx.staticShape(n.input(0));
-  const int rank = ctx.rankOf(n.input(0));
-  if (rank < 0) return bad("Slice over an unknown rank");
-  std::optional<std::vector<int64_t>> starts, ends, axes, steps;
-  if (ctx.opset() < 10) {
-    KILN_ASSIGN_OR_RETURN(starts, ctx.intsOf(n, "starts", 99));
-    KILN_ASSIGN_OR_RETURN(ends, ctx.intsOf(n, "ends", 99));
-    KILN_ASSIGN_OR_RETURN(axes, ctx.intsOf(n, "axes", 99));
-  } else {
-    KILN_ASSIGN_OR_RETURN(starts, ctx.intsOf(n, "starts", 1));
-    KILN_ASSIGN_OR_RETURN(ends, ctx.intsOf(n, "ends", 2));
-    if (n.input(3)) {
-      KILN_ASSIGN_OR_RETURN(axes, ctx.intsOf(n, "axes", 3));
-    }
-    if (n.input(4)) {
-      KILN_ASSIGN_OR_RETURN(steps, ctx.intsOf(n, "steps", 4));
-    }
-    if (!starts || !ends || (n.input(3) && !axes) || (n.input(4) && !steps))
-      return bad("non-constant starts/ends/axes/steps");
-  }
-  if (!starts || !ends) return bad("missing starts/ends");
-  std::vector<int64_t> begin(static_cast<size_t>(rank), 0), end(static_cast<size_t>(rank), 0),
-      stride(static_cast<size_t>(rank), 1);
-  int64_t beginMask = 0, endMask = 0;
-  for (int i = 0; i < rank; ++i) {
-    beginMask |= int64_t{1} << i;
-    endMask |= int64_t{1} << i;
-  }
-  for (size_t k = 0; k < starts->size(); ++k) {
-    int64_t ax = axes ? (*axes)[k] : static_cast<int64_t>(k);
-    if (ax < 0) ax += rank;
-    if (ax < 0 || ax >= rank) return bad("axis {} out of range", ax);
-    const size_t a = static_cast<size_t>(ax);
-    const int64_t step = steps ? (*steps)[k] : 1;
-    if (step == 0) return bad("step 0");
-    int64_t s = (*starts)[k], e = (*ends)[k];
-    auto dim = shape ? std::optional<int64_t>((*shape)[a]) : ctx.dimOf(n.input(0), a);
-    if (dim) {
-      // Clamp as ONNX does, so no INT64 sentinels reach the int32 begin/end tensors.
-      const int64_t d = *dim;
-      if (s < 0) s += d;
-      if (e < 0) e += d;
-      if (step > 0) {
-        s = std::clamp<int64_t>(s, 0, d);
-        e = std::clamp<int64_t>(e, 0, d);
-      } else {
-        s = std::clamp<int64_t>(s, 0, d - 1);
-        e = std::clamp<int64_t>(e, -1, d - 1);
-      }
-      begin[a] = s;
-      beginMask &= ~(int64_t{1} << a);
-      if (step < 0 && e < 0) {
-        end[a] = 0; // runs past index 0: the end mask says "to the start"
-      } else {
-        end[a] = e;
-        endMask &= ~(int64_t{1} << a);
-      }
-    } else {
-      if (s < 0 || e < 0 || step < 0) return bad("negative starts/ends/steps over an unknown dim");
-      begin[a] = s;
-      beginMask &= ~(int64_t{1} << a);
-      if (e < std::numeric_limits<int32_t>::max()) {
-        end[a] = e;
-        endMask &= ~(int64_t{1} << a);
-      }
-    }
-    stride[a] = step;
-  }
-  auto x = ctx.input(n.input(0), Layout::Onnx);
-  if (!x) return x.status();
-  const std::string base = n.output(0)->name();
-  uint32_t tb = ctx.intConst(begin, base + "_begin");
-  uint32_t te = ctx.intConst(end, base + "_end");
-  uint32_t ts = ctx.intConst(stride, base + "_strides");
-  auto y = ctx.output(n.output(0), Layout::Onnx);
-  if (!y) return y.status();
-  ctx.emit(fb::PrimitiveType_StridedSlice,
-           [=](FBB& b) { return fb::CreateStridedSlice(b, beginMask, endMask, 0, 0, 0).Union(); },
-           {*x, tb, te, ts}, {*y});
-  return Status::ok();
-}
-
-// Pad's mode as the .ms PaddingMode; "" reason when it has one.
-std::string padMode(const Node& n, int* mode) {
-  auto name = ops::stringAttr(n, "mode", "constant");
-  if (!name) return name.status().message();
-  if (*name == "constant")
-    *mode = fb::PaddingMode_CONSTANT;
-  else if (*name == "reflect")
-    *mode = fb::PaddingMode_REFLECT;
-  else
-    return fmt::format("mode '{}' (.ms pads take constant or reflect)", *name);
-  return {};
-}
-
-std::string checkPad(const Node& n, const lowering::OpContext&) {
-  if (std::string reason = attributeReason(n); !reason.empty()) return reason;
-  int mode = 0;
-  return padMode(n, &mode);
-}
-
-Status lowerPad(LoweringContext& ctx, const Node& n) {
-  const int rank = ctx.rankOf(n.input(0));
-  if (rank < 0) return bad("Pad over an unknown rank");
-  std::vector<int64_t> pads;
-  float value = 0;
-  if (ctx.opset() < 11) {
-    KILN_ASSIGN_OR_RETURN(pads, ops::intsAttr(n, "pads", {}));
-    KILN_ASSIGN_OR_RETURN(value, ops::floatAttr(n, "value", 0));
-  } else {
-    auto p = n.input(1) ? ctx.constOf(n.input(1)) : std::nullopt;
-    if (!p) return bad("non-constant pads");
-    pads = intValues(p->tensor);
-    if (const Value* cv = n.input(2)) {
-      auto c = ctx.constOf(cv);
-      if (!c) return bad("non-constant constant_value");
-      auto s = scalarValue(c->tensor);
-      if (!s) return bad("constant_value is not a scalar");
-      value = static_cast<float>(*s);
-    }
-    if (const Value* ax = n.input(3)) {
-      auto c = ctx.constOf(ax);
-      if (!c) return bad("non-constant axes");
-      std::vector<int64_t> axes = intValues(c->tensor);
-      std::vector<int64_t> full(static_cast<size_t>(2 * rank), 0);
-      for (size_t k = 0; k < axes.size(); ++k) {
-        int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
-        full[static_cast<size_t>(a)] = pads[k];
-        full[static_cast<size_t>(a + rank)] = pads[k + axes.size()];
-      }
-      pads = full;
-    }
-  }
-  if (pads.size() != static_cast<size_t>(2 * rank))
-    return bad("{} pads for rank {}", pads.size(), rank);
-  int mode = 0;
-  if (std::string reason = padMode(n, &mode); !reason.empty()) return bad("{}", reason);
-  const int paddingMode = mode;
-  for (int64_t p : pads)
-    if (p < 0) return bad("negative pad {} (cropping)", p);
-  const bool nhwc = rank == 4 && ctx.availableNhwc(n.input(0));
-  std::vector<int64_t> pairs; // [rank, 2]
-  for (int i = 0; i < rank; ++i) {
-    size_t src =
-        nhwc ? static_cast<size_t>(kToNhwc[static_cast<size_t>(i)]) : static_cast<size_t>(i);
-    pairs.push_back(pads[src]);
-    pairs.push_back(pads[src + static_cast<size_t>(rank)]);
-  }
-  auto x = ctx.input(n.input(0), nhwc ? Layout::Nhwc : Layout::Onnx);
-  if (!x) return x.status();
-  uint32_t tp =
-      ctx.intConst(pairs, n.output(0)->name() + "_paddings", std::vector<int32_t>{rank, 2});
-  auto y = ctx.output(n.output(0), nhwc ? Layout::Nhwc : Layout::Onnx);
-  if (!y) return y.status();
-  ctx.emit(
-      fb::PrimitiveType_PadFusion,
-      [=](FBB& b) {
-        return fb::CreatePadFusion(b, 0, static_cast<fb::PaddingMode>(paddingMode), value).Union();
-      },
-      {*x, tp}, {*y});
-  return Status::ok();
-}
-
-Status lowerTileExpand(LoweringContext& ctx, const Node& n) {
-  const std::string& op = n.opType();
-  auto x = ctx.input(n.input(0), Layout::Onnx);
-  if (!x) return x.status();
-  std::vector<int64_t> values;
-  if (op == "Expand") {
-    auto shape = ctx.staticShape(n.output(0));
-    if (!shape) return bad("unknown output shape");
-    values = *shape;
-  } else {
-    auto c = ctx.constOf(n.input(1));
-    if (!c) {
-      auto dyn = ctx.int32Input(n.input(1));
-      if (!dyn) return dyn.status();
-      auto y = ctx.output(n.output(0), Layout::Onnx);
-      if (!y) return y.status();
-      ctx.emit(fb::PrimitiveType_TileFusion, [](FBB& b) { return fb::CreateTileFusion(b).Union(); },
-               {*x, *dyn}, {*y});
-      return Status::ok();
-    }
-    values = intValues(c->tensor);
-  }
-  uint32_t t = ctx.intConst(values, n.output(0)->name() + (op == "Tile" ? "_multiples" : "_shape"));
-  auto y = ctx.output(n.output(0), Layout::Onnx);
-  if (!y) return y.status();
-  if (op == "Tile")
-    ctx.emit(fb::PrimitiveType_TileFusion, [](FBB& b) { return fb::CreateTileFusion(b).Union(); },
-             {*x, t}, {*y});
-  else
-    ctx.emit(fb::PrimitiveType_BroadcastTo,
-             [=](FBB& b) { return fb::CreateBroadcastTo(b, b.CreateVector(values)).Union(); },
-             {*x, t}, {*y});
-  return Status::ok();
-}
-
-Status lowerRange(LoweringContext& ctx, const Node& n) {
-  std::vector<uint32_t> ins;
-  for (const Value* v : n.inputs()) {
-    if (!v) return bad("an omitted input");
-    auto id = ctx.input(v, Layout::Onnx);
-    if (!id) return id.status();
-    ins.push_back(*id);
-  }
-  auto y = ctx.output(n.output(0), Layout::Onnx);
-  if (!y) return y.status();
-  const int64_t dtype = ctx.tensor(*y).dataType;
-  ctx.emit(fb::PrimitiveType_Range,
-           [=](FBB& b) { return fb::CreateRange(b, dtype, 0, 0, 1).Union(); }, ins, {*y});
-  return Status::ok();
-}
-
-// ConstantOfShape's value: a scalar of a dtype .ms ConstantOfShape makes.
-Expected<Tensor> constantOfShapeValue(const Node& n) {
-  Tensor value = Tensor::fromValues<float>(DType::Float32, {1}, std::vector<float>{0});
-  if (const Attribute* a = n.attribute("value")) {
-    if (a->kind() != AttrKind::Tensor) return bad("value is not a tensor");
-    value = a->asTensor();
-  }
-  auto s = scalarValue(value);
-  auto type = typeIdOf(value.dtype());
-  if (!s || !type ||
-      (*type != kTypeFloat32 && *type != kTypeInt32 && *type != kTypeFloat16 &&
-       *type != kTypeBool && *type != kTypeInt64))
-    return bad("value of dtype {}", dtypeName(value.dtype()));
-  return value;
-}
-
-std::string checkConstantOfShape(const Node& n, const lowering::OpContext&) {
-  auto value = constantOfShapeValue(n);
-  return value ? std::string() : value.status().message();
-}
-
-Status lowerConstantOfShape(LoweringContext& ctx, const Node& n) {
-  KILN_ASSIGN_OR_RETURN(const Tensor value, constantOfShapeValue(n));
-  auto s = scalarValue(value);
-  auto type = typeIdOf(value.dtype());
-  const int64_t dataType = *type == kTypeInt64 ? kTypeInt32 : *type;
-  auto shapeIn = ctx.input(n.input(0), Layout::Onnx);
-  if (!shapeIn) return shapeIn.status();
-  uint32_t shapeId = *shapeIn;
-  if (auto c = ctx.constOf(n.input(0)))
-    shapeId = ctx.intConst(intValues(c->tensor), c->name + "_i32");
-  auto y = ctx.output(n.output(0), Layout::Onnx);
-  if (!y) return y.status();
-  const float v = static_cast<float>(*s);
-  ctx.emit(fb::PrimitiveType_ConstantOfShape,
-           [=](FBB& b) {
-             return fb::CreateConstantOfShape(b, dataType, b.CreateVector(std::vector<float>{v}))
-                 .Union();
-           },
-           {shapeId}, {*y});
-  return Status::ok();
-}
-
 std::string checkSpaceDepth(const Node& n, const lowering::OpContext&) {
-  if (std::string reason = attributeReason(n); !reason.empty()) return reason;
+  if (std::string reason = shapeOpsAttributeReason(n); !reason.empty()) return reason;
   if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4)
     return fmt::format("{}-D input", rank);
   return {};
@@ -535,21 +278,162 @@ Status lowerSpaceDepth(LoweringContext& ctx, const Node& n) {
 }
 
 KILN_MS_LOWERING("Concat", checkShapeOp, lowerConcat);
-KILN_MS_LOWERING("ConstantOfShape", checkConstantOfShape, lowerConstantOfShape);
 KILN_MS_LOWERING("DepthToSpace", checkSpaceDepth, lowerSpaceDepth);
-KILN_MS_LOWERING("Expand", checkShapeOp, lowerTileExpand);
 KILN_MS_LOWERING("Flatten", checkShapeOp, lowerFlatten);
-KILN_MS_LOWERING("Pad", checkPad, lowerPad);
-KILN_MS_LOWERING("Range", checkRange, lowerRange);
 KILN_MS_LOWERING("Reshape", checkShapeOp, lowerReshape);
-KILN_MS_LOWERING("Slice", checkSlice, lowerSlice);
 KILN_MS_LOWERING("SpaceToDepth", checkSpaceDepth, lowerSpaceDepth);
 KILN_MS_LOWERING("Split", checkSplit, lowerSplit);
 KILN_MS_LOWERING("Squeeze", checkShapeOp, lowerSqueeze);
-KILN_MS_LOWERING("Tile", checkShapeOp, lowerTileExpand);
 KILN_MS_LOWERING("Transpose", checkShapeOp, lowerTranspose);
 KILN_MS_LOWERING("Unsqueeze", checkShapeOp, lowerSqueeze);
 // ---- end of lowering
 
+// ---- Raising (.ms → IR): one rule per .ms primitive this family reads back.
+
+Status raiseFlatten(RaisingContext& ctx, const msfb::Primitive& p) {
+  return ctx.unary("Flatten", ctx.axisAttr(p.value_as_Flatten()->axis()));
+}
+
+Status raiseReshape(RaisingContext& ctx, const msfb::Primitive&) {
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  Value* shape;
+  if (ctx.inputCount() > 1) {
+    KILN_ASSIGN_OR_RETURN(shape, ctx.int64Input(1));
+  } else {
+    auto od = ctx.dims(ctx.outIndex(0));
+    if (std::any_of(od.begin(), od.end(), [](int64_t v) { return v < 0; }))
+      return ctx.nodeUnsupported("Reshape without a shape input needs static output dims");
+    shape = ctx.ints(od);
+  }
+  return ctx.bind(0, ctx.emit("Reshape", {x, shape}));
+}
+
+Status raiseTranspose(RaisingContext& ctx, const msfb::Primitive&) {
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  KILN_ASSIGN_OR_RETURN(auto perm, ctx.constInts(1));
+  return ctx.bind(0, ctx.transpose(x, perm));
+}
+
+Status raiseSqueezeOrUnsqueeze(RaisingContext& ctx, const msfb::Primitive& p) {
+  bool sq = p.value_type() == msfb::PrimitiveType_Squeeze;
+  auto axes = ctx.longs(sq ? p.value_as_Squeeze()->axis() : p.value_as_Unsqueeze()->axis());
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  if (axes.empty() && ctx.inputCount() > 1) {
+    KILN_ASSIGN_OR_RETURN(axes, ctx.constInts(1));
+  }
+  if (axes.empty() && !sq) return ctx.nodeUnsupported("Unsqueeze needs axes");
+  std::vector<Value*> ins{x};
+  if (!axes.empty()) ins.push_back(ctx.ints(axes));
+  return ctx.bind(0, ctx.emit(sq ? "Squeeze" : "Unsqueeze", ins));
+}
+
+Status raiseExpandDims(RaisingContext& ctx, const msfb::Primitive&) {
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  KILN_ASSIGN_OR_RETURN(auto axes, ctx.constInts(1));
+  return ctx.bind(0, ctx.emit("Unsqueeze", {x, ctx.ints(axes)}));
+}
+
+Status raiseConcat(RaisingContext& ctx, const msfb::Primitive& p) {
+  std::vector<Value*> ins;
+  for (size_t k = 0; k < ctx.inputCount(); ++k) {
+    KILN_ASSIGN_OR_RETURN(Value * v, ctx.in(k));
+    ins.push_back(v);
+  }
+  return ctx.bind(0, ctx.emit("Concat", ins, ctx.axisAttr(p.value_as_Concat()->axis())));
+}
+
+Status raiseStack(RaisingContext& ctx, const msfb::Primitive& p) {
+  int64_t axis = p.value_as_Stack()->axis();
+  std::vector<Value*> ins;
+  for (size_t k = 0; k < ctx.inputCount(); ++k) {
+    KILN_ASSIGN_OR_RETURN(Value * v, ctx.in(k));
+    ins.push_back(ctx.emit("Unsqueeze", {v, ctx.ints({axis})}));
+  }
+  return ctx.bind(0, ctx.emit("Concat", ins, ctx.axisAttr(axis)));
+}
+
+Status raiseSplit(RaisingContext& ctx, const msfb::Primitive& p) {
+  auto* s = p.value_as_Split();
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  size_t n = ctx.outputCount();
+  auto sizes = ctx.longs(s->size_splits());
+  std::vector<Value*> ins{x};
+  Node::AttributeList attrs = ctx.axisAttr(s->axis());
+  if (!sizes.empty()) {
+    if (sizes.size() != n) return ctx.nodeUnsupported("size_splits differs from the output count");
+    ins.push_back(ctx.ints(sizes));
+  } else {
+    attrs.push_back({"num_outputs", Attribute::ofInt(int64_t(n))});
+  }
+  Node* node = ctx.emitNode("Split", ins, n, std::move(attrs));
+  for (size_t k = 0; k < n; ++k)
+    KILN_TRY(ctx.bind(k, node->output(k)));
+  return Status::ok();
+}
+
+Status raiseUnstack(RaisingContext& ctx, const msfb::Primitive& p) {
+  int64_t axis = p.value_as_Unstack()->axis();
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  size_t n = ctx.outputCount();
+  Node* node = ctx.emitNode(
+      "Split", {x}, n,
+      {{"axis", Attribute::ofInt(axis)}, {"num_outputs", Attribute::ofInt(int64_t(n))}});
+  for (size_t k = 0; k < n; ++k)
+    KILN_TRY(ctx.bind(k, ctx.emit("Squeeze", {node->output(k), ctx.ints({axis})})));
+  return Status::ok();
+}
+Status raiseDepthToSpaceOrSpaceToDepth(RaisingContext& ctx, const msfb::Primitive& p) {
+  bool d2s = p.value_type() == msfb::PrimitiveType_DepthToSpace;
+  int64_t block =
+      d2s ? p.value_as_DepthToSpace()->block_size() : p.value_as_SpaceToDepth()->block_size();
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  Node::AttributeList attrs{{"blocksize", Attribute::ofInt(block)}};
+  if (d2s) {
+    auto* m = p.value_as_DepthToSpace()->mode();
+    std::string mode = m && m->size() ? m->str() : "DCR";
+    if (mode != "DCR" && mode != "CRD") return ctx.nodeUnsupported("DepthToSpace mode " + mode);
+    attrs.push_back({"mode", Attribute::ofString(mode)});
+  }
+  Value* y = ctx.emit(d2s ? "DepthToSpace" : "SpaceToDepth", {ctx.toNchw(x)}, std::move(attrs));
+  return ctx.bind(0, ctx.toNhwc(y));
+}
+
+Status raiseNonZero(RaisingContext& ctx, const msfb::Primitive&) {
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  Value* y = ctx.emit("NonZero", {x});
+  auto dt = ms::dtypeOfTypeId(ctx.tensor(ctx.outIndex(0))->dataType());
+  if (dt && *dt != DType::Int64)
+    y = ctx.emit("Cast", {y}, {{"to", Attribute::ofInt(dtypeToOnnx(*dt))}});
+  return ctx.bind(0, y);
+}
+
+Status raiseTriuOrTril(RaisingContext& ctx, const msfb::Primitive& p) {
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  std::vector<Value*> ins{x};
+  if (ctx.inputCount() > 1) {
+    KILN_ASSIGN_OR_RETURN(Value * k, ctx.int64Input(1));
+    ins.push_back(ctx.emit("Reshape", {k, ctx.ints({})}));
+  }
+  return ctx.bind(
+      0, ctx.emit("Trilu", ins,
+                  {{"upper", Attribute::ofInt(p.value_type() == msfb::PrimitiveType_Triu)}}));
+}
+
 } // namespace
+KILN_MS_RAISING(Flatten, raiseFlatten);
+KILN_MS_RAISING(Reshape, raiseReshape);
+KILN_MS_RAISING(Transpose, raiseTranspose);
+KILN_MS_RAISING(Squeeze, raiseSqueezeOrUnsqueeze);
+KILN_MS_RAISING(Unsqueeze, raiseSqueezeOrUnsqueeze);
+KILN_MS_RAISING(ExpandDims, raiseExpandDims);
+KILN_MS_RAISING(Concat, raiseConcat);
+KILN_MS_RAISING(Stack, raiseStack);
+KILN_MS_RAISING(Split, raiseSplit);
+KILN_MS_RAISING(Unstack, raiseUnstack);
+KILN_MS_RAISING(DepthToSpace, raiseDepthToSpaceOrSpaceToDepth);
+KILN_MS_RAISING(SpaceToDepth, raiseDepthToSpaceOrSpaceToDepth);
+KILN_MS_RAISING(NonZero, raiseNonZero);
+KILN_MS_RAISING(Triu, raiseTriuOrTril);
+KILN_MS_RAISING(Tril, raiseTriuOrTril);
+
 } // namespace kiln::ms
