@@ -24,6 +24,23 @@ struct RuleInfo {
   std::string file;
 };
 
+// The entries of a backend's RuleTable (kiln/backends/lowering.h), for loweringRules/raisingRules.
+template <typename Table> std::vector<RuleInfo> ruleInfosOf(const Table& table) {
+  std::vector<RuleInfo> out;
+  for (const auto& [key, rule] : table.all())
+    out.push_back({key, rule.file});
+  return out;
+}
+
+// A failed lowering's refusals as `kiln check` takes them: the rules' own, or, when the failure
+// names no node (a graph input's dtype), one refusal for the model.
+inline std::vector<lowering::Refusal> refusalsOf(const Status& status,
+                                                 std::vector<lowering::Refusal> refusals) {
+  if (!status.isOk() && refusals.empty())
+    refusals.push_back({nullptr, "model", status.message(), false});
+  return refusals;
+}
+
 struct TargetHooks {
   std::string name;                    // "ms", "om": the --via / --target name
   std::vector<std::string> extensions; // file extensions this target reads, e.g. ".ms"

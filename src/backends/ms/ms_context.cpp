@@ -5,34 +5,22 @@
 #include <cmath>
 
 #include "kiln/ir/constant.h"
+#include "kiln/runtime/tensor_util.h"
 #include "ms_type_ids.h"
 #include "ops/attributes.h"
 
 namespace kiln::ms {
 
 std::vector<int64_t> intValues(const Tensor& t) {
-  std::vector<int64_t> out;
   switch (t.dtype()) {
   case DType::Int64:
-    return t.copyValues<int64_t>();
   case DType::Int32:
-    for (int32_t v : t.copyValues<int32_t>())
-      out.push_back(v);
-    return out;
   case DType::Int16:
-    for (int16_t v : t.copyValues<int16_t>())
-      out.push_back(v);
-    return out;
   case DType::Int8:
-    for (int8_t v : t.copyValues<int8_t>())
-      out.push_back(v);
-    return out;
   case DType::UInt8:
-    for (uint8_t v : t.copyValues<uint8_t>())
-      out.push_back(v);
-    return out;
+    return rt::toInt64Vector(t);
   default:
-    return out;
+    return {}; // not an index tensor .ms lowers
   }
 }
 

@@ -33,16 +33,7 @@ Expected<Model> msRoundTrip(Model model, const RoundTripOptions& options) {
 std::vector<lowering::Refusal> msRefusals(const Model& model, const std::string&) {
   std::vector<lowering::Refusal> refusals;
   auto lowered = ms::lowerToMs(model, MsWriteOptions{}, &refusals);
-  if (!lowered && refusals.empty())
-    refusals.push_back({nullptr, "model", lowered.status().message(), false});
-  return refusals;
-}
-
-template <typename Table> std::vector<RuleInfo> ruleInfos(const Table& table) {
-  std::vector<RuleInfo> out;
-  for (const auto& [key, rule] : table.all())
-    out.push_back({key, rule.file});
-  return out;
+  return refusalsOf(lowered ? Status::ok() : lowered.status(), std::move(refusals));
 }
 
 TargetHooks makeMsTarget() {
@@ -55,8 +46,8 @@ TargetHooks makeMsTarget() {
     return msUnsupportedReason(node, opset);
   };
   hooks.lowerRefusals = msRefusals;
-  hooks.loweringRules = [] { return ruleInfos(ms::msLoweringRules()); };
-  hooks.raisingRules = [] { return ruleInfos(ms::msRaisingRules()); };
+  hooks.loweringRules = [] { return ruleInfosOf(ms::msLoweringRules()); };
+  hooks.raisingRules = [] { return ruleInfosOf(ms::msRaisingRules()); };
   hooks.unsupportedCodes = {ErrorCode::MsLowerUnsupported, ErrorCode::MsLowerBadAttribute};
   return hooks;
 }

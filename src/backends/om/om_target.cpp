@@ -43,16 +43,7 @@ std::vector<lowering::Refusal> omRefusals(const Model& model, const std::string&
   write.socVersion = variant.empty() ? kDefaultSoc : variant;
   std::vector<lowering::Refusal> refusals;
   auto lowered = om::lowerModel(model, write, &refusals);
-  if (!lowered && refusals.empty())
-    refusals.push_back({nullptr, "model", lowered.status().message(), false});
-  return refusals;
-}
-
-template <typename Table> std::vector<RuleInfo> ruleInfos(const Table& table) {
-  std::vector<RuleInfo> out;
-  for (const auto& [key, rule] : table.all())
-    out.push_back({key, rule.file});
-  return out;
+  return refusalsOf(lowered ? Status::ok() : lowered.status(), std::move(refusals));
 }
 
 TargetHooks makeOmHooks() {
@@ -66,8 +57,8 @@ TargetHooks makeOmHooks() {
   };
   hooks.lowerRefusals = omRefusals;
   hooks.refusesShapeConflicts = true; // atc stops on them (E19999), as ATC's InferShape does
-  hooks.loweringRules = [] { return ruleInfos(om::omLoweringRules()); };
-  hooks.raisingRules = [] { return ruleInfos(om::omRaisingRules()); };
+  hooks.loweringRules = [] { return ruleInfosOf(om::omLoweringRules()); };
+  hooks.raisingRules = [] { return ruleInfosOf(om::omRaisingRules()); };
   hooks.unsupportedCodes = {ErrorCode::OmLowerUnsupported, ErrorCode::OmLowerBadAttribute};
   return hooks;
 }
