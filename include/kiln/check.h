@@ -17,9 +17,9 @@ struct CheckOptions {
 
 struct NodeCheck {
   std::string name;
-  std::string firstOutput;  // names the node when it has no name
+  std::string firstOutput; // names the node when it has no name
   std::string opType;
-  std::string label() const;  // "node 'conv1'" or "node producing 'y'"
+  std::string label() const; // "node 'conv1'" or "node producing 'y'"
   int64_t opset = 0;
   std::vector<std::string> inputTypes; // "f32[1,3,640,640]"
   std::vector<std::string> outputTypes;

@@ -61,8 +61,8 @@ void addLoweringRefusals(const Model& model, const TargetHooks& target, const st
   for (const lowering::Refusal& refusal : target.lowerRefusals(model, variant)) {
     auto it = refusal.node ? index.find(refusal.node) : index.end();
     if (it == index.end()) {
-      ErrorCode code = target.unsupportedCodes.empty() ? ErrorCode::Internal
-                                                       : target.unsupportedCodes.back();
+      ErrorCode code =
+          target.unsupportedCodes.empty() ? ErrorCode::Internal : target.unsupportedCodes.back();
       report.problems.push_back(Status(code, fmt::format("{}: {}", refusal.label, refusal.reason),
                                        "change the model or keep it on another target"));
       continue;

@@ -184,9 +184,8 @@ std::vector<Status> unsupportedErrors(const std::vector<Unsupported>& nodes,
                            .withPeerCode("EZ3003"));
   }
   for (const Unsupported& u : nodes)
-    errors.push_back(
-        Status(ErrorCode::OmLowerUnsupported,
-               fmt::format("{} on {}: {}", u.label, soc, u.reason), hint));
+    errors.push_back(Status(ErrorCode::OmLowerUnsupported,
+                            fmt::format("{} on {}: {}", u.label, soc, u.reason), hint));
   return errors;
 }
 

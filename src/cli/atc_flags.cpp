@@ -315,7 +315,6 @@ std::vector<AtcFlagInfo> buildFlagTable() {
   return t;
 }
 
-
 // The value-set check ATC runs while parsing (before the type check).
 Status valueSetError(const AtcFlagInfo& f, const std::string& value) {
   if (f.valueSetCode == "E10006")
@@ -335,7 +334,6 @@ Status valueSetError(const AtcFlagInfo& f, const std::string& value) {
   return invalidValue("E10001", f.name, value, atcRangeText(f.valueSet),
                       fmt::format("use one of: {}", fmt::join(f.valueSet, ", ")));
 }
-
 
 std::optional<bool> parseBool(const std::string& value) {
   std::string v = value;
@@ -462,8 +460,7 @@ AtcArgs parseAtcCommandLine(const std::vector<std::string>& rawArgs) {
   return out;
 }
 
-Status atcError(const char* peer, std::string message, std::string hint,
-                ErrorCode code) {
+Status atcError(const char* peer, std::string message, std::string hint, ErrorCode code) {
   return Status(code, std::move(message), std::move(hint)).withPeerCode(peer);
 }
 

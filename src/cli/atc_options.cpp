@@ -13,8 +13,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "kiln/backends/atc.h"
 #include "atc_errors.h"
+#include "kiln/backends/atc.h"
 #include "kiln/shape_spec.h"
 
 namespace kiln {

@@ -181,8 +181,7 @@ std::vector<UnsupportedOp> unsupportedOps(const Graph& graph, int64_t opset) {
     ++position;
     std::string reason = msUnsupportedReason(*node, opset);
     if (!reason.empty())
-      out.push_back(
-          {node->opType(), node->name(), reason, lowering::nodeLabel(*node, position)});
+      out.push_back({node->opType(), node->name(), reason, lowering::nodeLabel(*node, position)});
   }
   return out;
 }

@@ -114,8 +114,8 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
     conversion.simplify = options.pipeline;
     auto ran = runConversionPipeline(*model, conversion);
     if (!ran) {
-      result.reason = (ran.status().code() == ErrorCode::BadFlag ? "" : "pipeline: ") +
-                      ran.status().toString();
+      result.reason =
+          (ran.status().code() == ErrorCode::BadFlag ? "" : "pipeline: ") + ran.status().toString();
       return result;
     }
   }

@@ -22,7 +22,8 @@ Expected<std::string> lowerToText(Model& model, const LowerOptions& options) {
     return Status(ErrorCode::BadFlag, fmt::format("--target '{}' names no backend", options.target),
                   "use --target ms, om or om:<soc_version> (e.g. om:Ascend310P3)");
   if (name == "ms" && !variant.empty())
-    return Status(ErrorCode::BadFlag, fmt::format("--target '{}': ms takes no variant", options.target),
+    return Status(ErrorCode::BadFlag,
+                  fmt::format("--target '{}': ms takes no variant", options.target),
                   "use --target ms");
   std::optional<ShapeSpec> spec;
   if (!options.inputShape.empty()) {

@@ -12,20 +12,34 @@ using ProtoKind = onnx::AttributeProto::AttributeType;
 
 ProtoKind protoKindOf(AttrKind kind) {
   switch (kind) {
-  case AttrKind::Float: return onnx::AttributeProto::FLOAT;
-  case AttrKind::Int: return onnx::AttributeProto::INT;
-  case AttrKind::String: return onnx::AttributeProto::STRING;
-  case AttrKind::Tensor: return onnx::AttributeProto::TENSOR;
-  case AttrKind::Graph: return onnx::AttributeProto::GRAPH;
-  case AttrKind::SparseTensor: return onnx::AttributeProto::SPARSE_TENSOR;
-  case AttrKind::TypeProto: return onnx::AttributeProto::TYPE_PROTO;
-  case AttrKind::Floats: return onnx::AttributeProto::FLOATS;
-  case AttrKind::Ints: return onnx::AttributeProto::INTS;
-  case AttrKind::Strings: return onnx::AttributeProto::STRINGS;
-  case AttrKind::Tensors: return onnx::AttributeProto::TENSORS;
-  case AttrKind::Graphs: return onnx::AttributeProto::GRAPHS;
-  case AttrKind::SparseTensors: return onnx::AttributeProto::SPARSE_TENSORS;
-  case AttrKind::TypeProtos: return onnx::AttributeProto::TYPE_PROTOS;
+  case AttrKind::Float:
+    return onnx::AttributeProto::FLOAT;
+  case AttrKind::Int:
+    return onnx::AttributeProto::INT;
+  case AttrKind::String:
+    return onnx::AttributeProto::STRING;
+  case AttrKind::Tensor:
+    return onnx::AttributeProto::TENSOR;
+  case AttrKind::Graph:
+    return onnx::AttributeProto::GRAPH;
+  case AttrKind::SparseTensor:
+    return onnx::AttributeProto::SPARSE_TENSOR;
+  case AttrKind::TypeProto:
+    return onnx::AttributeProto::TYPE_PROTO;
+  case AttrKind::Floats:
+    return onnx::AttributeProto::FLOATS;
+  case AttrKind::Ints:
+    return onnx::AttributeProto::INTS;
+  case AttrKind::Strings:
+    return onnx::AttributeProto::STRINGS;
+  case AttrKind::Tensors:
+    return onnx::AttributeProto::TENSORS;
+  case AttrKind::Graphs:
+    return onnx::AttributeProto::GRAPHS;
+  case AttrKind::SparseTensors:
+    return onnx::AttributeProto::SPARSE_TENSORS;
+  case AttrKind::TypeProtos:
+    return onnx::AttributeProto::TYPE_PROTOS;
   }
   return onnx::AttributeProto::UNDEFINED;
 }
@@ -38,10 +52,11 @@ std::string protoKindName(ProtoKind kind) {
 }
 
 Status kindError(const Node& node, const char* name, AttrKind have, const char* want) {
-  return makeError(ErrorCode::BadAttribute,
-                   fmt::format("set '{}' as {} in the exporter (the ONNX schema's kind)", name, want),
-                   "node '{}' ({}): attribute '{}' is a {}, but {} takes a {}", node.name(),
-                   node.opType(), name, attrKindName(have), node.opType(), want);
+  return makeError(
+      ErrorCode::BadAttribute,
+      fmt::format("set '{}' as {} in the exporter (the ONNX schema's kind)", name, want),
+      "node '{}' ({}): attribute '{}' is a {}, but {} takes a {}", node.name(), node.opType(), name,
+      attrKindName(have), node.opType(), want);
 }
 
 } // namespace

@@ -20,8 +20,9 @@ float resizeSourceCoordinate(const ResizeCoordinateRule& rule, int64_t o, float 
   if (t == "align_corners") return out == 1.0f ? 0.0f : x * (in - 1.0f) / (out - 1.0f);
   if (t == "tf_half_pixel_for_nn") return (x + 0.5f) / scale;
   if (t == "tf_crop_and_resize")
-    return out > 1.0f ? roiStart * (in - 1.0f) + x * (roiEnd - roiStart) * (in - 1.0f) / (out - 1.0f)
-                      : 0.5f * (roiStart + roiEnd) * (in - 1.0f);
+    return out > 1.0f
+               ? roiStart * (in - 1.0f) + x * (roiEnd - roiStart) * (in - 1.0f) / (out - 1.0f)
+               : 0.5f * (roiStart + roiEnd) * (in - 1.0f);
   return x / scale; // asymmetric
 }
 

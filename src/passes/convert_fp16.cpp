@@ -114,7 +114,8 @@ class Lowering {
   void decide() {
     for (const auto& nodePtr : graph_.nodes()) {
       const Node& node = *nodePtr;
-      if (!computesInFloat(node) || !node.subgraphs().empty() || hasFp16Trait(node, ops::kFp16Never))
+      if (!computesInFloat(node) || !node.subgraphs().empty() ||
+          hasFp16Trait(node, ops::kFp16Never))
         continue;
       bool wanted = false;
       switch (options_.mode) {

@@ -67,8 +67,9 @@ void expectAgreement(const std::string& target) {
       // The model does not import: conversion must fail the same way.
       ++importFailures;
       if (conversion.isOk() || conversion.code() != report.status().code())
-        disagreements.push_back(fmt::format("{}: check error {}, conversion {}", dir.filename().string(),
-                                            report.status().toString(), conversion.toString()));
+        disagreements.push_back(fmt::format("{}: check error {}, conversion {}",
+                                            dir.filename().string(), report.status().toString(),
+                                            conversion.toString()));
       continue;
     }
     (conversion.isOk() ? converted : refused) += 1;
@@ -79,9 +80,8 @@ void expectAgreement(const std::string& target) {
   }
   std::cout << fmt::format("{}: {} cases, {} convert, {} refused, {} do not import\n", target,
                            cases.size(), converted, refused, importFailures);
-  EXPECT_TRUE(disagreements.empty())
-      << disagreements.size() << " disagreement(s):\n"
-      << fmt::format("{}", fmt::join(disagreements, "\n"));
+  EXPECT_TRUE(disagreements.empty()) << disagreements.size() << " disagreement(s):\n"
+                                     << fmt::format("{}", fmt::join(disagreements, "\n"));
 }
 
 TEST(CheckAgreesWithConversion, Ms) { expectAgreement("ms"); }

@@ -83,7 +83,8 @@ std::string commonReason(const Node& node, const OpContext& context, bool hasRul
 
 // Every node of `graph` (not its subgraphs) that `table` cannot take, in graph order.
 template <typename Ctx>
-std::vector<Refusal> collectUnsupported(const Graph& graph, const RuleTable<LoweringRule<Ctx>>& table,
+std::vector<Refusal> collectUnsupported(const Graph& graph,
+                                        const RuleTable<LoweringRule<Ctx>>& table,
                                         const OpContext& context) {
   std::vector<Refusal> refusals;
   size_t position = 0;

@@ -8,6 +8,7 @@
 #include "kiln/runtime/tensor_util.h"
 #include "ms_type_ids.h"
 #include "ops/attributes.h"
+#include "ops/conv.h"
 
 namespace kiln::ms {
 
@@ -379,12 +380,10 @@ std::optional<Padding> convPadding(const Node& n, const std::vector<int64_t>& in
     return std::nullopt;
   }
   for (size_t i = 0; i < 2; ++i) {
-    int64_t out = (inHW[i] + strides[i] - 1) / strides[i];
-    int64_t total =
-        std::max<int64_t>(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - inHW[i]);
-    int64_t small = total / 2, big = total - small;
-    p.list.push_back(autoPad == "SAME_UPPER" ? small : big);
-    p.list.push_back(autoPad == "SAME_UPPER" ? big : small);
+    const ops::AxisPads same =
+        ops::samePadding(inHW[i], kernel[i], strides[i], dilations[i], autoPad == "SAME_UPPER");
+    p.list.push_back(same.begin); // .ms order: top, bottom, left, right
+    p.list.push_back(same.end);
   }
   return p;
 }

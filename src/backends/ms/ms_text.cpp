@@ -36,8 +36,7 @@ std::string integerText(int64_t v, int enumIndex) {
   const reflection::Schema& schema = msSchema();
   if (enumIndex >= 0 && static_cast<size_t>(enumIndex) < schema.enums()->size()) {
     const reflection::Enum* e = schema.enums()->Get(static_cast<flatbuffers::uoffset_t>(enumIndex));
-    if (const reflection::EnumVal* val = e->values()->LookupByKey(v))
-      return val->name()->str();
+    if (const reflection::EnumVal* val = e->values()->LookupByKey(v)) return val->name()->str();
   }
   return std::to_string(v);
 }
@@ -48,7 +47,8 @@ std::string fieldText(const flatbuffers::Table& table, const reflection::Field& 
   const reflection::Type& type = *field.type();
   const BaseType base = type.base_type();
   if (base == reflection::Bool) return flatbuffers::GetAnyFieldI(table, field) ? "true" : "false";
-  if (isIntegerType(base)) return integerText(flatbuffers::GetAnyFieldI(table, field), type.index());
+  if (isIntegerType(base))
+    return integerText(flatbuffers::GetAnyFieldI(table, field), type.index());
   if (isFloatType(base)) return number(flatbuffers::GetAnyFieldF(table, field));
   if (base == reflection::String) {
     const flatbuffers::String* s = flatbuffers::GetFieldS(table, field);
@@ -155,12 +155,13 @@ Expected<std::string> msBufferToText(const uint8_t* data, size_t size) {
       if (const fb::Primitive* p = node->primitive()) {
         op = fb::EnumNamePrimitiveType(p->value_type());
         if (op.empty()) op = fmt::format("PrimitiveType#{}", static_cast<int>(p->value_type()));
-        const reflection::Object* object = schema.objects()->LookupByKey(("kiln.msfb." + op).c_str());
+        const reflection::Object* object =
+            schema.objects()->LookupByKey(("kiln.msfb." + op).c_str());
         if (object && p->value())
           attrs = tableText(*static_cast<const flatbuffers::Table*>(p->value()), *object);
       }
-      out += fmt::format("node '{}' {}({}) -> ({}) {}", node->name() ? node->name()->str() : "",
-                         op, indexList(node->inputIndex()), indexList(node->outputIndex()), attrs);
+      out += fmt::format("node '{}' {}({}) -> ({}) {}", node->name() ? node->name()->str() : "", op,
+                         indexList(node->inputIndex()), indexList(node->outputIndex()), attrs);
       if (node->quantType() != fb::QuantType_QUANT_NONE)
         out += fmt::format(" {}", fb::EnumNameQuantType(node->quantType()));
       out += "\n";

@@ -8,6 +8,7 @@
 
 #include "kiln/ir/constant.h"
 #include "kiln/runtime/tensor_util.h"
+#include "ops/conv.h"
 
 namespace kiln::om {
 
@@ -417,13 +418,10 @@ std::optional<std::vector<int64_t>> explicitPads(const Node& n, const std::vecto
   auto dims = x->shape().staticDims();
   std::vector<int64_t> pads(2 * s, 0);
   for (size_t i = 0; i < s; ++i) {
-    int64_t in = dims[2 + i];
-    int64_t out = (in + strides[i] - 1) / strides[i];
-    int64_t total =
-        std::max<int64_t>(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - in);
-    int64_t small = total / 2;
-    pads[i] = autoPad == "SAME_LOWER" ? total - small : small;
-    pads[i + s] = total - pads[i];
+    const ops::AxisPads same =
+        ops::samePadding(dims[2 + i], kernel[i], strides[i], dilations[i], autoPad != "SAME_LOWER");
+    pads[i] = same.begin;
+    pads[i + s] = same.end;
   }
   return pads;
 }

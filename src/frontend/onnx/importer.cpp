@@ -589,8 +589,8 @@ class Importer {
       }
       // Every consumer (executor, checks, both backends) reads the attributes by the schema's
       // kinds: a wrong kind is refused here, once, instead of surfacing differently in each.
-      std::string kindReason = ops::attributeKindReason(
-          *node, opsets_ ? opsets_->opsetVersion(node->domain()) : 0);
+      std::string kindReason =
+          ops::attributeKindReason(*node, opsets_ ? opsets_->opsetVersion(node->domain()) : 0);
       if (!kindReason.empty())
         return makeError(ErrorCode::BadAttribute,
                          "give the attribute the kind the ONNX operator schema names, in the "

@@ -59,7 +59,8 @@ Status geluKernel(KernelContext& ctx) {
       const T inner = T(0.7978845608028654) * (v + T(0.044715) * v * v * v);
       return static_cast<T>(T(0.5) * v * (T(1) + std::tanh(inner)));
     });
-  if (approximate != "none") return ctx.fail("approximate must be none or tanh, got '{}'", approximate);
+  if (approximate != "none")
+    return ctx.fail("approximate must be none or tanh, got '{}'", approximate);
   return unaryFloatKernel(ctx, [](auto v) {
     using T = decltype(v);
     return static_cast<T>(T(0.5) * v * (T(1) + std::erf(v * T(0.7071067811865476))));

@@ -5,6 +5,8 @@
 
 #include <cblas.h>
 
+#include "ops/conv.h"
+
 namespace kiln::rt::nn {
 namespace {
 
@@ -75,10 +77,10 @@ Status resolveWindow(const KernelContext& ctx, const std::vector<int64_t>& in,
     const int64_t ek = w.effectiveKernel(d), s = w.strides[d];
     if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
       w.out[d] = (in[d] + s - 1) / s;
-      int64_t total = std::max<int64_t>(0, (w.out[d] - 1) * s + ek - in[d]);
-      int64_t small = total / 2;
-      w.padBegin[d] = autoPad == "SAME_UPPER" ? small : total - small;
-      w.padEnd[d] = total - w.padBegin[d];
+      const ops::AxisPads same =
+          ops::samePadding(in[d], kernel[d], s, w.dilations[d], autoPad == "SAME_UPPER");
+      w.padBegin[d] = same.begin;
+      w.padEnd[d] = same.end;
     } else {
       if (autoPad == "VALID")
         w.padBegin[d] = w.padEnd[d] = 0;

@@ -79,8 +79,8 @@ std::string opsTable() {
          "none. A listed\nlowering may still refuse particular attributes or shapes: `kiln check "
          "--target ms|om MODEL` says\nwhich nodes and why, and `kiln lower` shows what a node "
          "becomes.\n\n"
-      << fmt::format("{} ONNX ops: {} run on CPU, {} lower to .ms, {} lower to .om.\n\n", ops.size(),
-                     cpu, ms.size(), om.size())
+      << fmt::format("{} ONNX ops: {} run on CPU, {} lower to .ms, {} lower to .om.\n\n",
+                     ops.size(), cpu, ms.size(), om.size())
       << "| ONNX op | cpu | ms | om |\n|---|---|---|---|\n"
       << rows.str();
   for (const char* name : {"ms", "om"}) {
@@ -98,8 +98,8 @@ std::string opsTable() {
 TEST(OpCoverage, EveryLoweredOpHasACpuKernel) {
   for (const char* name : {"ms", "om"})
     for (const auto& [op, family] : lowered(name))
-      EXPECT_NE(rt::findKernel("", op), nullptr) << name << " lowers " << op << " (" << family
-                                                  << ") but the executor cannot run it";
+      EXPECT_NE(rt::findKernel("", op), nullptr)
+          << name << " lowers " << op << " (" << family << ") but the executor cannot run it";
 }
 
 TEST(OpCoverage, EveryLoweredFamilyHasGoldenTests) {

@@ -97,8 +97,8 @@ std::vector<float> runIota(const Model& model) {
   for (size_t i = 0; i < iota.size(); ++i)
     iota[i] = static_cast<float>(i);
   rt::Executor executor(model);
-  auto result = executor.run(
-      {{"x", rt::RtValue::ofTensor(Tensor::fromValues<float>(DType::Float32, {1, 1, 9, 9}, iota))}});
+  auto result = executor.run({{"x", rt::RtValue::ofTensor(Tensor::fromValues<float>(
+                                        DType::Float32, {1, 1, 9, 9}, iota))}});
   EXPECT_TRUE(result) << result.status().toString();
   if (!result) return {};
   return result->outputs.front().tensor.copyValues<float>();
@@ -111,7 +111,8 @@ TEST(OpRules, ResizeCoordinatesAreFloat32OnEveryPath) {
   for (const char* via : {"ms", "om"}) {
     const TargetHooks* target = findTarget(via);
     ASSERT_NE(target, nullptr);
-    auto back = target->roundTrip(kiln::testing::modelFromOnnxText(kResizeThird), RoundTripOptions{});
+    auto back =
+        target->roundTrip(kiln::testing::modelFromOnnxText(kResizeThird), RoundTripOptions{});
     ASSERT_TRUE(back) << via << ": " << back.status().toString();
     EXPECT_EQ(runIota(*back), expected) << via;
   }
@@ -135,7 +136,7 @@ TEST(OpRules, UnnamedNodesHaveOneLabel) {
   Model model = kiln::testing::modelFromOnnxText(R"(
     <ir_version: 8, opset_import: ["" : 17]>
     g (float[2] x) => (float[2] y) { y = Relu (x) })",
-                                           /*nameNodes=*/false);
+                                                 /*nameNodes=*/false);
   const Node& relu = *model.graph->nodes().front();
   EXPECT_EQ(lowering::nodeLabel(relu, 1), "node producing 'y' (Relu)");
   Model named = kiln::testing::modelFromOnnxText(R"(

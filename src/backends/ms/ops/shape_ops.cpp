@@ -29,7 +29,9 @@ std::string shapeOpsAttributeReason(const Node& n) {
   return {};
 }
 
-std::string checkShapeOp(const Node& n, const lowering::OpContext&) { return shapeOpsAttributeReason(n); }
+std::string checkShapeOp(const Node& n, const lowering::OpContext&) {
+  return shapeOpsAttributeReason(n);
+}
 
 namespace {
 
@@ -40,7 +42,6 @@ std::string checkSplit(const Node& n, const lowering::OpContext& context) {
     if (!o) return "an omitted Split output";
   return checkShapeOp(n, context);
 }
-
 
 Status lowerReshape(LoweringContext& ctx, const Node& n) {
   auto x = ctx.input(n.input(0), Layout::Onnx);

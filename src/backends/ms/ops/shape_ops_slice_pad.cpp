@@ -25,13 +25,11 @@ std::string checkRange(const Node& n, const lowering::OpContext& context) {
   return checkShapeOp(n, context);
 }
 
-
 std::string checkSlice(const Node& n, const lowering::OpContext& context) {
   if (context.opset < 10 && (!n.attribute("starts") || !n.attribute("ends")))
     return "missing starts/ends";
   return checkShapeOp(n, context);
 }
-
 
 Status lowerSlice(LoweringContext& ctx, const Node& n) {
   auto shape = ctx.staticShape(n.input(0));
