@@ -17,6 +17,8 @@
 #include "kiln/passes/keep_dtype.h"
 #include "kiln/runtime/executor.h"
 #include "onnx_text.h"
+#include "ops/conv.h"
+#include "ops/resize.h"
 
 using namespace kiln;
 
@@ -143,6 +145,31 @@ TEST(OpRules, UnnamedNodesHaveOneLabel) {
     <ir_version: 8, opset_import: ["" : 17]>
     g (float[2] x) => (float[2] y) { y = Relu (x) })");
   EXPECT_EQ(lowering::nodeLabel(*named.graph->nodes().front(), 1), "node 'n0' (Relu)");
+}
+
+TEST(OpRules, SamePaddingPutsTheOddPixelWhereAutoPadSays) {
+  // One rule for the executor, the .ms and the .om lowering (each once had its own copy).
+  auto even = ops::samePadding(5, 3, 2, 1, /*upper=*/true); // 3 outputs need 2 pixels
+  EXPECT_EQ(even.begin, 1);
+  EXPECT_EQ(even.end, 1);
+  auto upper = ops::samePadding(4, 3, 2, 1, true); // 2 outputs need 1 pixel
+  auto lower = ops::samePadding(4, 3, 2, 1, false);
+  EXPECT_EQ(upper.begin, 0);
+  EXPECT_EQ(upper.end, 1);
+  EXPECT_EQ(lower.begin, 1);
+  EXPECT_EQ(lower.end, 0);
+  auto dilated = ops::samePadding(7, 3, 1, 2, true); // effective kernel 5
+  EXPECT_EQ(dilated.begin + dilated.end, 4);
+}
+
+TEST(OpRules, ResizeSourceCoordinateIsFloat32) {
+  ops::ResizeCoordinateRule rule;
+  rule.transform = "asymmetric";
+  rule.nearestMode = "floor";
+  // 1 / 0.33333334f rounds to 3.0f in float32 (2.99999991 in double would pick pixel 2).
+  const float x = ops::resizeSourceCoordinate(rule, 1, 0.33333334f, 9, 3, 0, 1);
+  EXPECT_EQ(x, 3.0f);
+  EXPECT_EQ(ops::resizeNearestIndex(rule, x, 0.33333334f), 3);
 }
 
 } // namespace

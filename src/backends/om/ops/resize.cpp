@@ -3,33 +3,10 @@
 #include <cmath>
 
 #include "../om_context.h"
+#include "ops/resize.h"
 
 namespace kiln::om {
 namespace {
-
-// ONNX's source coordinate of output index `x` on an axis resized from `in` to `out` by
-// `scale`, in float32 as ONNX Runtime computes it.
-float sourceCoordinate(int64_t x, float scale, int64_t in, int64_t out, const std::string& coord) {
-  float fx = static_cast<float>(x);
-  if (coord == "align_corners")
-    return out == 1 ? 0.0f : fx * static_cast<float>(in - 1) / static_cast<float>(out - 1);
-  if (coord == "half_pixel") return (fx + 0.5f) / scale - 0.5f;
-  return fx / scale; // asymmetric
-}
-
-// The input pixel nearest mode reads for coordinate `c`.
-int64_t nearestPixel(float c, const std::string& nearestMode, int64_t in) {
-  float picked;
-  if (nearestMode == "floor")
-    picked = std::floor(c);
-  else if (nearestMode == "ceil")
-    picked = std::ceil(c);
-  else if (c - std::floor(c) == 0.5f)
-    picked = nearestMode == "round_prefer_ceil" ? std::ceil(c) : std::floor(c);
-  else
-    picked = std::round(c);
-  return std::clamp<int64_t>(static_cast<int64_t>(picked), 0, in - 1);
-}
 
 // Whether resizing an axis from `in` to `out` by `scale` computes what GraphEngine's out / in
 // ratio computes: ONNX's output size is floor(in * scale) (so 9 * 0.33333334 gives 3), but its
@@ -40,15 +17,18 @@ bool scaleMatchesSize(const Node& n, float scale, int64_t in, int64_t out) {
       std::floor(static_cast<double>(scale) * static_cast<double>(in)) != static_cast<double>(out))
     return false;
   std::string mode = nodeString(n, "mode", "nearest");
-  std::string coord = nodeString(n, "coordinate_transformation_mode", "half_pixel");
-  std::string nearestMode = nodeString(n, "nearest_mode", "round_prefer_floor");
-  float sizeScale = static_cast<float>(out) / static_cast<float>(in);
+  // The executor's rule (ops/resize.h): coordinates in float32, as ONNX Runtime.
+  ops::ResizeCoordinateRule rule;
+  rule.transform = nodeString(n, "coordinate_transformation_mode", "half_pixel");
+  rule.nearestMode = nodeString(n, "nearest_mode", "round_prefer_floor");
+  const float sizeScale = static_cast<float>(out) / static_cast<float>(in);
+  auto pixel = [&](float c, float byScale) {
+    return std::clamp<int64_t>(ops::resizeNearestIndex(rule, c, byScale), 0, in - 1);
+  };
   for (int64_t x = 0; x < out; ++x) {
-    float byScale = sourceCoordinate(x, scale, in, out, coord);
-    float bySize = sourceCoordinate(x, sizeScale, in, out, coord);
-    if (mode == "nearest"
-            ? nearestPixel(byScale, nearestMode, in) != nearestPixel(bySize, nearestMode, in)
-            : byScale != bySize)
+    const float byScale = ops::resizeSourceCoordinate(rule, x, scale, in, out, 0, 1);
+    const float bySize = ops::resizeSourceCoordinate(rule, x, sizeScale, in, out, 0, 1);
+    if (mode == "nearest" ? pixel(byScale, scale) != pixel(bySize, sizeScale) : byScale != bySize)
       return false;
   }
   return true;
