@@ -28,6 +28,9 @@ struct ConformanceOptions {
   int jobs = 1;
   int timeoutSeconds = 120;
   bool quiet = false; // print only failures and the closing line
+  // Fix each model's input shapes to those of its first test data set before the pipeline (its
+  // fix-input-shapes pass), so cases with dynamic inputs lower to targets that need static shapes.
+  bool inputShapeFromData = false;
 };
 
 // Finds case folders (holding model.onnx) under each path; runs each in a child process so a

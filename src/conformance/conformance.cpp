@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -23,6 +24,7 @@
 #include "kiln/pipelines/conversion.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
+#include "kiln/shape_spec.h"
 
 namespace kiln {
 namespace {
@@ -101,6 +103,35 @@ std::vector<fs::path> sortedMatches(const fs::path& dir, const std::string& pref
   return out;
 }
 
+// The static shapes of test_data_set_0's tensor inputs, as an input-shape spec naming each
+// graph input they feed whose declared shape is not static (static ones are left as declared:
+// some cases feed data of another shape on purpose).
+Expected<ShapeSpec> shapesOfFirstDataSet(const fs::path& dir, const Graph& graph) {
+  ShapeSpec spec;
+  auto sets = sortedMatches(dir, "test_data_set_");
+  if (sets.empty()) return spec;
+  std::vector<const Value*> feedInputs;
+  for (const Value* in : graph.inputs())
+    if (!in->isInitializer()) feedInputs.push_back(in);
+  auto files = sortedMatches(sets.front(), "input_");
+  for (size_t i = 0; i < files.size() && i < feedInputs.size(); ++i) {
+    const Value* input = feedInputs[i];
+    if (input->type().kind != TypeKind::Tensor ||
+        (input->shape().hasRank() && input->shape().isStatic()))
+      continue;
+    KILN_ASSIGN_OR_RETURN(rt::RtValue value, readValueFile(files[i].string(), input->type()));
+    if (!value.isTensor()) continue;
+    InputShapeSpec entry;
+    entry.name = input->name();
+    entry.position = i;
+    for (int64_t d : value.tensor.dims())
+      entry.dims.push_back(DimSpec{d, d, false});
+    entry.text = fmt::format("{}:{}", entry.name, entry.dimsText());
+    spec.inputs.push_back(std::move(entry));
+  }
+  return spec;
+}
+
 CaseResult runCase(const fs::path& dir, const std::string& name,
                    const ConformanceOptions& options) {
   CaseResult result{name, Outcome::Fail, ""};
@@ -109,9 +140,19 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
     result.reason = "import: " + model.status().toString();
     return result;
   }
+  std::optional<ShapeSpec> dataShapes;
+  if (options.inputShapeFromData) {
+    auto shapes = shapesOfFirstDataSet(dir, *model->graph);
+    if (!shapes) {
+      result.reason = shapes.status().toString();
+      return result;
+    }
+    if (!shapes->inputs.empty()) dataShapes = shapes.take(); // only dynamic inputs get fixed
+  }
   if (options.pipeline != "none") {
     ConversionOptions conversion; // the simplification every converting front-end runs
     conversion.simplify = options.pipeline;
+    conversion.inputShapes = dataShapes ? &*dataShapes : nullptr;
     auto ran = runConversionPipeline(*model, conversion);
     if (!ran) {
       result.reason =

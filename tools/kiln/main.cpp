@@ -770,6 +770,8 @@ int main(int argc, char** argv) {
   conformance->add_option("-j,--jobs", conformanceOptions.jobs, "cases run in parallel")
       ->check(CLI::Range(1, 64));
   conformance->add_option("--timeout", conformanceOptions.timeoutSeconds, "seconds per case");
+  conformance->add_flag("--input-shape-from-data", conformanceOptions.inputShapeFromData,
+                        "fix input shapes to the first test data set's before the pipeline");
   conformance->add_flag("-q,--quiet", conformanceOptions.quiet,
                         "print only cases that did not pass");
 
