@@ -7,6 +7,7 @@
 namespace kiln {
 
 std::unique_ptr<Pass> makeRemoveNoopsPass();
+std::unique_ptr<Pass> makeRewriteCastLikePass();
 std::unique_ptr<Pass> makeConvertFp16Pass();
 std::unique_ptr<Pass> makeEliminateDeadNodesPass();
 std::unique_ptr<Pass> makeFixInputShapesPass();
@@ -31,6 +32,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"quantize-weights", makeQuantizeWeightsPass},
       {"settle-shapes", makeSettleShapesPass},
       {"remove-noops", makeRemoveNoopsPass},
+      {"rewrite-castlike", makeRewriteCastLikePass},
       {"fuse-batchnorm", makeFuseBatchNormPass},
       {"fuse-matmul-add", makeFuseMatMulAddPass},
       {"merge-transpose-reshape", makeMergeTransposeReshapePass},

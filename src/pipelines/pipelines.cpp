@@ -9,6 +9,9 @@ Expected<std::vector<std::string>> pipelineByName(const std::string& name) {
   if (name == "none") return std::vector<std::string>{};
   if (name == "default")
     return std::vector<std::string>{
+        // CastLike becomes Cast before anything else, so no-op removal and both backends see a
+        // Cast (they have no CastLike).
+        "rewrite-castlike",
         // Identity/Dropout/no-op Casts first, so later pattern matches see producer → consumer
         // directly.
         "remove-noops",
