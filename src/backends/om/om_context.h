@@ -103,6 +103,14 @@ class Lowerer {
                     Tensor::fromValues<int64_t>(DType::Int64, {static_cast<int64_t>(v.size())}, v));
   }
   Port constScalar(const std::string& suffix, DType dtype, double value);
+  // 1-D Conv / pooling run as their 2-D GE op over an [N, C, 1, L] view (GraphEngine has none).
+  // `p` with a unit axis 2 (an Unsqueeze), described NCHW.
+  Port unsqueezeH(const Port& p, const std::string& suffix);
+  // Initializer input `i` viewed with `dims` (same bytes): its Const op is re-described when this
+  // node is its only reader (no second copy of the weight), else a new Const.
+  Port constView(size_t i, const std::vector<int64_t>& dims);
+  // The node's output 0 through `producer`'s 4-D output (a unit axis 2) and a Squeeze.
+  void squeezeHOutput(OpDef* producer);
 
   const OmWriteOptions& options() const { return options_; }
   const std::string& nodeName() const { return nodeName_; }

@@ -1,4 +1,7 @@
 // The .om op rules (src/backends/om/ops/<family>.cpp) through a write / read-back round trip.
+#include <algorithm>
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "kiln/backends/om.h"
@@ -21,6 +24,124 @@ std::vector<float> run(const Model& model, const Tensor& x) {
   EXPECT_TRUE(out) << out.status().toString();
   if (!out) return {};
   return out->outputs.at(0).tensor.copyValues<float>();
+}
+
+// Lowers `text` (one input x of `dims`), writes the .om, reads it back and runs both models on
+// the same deterministic data: the raised graph must compute what the ONNX graph does.
+void expectSameAfterOm(const std::string& text, const std::vector<int64_t>& dims) {
+  Model m = modelFromOnnxText(text);
+  ASSERT_TRUE(m.graph);
+  for (const auto& n : m.graph->nodes())
+    EXPECT_EQ(omUnsupportedReason(*n, "Ascend310P3", 13), "") << n->opType();
+  auto bytes = buildOmBuffer(m, OmWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  auto back = readOmBuffer(bytes->data(), bytes->size(), "rules.om");
+  ASSERT_TRUE(back) << back.status().toString();
+  int64_t count = 1;
+  for (int64_t d : dims)
+    count *= d;
+  std::vector<float> data(static_cast<size_t>(count));
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<float>((i * 37) % 23) / 11.0f - 1.0f;
+  Tensor x = Tensor::fromValues<float>(DType::Float32, dims, data);
+  std::vector<float> want = run(m, x), got = run(*back, x);
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(want.empty());
+  float maxDiff = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    maxDiff = std::max(maxDiff, std::abs(got[i] - want[i]));
+  EXPECT_LT(maxDiff, 1e-5f);
+}
+
+// 1-D Conv runs as Conv2D over [N, C, 1, L]: group, dilation, explicit pads and a bias.
+TEST(OmRules, Conv1dWithGroupDilationPads) {
+  expectSameAfterOm(R"(<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,4,11] x) => (float[2,6,9] y)
+<float[6,2,3] w = {0.1, -0.2, 0.3, 0.4, -0.5, 0.6, -0.7, 0.8, 0.9, 1.0, -1.1, 1.2, 0.2, 0.1, -0.3, 0.5, 0.4, -0.6, 0.8, -0.7, 0.9, -1.2, 1.1, 1.0, 0.3, 0.3, -0.1, 0.2, 0.7, -0.4, 0.6, -0.9, 0.5, 0.4, -0.2, 0.1}, float[6] b = {0.1, 0.2, -0.3, 0.4, -0.5, 0.6}>
+{
+  y = Conv <group = 2, dilations = [2], pads = [1, 2], strides = [1]> (x, w, b)
+}
+)",
+                    {2, 4, 11});
+}
+
+// SAME_UPPER resolves on the L axis (ops::samePadding) with a stride that leaves an odd pad.
+TEST(OmRules, Conv1dSameUpperStrided) {
+  expectSameAfterOm(R"(<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,2,10] x) => (float[1,3,4] y)
+<float[3,2,4] w = {0.1, -0.2, 0.3, 0.4, -0.5, 0.6, -0.7, 0.8, 0.9, 1.0, -1.1, 1.2, 0.2, 0.1, -0.3, 0.5, 0.4, -0.6, 0.8, -0.7, 0.9, -1.2, 1.1, 1.0}>
+{
+  y = Conv <auto_pad = "SAME_UPPER", strides = [3]> (x, w)
+}
+)",
+                    {1, 2, 10});
+}
+
+// A weight two convolutions share is not re-described in place: the second gets its own view.
+TEST(OmRules, Conv1dSharedWeight) {
+  expectSameAfterOm(R"(<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,2,6] x) => (float[1,2,5] y)
+<float[2,2,3] w = {0.1, -0.2, 0.3, 0.4, -0.5, 0.6, -0.7, 0.8, 0.9, 1.0, -1.1, 1.2}>
+{
+  a = Conv <strides = [2]> (x, w)
+  c = Conv <pads = [1, 1], strides = [2]> (x, w)
+  y = Concat <axis = 2> (a, c)
+}
+)",
+                    {1, 2, 6});
+}
+
+TEST(OmRules, MaxPool1dSameUpper) {
+  expectSameAfterOm(R"(<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,3,10] x) => (float[1,3,5] y)
+{
+  y = MaxPool <kernel_shape = [3], strides = [2], auto_pad = "SAME_UPPER"> (x)
+}
+)",
+                    {1, 3, 10});
+}
+
+TEST(OmRules, AveragePool1dPadsExcludingPad) {
+  expectSameAfterOm(R"(<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,3,9] x) => (float[2,3,5] y)
+{
+  y = AveragePool <kernel_shape = [3], strides = [2], pads = [1, 1]> (x)
+}
+)",
+                    {2, 3, 9});
+}
+
+TEST(OmRules, AveragePool1dCountIncludePadCeil) {
+  expectSameAfterOm(R"(<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,2,8] x) => (float[1,2,4] y)
+{
+  y = AveragePool <kernel_shape = [2], strides = [2], pads = [1, 0], count_include_pad = 1, ceil_mode = 1> (x)
+}
+)",
+                    {1, 2, 8});
+}
+
+// GE's alpha multiplies the plain square sum; ONNX's is divided by size first.
+TEST(OmRules, LrnAcrossChannels) {
+  expectSameAfterOm(R"(<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,7,3,2] x) => (float[1,7,3,2] y)
+{
+  y = LRN <size = 5, alpha = 0.3, beta = 0.6, bias = 1.5> (x)
+}
+)",
+                    {1, 7, 3, 2});
+}
+
+TEST(OmRules, LrnEvenSizeIsRefused) {
+  Model m = modelFromOnnxText(R"(<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,4,2,2] x) => (float[1,4,2,2] y)
+{
+  y = LRN <size = 4> (x)
+}
+)");
+  ASSERT_TRUE(m.graph);
+  EXPECT_EQ(omUnsupportedReason(*m.graph->nodes().front(), "Ascend310P3", 13),
+            "LRN with size 4 (only an odd size is a centred window)");
 }
 
 // ONNX's output size is floor(9 * 0.33333334) = 3 and its coordinates x / 0.33333334 (float32,

@@ -1,4 +1,5 @@
-// .om rules for the convolutions: Conv → Conv2D / Conv3D, ConvTranspose → Conv2DTranspose.
+// .om rules for the convolutions: Conv → Conv2D (1-D over an [N,C,1,L] view) / Conv3D,
+// ConvTranspose → Conv2DTranspose.
 #include "../om_context.h"
 
 namespace kiln::om {
@@ -6,14 +7,14 @@ namespace {
 
 std::string spatialFormat(size_t spatial) { return spatial == 3 ? "NCDHW" : "NCHW"; }
 
-// Conv → Conv2D / Conv3D.
+// Conv → Conv2D / Conv3D; 1-D Conv → Unsqueeze, Conv2D with a 1×k window, Squeeze.
 KILN_OM_LOWERING(
     "Conv",
     [](const Node& n, const OpContext&) -> std::string {
       int64_t r = rankOf(n.input(0));
       const Value* w = n.input(1);
-      if (r != 4 && r != 5)
-        return fmt::format("Conv with a rank-{} input (2-D and 3-D convolutions lower)", r);
+      if (r != 3 && r != 4 && r != 5)
+        return fmt::format("Conv with a rank-{} input (1-D, 2-D and 3-D convolutions lower)", r);
       if (rankOf(w) != r) return "Conv whose weight rank differs from the input's";
       if (!w->shape().isStatic()) return "Conv with a dynamic weight shape";
       std::string autoPad = nodeString(n, "auto_pad", "NOTSET");
@@ -29,10 +30,22 @@ KILN_OM_LOWERING(
       auto dilations = nodeInts(n, "dilations").value_or(std::vector<int64_t>(s, 1));
       auto pads =
           explicitPads(n, kernel, strides, dilations).value_or(std::vector<int64_t>(2 * s, 0));
+      const bool oneD = s == 1;
+      Port x = l.in(0), w = l.in(1);
+      if (oneD) {
+        // The H axis of the view: kernel, stride and dilation 1, no padding.
+        kernel = {1, kernel[0]};
+        strides = {1, strides[0]};
+        dilations = {1, dilations[0]};
+        pads = {0, pads[0], 0, pads[1]};
+        x = l.unsqueezeH(x, "view");
+        w = n.input(1)->isInitializer() ? l.constView(1, {wdims[0], wdims[1], 1, wdims[2]})
+                                        : l.unsqueezeH(w, "weight_view");
+      }
       std::string format = spatialFormat(s);
       OpDef* o = l.op(s == 3 ? "Conv3D" : "Conv2D");
-      l.input(o, l.in(0), format);
-      l.input(o, l.in(1), format);
+      l.input(o, x, format);
+      l.input(o, w, format);
       if (hasInput(n, 2)) l.input(o, l.in(2));
       auto& a = *o->mutable_attr();
       a["strides"] = attrInts(withBatchChannel(strides));
@@ -41,7 +54,10 @@ KILN_OM_LOWERING(
       a["groups"] = attrI(nodeInt(n, "group", 1));
       a["data_format"] = attrS(format);
       a["offset_x"] = attrI(0);
-      l.outputs(o, format);
+      if (oneD)
+        l.squeezeHOutput(o);
+      else
+        l.outputs(o, format);
     });
 void convRaisingRules() {
   for (const char* type : {"Conv2D", "Conv3D"})

@@ -1,4 +1,4 @@
-// .om rules for BatchNormalization, LayerNormalization, InstanceNormalization and Dropout.
+// .om rules for BatchNormalization, LayerNormalization, InstanceNormalization, LRN and Dropout.
 #include "../om_context.h"
 
 namespace kiln::om {
@@ -82,6 +82,44 @@ KILN_OM_RAISING("LayerNorm", [](Raiser& r, const OpDef& op) -> Status {
   Node* node = r.emit(op, "LayerNormalization", inputs, 1);
   node->setAttribute("axis", Attribute::ofInt(getI(op, "begin_norm_axis", -1)));
   node->setAttribute("epsilon", Attribute::ofFloat(getF(op, "epsilon", 1e-5f)));
+  return Status::ok();
+});
+// LRN → LRN across channels. GraphEngine's LRN is TensorFlow's: x / (bias + alpha * sqr_sum)^beta
+// with sqr_sum over channels [c - depth_radius, c + depth_radius]; ONNX divides its alpha by
+// size, and only an odd size is a window centred on c.
+KILN_OM_LOWERING(
+    "LRN",
+    [](const Node& n, const OpContext&) -> std::string {
+      const Attribute* size = n.attribute("size");
+      if (!size || size->kind() != AttrKind::Int) return "LRN without an integer size";
+      if (size->asInt() < 1 || size->asInt() % 2 == 0)
+        return fmt::format("LRN with size {} (only an odd size is a centred window)",
+                           size->asInt());
+      if (int64_t r = rankOf(n.input(0)); r != 4)
+        return fmt::format("LRN with a rank-{} input (4-D NCHW lowers)", r);
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      const int64_t size = nodeInt(n, "size", 1);
+      OpDef* o = l.op("LRN");
+      l.input(o, l.in(0), "NCHW");
+      auto& a = *o->mutable_attr();
+      a["depth_radius"] = attrI((size - 1) / 2);
+      a["bias"] = attrF(nodeFloat(n, "bias", 1.0f));
+      a["alpha"] = attrF(nodeFloat(n, "alpha", 1e-4f) / static_cast<float>(size));
+      a["beta"] = attrF(nodeFloat(n, "beta", 0.75f));
+      a["norm_region"] = attrS("ACROSS_CHANNELS");
+      l.outputs(o, "NCHW");
+    });
+KILN_OM_RAISING("LRN", [](Raiser& r, const OpDef& op) -> Status {
+  if (std::string region = getS(op, "norm_region", "ACROSS_CHANNELS"); region != "ACROSS_CHANNELS")
+    return r.unsupported(op, "norm_region " + region);
+  const int64_t size = 2 * getI(op, "depth_radius", 5) + 1;
+  Node* node = r.emit(op, "LRN", {r.in(op, 0)}, 1);
+  node->setAttribute("size", Attribute::ofInt(size));
+  node->setAttribute("alpha", Attribute::ofFloat(getF(op, "alpha", 1.0f) * float(size)));
+  node->setAttribute("beta", Attribute::ofFloat(getF(op, "beta", 0.5f)));
+  node->setAttribute("bias", Attribute::ofFloat(getF(op, "bias", 1.0f)));
   return Status::ok();
 });
 void instanceNormRules() {

@@ -1,13 +1,14 @@
-// .om rules for pooling: MaxPool → MaxPoolV3, AveragePool → AvgPoolV2 (2-D), the global pools.
+// .om rules for pooling: MaxPool → MaxPoolV3, AveragePool → AvgPoolV2 (2-D, and 1-D over an
+// [N,C,1,L] view), the global pools.
 #include "../om_context.h"
 
 namespace kiln::om {
 namespace {
 
-// MaxPool → MaxPoolV3, AveragePool → AvgPoolV2 (2-D).
+// MaxPool → MaxPoolV3, AveragePool → AvgPoolV2 (2-D; 1-D as Unsqueeze, a 1×k window, Squeeze).
 const auto poolCheck = [](const Node& n, const OpContext& context) -> std::string {
-  if (rankOf(n.input(0)) != 4)
-    return fmt::format("{} with a rank-{} input (2-D pooling lowers)", n.opType(),
+  if (rankOf(n.input(0)) != 3 && rankOf(n.input(0)) != 4)
+    return fmt::format("{} with a rank-{} input (1-D and 2-D pooling lower)", n.opType(),
                        rankOf(n.input(0)));
   if (n.outputs().size() > 1 && n.output(1) &&
       (n.output(1)->hasUses() || n.output(1)->isGraphOutput()))
@@ -24,12 +25,23 @@ const auto poolCheck = [](const Node& n, const OpContext& context) -> std::strin
   return "";
 };
 const auto poolLower = [](Lowerer& l, const Node& n) {
-  auto kernel = nodeInts(n, "kernel_shape").value_or(std::vector<int64_t>{1, 1});
-  auto strides = nodeInts(n, "strides").value_or(std::vector<int64_t>(2, 1));
-  auto pads = explicitPads(n, kernel, strides, {1, 1}).value_or(std::vector<int64_t>(4, 0));
+  const size_t s = static_cast<size_t>(rankOf(n.input(0)) - 2);
+  auto kernel = nodeInts(n, "kernel_shape").value_or(std::vector<int64_t>(s, 1));
+  auto strides = nodeInts(n, "strides").value_or(std::vector<int64_t>(s, 1));
+  auto pads = explicitPads(n, kernel, strides, std::vector<int64_t>(s, 1))
+                  .value_or(std::vector<int64_t>(2 * s, 0));
+  const bool oneD = s == 1;
+  Port x = l.in(0);
+  if (oneD) {
+    // The H axis of the view: window and stride 1, no padding.
+    kernel = {1, kernel[0]};
+    strides = {1, strides[0]};
+    pads = {0, pads[0], 0, pads[1]};
+    x = l.unsqueezeH(x, "view");
+  }
   bool max = n.opType() == "MaxPool";
   OpDef* o = l.op(max ? "MaxPoolV3" : "AvgPoolV2");
-  l.input(o, l.in(0), "NCHW");
+  l.input(o, x, "NCHW");
   auto& a = *o->mutable_attr();
   a["ksize"] = attrInts(withBatchChannel(kernel));
   a["strides"] = attrInts(withBatchChannel(strides));
@@ -39,9 +51,12 @@ const auto poolLower = [](Lowerer& l, const Node& n) {
   a["global_pooling"] = attrB(false);
   a["ceil_mode"] = attrB(nodeInt(n, "ceil_mode", 0) != 0);
   if (!max) a["exclusive"] = attrB(nodeInt(n, "count_include_pad", 0) == 0);
-  OpDef* first = o;
+  if (oneD) {
+    l.squeezeHOutput(o);
+    return;
+  }
   const Value* y = n.output(0);
-  l.bind(y, l.output(first, y->dtype(), y->shape(), y->name(), "NCHW"));
+  l.bind(y, l.output(o, y->dtype(), y->shape(), y->name(), "NCHW"));
 };
 KILN_OM_LOWERING("MaxPool", poolCheck, poolLower);
 KILN_OM_LOWERING("AveragePool", poolCheck, poolLower);
