@@ -127,4 +127,33 @@ TEST(QuantInt4, OmRoundTripKeepsValuesOnceFolded) {
       << unfolded.status().toString();
 }
 
+// QuantizeLinear to int4/uint4 (the zero point's dtype) saturates to the 4-bit range and packs;
+// DequantizeLinear reads it back. x/0.5 = {-8,-1.2,0,2.4,7,20}, rounded half to even.
+TEST(QuantInt4, QuantizeLinearSaturatesToFourBits) {
+  onnx::ModelProto proto;
+  auto parsed = onnx::OnnxParser::Parse(proto, R"(
+    <ir_version: 10, opset_import: ["" : 21]>
+    g (float[6] x) => (float[6] y, float[6] z) <float s = {0.5}> {
+      qi = QuantizeLinear (x, s, zi)
+      y = DequantizeLinear (qi, s, zi)
+      qu = QuantizeLinear (x, s, zu)
+      z = DequantizeLinear (qu, s, zu)
+    })");
+  ASSERT_TRUE(parsed.IsOK()) << parsed.ErrorMessage();
+  addPacked(*proto.mutable_graph(), "zi", 22, {}, {0x0F}, /*raw=*/true); // int4 -1
+  addPacked(*proto.mutable_graph(), "zu", 21, {}, {0x03}, /*raw=*/true); // uint4 3
+  auto model = importOnnxProto(proto, "int4_quantize", ".");
+  ASSERT_TRUE(model) << model.status().toString();
+  rt::Executor executor(*model);
+  const std::vector<float> x = {-4, -0.6f, 0, 1.2f, 3.5f, 10};
+  auto result = executor.run(
+      {{"x", rt::RtValue::ofTensor(Tensor::fromValues<float>(DType::Float32, {6}, x))}});
+  ASSERT_TRUE(result) << result.status().toString();
+  // int4: codes {-8,-2,-1,1,6,7} (-9 and 19 saturate); uint4: {0,2,3,5,10,15}.
+  EXPECT_EQ(result->outputs[0].tensor.copyValues<float>(),
+            (std::vector<float>{-3.5f, -0.5f, 0, 1, 3.5f, 4}));
+  EXPECT_EQ(result->outputs[1].tensor.copyValues<float>(),
+            (std::vector<float>{-1.5f, -0.5f, 0, 1, 3.5f, 6}));
+}
+
 } // namespace
