@@ -11,6 +11,7 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/pipelines/conversion.h"
 #include "kiln/runtime/executor.h"
+#include "onnx_text.h"
 
 using namespace kiln;
 
@@ -154,6 +155,23 @@ TEST(QuantInt4, QuantizeLinearSaturatesToFourBits) {
             (std::vector<float>{-3.5f, -0.5f, 0, 1, 3.5f, 4}));
   EXPECT_EQ(result->outputs[1].tensor.copyValues<float>(),
             (std::vector<float>{-1.5f, -0.5f, 0, 1, 3.5f, 6}));
+}
+
+// A constant DequantizeLinear .ms cannot hold is refused with what it got, not as "non-constant".
+TEST(QuantInt4, MsRefusesConstantCodesItCannotHoldByTheirDtype) {
+  Model model = kiln::testing::modelFromOnnxText(R"(
+    <ir_version: 8, opset_import: ["" : 19]>
+    g (float[2] x) => (float[2] y) <int32[2] w = {1, 2}, float s = {0.5}> {
+      d = DequantizeLinear (w, s)
+      y = Add (x, d)
+    })");
+  auto back = findTarget("ms")->roundTrip(std::move(model), RoundTripOptions{});
+  ASSERT_FALSE(back);
+  EXPECT_EQ(codeString(back.status().code()), codeString(ErrorCode::MsLowerBadAttribute));
+  EXPECT_NE(back.status().message().find("node 'n0' (DequantizeLinear): DequantizeLinear over "
+                                         "constant i32 codes with a f32 scale"),
+            std::string::npos)
+      << back.status().toString();
 }
 
 } // namespace
