@@ -82,6 +82,9 @@ double elementAsDouble(const Tensor& t, uint64_t i) {
     std::memcpy(&h, p + i * 2, 2);
     return t.dtype() == DType::Float16 ? halfToFloat(h) : bfloat16ToFloat(h);
   }
+  // Packed types have no C++ element type to dispatch on (reading them as one gave NaN → 0).
+  if (t.dtype() == DType::Int4 || t.dtype() == DType::UInt4)
+    return static_cast<double>(nibbleAt(p, i, t.dtype() == DType::Int4));
   double out = std::numeric_limits<double>::quiet_NaN();
   dispatchNumeric(t.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -39,9 +39,15 @@ uint16_t floatToHalf(float f);
 float bfloat16ToFloat(uint16_t b);
 uint16_t floatToBfloat16(float f);
 
+// Element i of packed 4-bit data (ONNX INT4/UINT4: two per byte, low nibble first); int4 is
+// sign-extended.
+inline int64_t nibbleAt(const uint8_t* data, uint64_t i, bool isSigned) {
+  const unsigned nibble = (data[i / 2] >> ((i % 2) * 4)) & 0xfu;
+  return isSigned && nibble >= 8 ? static_cast<int64_t>(nibble) - 16 : nibble;
+}
 // Element i of any numeric/bool tensor as double (for generic, non-hot paths).
 double elementAsDouble(const Tensor& t, uint64_t i);
-// Values of an integer tensor (int8..int64, uint8..uint64) as int64.
+// Values of an integer tensor (int4..int64, uint4..uint64) as int64.
 std::vector<int64_t> toInt64Vector(const Tensor& t);
 // Values of any numeric tensor as float.
 std::vector<float> toFloatVector(const Tensor& t);

@@ -144,16 +144,26 @@ std::optional<Const> LoweringContext::constOf(const Value* v) const {
     if (!codes || !scale || codes->quantized || scale->tensor.dtype() != DType::Float32)
       return std::nullopt;
     DType dt = codes->tensor.dtype();
-    if (dt != DType::Int8 && dt != DType::Int16 && dt != DType::UInt8) return std::nullopt;
+    const bool packed = dt == DType::Int4 || dt == DType::UInt4;
+    if (dt != DType::Int8 && dt != DType::Int16 && dt != DType::UInt8 && !packed)
+      return std::nullopt;
     Const c;
     c.tensor = codes->tensor;
+    // .ms has no 4-bit tensor: int4 (-8..7) and uint4 (0..15) codes both fit int8 unchanged.
+    if (packed) {
+      std::vector<int64_t> wide = rt::toInt64Vector(c.tensor);
+      c.tensor = Tensor::fromValues<int8_t>(DType::Int8, c.tensor.dims(),
+                                            std::vector<int8_t>(wide.begin(), wide.end()));
+    }
     c.quantized = true;
     c.scales = scale->tensor.copyValues<float>();
     c.name = codes->name;
     if (const Value* zp = p->input(2)) {
       auto z = constOf(zp);
-      if (!z) return std::nullopt;
-      c.zeros = intValues(z->tensor);
+      if (!z || z->quantized) return std::nullopt;
+      // The zero point has the codes' dtype (int4 included), which intValues does not read.
+      c.zeros = rt::toInt64Vector(z->tensor);
+      if (c.zeros.size() != 1 && c.zeros.size() != c.scales.size()) return std::nullopt;
     }
     const int64_t rank = static_cast<int64_t>(c.tensor.dims().size());
     auto axisAttr = ops::intAttr(*p, "axis", 1);

@@ -62,6 +62,30 @@ void collectOuterReferences(const onnx::GraphProto& graph, std::set<std::string>
     if (!defined.count(name)) out.insert(name);
 }
 
+// The refusal for a data_type kiln does not take (K2004). Types newer ONNX releases added are
+// named with the release, so the fix is a conversion in the exporter rather than "pick a number".
+Status unsupportedDType(const std::string& label, const char* what, int32_t onnxType) {
+  struct Newer {
+    int32_t number;
+    const char* name;
+    const char* release;
+  };
+  static constexpr Newer kNewer[] = {{23, "FLOAT4E2M1", "added in ONNX 1.18"},
+                                     {24, "FLOAT8E8M0", "added after ONNX 1.18"},
+                                     {25, "UINT2", "added after ONNX 1.18"},
+                                     {26, "INT2", "added after ONNX 1.18"}};
+  for (const Newer& n : kNewer)
+    if (n.number == onnxType)
+      return makeError(ErrorCode::UnknownDType,
+                       "dequantize or cast the tensor to a type kiln takes (TensorProto.DataType "
+                       "1-22, up to INT4) in the exporter",
+                       "{} has {} {} ({}, {}), which kiln does not take", label, what, onnxType,
+                       n.name, n.release);
+  return makeError(ErrorCode::UnknownDType,
+                   "use a TensorProto.DataType value kiln takes (1-22, up to INT4)",
+                   "{} has unknown {} {}", label, what, onnxType);
+}
+
 class Importer {
  public:
   Importer(std::string displayName, std::string baseDir, const uint8_t* data,
@@ -107,9 +131,7 @@ class Importer {
       return makeError(ErrorCode::UnknownDType, "set data_type to a TensorProto.DataType value",
                        "{} has no data type", label);
     auto dtype = dtypeFromOnnx(proto.data_type());
-    if (!dtype)
-      return makeError(ErrorCode::UnknownDType, "use a TensorProto.DataType value (1-22)",
-                       "{} has unknown data type {}", label, proto.data_type());
+    if (!dtype) return unsupportedDType(label, "data type", proto.data_type());
     std::vector<int64_t> dims(proto.dims().begin(), proto.dims().end());
     for (size_t i = 0; i < dims.size(); ++i)
       if (dims[i] < 0)
@@ -301,9 +323,7 @@ class Importer {
     out.denotation = proto.denotation();
     auto elem = [&](int32_t elemType) -> Status {
       auto dtype = dtypeFromOnnx(elemType);
-      if (!dtype)
-        return makeError(ErrorCode::UnknownDType, "use a TensorProto.DataType value (1-22)",
-                         "{} has unknown element type {}", label, elemType);
+      if (!dtype) return unsupportedDType(label, "element type", elemType);
       out.dtype = *dtype;
       return Status::ok();
     };

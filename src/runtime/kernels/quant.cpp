@@ -1,5 +1,5 @@
-// Quantization kernels: QuantizeLinear, DequantizeLinear (per tensor and per axis) and
-// DynamicQuantizeLinear.
+// Quantization kernels: QuantizeLinear, DequantizeLinear (per tensor and per axis; 4-, 8- and
+// 16-bit codes) and DynamicQuantizeLinear.
 #include <cmath>
 #include <limits>
 
@@ -23,6 +23,12 @@ bool quantRange(DType d, int64_t& lo, int64_t& hi) {
   case DType::Int16:
     lo = -32768, hi = 32767;
     return true;
+  case DType::UInt4:
+    lo = 0, hi = 15;
+    return true;
+  case DType::Int4:
+    lo = -8, hi = 7;
+    return true;
   default:
     return false;
   }
@@ -34,6 +40,12 @@ void storeInt(uint8_t* bytes, DType d, uint64_t i, int64_t v) {
   case DType::Int8:
     bytes[i] = static_cast<uint8_t>(v & 0xff);
     break;
+  case DType::UInt4:
+  case DType::Int4: { // two per byte, low nibble first
+    const unsigned shift = static_cast<unsigned>(i % 2) * 4;
+    bytes[i / 2] = static_cast<uint8_t>((bytes[i / 2] & ~(0xfu << shift)) | ((v & 0xf) << shift));
+    break;
+  }
   default: {
     uint16_t u = static_cast<uint16_t>(v & 0xffff);
     std::memcpy(bytes + 2 * i, &u, 2);

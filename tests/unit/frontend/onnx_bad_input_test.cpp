@@ -187,6 +187,34 @@ TEST_F(OnnxBadInput, UnknownDTypeOnInitializer) {
               "TensorProto.DataType");
 }
 
+// Types newer ONNX releases added are named with the release, and the fix is a conversion in the
+// exporter (the hint once asked for "a value 1-22" whatever the number).
+TEST_F(OnnxBadInput, NewerDTypesNameTheirOnnxRelease) {
+  const std::string hint = "dequantize or cast the tensor to a type kiln takes "
+                           "(TensorProto.DataType 1-22, up to INT4) in the exporter";
+  onnx::ModelProto f4 = addModel();
+  weight(f4)->set_data_type(23);
+  auto f4Path = writeModel("dtype_float4.onnx", f4);
+  auto f4Model = importOnnxFile(f4Path.string());
+  ASSERT_FALSE(f4Model);
+  EXPECT_EQ(codeString(f4Model.status().code()), codeString(ErrorCode::UnknownDType));
+  EXPECT_EQ(f4Model.status().message(),
+            f4Path.string() + ": graph 'g': initializer tensor 'W' has data type 23 "
+                              "(FLOAT4E2M1, added in ONNX 1.18), which kiln does not take");
+  EXPECT_EQ(f4Model.status().hint(), hint);
+
+  onnx::ModelProto i2 = addModel();
+  i2.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(26);
+  auto i2Path = writeModel("dtype_int2.onnx", i2);
+  auto i2Model = importOnnxFile(i2Path.string());
+  ASSERT_FALSE(i2Model);
+  EXPECT_EQ(codeString(i2Model.status().code()), codeString(ErrorCode::UnknownDType));
+  EXPECT_EQ(i2Model.status().message(),
+            i2Path.string() + ": graph 'g': input 'X' has element type 26 (INT2, added after "
+                              "ONNX 1.18), which kiln does not take");
+  EXPECT_EQ(i2Model.status().hint(), hint);
+}
+
 TEST_F(OnnxBadInput, MissingDTypeOnInitializer) {
   onnx::ModelProto model = addModel();
   weight(model)->clear_data_type();

@@ -12,6 +12,14 @@ namespace {
 // each reader.
 Status lowerDequantizeLinear(LoweringContext& ctx, const Node& n) {
   if (ctx.constOf(n.output(0))) return Status::ok();
+  // Constant, but not as constOf takes it: say what it got rather than "non-constant".
+  auto codes = ctx.constOf(n.input(0));
+  auto scale = n.input(1) ? ctx.constOf(n.input(1)) : std::nullopt;
+  if (codes && scale)
+    return bad("DequantizeLinear over constant {} codes with a {} scale (.ms quantized weights "
+               "take int4, uint4, int8, uint8 or int16 codes, a float32 scale and a zero point "
+               "of the scale's size)",
+               dtypeName(codes->tensor.dtype()), dtypeName(scale->tensor.dtype()));
   return bad("DequantizeLinear over a non-constant input (.ms has no dequantize op for "
              "activations in a float model)");
 }
