@@ -279,27 +279,20 @@ std::string tryFuse(Graph& graph, Node* bn, const PassContext& context) {
 }
 
 bool fuseBatchNorms(Graph& graph, const PassContext& context) {
-  bool changed = false;
-  std::vector<Node*> order;
-  for (const auto& node : graph.nodes())
-    order.push_back(node.get());
   // Only the visited node and nodes before it are ever erased, so later entries stay valid.
-  for (Node* node : order) {
-    for (Graph* sub : node->subgraphs())
-      changed |= fuseBatchNorms(*sub, context);
+  return rewrite::rewriteEachNode(graph, [&](Node* node) {
     if (node->opType() != "BatchNormalization" ||
         (!node->domain().empty() && node->domain() != "ai.onnx"))
-      continue;
+      return false;
     std::string label = node->name();
-    std::string why = tryFuse(graph, node, context);
+    std::string why = tryFuse(*node->owner(), node, context);
     if (why.empty()) {
-      changed = true;
       if (context.explain) spdlog::debug("fuse-batchnorm: folded '{}' into its producer", label);
-    } else if (context.explain) {
-      spdlog::debug("fuse-batchnorm: '{}' not folded: {}", label, why);
+      return true;
     }
-  }
-  return changed;
+    if (context.explain) spdlog::debug("fuse-batchnorm: '{}' not folded: {}", label, why);
+    return false;
+  });
 }
 
 class FuseBatchNorm : public Pass {

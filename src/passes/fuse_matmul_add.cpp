@@ -84,26 +84,19 @@ std::optional<std::string> tryFuse(Graph& graph, Node* add, const PassContext& c
 }
 
 bool fuse(Graph& graph, const PassContext& context) {
-  bool changed = false;
-  std::vector<Node*> order;
-  for (const auto& node : graph.nodes())
-    order.push_back(node.get());
   // Only the visited Add and nodes before it are erased, so later entries stay valid.
-  for (Node* node : order) {
-    for (Graph* sub : node->subgraphs())
-      changed |= fuse(*sub, context);
-    if (!isOnnxOp(*node, "Add")) continue;
+  return rewrite::rewriteEachNode(graph, [&](Node* node) {
+    if (!isOnnxOp(*node, "Add")) return false;
     std::string label = node->name();
-    auto why = tryFuse(graph, node, context);
-    if (!why) continue;
+    auto why = tryFuse(*node->owner(), node, context);
+    if (!why) return false;
     if (why->empty()) {
-      changed = true;
       if (context.explain) spdlog::debug("fuse-matmul-add: '{}' and its MatMul → Gemm", label);
-    } else if (context.explain) {
-      spdlog::debug("fuse-matmul-add: '{}' not fused: {}", label, *why);
+      return true;
     }
-  }
-  return changed;
+    if (context.explain) spdlog::debug("fuse-matmul-add: '{}' not fused: {}", label, *why);
+    return false;
+  });
 }
 
 class FuseMatMulAdd : public Pass {

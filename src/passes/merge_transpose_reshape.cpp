@@ -228,27 +228,20 @@ std::optional<std::string> tryMerge(Graph& graph, Node* second) {
 }
 
 bool merge(Graph& graph, const PassContext& context) {
-  bool changed = false;
-  std::vector<Node*> order;
-  for (const auto& node : graph.nodes())
-    order.push_back(node.get());
   // Matches are anchored at the later node: only it and earlier nodes are erased, so the rest of
-  // `order` stays valid, and a merged node feeds the next match of a longer chain.
-  for (Node* node : order) {
-    for (Graph* sub : node->subgraphs())
-      changed |= merge(*sub, context);
+  // the snapshot stays valid, and a merged node feeds the next match of a longer chain.
+  return rewrite::rewriteEachNode(graph, [&](Node* node) {
     std::string label = fmt::format("'{}' ({})", node->name(), node->opType());
-    auto why = tryMerge(graph, node);
-    if (!why) continue;
+    auto why = tryMerge(*node->owner(), node);
+    if (!why) return false;
     if (why->empty()) {
-      changed = true;
       if (context.explain)
         spdlog::debug("merge-transpose-reshape: merged {} into its input", label);
-    } else if (context.explain) {
-      spdlog::debug("merge-transpose-reshape: {} not merged: {}", label, *why);
+      return true;
     }
-  }
-  return changed;
+    if (context.explain) spdlog::debug("merge-transpose-reshape: {} not merged: {}", label, *why);
+    return false;
+  });
 }
 
 class MergeTransposeReshape : public Pass {

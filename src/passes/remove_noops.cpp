@@ -99,33 +99,27 @@ std::string noopReason(const Node& node) {
 }
 
 bool removeNoops(Graph& graph, bool explain) {
-  bool changed = false;
-  std::vector<Node*> order;
-  for (const auto& node : graph.nodes())
-    order.push_back(node.get());
-  for (Node* node : order) {
-    for (Graph* sub : node->subgraphs())
-      changed |= removeNoops(*sub, explain);
+  return rewrite::rewriteEachNode(graph, [&](Node* node) {
     std::string reason = noopReason(*node);
-    if (reason.empty()) continue;
+    if (reason.empty()) return false;
     Value* out = node->output(0);
     if (out->isGraphOutput()) {
       if (explain)
         spdlog::debug("remove-noops: keeping '{}': its output '{}' is a graph output", node->name(),
                       out->name());
-      continue;
+      return false;
     }
     if (explain) spdlog::debug("remove-noops: '{}' ({}): {}", node->name(), node->opType(), reason);
     Value* replacement =
         node->opType() == "Cast" && castBackSource(*node) ? castBackSource(*node) : node->input(0);
-    graph.replaceAllUsesWith(out, replacement);
-    changed = true;
+    Graph& owner = *node->owner();
+    owner.replaceAllUsesWith(out, replacement);
     bool stillRead =
         std::any_of(node->outputs().begin(), node->outputs().end(),
                     [](const Value* o) { return o && (o->hasUses() || o->isGraphOutput()); });
-    if (!stillRead) graph.eraseNode(node);
-  }
-  return changed;
+    if (!stillRead) owner.eraseNode(node);
+    return true;
+  });
 }
 
 class RemoveNoops : public Pass {

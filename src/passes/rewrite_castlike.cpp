@@ -8,50 +8,44 @@
 
 #include "kiln/ir/dtype.h"
 #include "kiln/passes/pass.h"
+#include "rewrite_util.h"
 
 namespace kiln {
 namespace {
 
-bool rewriteCastLike(Graph& graph, bool explain) {
-  bool changed = false;
-  std::vector<Node*> order;
-  for (const auto& node : graph.nodes())
-    order.push_back(node.get());
-  for (Node* node : order) {
-    for (Graph* sub : node->subgraphs())
-      changed |= rewriteCastLike(*sub, explain);
-    if (node->opType() != "CastLike" || !(node->domain().empty() || node->domain() == "ai.onnx"))
-      continue;
-    const Value* like = node->input(1);
-    Value* out = node->output(0);
-    if (!like || like->type().kind != TypeKind::Tensor || like->dtype() == DType::Undefined ||
-        !out) {
-      if (explain)
-        spdlog::debug("rewrite-castlike: '{}': the target type is not known", node->name());
-      continue;
-    }
-    // The Cast takes the CastLike's place and output name; the old output is renamed away.
-    const std::string name = out->name();
-    graph.renameValue(out, graph.uniqueName(name + "_castlike"));
-    Node* cast = graph.insertNodeBefore(node, "Cast", {node->input(0)}, {name});
-    cast->setName(node->name());
-    cast->mergeLocations(*node);
-    cast->setAttribute("to", Attribute::ofInt(dtypeToOnnx(like->dtype())));
-    if (const Attribute* saturate = node->attribute("saturate"))
-      cast->setAttribute("saturate", *saturate);
-    cast->output(0)->setType(out->type());
-    graph.replaceAllUsesWith(out, cast->output(0));
-    graph.eraseNode(node);
-    changed = true;
+// Replaces one CastLike by its Cast; false when the target type is not known yet.
+bool rewriteOne(Graph& graph, Node* node, bool explain) {
+  if (node->opType() != "CastLike" || !(node->domain().empty() || node->domain() == "ai.onnx"))
+    return false;
+  const Value* like = node->input(1);
+  Value* out = node->output(0);
+  if (!like || like->type().kind != TypeKind::Tensor || like->dtype() == DType::Undefined || !out) {
+    if (explain)
+      spdlog::debug("rewrite-castlike: '{}': the target type is not known", node->name());
+    return false;
   }
-  return changed;
+  // The Cast takes the CastLike's place and output name; the old output is renamed away.
+  const std::string name = out->name();
+  graph.renameValue(out, graph.uniqueName(name + "_castlike"));
+  Node* cast = graph.insertNodeBefore(node, "Cast", {node->input(0)}, {name});
+  cast->setName(node->name());
+  cast->mergeLocations(*node);
+  cast->setAttribute("to", Attribute::ofInt(dtypeToOnnx(like->dtype())));
+  if (const Attribute* saturate = node->attribute("saturate"))
+    cast->setAttribute("saturate", *saturate);
+  cast->output(0)->setType(out->type());
+  graph.replaceAllUsesWith(out, cast->output(0));
+  graph.eraseNode(node);
+  return true;
 }
 
 class RewriteCastLike : public Pass {
  public:
   std::string_view name() const override { return "rewrite-castlike"; }
   Expected<bool> run(Graph& graph, PassContext& context) override {
-    return rewriteCastLike(graph, context.explain);
+    // Each node is rewritten in the graph that owns it (a subgraph's CastLike in the subgraph).
+    return rewrite::rewriteEachNode(
+        graph, [&](Node* node) { return rewriteOne(*node->owner(), node, context.explain); });
   }
 };
 

@@ -10,6 +10,22 @@
 
 namespace kiln::rewrite {
 
+// Calls `visit(node)` for every node of `graph` and, before each node, for its subgraphs'
+// nodes, over a snapshot of the node list: `visit` may erase the node it is given or insert nodes
+// before it. Returns whether any call returned true (changed the graph).
+template <typename Visit> bool rewriteEachNode(Graph& graph, Visit&& visit) {
+  bool changed = false;
+  std::vector<Node*> order;
+  for (const auto& node : graph.nodes())
+    order.push_back(node.get());
+  for (Node* node : order) {
+    for (Graph* sub : node->subgraphs())
+      changed |= rewriteEachNode(*sub, visit);
+    changed |= visit(node);
+  }
+  return changed;
+}
+
 // A tensor the pass may bake into new weights: an initializer the user cannot override as an input.
 inline const Tensor* constantTensor(const Value* v) {
   if (!v || !v->isInitializer() || v->isGraphInput()) return nullptr;
