@@ -44,19 +44,16 @@ ProtoKind protoKindOf(AttrKind kind) {
   return onnx::AttributeProto::UNDEFINED;
 }
 
-std::string protoKindName(ProtoKind kind) {
-  std::string name = onnx::AttributeProto::AttributeType_Name(kind);
-  for (char& c : name)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return name;
-}
+// The schema's spelling of a kind (AttributeProto.AttributeType: "INT", "FLOATS", ...).
+std::string protoKindName(ProtoKind kind) { return onnx::AttributeProto::AttributeType_Name(kind); }
 
-Status kindError(const Node& node, const char* name, AttrKind have, const char* want) {
-  return makeError(
-      ErrorCode::BadAttribute,
-      fmt::format("set '{}' as {} in the exporter (the ONNX schema's kind)", name, want),
-      "node '{}' ({}): attribute '{}' is a {}, but {} takes a {}", node.name(), node.opType(), name,
-      attrKindName(have), node.opType(), want);
+Status kindError(const Node& node, const char* name, AttrKind have, ProtoKind want) {
+  return makeError(ErrorCode::BadAttribute,
+                   fmt::format("set '{}' as {} in the exporter (the ONNX schema's kind)", name,
+                               protoKindName(want)),
+                   "node '{}' ({}): attribute '{}' has kind {}, but {} declares it {}", node.name(),
+                   node.opType(), name, protoKindName(protoKindOf(have)), node.opType(),
+                   protoKindName(want));
 }
 
 } // namespace
@@ -73,8 +70,9 @@ std::string attributeKindReason(const Node& node, int64_t opset) {
     if (it == schema->attributes().end()) continue; // unknown attributes are each rule's call
     ProtoKind want = it->second.type;
     if (want == onnx::AttributeProto::UNDEFINED || protoKindOf(attr.kind()) == want) continue;
-    return fmt::format("attribute '{}' is a {}, but {} (opset {}) takes a {}", name,
-                       attrKindName(attr.kind()), node.opType(), opset, protoKindName(want));
+    return fmt::format("attribute '{}' has kind {}, but {} (opset {}) declares it {}", name,
+                       protoKindName(protoKindOf(attr.kind())), node.opType(), opset,
+                       protoKindName(want));
   }
   return {};
 }
@@ -90,21 +88,24 @@ Status checkAttributeKinds(const Node& node, int64_t opset) {
 Expected<int64_t> intAttr(const Node& node, const char* name, int64_t def) {
   const Attribute* a = node.attribute(name);
   if (!a) return def;
-  if (a->kind() != AttrKind::Int) return kindError(node, name, a->kind(), "int");
+  if (a->kind() != AttrKind::Int)
+    return kindError(node, name, a->kind(), onnx::AttributeProto::INT);
   return a->asInt();
 }
 
 Expected<float> floatAttr(const Node& node, const char* name, float def) {
   const Attribute* a = node.attribute(name);
   if (!a) return def;
-  if (a->kind() != AttrKind::Float) return kindError(node, name, a->kind(), "float");
+  if (a->kind() != AttrKind::Float)
+    return kindError(node, name, a->kind(), onnx::AttributeProto::FLOAT);
   return a->asFloat();
 }
 
 Expected<std::string> stringAttr(const Node& node, const char* name, std::string def) {
   const Attribute* a = node.attribute(name);
   if (!a) return def;
-  if (a->kind() != AttrKind::String) return kindError(node, name, a->kind(), "string");
+  if (a->kind() != AttrKind::String)
+    return kindError(node, name, a->kind(), onnx::AttributeProto::STRING);
   return a->asString();
 }
 
@@ -112,7 +113,8 @@ Expected<std::vector<int64_t>> intsAttr(const Node& node, const char* name,
                                         std::vector<int64_t> def) {
   const Attribute* a = node.attribute(name);
   if (!a) return def;
-  if (a->kind() != AttrKind::Ints) return kindError(node, name, a->kind(), "ints");
+  if (a->kind() != AttrKind::Ints)
+    return kindError(node, name, a->kind(), onnx::AttributeProto::INTS);
   return a->asInts();
 }
 

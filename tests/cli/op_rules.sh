@@ -41,7 +41,7 @@ refused() {
 }
 
 bad=$models/layernorm_float_axis.onnxtxt
-kind="attribute 'axis' is a float, but LayerNormalization (opset 17) takes a int"
+kind="attribute 'axis' has kind FLOAT, but LayerNormalization (opset 17) declares it INT"
 refused "kiln check: float axis" K2013 "$kind" "$kiln" check "$bad"
 refused "kiln check --target ms: float axis" K2013 "$kind" "$kiln" check "$bad" --target ms
 refused "kiln check --target om: float axis" K2013 "$kind" "$kiln" check "$bad" --target om

@@ -46,8 +46,8 @@ TEST(OpRules, AttributeOfTheWrongKindIsOneImportError) {
   ASSERT_FALSE(model);
   EXPECT_EQ(model.status().code(), ErrorCode::BadAttribute);
   EXPECT_NE(model.status().message().find(
-                "node 'n0' (LayerNormalization): attribute 'axis' is a float, but "
-                "LayerNormalization (opset 17) takes a int"),
+                "node 'n0' (LayerNormalization): attribute 'axis' has kind FLOAT, but "
+                "LayerNormalization (opset 17) declares it INT"),
             std::string::npos)
       << model.status().toString();
 }
@@ -65,8 +65,8 @@ TEST(OpRules, WrongKindBuiltInMemoryIsRefusedByEveryConsumerWithoutThrowing) {
     return model;
   };
   Model model = makeModel();
-  const std::string reason = "attribute 'axis' is a float, but LayerNormalization (opset 17) "
-                             "takes a int";
+  const std::string reason = "attribute 'axis' has kind FLOAT, but LayerNormalization (opset 17) "
+                             "declares it INT";
   auto ms = buildMsBuffer(model, MsWriteOptions{});
   ASSERT_FALSE(ms);
   EXPECT_NE(ms.status().message().find(reason), std::string::npos) << ms.status().toString();
