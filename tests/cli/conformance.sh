@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# kiln conformance --input-shape-from-data: a case whose model has dynamic inputs is fixed to its test
+# data's shapes before the pipeline, so a target that needs static shapes can take it. The case is the
+# ONNX test data's conv_with_autopad_same data under a model whose input dims are dynamic.
+# Usage: tests/cli/conformance.sh KILN SOURCE_DIR [WORKDIR]
+set -uo pipefail
+
+if [ $# -lt 2 ]; then
+  echo "usage: $0 KILN SOURCE_DIR [WORKDIR]" >&2
+  exit 2
+fi
+kiln=$1
+src=$2
+work=${3:-$(mktemp -d "${TMPDIR:-/tmp}/kiln-conformance-XXXXXX")}
+rm -rf "$work"
+mkdir -p "$work"
+trap 'rm -rf "$work"' EXIT
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$work" || exit 2
+
+data=/usr/share/libonnx-testdata/data/node/test_conv_with_autopad_same/test_data_set_0
+if [ ! -d "$data" ]; then
+  echo "SKIP: $data is absent (Debian's libonnx-testdata)"
+  echo "0 passed, 0 failed, 1 skipped"
+  exit 0
+fi
+mkdir -p case
+"$kiln" convert "$src/tests/cli/models/conv_dynamic_same.onnxtxt" --to onnx -o case/model.onnx \
+  >"$work/stdout" 2>"$work/stderr"
+cp -r "$data" case/
+
+"$kiln" conformance --via om --pipeline default case >"$work/stdout" 2>"$work/stderr"
+if grep -q "^SKIP .*Conv auto_pad SAME_\* with a dynamic input shape" stdout &&
+  grep -qx "0 passed, 0 failed, 1 skipped" stdout; then
+  pass "dynamic case without the flag does not lower to .om"
+else fail "dynamic case without the flag does not lower to .om" "unexpected result"; fi
+
+for via in om ms onnx; do
+  "$kiln" conformance --via "$via" --pipeline default --input-shape-from-data case \
+    >"$work/stdout" 2>"$work/stderr"
+  if [ $? -eq 0 ] && grep -qx "1 passed, 0 failed, 0 skipped" stdout; then
+    pass "--input-shape-from-data: passes via $via"
+  else fail "--input-shape-from-data: passes via $via" "unexpected result"; fi
+done
+
+finish
