@@ -74,6 +74,9 @@ struct Refusal {
   // true: the op itself (no rule, domain, subgraphs, attribute kinds); false: a value the target
   // cannot hold (dtype, shape) — the backends report the two with different codes.
   bool isOp = true;
+  // Set by collectUnsupported when the op's own rule check refused the node (the checks every
+  // target shares passed), so a backend can code the two kinds without checking again.
+  bool byRule = false;
 };
 
 // The checks every target shares before its own rule: the node's domain, subgraphs, the
@@ -92,8 +95,10 @@ std::vector<Refusal> collectUnsupported(const Graph& graph,
     ++position;
     const LoweringRule<Ctx>* rule = table.find(node->opType());
     std::string reason = commonReason(*node, context, rule != nullptr);
-    if (reason.empty() && rule && rule->check) reason = rule->check(*node, context);
-    if (!reason.empty()) refusals.push_back({node.get(), nodeLabel(*node, position), reason, true});
+    const bool byRule = reason.empty();
+    if (byRule && rule && rule->check) reason = rule->check(*node, context);
+    if (!reason.empty())
+      refusals.push_back({node.get(), nodeLabel(*node, position), reason, true, byRule});
   }
   return refusals;
 }

@@ -220,6 +220,16 @@ Expected<uint32_t> LoweringContext::broadcastConstNhwc(const Const& c) {
   return constTensor(permuteTensor(padded, kToNhwc), c.name + "_nhwc", kFormatNHWC);
 }
 
+Expected<std::vector<uint32_t>> LoweringContext::inputs(const Node& n, Layout layout) {
+  std::vector<uint32_t> ids;
+  for (const Value* v : n.inputs()) {
+    if (!v) return bad("an omitted input");
+    KILN_ASSIGN_OR_RETURN(uint32_t id, input(v, layout));
+    ids.push_back(id);
+  }
+  return ids;
+}
+
 Expected<uint32_t> LoweringContext::input(const Value* v, Layout layout) {
   v = resolve(v);
   if (auto c = constOf(v)) {

@@ -176,6 +176,8 @@ class LoweringContext {
                       std::vector<int32_t> dims);
   // The .ms tensor holding `v` in `layout` (Transposes inserted as needed).
   Expected<uint32_t> input(const Value* v, Layout layout);
+  // Every input of `n` in `layout`, in order; an omitted one is refused.
+  Expected<std::vector<uint32_t>> inputs(const Node& n, Layout layout);
   // A constant operand of a binary op whose other operand is NHWC: rank-padded and permuted.
   Expected<uint32_t> broadcastConstNhwc(const Const& c);
   Expected<uint32_t> output(const Value* v, Layout layout);

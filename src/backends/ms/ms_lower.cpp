@@ -64,9 +64,7 @@ std::vector<lowering::Refusal> checkGraph(const Graph& graph, int64_t opset) {
   const lowering::OpContext context{opset, ""};
   auto refusals = lowering::collectUnsupported(graph, msLoweringRules(), context);
   for (auto& r : refusals)
-    r.isOp = !lowering::commonReason(*r.node, context,
-                                     msLoweringRules().find(r.node->opType()) != nullptr)
-                  .empty();
+    r.isOp = !r.byRule;
   return refusals;
 }
 

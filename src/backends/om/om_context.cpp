@@ -513,7 +513,7 @@ std::vector<lowering::Refusal> omRefusals(const Graph& g, const OpContext& conte
             : lowering::Refusal{n.get(), lowering::nodeLabel(*n, position), "", true};
     if (std::string r = noGeOpReason(*n); !r.empty()) {
       refusal.reason = r;
-    } else if (it == byNode.end() || lowering::commonReason(*n, context, true).empty()) {
+    } else if (it == byNode.end() || it->second->byRule) {
       // Refused by the rule's check only (or not at all): a bad value comes first.
       auto [reason, isOp] = valueReason(*n, soc, context.variant);
       if (!reason.empty()) refusal = {n.get(), refusal.label, reason, isOp};

@@ -260,13 +260,7 @@ Status lowerCast(LoweringContext& ctx, const Node& n) {
 }
 
 Status lowerWhere(LoweringContext& ctx, const Node& n) {
-  std::vector<uint32_t> ins;
-  for (const Value* v : n.inputs()) {
-    if (!v) return bad("an omitted input");
-    auto id = ctx.input(v, Layout::Onnx);
-    if (!id) return id.status();
-    ins.push_back(*id);
-  }
+  KILN_ASSIGN_OR_RETURN(std::vector<uint32_t> ins, ctx.inputs(n, Layout::Onnx));
   auto y = ctx.output(n.output(0), Layout::Onnx);
   if (!y) return y.status();
   ctx.emit(fb::PrimitiveType_Where, emptyTable<fb::Where>(), ins, {*y});

@@ -231,13 +231,7 @@ Status lowerTileExpand(LoweringContext& ctx, const Node& n) {
 }
 
 Status lowerRange(LoweringContext& ctx, const Node& n) {
-  std::vector<uint32_t> ins;
-  for (const Value* v : n.inputs()) {
-    if (!v) return bad("an omitted input");
-    auto id = ctx.input(v, Layout::Onnx);
-    if (!id) return id.status();
-    ins.push_back(*id);
-  }
+  KILN_ASSIGN_OR_RETURN(std::vector<uint32_t> ins, ctx.inputs(n, Layout::Onnx));
   auto y = ctx.output(n.output(0), Layout::Onnx);
   if (!y) return y.status();
   const int64_t dtype = ctx.tensor(*y).dataType;
