@@ -134,6 +134,13 @@ class Unroller {
     return scalars_[v] = floats({v}, {}, "k");
   }
   Value* ints(const std::vector<int64_t>& v, bool asScalar = false) {
+    if (asScalar) {
+      // Step and direction indices repeat: one constant each.
+      auto it = indices_.find(v[0]);
+      if (it != indices_.end()) return it->second;
+      return indices_[v[0]] = constant(
+                 Tensor::fromValues<int64_t>(DType::Int64, {}, v), fmt::format("i{}", v[0]));
+    }
     return constant(Tensor::fromValues<int64_t>(
                         DType::Int64,
                         asScalar ? std::vector<int64_t>{} : std::vector<int64_t>{int64_t(v.size())},
@@ -235,6 +242,7 @@ class Unroller {
   std::string base_;
   Dim batch_, inputDim_;
   std::map<double, Value*> scalars_;
+  std::map<int64_t, Value*> indices_;
   std::optional<std::vector<int64_t>> lens_; // constant sequence_lens
   Value* lensColumn_ = nullptr;                // runtime sequence_lens as [B, 1]
   std::map<int64_t, std::pair<Value*, Value*>> masks_;
