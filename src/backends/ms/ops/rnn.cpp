@@ -1,8 +1,18 @@
 // .ms rules of the rnn family: LSTM and GRU to the MindSpore Lite LSTM (87) and GRU (172) ops in
-// their ONNX-converted form (6 / 5 inputs, ONNX gate order and weight layout, ms.md §4.5), and
-// back. What those ops cannot express (reverse direction, layout 1, clip, other activations,
-// peepholes, sequence_lens, GRU linear_before_reset, runtime weights) and ONNX RNN are refused
-// here and unrolled into standard ops by the conversion pipeline (passes/expand_rnn.cpp).
+// their ONNX-converted form, and back. What those ops cannot express (reverse direction, layout 1,
+// clip, other activations, peepholes, sequence_lens, GRU linear_before_reset, run-time weights)
+// and ONNX RNN (no .ms op) are refused here and unrolled into standard ops by the conversion
+// pipeline (passes/expand_rnn.cpp).
+//
+// Format facts (the runtime's non-MindIR LSTM kernel and GRU kernel, nnacl lstm/gru infer):
+//   LSTM inputs  X [T, N, I], W [D, 4H, I], R [D, 4H, H], B [D, 8H] (W biases then R biases),
+//                h0 [D, N, H], c0 [D, N, H]; gates in ONNX order i, o, f, c; activations
+//                sigmoid / tanh / tanh; outputs Y [T, D, N, H], Y_h, Y_c [D, N, H]. Attributes:
+//                bidirectional, has_bias, input_size, hidden_size, num_layers 1, num_directions.
+//   GRU  inputs  X, W [D, 3H, I], R [D, 3H, H], B [D, 6H], h0 [D, N, H] (and an optional
+//                sequence length the runtime takes only when equal over the batch); gates z, r, h;
+//                h~ = tanh(x W_h + Wb_h + (r ⊙ H) R_h + Rb_h) (ONNX linear_before_reset 0);
+//                outputs Y [T, D, N, H], Y_h [D, N, H]. Attribute: bidirectional.
 #include <string>
 #include <vector>
 
