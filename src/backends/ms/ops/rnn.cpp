@@ -59,15 +59,13 @@ std::string nativeReason(const Node& n) {
   if (why.empty()) {
     const Value* x = n.input(0);
     const bool staticBatch = x && x->shape().hasRank() && x->shape().rank() == 3 &&
-                             x->shape()[1].isStatic() && x->shape()[2].isStatic();
+                             x->shape()[1].isStatic();
     const bool statesGiven = n.input(5) && (a->cell != ops::RnnCell::Lstm || n.input(6));
     const auto& wd = n.input(1)->initializer().dims();
     if (wd.size() != 3 || wd[0] != a->dirs || (a->hidden > 0 && wd[1] != a->gates * a->hidden))
       why = "W of an unexpected shape";
     else if (!statesGiven && !staticBatch)
-      why = "no initial state over a batch or input size that is not static";
-    else if (!x || !x->shape().hasRank() || x->shape().rank() != 3 || !x->shape()[2].isStatic())
-      why = "X without a static input size";
+      why = "no initial state over a batch that is not static";
   }
   return why;
 }
@@ -145,6 +143,19 @@ Status lowerRecurrent(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
+// ONNX RNN: MindSpore Lite has no plain RNN op; the conversion pipeline unrolls it.
+std::string checkPlainRnn(const Node& n, const lowering::OpContext&) {
+  const std::string why = "MindSpore Lite has no RNN op";
+  const std::string blocker = rnnUnrollBlocker(n);
+  if (blocker.empty()) return why + "; the conversion pipeline unrolls it into standard ops";
+  return why + ", and it cannot be unrolled: " + blocker;
+}
+
+Status lowerPlainRnn(LoweringContext&, const Node& n) {
+  return bad("{}", checkPlainRnn(n, lowering::OpContext{}));
+}
+
+KILN_MS_LOWERING("RNN", checkPlainRnn, lowerPlainRnn);
 KILN_MS_LOWERING("LSTM", checkRnn, lowerRecurrent);
 KILN_MS_LOWERING("GRU", checkRnn, lowerRecurrent);
 // ---- end of lowering
