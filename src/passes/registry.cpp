@@ -19,6 +19,7 @@ std::unique_ptr<Pass> makeFuseBatchNormPass();
 std::unique_ptr<Pass> makeFuseMatMulAddPass();
 std::unique_ptr<Pass> makeMergeTransposeReshapePass();
 std::unique_ptr<Pass> makeEliminateCommonSubexpressionsPass();
+std::unique_ptr<Pass> makeExpandRnnPass();
 
 namespace {
 
@@ -26,6 +27,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
   static const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>> table = {
       {"convert-fp16", makeConvertFp16Pass},
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
+      {"expand-rnn", makeExpandRnnPass},
       {"fix-input-shapes", makeFixInputShapesPass},
       {"fold-constants", makeFoldConstantsPass},
       {"infer-shapes", makeInferShapesPass},
