@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_raise_context.h"
 #include "ops/attributes.h"
@@ -78,7 +79,51 @@ Status lowerGather(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
+std::string checkGatherElements(const Node& n, const lowering::OpContext&) {
+  auto axis = ops::intAttr(n, "axis", 0);
+  return axis ? std::string() : axis.status().message();
+}
+
+// GatherElements → GatherD(x, dim, index). Indices are made non-negative first (constants here,
+// run-time ones by a FloorMod with the axis size).
+Status lowerGatherElements(LoweringContext& ctx, const Node& n) {
+  const int rank = ctx.rankOf(n.input(0));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, ops::intAttr(n, "axis", 0));
+  if (axis < 0) {
+    if (rank < 0) return bad("negative axis over an unknown rank");
+    axis += rank;
+  }
+  auto d = ctx.dimOf(n.input(0), static_cast<size_t>(axis));
+  Chain ch(ctx, n);
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  uint32_t idx;
+  if (auto c = ctx.constOf(n.input(1))) {
+    std::vector<int64_t> v = intValues(c->tensor);
+    for (auto& i : v)
+      if (i < 0) {
+        if (!d) return bad("negative index over an unknown axis size");
+        i += *d;
+      }
+    std::vector<int32_t> dims;
+    for (int64_t e : c->tensor.dims())
+      dims.push_back(static_cast<int32_t>(e));
+    idx = ctx.intConst(v, c->name, dims);
+  } else {
+    if (!d) return bad("run-time indices over an unknown axis size");
+    auto id = ctx.int32Input(n.input(1));
+    if (!id) return id.status();
+    idx = ch.binary(fb::PrimitiveType_FloorMod, *id, ch.scalar(double(*d), kTypeInt32));
+  }
+  uint32_t dim = ctx.intConst({axis}, n.output(0)->name() + "_dim", std::vector<int32_t>{});
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  ctx.emit(fb::PrimitiveType_GatherD, emptyTable<fb::GatherD>(), {*x, dim, idx}, {*y});
+  return Status::ok();
+}
+
 KILN_MS_LOWERING("Gather", checkGather, lowerGather);
+KILN_MS_LOWERING("GatherElements", checkGatherElements, lowerGatherElements);
 KILN_MS_LOWERING("GatherND", checkGather, lowerGather);
 // ---- end of lowering
 
