@@ -173,9 +173,7 @@ Status lowerLrn(LoweringContext& ctx, const Node& n) {
 }
 
 std::string checkDropout(const Node& n, const lowering::OpContext&) {
-  if (std::string reason = attributeReason(n); !reason.empty()) return reason;
-  if (outputUsed(n, 1)) return "the mask output of Dropout";
-  return {};
+  return attributeReason(n);
 }
 
 // Dropout at inference is the identity.
@@ -190,6 +188,21 @@ Status lowerDropout(LoweringContext& ctx, const Node& n) {
       return bad("training_mode that is not a constant false, with a non-zero ratio");
   }
   ctx.setAlias(n.output(0), n.input(0));
+  if (outputUsed(n, 1)) {
+    // Nothing dropped: the mask is all true (a ConstantOfShape of the known shape).
+    auto shape = ctx.staticShape(n.input(0));
+    if (!shape) return bad("the mask output of Dropout over an unknown shape");
+    uint32_t s = ctx.intConst(*shape, n.output(1)->name() + "_shape");
+    auto m = ctx.output(n.output(1), Layout::Onnx);
+    if (!m) return m.status();
+    ctx.emit(
+        fb::PrimitiveType_ConstantOfShape,
+        [](FBB& b) {
+          return fb::CreateConstantOfShape(b, kTypeBool, b.CreateVector(std::vector<float>{1.0f}))
+              .Union();
+        },
+        {s}, {*m});
+  }
   return Status::ok();
 }
 
