@@ -122,7 +122,38 @@ Status lowerGatherElements(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
+// ScatterND → ScatterNdUpdate(data, i32 indices, updates); reduction "add" → TensorScatterAdd.
+std::string checkScatterND(const Node& n, const lowering::OpContext&) {
+  auto reduction = ops::stringAttr(n, "reduction", "none");
+  if (!reduction) return reduction.status().message();
+  if (*reduction != "none" && *reduction != "add")
+    return fmt::format("reduction '{}' (.ms scatters by update or add)", *reduction);
+  for (const Value* v : n.inputs())
+    if (!v) return "an omitted input";
+  return {};
+}
+
+Status lowerScatterND(LoweringContext& ctx, const Node& n) {
+  KILN_ASSIGN_OR_RETURN(const std::string reduction, ops::stringAttr(n, "reduction", "none"));
+  auto data = ctx.input(n.input(0), Layout::Onnx);
+  if (!data) return data.status();
+  auto idx = ctx.int32Input(n.input(1));
+  if (!idx) return idx.status();
+  auto upd = ctx.input(n.input(2), Layout::Onnx);
+  if (!upd) return upd.status();
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  if (reduction == "add")
+    ctx.emit(fb::PrimitiveType_TensorScatterAdd, emptyTable<fb::TensorScatterAdd>(),
+             {*data, *idx, *upd}, {*y});
+  else
+    ctx.emit(fb::PrimitiveType_ScatterNdUpdate, emptyTable<fb::ScatterNdUpdate>(),
+             {*data, *idx, *upd}, {*y});
+  return Status::ok();
+}
+
 KILN_MS_LOWERING("Gather", checkGather, lowerGather);
+KILN_MS_LOWERING("ScatterND", checkScatterND, lowerScatterND);
 KILN_MS_LOWERING("GatherElements", checkGatherElements, lowerGatherElements);
 KILN_MS_LOWERING("GatherND", checkGather, lowerGather);
 // ---- end of lowering

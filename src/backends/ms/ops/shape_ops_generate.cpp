@@ -1,6 +1,6 @@
-// .ms rules of the shape_ops family, generated-pattern half: Trilu, EyeLike and OneHot, which
-// .ms has no stable primitive for (Triu/Tril ids moved between releases) or which need ONNX's
-// index rules made explicit. Lowering only: they emit ops other families read back.
+// .ms rules of the shape_ops family, generated-pattern half: Trilu, EyeLike, OneHot and Compress,
+// which .ms has no stable primitive for (Triu/Tril ids moved between releases) or which need
+// ONNX's index rules made explicit. Lowering only: they emit ops other families read back.
 #include <cstdint>
 #include <fmt/format.h>
 #include <string>
@@ -174,6 +174,45 @@ Status lowerOneHot(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
+// Compress(x, condition) → Gather(x, Reshape(NonZero(condition), [−1]), axis); without an axis
+// over x flattened. A condition shorter than the axis selects among its first entries, as ONNX.
+std::string checkCompress(const Node& n, const lowering::OpContext&) {
+  if (auto axis = ops::intAttr(n, "axis", 0); !axis) return axis.status().message();
+  for (const Value* v : n.inputs())
+    if (!v) return "an omitted input";
+  return {};
+}
+
+Status lowerCompress(LoweringContext& ctx, const Node& n) {
+  Chain ch(ctx, n);
+  auto xin = ctx.input(n.input(0), Layout::Onnx);
+  if (!xin) return xin.status();
+  uint32_t x = *xin;
+  int64_t axis = 0;
+  if (n.attribute("axis")) {
+    KILN_ASSIGN_OR_RETURN(axis, ops::intAttr(n, "axis", 0));
+    const int rank = ctx.rankOf(n.input(0));
+    if (axis < 0) {
+      if (rank < 0) return bad("negative axis over an unknown rank");
+      axis += rank;
+    }
+  } else {
+    uint32_t flat = ctx.intConst({-1}, n.output(0)->name() + "_flat");
+    x = ch.op(fb::PrimitiveType_Reshape, {x, flat}, ch.tmp(ch.typeOf(x), {-1}));
+  }
+  auto cond = ctx.input(n.input(1), Layout::Onnx);
+  if (!cond) return cond.status();
+  uint32_t nz = ch.op(fb::PrimitiveType_NonZero, {*cond}, ch.tmp(kTypeInt32, {1, -1}));
+  uint32_t flat = ctx.intConst({-1}, n.output(0)->name() + "_indices_shape");
+  uint32_t idx = ch.op(fb::PrimitiveType_Reshape, {nz, flat}, ch.tmp(kTypeInt32, {-1}));
+  uint32_t ax = ctx.intConst({axis}, n.output(0)->name() + "_axis");
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  ch.op(fb::PrimitiveType_Gather, {x, idx, ax}, *y);
+  return Status::ok();
+}
+
+KILN_MS_LOWERING("Compress", checkCompress, lowerCompress);
 KILN_MS_LOWERING("Trilu", checkTrilu, lowerTrilu);
 KILN_MS_LOWERING("EyeLike", checkEyeLike, lowerEyeLike);
 KILN_MS_LOWERING("OneHot", checkOneHot, lowerOneHot);
