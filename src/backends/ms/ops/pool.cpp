@@ -77,7 +77,7 @@ Status lowerPool(LoweringContext& ctx, const Node& n) {
     return bad("{}-D input; .ms pooling is 2-D (4-D NCHW input)", ctx.rankOf(n.input(0)));
   std::vector<int64_t> kernel, strides = {1, 1};
   Padding pad{{0, 0, 0, 0}, fb::PadMode_VALID};
-  bool ceil = false;
+  bool ceil = false, includePad = false;
   auto hw = inputHW(ctx.resolve(n.input(0)));
   if (global) {
     if (hw.size() == 2 && hw[0] > 0 && hw[1] > 0) kernel = hw;
@@ -97,13 +97,36 @@ Status lowerPool(LoweringContext& ctx, const Node& n) {
     for (int64_t v : pad.list)
       if (v > 50) return bad("pad {} (the .ms runtime accepts pooling pads up to 50)", v);
     const bool anyPad = std::any_of(pad.list.begin(), pad.list.end(), [](int64_t v) { return v; });
-    if (!isMax && anyPad && countIncludePad != 0)
-      return bad("count_include_pad=1 with padding (.ms averages over the valid pixels only)");
     if (!isMax && anyPad && ceil)
       return bad("ceil_mode=1 with padding (window counts differ from ONNX at the border)");
+    // count_include_pad=1: .ms averages over the valid pixels only, so the zeros are padded
+    // explicitly first (a PadFusion) and the pool itself pads nothing.
+    includePad = !isMax && anyPad && countIncludePad != 0;
   }
   auto x = ctx.input(n.input(0), Layout::Nhwc);
   if (!x) return x.status();
+  if (includePad) {
+    const std::vector<int64_t> pairs = {0, 0, pad.list[0], pad.list[1], pad.list[2], pad.list[3],
+                                        0, 0};
+    const std::string base = n.output(0)->name() + "_padded";
+    uint32_t tp = ctx.intConst(pairs, base + "_paddings", std::vector<int32_t>{4, 2});
+    MsTensor t = ctx.tensor(*x);
+    t.name = base;
+    t.nodeType = kNodeCNode;
+    t.data.reset();
+    t.quantParams.clear();
+    if (t.dims.size() == 4) {
+      for (size_t i = 1; i < 3; ++i)
+        if (t.dims[i] >= 0) t.dims[i] += int32_t(pairs[2 * i] + pairs[2 * i + 1]);
+    }
+    uint32_t padded = ctx.addTensor(std::move(t));
+    ctx.emit(
+        fb::PrimitiveType_PadFusion,
+        [](FBB& b) { return fb::CreatePadFusion(b, 0, fb::PaddingMode_CONSTANT, 0.0f).Union(); },
+        {*x, tp}, {padded});
+    *x = padded;
+    pad = Padding{{0, 0, 0, 0}, fb::PadMode_PAD};
+  }
   auto y = ctx.output(ctx.fusedOutput(n), Layout::Nhwc);
   if (!y) return y.status();
   const int act = ctx.activationFor(n);

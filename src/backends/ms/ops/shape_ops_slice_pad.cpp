@@ -133,6 +133,50 @@ std::string checkPad(const Node& n, const lowering::OpContext&) {
   return padMode(n, &mode);
 }
 
+// Pads fed at run time ([begin…, end…], int64): cast to int32 and laid out as .ms's [rank, 2]
+// (Reshape to [2, rank], Transpose); a run-time constant_value is the third PadFusion input.
+// Negative (cropping) pads cannot be seen here; .ms pads only grow.
+Status lowerRuntimePad(LoweringContext& ctx, const Node& n, int rank) {
+  if (n.input(3)) return bad("run-time pads with axes");
+  int mode = 0;
+  if (std::string reason = padMode(n, &mode); !reason.empty()) return bad("{}", reason);
+  const int paddingMode = mode;
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  auto p32 = ctx.int32Input(n.input(1));
+  if (!p32) return p32.status();
+  const std::string& base = n.output(0)->name();
+  uint32_t rows = ctx.reshapeTensor(*p32, {2, rank}, base + "_pads_2xr");
+  uint32_t perm = ctx.intConst({1, 0}, base + "_pads_perm");
+  MsTensor t = ctx.tensor(rows);
+  t.name = base + "_paddings";
+  t.dims = {rank, 2};
+  uint32_t pairs = ctx.addTensor(std::move(t));
+  ctx.emit(fb::PrimitiveType_Transpose, emptyTable<fb::Transpose>(), {rows, perm}, {pairs});
+  std::vector<uint32_t> ins{*x, pairs};
+  float value = 0;
+  if (const Value* cv = n.input(2)) {
+    if (auto c = ctx.constOf(cv)) {
+      auto s = scalarValue(c->tensor);
+      if (!s) return bad("constant_value is not a scalar");
+      value = static_cast<float>(*s);
+    } else {
+      auto id = ctx.input(cv, Layout::Onnx);
+      if (!id) return id.status();
+      ins.push_back(*id);
+    }
+  }
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  ctx.emit(
+      fb::PrimitiveType_PadFusion,
+      [=](FBB& b) {
+        return fb::CreatePadFusion(b, 0, static_cast<fb::PaddingMode>(paddingMode), value).Union();
+      },
+      ins, {*y});
+  return Status::ok();
+}
+
 Status lowerPad(LoweringContext& ctx, const Node& n) {
   const int rank = ctx.rankOf(n.input(0));
   if (rank < 0) return bad("Pad over an unknown rank");
@@ -143,7 +187,7 @@ Status lowerPad(LoweringContext& ctx, const Node& n) {
     KILN_ASSIGN_OR_RETURN(value, ops::floatAttr(n, "value", 0));
   } else {
     auto p = n.input(1) ? ctx.constOf(n.input(1)) : std::nullopt;
-    if (!p) return bad("non-constant pads");
+    if (!p) return lowerRuntimePad(ctx, n, rank);
     pads = intValues(p->tensor);
     if (const Value* cv = n.input(2)) {
       auto c = ctx.constOf(cv);
@@ -366,13 +410,21 @@ Status raiseBroadcastTo(RaisingContext& ctx, const msfb::Primitive& p) {
 Status raisePadFusion(RaisingContext& ctx, const msfb::Primitive& p) {
   auto* pf = p.value_as_PadFusion();
   KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
-  KILN_ASSIGN_OR_RETURN(auto pads, ctx.constInts(1));
-  if (pads.size() % 2) return ctx.nodeUnsupported("paddings must be [rank, 2]");
-  size_t rank = pads.size() / 2;
-  std::vector<int64_t> onnxPads(pads.size());
-  for (size_t k = 0; k < rank; ++k) {
-    onnxPads[k] = pads[2 * k];
-    onnxPads[rank + k] = pads[2 * k + 1];
+  Value* onnxPadsValue = nullptr;
+  if (!ctx.isConstant(ctx.inIndex(1))) {
+    // Run-time [rank, 2] paddings → ONNX [begin…, end…]: transpose and flatten.
+    KILN_ASSIGN_OR_RETURN(Value * pv, ctx.int64Input(1));
+    onnxPadsValue = ctx.emit("Reshape", {ctx.transpose(pv, {1, 0}), ctx.ints({-1})});
+  } else {
+    KILN_ASSIGN_OR_RETURN(auto pads, ctx.constInts(1));
+    if (pads.size() % 2) return ctx.nodeUnsupported("paddings must be [rank, 2]");
+    size_t rank = pads.size() / 2;
+    std::vector<int64_t> onnxPads(pads.size());
+    for (size_t k = 0; k < rank; ++k) {
+      onnxPads[k] = pads[2 * k];
+      onnxPads[rank + k] = pads[2 * k + 1];
+    }
+    onnxPadsValue = ctx.ints(onnxPads);
   }
   std::string mode;
   switch (pf->padding_mode()) {
@@ -386,7 +438,7 @@ Status raisePadFusion(RaisingContext& ctx, const msfb::Primitive& p) {
     return ctx.nodeUnsupported(
         fmt::format("padding mode {}", msfb::EnumNamePaddingMode(pf->padding_mode())));
   }
-  std::vector<Value*> ins{x, ctx.ints(onnxPads)};
+  std::vector<Value*> ins{x, onnxPadsValue};
   if (mode == "constant") {
     if (ctx.inputCount() > 2) {
       KILN_ASSIGN_OR_RETURN(Value * cv, ctx.in(2));
