@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_raise_context.h"
 #include "kiln/runtime/tensor_util.h"
@@ -31,6 +32,51 @@ std::string checkSlice(const Node& n, const lowering::OpContext& context) {
   return checkShapeOp(n, context);
 }
 
+// Slice with starts/ends/axes/steps fed at run time → StridedSlice(x, begin, end, strides, axes)
+// with int32 tensors and no masks (the form .ms takes ONNX Slice in): values are clamped into the
+// int32 range first, so ONNX's INT64 sentinels still mean "to the end".
+Status lowerRuntimeSlice(LoweringContext& ctx, const Node& n, int rank) {
+  const Value* startsV = n.input(1);
+  auto count = startsV ? ctx.dimOf(startsV, 0) : std::nullopt;
+  if (!count) return bad("run-time starts of unknown length");
+  Chain ch(ctx, n);
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  auto index = [&](const Value* v, std::vector<int64_t> fallback) -> Expected<uint32_t> {
+    if (!v) return ctx.intConst(fallback, fmt::format("{}_{}", n.output(0)->name(), fallback.size()));
+    if (auto c = ctx.constOf(v)) {
+      std::vector<int64_t> values = intValues(c->tensor);
+      for (auto& e : values)
+        e = std::clamp<int64_t>(e, std::numeric_limits<int32_t>::min(),
+                                std::numeric_limits<int32_t>::max());
+      return ctx.intConst(values, c->name);
+    }
+    auto id = ctx.input(v, Layout::Onnx);
+    if (!id) return id.status();
+    uint32_t t = *id;
+    if (ch.typeOf(t) == kTypeInt64) {
+      t = ch.binary(fb::PrimitiveType_Maximum, t,
+                    ch.scalar(double(std::numeric_limits<int32_t>::min()), kTypeInt64));
+      t = ch.binary(fb::PrimitiveType_Minimum, t,
+                    ch.scalar(double(std::numeric_limits<int32_t>::max()), kTypeInt64));
+    }
+    return ch.cast(t, kTypeInt32);
+  };
+  std::vector<int64_t> defaultAxes(static_cast<size_t>(*count)), ones(static_cast<size_t>(*count), 1);
+  std::iota(defaultAxes.begin(), defaultAxes.end(), 0);
+  KILN_ASSIGN_OR_RETURN(uint32_t begin, index(n.input(1), {}));
+  KILN_ASSIGN_OR_RETURN(uint32_t end, index(n.input(2), {}));
+  KILN_ASSIGN_OR_RETURN(uint32_t axes, index(n.input(3), defaultAxes));
+  KILN_ASSIGN_OR_RETURN(uint32_t strides, index(n.input(4), ones));
+  (void)rank;
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  ctx.emit(fb::PrimitiveType_StridedSlice,
+           [](FBB& b) { return fb::CreateStridedSlice(b, 0, 0, 0, 0, 0).Union(); },
+           {*x, begin, end, strides, axes}, {*y});
+  return Status::ok();
+}
+
 Status lowerSlice(LoweringContext& ctx, const Node& n) {
   auto shape = ctx.staticShape(n.input(0));
   const int rank = ctx.rankOf(n.input(0));
@@ -50,7 +96,7 @@ Status lowerSlice(LoweringContext& ctx, const Node& n) {
       KILN_ASSIGN_OR_RETURN(steps, ctx.intsOf(n, "steps", 4));
     }
     if (!starts || !ends || (n.input(3) && !axes) || (n.input(4) && !steps))
-      return bad("non-constant starts/ends/axes/steps");
+      return lowerRuntimeSlice(ctx, n, rank);
   }
   if (!starts || !ends) return bad("missing starts/ends");
   std::vector<int64_t> begin(static_cast<size_t>(rank), 0), end(static_cast<size_t>(rank), 0),
@@ -342,6 +388,23 @@ Status raiseStridedSlice(RaisingContext& ctx, const msfb::Primitive& p) {
   if (s->ellipsis_mask() || s->new_axis_mask())
     return ctx.nodeUnsupported("ellipsis_mask/new_axis_mask are not read");
   KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  bool runtime = false;
+  for (size_t i = 1; i < ctx.inputCount() && i < 5; ++i)
+    runtime = runtime || !ctx.isConstant(ctx.inIndex(i));
+  if (runtime) {
+    // Run-time begin/end/strides/axes (ONNX Slice lowered as is): no masks to apply.
+    if (s->begin_mask() || s->end_mask() || s->shrink_axis_mask())
+      return ctx.nodeUnsupported("masks with run-time begin/end");
+    std::vector<Value*> ins{x};
+    for (size_t i : {size_t(1), size_t(2), size_t(4), size_t(3)}) {
+      if (i >= ctx.inputCount()) break;
+      KILN_ASSIGN_OR_RETURN(Value * v, ctx.int64Input(i));
+      ins.push_back(v);
+    }
+    // Read in ONNX's order: starts, ends, axes (.ms input 4), steps (.ms input 3).
+    if (ctx.inputCount() == 4) return ctx.nodeUnsupported("strides without axes");
+    return ctx.bind(0, ctx.emit("Slice", ins));
+  }
   KILN_ASSIGN_OR_RETURN(auto begin, ctx.constInts(1));
   KILN_ASSIGN_OR_RETURN(auto end, ctx.constInts(2));
   std::vector<int64_t> strides(begin.size(), 1), axes(begin.size());
