@@ -152,7 +152,83 @@ Status lowerScatterND(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
+// ScatterElements (and the older Scatter) → ScatterNdUpdate / TensorScatterAdd over full
+// coordinates: for every index element its position, with the axis coordinate replaced by the
+// index (made non-negative), concatenated along a new last axis.
+std::string checkScatterElements(const Node& n, const lowering::OpContext&) {
+  if (auto axis = ops::intAttr(n, "axis", 0); !axis) return axis.status().message();
+  auto reduction = ops::stringAttr(n, "reduction", "none");
+  if (!reduction) return reduction.status().message();
+  if (*reduction != "none" && *reduction != "add")
+    return fmt::format("reduction '{}' (.ms scatters by update or add)", *reduction);
+  for (const Value* v : n.inputs())
+    if (!v) return "an omitted input";
+  return {};
+}
+
+Status lowerScatterElements(LoweringContext& ctx, const Node& n) {
+  KILN_ASSIGN_OR_RETURN(const std::string reduction, ops::stringAttr(n, "reduction", "none"));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, ops::intAttr(n, "axis", 0));
+  const int rank = ctx.rankOf(n.input(0));
+  if (rank < 1) return bad("data of unknown rank");
+  if (axis < 0) axis += rank;
+  auto ishape = ctx.staticShape(n.input(1));
+  auto size = ctx.dimOf(n.input(0), static_cast<size_t>(axis));
+  if (!ishape || !size) return bad("indices or data of unknown shape");
+  if (static_cast<int>(ishape->size()) != rank) return bad("indices rank differs from data rank");
+  Chain ch(ctx, n);
+  auto data = ctx.input(n.input(0), Layout::Onnx);
+  if (!data) return data.status();
+  std::vector<int32_t> colDims(ishape->begin(), ishape->end());
+  colDims.push_back(1);
+  int64_t count = 1;
+  for (int64_t d : *ishape)
+    count *= d;
+  uint32_t idx;
+  if (auto c = ctx.constOf(n.input(1))) {
+    std::vector<double> v;
+    for (int64_t i : intValues(c->tensor))
+      v.push_back(double(i < 0 ? i + *size : i));
+    idx = ch.constant(v, kTypeInt32, colDims);
+  } else {
+    auto id = ctx.int32Input(n.input(1));
+    if (!id) return id.status();
+    uint32_t nonNeg = ch.binary(fb::PrimitiveType_FloorMod, *id, ch.scalar(double(*size), kTypeInt32));
+    std::vector<int64_t> col(colDims.begin(), colDims.end());
+    idx = ctx.reshapeTensor(nonNeg, col, n.output(0)->name() + "_axis_coord");
+  }
+  std::vector<uint32_t> columns;
+  for (int d = 0; d < rank; ++d) {
+    if (d == axis) {
+      columns.push_back(idx);
+      continue;
+    }
+    // Position along dim d of every index element (row-major walk of the indices shape).
+    std::vector<double> pos(static_cast<size_t>(count));
+    int64_t inner = 1;
+    for (int e = d + 1; e < rank; ++e)
+      inner *= (*ishape)[size_t(e)];
+    for (int64_t k = 0; k < count; ++k)
+      pos[size_t(k)] = double((k / inner) % (*ishape)[size_t(d)]);
+    columns.push_back(ch.constant(pos, kTypeInt32, colDims));
+  }
+  std::vector<int32_t> coordDims(ishape->begin(), ishape->end());
+  coordDims.push_back(rank);
+  const int64_t last = rank;
+  uint32_t coords = ch.op(fb::PrimitiveType_Concat, columns, ch.tmp(kTypeInt32, coordDims),
+                          [=](FBB& b) { return fb::CreateConcat(b, last).Union(); });
+  auto upd = ctx.input(n.input(2), Layout::Onnx);
+  if (!upd) return upd.status();
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  ch.op(reduction == "add" ? fb::PrimitiveType_TensorScatterAdd : fb::PrimitiveType_ScatterNdUpdate,
+        {*data, coords, *upd}, *y);
+  return Status::ok();
+}
+
 KILN_MS_LOWERING("Gather", checkGather, lowerGather);
+KILN_MS_LOWERING("ScatterElements", checkScatterElements, lowerScatterElements);
+KILN_MS_LOWERING("Scatter", checkScatterElements, lowerScatterElements);
 KILN_MS_LOWERING("ScatterND", checkScatterND, lowerScatterND);
 KILN_MS_LOWERING("GatherElements", checkGatherElements, lowerGatherElements);
 KILN_MS_LOWERING("GatherND", checkGather, lowerGather);
