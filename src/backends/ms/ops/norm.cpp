@@ -10,6 +10,9 @@
 #include "ops/attributes.h"
 
 namespace kiln::ms {
+
+Status lowerBatchNormTraining(LoweringContext& ctx, const Node& n); // norm_training.cpp
+
 namespace {
 
 // ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
@@ -25,7 +28,7 @@ std::string attributeReason(const Node& n) {
 
 std::string checkBatchNorm(const Node& n, const lowering::OpContext&) {
   if (std::string reason = attributeReason(n); !reason.empty()) return reason;
-  if (*ops::intAttr(n, "training_mode", 0) != 0) return "training_mode=1";
+  if (*ops::intAttr(n, "training_mode", 0) != 0) return {}; // batch statistics: norm_training.cpp
   if (const int rank = declaredRank(n.input(0)); rank >= 0 && (rank < 2 || rank > 5))
     return fmt::format("{}-D input (.ms FusedBatchNorm: 4-D or 2-D; 3-D and 5-D are reshaped)",
                        rank);
@@ -66,6 +69,8 @@ Status lowerBatchNormReshaped(LoweringContext& ctx, const Node& n, float eps, fl
 }
 
 Status lowerBatchNorm(LoweringContext& ctx, const Node& n) {
+  KILN_ASSIGN_OR_RETURN(const int64_t training, ops::intAttr(n, "training_mode", 0));
+  if (training != 0) return lowerBatchNormTraining(ctx, n);
   const int rank = ctx.rankOf(n.input(0));
   KILN_ASSIGN_OR_RETURN(const float eps, ops::floatAttr(n, "epsilon", 1e-5f));
   KILN_ASSIGN_OR_RETURN(const float momentum, ops::floatAttr(n, "momentum", 0.9f));
