@@ -20,7 +20,7 @@ std::string checkGather(const Node& n, const lowering::OpContext&) {
   if (!axis) return axis.status().message();
   auto batchDims = ops::intAttr(n, "batch_dims", 0);
   if (!batchDims) return batchDims.status().message();
-  if (*batchDims != 0) return fmt::format("batch_dims {}", *batchDims);
+  if (*batchDims != 0 && n.opType() != "GatherND") return fmt::format("batch_dims {}", *batchDims);
   return {};
 }
 
@@ -36,6 +36,37 @@ Status lowerGather(LoweringContext& ctx, const Node& n) {
     if (!x) return x.status();
     auto idx = ctx.input(n.input(1), Layout::Onnx);
     if (!idx) return idx.status();
+    KILN_ASSIGN_OR_RETURN(const int64_t batchDims, ops::intAttr(n, "batch_dims", 0));
+    if (batchDims != 0) {
+      // batch_dims b: every index row gets its b batch coordinates in front (constant columns
+      // concatenated on the last axis), and the gather runs over the whole data.
+      auto ishape = ctx.staticShape(n.input(1));
+      if (!ishape || int64_t(ishape->size()) <= batchDims)
+        return bad("batch_dims {} over indices of unknown shape", batchDims);
+      Chain ch(ctx, n);
+      uint32_t i32 = ch.cast(*idx, kTypeInt32);
+      std::vector<int32_t> colDims(ishape->begin(), ishape->end());
+      colDims.back() = 1;
+      int64_t rows = 1;
+      for (size_t d = 0; d + 1 < ishape->size(); ++d)
+        rows *= (*ishape)[d];
+      std::vector<uint32_t> columns;
+      for (int64_t b = 0; b < batchDims; ++b) {
+        int64_t inner = 1;
+        for (size_t d = size_t(b) + 1; d + 1 < ishape->size(); ++d)
+          inner *= (*ishape)[d];
+        std::vector<double> pos(static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r)
+          pos[size_t(r)] = double((r / inner) % (*ishape)[size_t(b)]);
+        columns.push_back(ch.constant(pos, kTypeInt32, colDims));
+      }
+      columns.push_back(i32);
+      std::vector<int32_t> fullDims(ishape->begin(), ishape->end());
+      fullDims.back() = int32_t((*ishape).back() + batchDims);
+      const int64_t last = int64_t(ishape->size()) - 1;
+      *idx = ch.op(fb::PrimitiveType_Concat, columns, ch.tmp(kTypeInt32, fullDims),
+                   [=](FBB& b) { return fb::CreateConcat(b, last).Union(); });
+    }
     auto y = ctx.output(n.output(0), Layout::Onnx);
     if (!y) return y.status();
     ctx.emit(fb::PrimitiveType_GatherNd, emptyTable<fb::GatherNd>(), {*x, *idx}, {*y});
