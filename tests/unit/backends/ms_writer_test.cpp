@@ -451,7 +451,7 @@ TEST(MsWriter, BadAttributeNamesNodeAndValue) {
   Model model = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
 g (float[1,1,4,4] x) => (float[1,1,2,2] y) {
-  y = MaxPool <kernel_shape = [2, 2], strides = [2, 2], dilations = [2, 2]> (x)
+  y = MaxPool <kernel_shape = [2, 2], strides = [1, 1], dilations = [2, 2]> (x)
 }
 )");
   auto result = buildMsBuffer(model, {});
