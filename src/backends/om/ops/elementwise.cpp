@@ -17,7 +17,7 @@ KILN_OM_LOWERING(
     [](Lowerer& l, const Node& n) {
       OpDef* o = l.op("Cast");
       l.input(o, l.in(0));
-      auto to = *dtypeFromOnnx(static_cast<int32_t>(nodeInt(n, "to", 0)));
+      auto to = l.onChip(*dtypeFromOnnx(static_cast<int32_t>(nodeInt(n, "to", 0))));
       (*o->mutable_attr())["dst_type"] = attrI(geProtoToCxxDType(*toGeDType(to)));
       l.outputs(o);
     });
@@ -37,7 +37,8 @@ KILN_OM_LOWERING(
     [](Lowerer& l, const Node& n) {
       OpDef* o = l.op("Cast");
       l.input(o, l.in(0));
-      (*o->mutable_attr())["dst_type"] = attrI(geProtoToCxxDType(*toGeDType(n.input(1)->dtype())));
+      (*o->mutable_attr())["dst_type"] =
+          attrI(geProtoToCxxDType(*toGeDType(l.onChip(n.input(1)->dtype()))));
       l.outputs(o);
     });
 // Division: RealDiv for floating point, TruncateDiv (C semantics, as ONNX) for integers.
