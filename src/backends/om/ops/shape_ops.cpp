@@ -120,12 +120,19 @@ KILN_OM_RAISING("SplitVD", [](Raiser& r, const OpDef& op) -> Status {
 KILN_OM_LOWERING(
     "Squeeze",
     [](const Node& n, const OpContext&) -> std::string {
-      if (hasInput(n, 1) && !constInts(n, 1)) return "Squeeze axes computed at run time";
+      if (hasInput(n, 1) && !constInts(n, 1)) return ""; // SqueezeV3 takes them as an input
       if (!hasInput(n, 1) && !nodeInts(n, "axes") && !staticShape(n.input(0)))
         return "Squeeze without axes of a dynamic shape";
       return "";
     },
     [](Lowerer& l, const Node& n) {
+      if (hasInput(n, 1) && !constInts(n, 1)) {
+        OpDef* o = l.op("SqueezeV3");
+        l.input(o, l.in(0));
+        l.input(o, l.in(1));
+        l.outputs(o);
+        return;
+      }
       std::vector<int64_t> axes;
       if (hasInput(n, 1))
         axes = *constInts(n, 1);
@@ -148,10 +155,18 @@ KILN_OM_RAISING("Squeeze", [](Raiser& r, const OpDef& op) -> Status {
 KILN_OM_LOWERING(
     "Unsqueeze",
     [](const Node& n, const OpContext&) -> std::string {
-      if (hasInput(n, 1) && !constInts(n, 1)) return "Unsqueeze axes computed at run time";
+      if (hasInput(n, 1) && !constInts(n, 1) && rankOf(n.output(0)) < 0)
+        return "Unsqueeze axes computed at run time, of an unknown result rank";
       return "";
     },
     [](Lowerer& l, const Node& n) {
+      if (hasInput(n, 1) && !constInts(n, 1)) { // UnsqueezeV3 takes them as an input
+        OpDef* o = l.op("UnsqueezeV3");
+        l.input(o, l.in(0));
+        l.input(o, l.in(1));
+        l.outputs(o);
+        return;
+      }
       std::vector<int64_t> axes =
           hasInput(n, 1) ? *constInts(n, 1) : nodeInts(n, "axes").value_or(std::vector<int64_t>{});
       OpDef* o = l.op("Unsqueeze");
@@ -159,6 +174,17 @@ KILN_OM_LOWERING(
       (*o->mutable_attr())["axes"] = attrInts(axes);
       l.outputs(o);
     });
+// SqueezeV3 / UnsqueezeV3: ONNX's opset 13 forms (axes as an int64 input).
+KILN_OM_RAISING("SqueezeV3", [](Raiser& r, const OpDef& op) -> Status {
+  std::vector<Value*> inputs{r.in(op, 0)};
+  if (Value* axes = r.in(op, 1)) inputs.push_back(axes);
+  r.emit(op, "Squeeze", inputs, 1);
+  return Status::ok();
+});
+KILN_OM_RAISING("UnsqueezeV3", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "Unsqueeze", {r.in(op, 0), r.in(op, 1)}, 1);
+  return Status::ok();
+});
 KILN_OM_RAISING("Unsqueeze", [](Raiser& r, const OpDef& op) -> Status {
   r.emit(op, "Unsqueeze", {r.in(op, 0), r.constInts(op.name() + "_axes", getInts(op, "axes"))}, 1);
   return Status::ok();
@@ -234,16 +260,47 @@ KILN_OM_RAISING("PadV3", [](Raiser& r, const OpDef& op) -> Status {
 KILN_OM_LOWERING(
     "Trilu",
     [](const Node& n, const OpContext&) -> std::string {
-      if (hasInput(n, 1) && !constInts(n, 1)) return "Trilu k computed at run time";
+      const Value* x = n.input(0);
+      if (hasInput(n, 1) && !constInts(n, 1) &&
+          (rankOf(x) < 2 || !x->shape()[rankOf(x) - 2].isStatic() ||
+           !x->shape()[rankOf(x) - 1].isStatic()))
+        return "Trilu k computed at run time over matrices of unknown size";
       return "";
     },
     [](Lowerer& l, const Node& n) {
+      const bool upper = nodeInt(n, "upper", 1) != 0;
+      if (hasInput(n, 1) && !constInts(n, 1)) {
+        // k at run time: keep x where (column - row) >= k (upper) or <= k (lower), else 0; the
+        // column - row table is a constant of the matrix size.
+        const Value* x = n.input(0);
+        const int64_t rank = rankOf(x), rows = x->shape()[rank - 2].value(),
+                      cols = x->shape()[rank - 1].value();
+        std::vector<int64_t> offsets;
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < cols; ++j)
+            offsets.push_back(j - i);
+        OpDef* cmp = l.op(upper ? "GreaterEqual" : "LessEqual", "mask");
+        l.input(cmp, l.constant("diagonal_offsets", Tensor::fromValues<int64_t>(
+                                                      DType::Int64, {rows, cols}, offsets)));
+        l.input(cmp, l.in(1));
+        Port mask = l.output(cmp, DType::Bool, Shape::fromStatic({rows, cols}), "");
+        OpDef* o = l.op("SelectV2");
+        l.input(o, mask);
+        l.input(o, l.in(0));
+        l.input(o, l.constScalar("zero", x->dtype(), 0.0));
+        l.outputs(o);
+        return;
+      }
       int64_t k = hasInput(n, 1) ? constInts(n, 1)->at(0) : 0;
-      OpDef* o = l.op(nodeInt(n, "upper", 1) ? "Triu" : "Tril");
+      OpDef* o = l.op(upper ? "Triu" : "Tril");
       l.input(o, l.in(0));
       (*o->mutable_attr())["diagonal"] = attrI(k);
       l.outputs(o);
     });
+KILN_OM_RAISING("SelectV2", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "Where", {r.in(op, 0), r.in(op, 1), r.in(op, 2)}, 1);
+  return Status::ok();
+});
 void trilRaisingRules() {
   for (const char* type : {"Triu", "Tril"})
     addRaising(
