@@ -167,8 +167,9 @@ g (float[1,1,9,9] x) => (float[1,1,3,3] y)
   EXPECT_EQ(y, (std::vector<float>{0, 3, 6, 27, 30, 33, 54, 57, 60}));
 }
 
-// A scale whose coordinates GraphEngine's out / in cannot reproduce stays refused.
-TEST(OmRules, ResizeByAScaleGraphEngineCannotFollowIsRefused) {
+// A scale whose coordinates GraphEngine's out / in cannot reproduce goes to the ONNX-semantics
+// Resize op (coordinates by the scale: rows 0, 2, 5 of 10 for 0.35, where out / in picks 0, 3, 6).
+TEST(OmRules, ResizeByAScaleTheV2OpsCannotFollowLowersToResize) {
   Model m = modelFromOnnxText(R"(<ir_version: 8, opset_import: ["" : 13]>
 g (float[1,1,10,10] x) => (float[1,1,3,3] y)
 <float[4] scales = {1, 1, 0.35, 0.35}>
@@ -177,8 +178,17 @@ g (float[1,1,10,10] x) => (float[1,1,3,3] y)
 }
 )");
   ASSERT_TRUE(m.graph);
-  EXPECT_EQ(omUnsupportedReason(*m.graph->nodes().front(), "Ascend310P3", 13),
-            "Resize by a scale that does not give a whole output size");
+  EXPECT_EQ(omUnsupportedReason(*m.graph->nodes().front(), "Ascend310P3", 13), "");
+  auto bytes = buildOmBuffer(m, OmWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  auto back = readOmBuffer(bytes->data(), bytes->size(), "resize.om");
+  ASSERT_TRUE(back) << back.status().toString();
+  std::vector<float> iota(100);
+  for (size_t i = 0; i < iota.size(); ++i)
+    iota[i] = static_cast<float>(i);
+  std::vector<float> y =
+      run(*back, Tensor::fromValues<float>(DType::Float32, {1, 1, 10, 10}, iota));
+  EXPECT_EQ(y, (std::vector<float>{0, 2, 5, 20, 22, 25, 50, 52, 55}));
 }
 
 // Every refused node as data, with one label for unnamed nodes: the ops without a lowering (K8101)
