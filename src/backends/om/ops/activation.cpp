@@ -130,6 +130,43 @@ KILN_OM_RAISING("ClipByValue", [](Raiser& r, const OpDef& op) -> Status {
   r.emit(op, "Clip", {r.in(op, 0), r.in(op, 1), r.in(op, 2)}, 1);
   return Status::ok();
 });
+// PRelu: from opset 7 the slope broadcasts as numpy does; opset 6 applies a slope of C values
+// per channel (axis 1), so that slope gets unit axes after it ([C] → [C, 1, ...]).
+KILN_OM_LOWERING(
+    "PRelu",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 6) return "PRelu of opset 5 or earlier";
+      if (!n.attributes().empty()) return fmt::format("attribute '{}' of PRelu", n.attributes().begin()->first);
+      if (context.opset < 7 && rankOf(n.input(1)) != 1)
+        return "PRelu of opset 6 with a slope that is not 1-D";
+      if (context.opset < 7 && rankOf(n.input(0)) < 0) return "PRelu of opset 6 of unknown rank";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      Port slope = l.in(1);
+      const int64_t rank = rankOf(n.input(0));
+      const Value* s = n.input(1);
+      if (l.opset < 7 && rank > 2 && !(staticShape(s) && s->shape()[0].value() == 1)) {
+        std::vector<int64_t> axes;
+        std::vector<Dim> dims{s->shape()[0]};
+        for (int64_t i = 1; i < rank - 1; ++i) {
+          axes.push_back(i);
+          dims.push_back(Dim::known(1));
+        }
+        OpDef* u = l.op("Unsqueeze", "slope");
+        l.input(u, slope);
+        (*u->mutable_attr())["axes"] = attrInts(axes);
+        slope = l.output(u, s->dtype(), Shape(dims), "");
+      }
+      OpDef* o = l.op("PRelu");
+      l.input(o, l.in(0));
+      l.input(o, slope);
+      l.outputs(o);
+    });
+KILN_OM_RAISING("PRelu", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "PRelu", {r.in(op, 0), r.in(op, 1)}, 1);
+  return Status::ok();
+});
 void activationRules() {
   for (const char* unary : {"Relu", "Sigmoid", "Tanh", "Softplus", "Softsign"})
     simple(unary, unary, {}, 1, noCheck,
@@ -143,7 +180,6 @@ void activationRules() {
   simple("ThresholdedRelu", "ThresholdedRelu", {{"alpha", "threshold"}}, 10, noCheck, __FILE__);
   simple("HardSwish", "HardSwish", {}, 14, noCheck, __FILE__);
   simple("Mish", "Mish", {}, 18, noCheck, __FILE__);
-  simple("PRelu", "PRelu", {}, 9, noCheck, __FILE__);
 }
 const bool kActivationRulesRegistered = (activationRules(), true);
 
