@@ -20,6 +20,21 @@ KILN_OM_RAISING("GatherV2", [](Raiser& r, const OpDef& op) -> Status {
       ->setAttribute("axis", Attribute::ofInt((*axis)[0]));
   return Status::ok();
 });
+// Scatter (opset 9-10, deprecated) is ScatterElements without a reduction.
+KILN_OM_LOWERING(
+    "Scatter",
+    [](const Node& n, const OpContext&) -> std::string {
+      for (const auto& [name, value] : n.attributes())
+        if (name != "axis") return fmt::format("attribute '{}' of Scatter", name);
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op("ScatterElements");
+      for (size_t i = 0; i < 3; ++i)
+        l.input(o, l.in(i));
+      (*o->mutable_attr())["axis"] = attrI(nodeInt(n, "axis", 0));
+      l.outputs(o);
+    });
 void gatherScatterRules() {
   simple("GatherElements", "GatherElements", {{"axis", "dim"}}, 11, noCheck, __FILE__);
   simple("GatherND", "GatherNd", {{"batch_dims", "batch_dims"}}, 12, noCheck, __FILE__);

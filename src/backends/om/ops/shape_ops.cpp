@@ -1,5 +1,6 @@
 // .om rules for the shape-moving ops: Reshape, Transpose, Concat, Split, Squeeze, Slice, Pad, ...
 #include "../om_context.h"
+#include "kiln/runtime/tensor_util.h"
 
 namespace kiln::om {
 namespace {
@@ -317,6 +318,55 @@ void trilRaisingRules() {
 }
 const bool kTrilRaisingRulesRegistered = (trilRaisingRules(), true);
 
+// ConstantOfShape → Fill (dims, value): the shape may come at run time; a constant shape was
+// already folded by the pipeline.
+KILN_OM_LOWERING(
+    "ConstantOfShape",
+    [](const Node& n, const OpContext&) -> std::string {
+      const Attribute* v = n.attribute("value");
+      if (v && (v->kind() != AttrKind::Tensor || v->asTensor().elementCount() != 1 ||
+                v->asTensor().dtype() == DType::String))
+        return "ConstantOfShape whose value is not one number";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      const Attribute* v = n.attribute("value");
+      Tensor value = v ? Tensor(v->asTensor().dtype(), {}, v->asTensor().buffer())
+                       : Tensor::fromValues<float>(DType::Float32, {}, {0.0f});
+      OpDef* o = l.op("Fill");
+      l.input(o, l.in(0));
+      l.input(o, l.constant("value", value));
+      l.outputs(o);
+    });
+KILN_OM_RAISING("Fill", [](Raiser& r, const OpDef& op) -> Status {
+  Value* value = r.in(op, 1);
+  if (!value || !value->isInitializer() || value->initializer().elementCount() != 1)
+    return r.unsupported(op, "value is not a constant scalar");
+  const Tensor& t = value->initializer();
+  r.emit(op, "ConstantOfShape", {r.in(op, 0)}, 1)
+      ->setAttribute("value", Attribute::ofTensor(Tensor(t.dtype(), {1}, t.buffer())));
+  return Status::ok();
+});
+// EyeLike depends on its input's shape and type alone: with a static shape it is a constant.
+KILN_OM_LOWERING(
+    "EyeLike",
+    [](const Node& n, const OpContext&) -> std::string {
+      if (!staticShape(n.input(0)) || rankOf(n.input(0)) != 2)
+        return "EyeLike of a shape that is not a static 2-D one";
+      if (n.output(0)->dtype() == DType::String || n.output(0)->dtype() == DType::Undefined)
+        return "EyeLike of this type";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      auto dims = n.input(0)->shape().staticDims();
+      const int64_t k = nodeInt(n, "k", 0);
+      std::vector<double> values(static_cast<size_t>(dims[0] * dims[1]), 0.0);
+      for (int64_t i = 0; i < dims[0]; ++i)
+        if (i + k >= 0 && i + k < dims[1]) values[static_cast<size_t>(i * dims[1] + i + k)] = 1.0;
+      auto eye = rt::castTensor(Tensor::fromValues<double>(DType::Float64, dims, values),
+                                n.output(0)->dtype());
+      l.bind(n.output(0), l.constant("eye", *eye));
+    });
 void shapeRules() {
   simple("Flatten", "Flatten", {{"axis", "axis"}}, 1, noCheck, __FILE__);
   simple("Expand", "Expand", {}, 8, noCheck, __FILE__);
