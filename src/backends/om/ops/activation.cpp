@@ -167,6 +167,60 @@ KILN_OM_RAISING("PRelu", [](Raiser& r, const OpDef& op) -> Status {
   r.emit(op, "PRelu", {r.in(op, 0), r.in(op, 1)}, 1);
   return Status::ok();
 });
+// Hardmax: 1 at the first maximum along the axis, else 0 — ArgMaxV2 (which picks the first), then
+// OneHot of the axis size. Before opset 13 the input is a 2-D [before axis, from axis] view.
+KILN_OM_LOWERING(
+    "Hardmax",
+    [](const Node& n, const OpContext& context) -> std::string {
+      const Value* x = n.input(0);
+      if (!staticShape(x)) return "Hardmax of a dynamic shape";
+      if (!isFloatType(x->dtype())) return "Hardmax on non-float data";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      const Value* x = n.input(0);
+      auto dims = x->shape().staticDims();
+      const int64_t rank = static_cast<int64_t>(dims.size());
+      int64_t axis = nodeInt(n, "axis", l.opset < 13 ? 1 : -1);
+      if (axis < 0) axis += rank;
+      Port in = l.in(0);
+      std::vector<int64_t> work = dims;
+      if (l.opset < 13 && axis != rank - 1) {
+        int64_t before = 1, after = 1;
+        for (int64_t i = 0; i < rank; ++i)
+          (i < axis ? before : after) *= dims[i];
+        work = {before, after};
+        OpDef* r = l.op("Reshape", "2d");
+        l.input(r, in);
+        l.input(r, l.constInts("2d_shape", work));
+        in = l.output(r, x->dtype(), Shape::fromStatic(work), "");
+        axis = 1;
+      }
+      std::vector<int64_t> reduced;
+      for (size_t i = 0; i < work.size(); ++i)
+        if (static_cast<int64_t>(i) != axis) reduced.push_back(work[i]);
+      OpDef* am = l.op("ArgMaxV2", "argmax");
+      l.input(am, in);
+      l.input(am, l.constInts("dimension", {axis}));
+      (*am->mutable_attr())["dtype"] = attrI(geProtoToCxxDType(ge::proto::DT_INT64));
+      Port index = l.output(am, DType::Int64, Shape::fromStatic(reduced), "");
+      const bool reshaped = work != dims;
+      OpDef* o = l.op("OneHot", reshaped ? "onehot" : "");
+      l.input(o, index);
+      l.input(o, l.constant("depth", Tensor::fromValues<int64_t>(DType::Int64, {}, {work[axis]})));
+      l.input(o, l.constScalar("on", x->dtype(), 1.0));
+      l.input(o, l.constScalar("off", x->dtype(), 0.0));
+      (*o->mutable_attr())["axis"] = attrI(axis);
+      if (!reshaped) {
+        l.outputs(o);
+        return;
+      }
+      Port y = l.output(o, x->dtype(), Shape::fromStatic(work), "");
+      OpDef* back = l.op("Reshape");
+      l.input(back, y);
+      l.input(back, l.constInts("shape", dims));
+      l.outputs(back);
+    });
 void activationRules() {
   for (const char* unary : {"Relu", "Sigmoid", "Tanh", "Softplus", "Softsign"})
     simple(unary, unary, {}, 1, noCheck,

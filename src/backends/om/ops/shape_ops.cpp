@@ -367,12 +367,72 @@ KILN_OM_LOWERING(
                                 n.output(0)->dtype());
       l.bind(n.output(0), l.constant("eye", *eye));
     });
+// OneHot → GraphEngine's OneHot (indices, depth, on_value, off_value): ONNX's negative indices
+// count from depth (GraphEngine leaves them all off), so the indices go through
+// FloorMod(indices, depth) first; [off, on] are picked out of `values` with GatherV2.
+KILN_OM_LOWERING(
+    "OneHot",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 9) return "OneHot of opset 8 or earlier";
+      for (const auto& [name, value] : n.attributes())
+        if (name != "axis") return fmt::format("attribute '{}' of OneHot", name);
+      if (rankOf(n.input(1)) > 1) return "OneHot with a depth that is not a scalar";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      auto toInt64 = [&](size_t i, const std::string& suffix) {
+        Port p = l.in(i);
+        if (p.dtype == DType::Int64) return p;
+        OpDef* c = l.op("Cast", suffix);
+        l.input(c, p);
+        (*c->mutable_attr())["dst_type"] = attrI(geProtoToCxxDType(ge::proto::DT_INT64));
+        return l.output(c, DType::Int64, p.shape, "");
+      };
+      Port indices = toInt64(0, "indices");
+      Port depth = toInt64(1, "depth");
+      if (rankOf(n.input(1)) != 0) { // [1] → a scalar
+        OpDef* r = l.op("Reshape", "depth_scalar");
+        l.input(r, depth);
+        l.input(r, l.constInts("scalar_shape", {}));
+        depth = l.output(r, DType::Int64, Shape::fromStatic({}), "");
+      }
+      OpDef* mod = l.op("FloorMod", "wrap");
+      l.input(mod, indices);
+      l.input(mod, depth);
+      indices = l.output(mod, DType::Int64, indices.shape, "");
+      auto pick = [&](int64_t which, const std::string& suffix) {
+        OpDef* g = l.op("GatherV2", suffix);
+        l.input(g, l.in(2));
+        l.input(g, l.constant(suffix + "_index",
+                              Tensor::fromValues<int64_t>(DType::Int64, {}, {which})));
+        l.input(g, l.constInts(suffix + "_axis", {0}));
+        (*g->mutable_attr())["batch_dims"] = attrI(0);
+        return l.output(g, n.input(2)->dtype(), Shape::fromStatic({}), "");
+      };
+      Port off = pick(0, "off"), on = pick(1, "on");
+      OpDef* o = l.op("OneHot");
+      l.input(o, indices);
+      l.input(o, depth);
+      l.input(o, on);
+      l.input(o, off);
+      (*o->mutable_attr())["axis"] = attrI(nodeInt(n, "axis", -1));
+      l.outputs(o);
+    });
+KILN_OM_RAISING("OneHot", [](Raiser& r, const OpDef& op) -> Status {
+  Value* axis0 = r.constInts(op.name() + "_axis0", {0});
+  Value* off = r.helper(op.name() + "_off", "Unsqueeze", {r.in(op, 3), axis0});
+  Value* on = r.helper(op.name() + "_on", "Unsqueeze", {r.in(op, 2), axis0});
+  Value* values = r.helper(op.name() + "_values", "Concat", {off, on});
+  values->producer()->setAttribute("axis", Attribute::ofInt(0));
+  r.emit(op, "OneHot", {r.in(op, 0), r.in(op, 1), values}, 1)
+      ->setAttribute("axis", Attribute::ofInt(getI(op, "axis", -1)));
+  return Status::ok();
+});
 void shapeRules() {
   simple("Flatten", "Flatten", {{"axis", "axis"}}, 1, noCheck, __FILE__);
   simple("Expand", "Expand", {}, 8, noCheck, __FILE__);
   simple("Tile", "Tile", {}, 6, noCheck, __FILE__);
   simple("Range", "Range", {}, 11, noCheck, __FILE__);
-  simple("OneHot", "OneHot", {{"axis", "axis"}}, 11, noCheck, __FILE__);
   simple("NonZero", "NonZero", {}, 9, noCheck, __FILE__);
   simple("DepthToSpace", "DepthToSpace", {{"blocksize", "block_size"}, {"mode", "mode"}}, 11,
          noCheck, __FILE__);
