@@ -35,6 +35,40 @@ KILN_OM_LOWERING(
       (*o->mutable_attr())["axis"] = attrI(nodeInt(n, "axis", 0));
       l.outputs(o);
     });
+// Compress: the positions where condition is true (NonZero, as a 1-D list), gathered along the
+// axis (of the flattened input when there is no axis). A condition shorter than the axis leaves
+// the rest out, as ONNX says.
+KILN_OM_LOWERING(
+    "Compress",
+    [](const Node& n, const OpContext&) -> std::string {
+      if (n.attribute("axis") && nodeInt(n, "axis", 0) < 0 && rankOf(n.input(0)) < 0)
+        return "Compress along a negative axis of unknown rank";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      Port x = l.in(0);
+      int64_t axis = nodeInt(n, "axis", 0);
+      if (axis < 0) axis += rankOf(n.input(0));
+      if (!n.attribute("axis")) {
+        OpDef* f = l.op("Reshape", "flat");
+        l.input(f, x);
+        l.input(f, l.constInts("flat_shape", {-1}));
+        x = l.output(f, x.dtype, Shape({Dim()}), "");
+      }
+      OpDef* nz = l.op("NonZero", "positions");
+      l.input(nz, l.in(1));
+      Port positions = l.output(nz, DType::Int64, Shape({Dim::known(1), Dim()}), "");
+      OpDef* r = l.op("Reshape", "positions_1d");
+      l.input(r, positions);
+      l.input(r, l.constInts("positions_shape", {-1}));
+      positions = l.output(r, DType::Int64, Shape({Dim()}), "");
+      OpDef* o = l.op("GatherV2");
+      l.input(o, x);
+      l.input(o, positions);
+      l.input(o, l.constInts("axis", {axis}));
+      (*o->mutable_attr())["batch_dims"] = attrI(0);
+      l.outputs(o);
+    });
 void gatherScatterRules() {
   simple("GatherElements", "GatherElements", {{"axis", "dim"}}, 11, noCheck, __FILE__);
   simple("GatherND", "GatherNd", {{"batch_dims", "batch_dims"}}, 12, noCheck, __FILE__);
