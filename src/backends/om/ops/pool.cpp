@@ -7,15 +7,17 @@ namespace {
 
 // MaxPool → MaxPoolV3, AveragePool → AvgPoolV2 (2-D; 1-D as Unsqueeze, a 1×k window, Squeeze).
 const auto poolCheck = [](const Node& n, const OpContext& context) -> std::string {
-  if (rankOf(n.input(0)) != 3 && rankOf(n.input(0)) != 4)
-    return fmt::format("{} with a rank-{} input (1-D and 2-D pooling lower)", n.opType(),
-                       rankOf(n.input(0)));
+  const int64_t rank = rankOf(n.input(0));
+  if (rank != 3 && rank != 4 && rank != 5)
+    return fmt::format("{} with a rank-{} input (1-D, 2-D and 3-D pooling lower)", n.opType(),
+                       rank);
   if (n.outputs().size() > 1 && n.output(1) &&
       (n.output(1)->hasUses() || n.output(1)->isGraphOutput()))
     return "MaxPool's Indices output";
+  // MaxPool3D takes dilations; MaxPoolV3 / AvgPoolV2 / AvgPool3D do not.
   if (auto d = nodeInts(n, "dilations"))
     for (int64_t x : *d)
-      if (x != 1) return "pooling with dilations";
+      if (x != 1 && (rank != 5 || n.opType() != "MaxPool")) return "pooling with dilations";
   if (nodeInt(n, "storage_order", 0) != 0) return "MaxPool storage_order 1";
   std::string autoPad = nodeString(n, "auto_pad", "NOTSET");
   if (autoPad != "NOTSET" && autoPad != "VALID" && !staticShape(n.input(0)))
@@ -30,6 +32,30 @@ const auto poolLower = [](Lowerer& l, const Node& n) {
   auto strides = nodeInts(n, "strides").value_or(std::vector<int64_t>(s, 1));
   auto pads = explicitPads(n, kernel, strides, std::vector<int64_t>(s, 1))
                   .value_or(std::vector<int64_t>(2 * s, 0));
+  bool max = n.opType() == "MaxPool";
+  if (s == 3) {
+    // MaxPool3D / AvgPool3D on NCDHW: NCDHW-ordered ksize / strides, pads per axis pair.
+    OpDef* o = l.op(max ? "MaxPool3D" : "AvgPool3D");
+    l.input(o, l.in(0), "NCDHW");
+    auto& a = *o->mutable_attr();
+    a["ksize"] = attrInts(withBatchChannel(kernel));
+    a["strides"] = attrInts(withBatchChannel(strides));
+    a["pads"] = attrInts(interleavePads(pads));
+    a["data_format"] = attrS("NCDHW");
+    if (max) {
+      a["padding"] = attrS("CALCULATED");
+      a["dilation"] = attrInts(
+          withBatchChannel(nodeInts(n, "dilations").value_or(std::vector<int64_t>(3, 1))));
+      a["ceil_mode"] = attrI(nodeInt(n, "ceil_mode", 0));
+    } else {
+      a["ceil_mode"] = attrB(nodeInt(n, "ceil_mode", 0) != 0);
+      a["count_include_pad"] = attrB(nodeInt(n, "count_include_pad", 0) != 0);
+      a["divisor_override"] = attrI(0);
+    }
+    const Value* y = n.output(0);
+    l.bind(y, l.output(o, y->dtype(), y->shape(), y->name(), "NCDHW"));
+    return;
+  }
   const bool oneD = s == 1;
   Port x = l.in(0);
   if (oneD) {
@@ -39,7 +65,6 @@ const auto poolLower = [](Lowerer& l, const Node& n) {
     pads = {0, pads[0], 0, pads[1]};
     x = l.unsqueezeH(x, "view");
   }
-  bool max = n.opType() == "MaxPool";
   OpDef* o = l.op(max ? "MaxPoolV3" : "AvgPoolV2");
   l.input(o, x, "NCHW");
   auto& a = *o->mutable_attr();
@@ -94,6 +119,38 @@ void poolRaisingRules() {
         __FILE__);
 }
 const bool kPoolRaisingRulesRegistered = (poolRaisingRules(), true);
+
+void pool3dRaisingRules() {
+  for (const char* type : {"MaxPool3D", "AvgPool3D"})
+    addRaising(
+        type,
+        [](Raiser& r, const OpDef& op) -> Status {
+          bool max = op.type() == "MaxPool3D";
+          auto ksize = getInts(op, "ksize"), strides = getInts(op, "strides"),
+               pads = getInts(op, "pads");
+          if (ksize.size() != 5 || strides.size() != 5 || pads.size() != 6 ||
+              getS(op, "data_format", "NDHWC") != "NCDHW" ||
+              (max && getS(op, "padding", "") != "CALCULATED"))
+            return r.unsupported(op, "not NCDHW 5-element ksize / strides with 6 explicit pads");
+          Node* node = r.emit(op, max ? "MaxPool" : "AveragePool", {r.in(op, 0)}, 1);
+          node->setAttribute("kernel_shape", Attribute::ofInts({ksize.begin() + 2, ksize.end()}));
+          node->setAttribute("strides", Attribute::ofInts({strides.begin() + 2, strides.end()}));
+          node->setAttribute("pads", Attribute::ofInts(deinterleavePads(pads)));
+          node->setAttribute("ceil_mode", Attribute::ofInt(getI(op, "ceil_mode", 0) ? 1 : 0));
+          if (max) {
+            auto dilation = getInts(op, "dilation");
+            if (dilation.size() == 5)
+              node->setAttribute("dilations",
+                                 Attribute::ofInts({dilation.begin() + 2, dilation.end()}));
+          } else {
+            node->setAttribute("count_include_pad",
+                               Attribute::ofInt(getB(op, "count_include_pad", true) ? 1 : 0));
+          }
+          return Status::ok();
+        },
+        __FILE__);
+}
+const bool kPool3dRaisingRulesRegistered = (pool3dRaisingRules(), true);
 
 void globalPoolRules() {
   simple("GlobalAveragePool", "GlobalAveragePool", {}, 1, noCheck, __FILE__);
