@@ -23,17 +23,17 @@ KILN_OM_LOWERING(
     [](Lowerer& l, const Node& n) {
       auto scoreDims = n.input(1)->shape().staticDims(); // [batches, classes, boxes]
       const int64_t most = scoreDims[0] * scoreDims[1] * scoreDims[2];
-      OpDef* nms = l.op("NonMaxSuppressionV7", "nms");
-      l.input(nms, l.in(0));
-      l.input(nms, l.in(1));
+      Port limit;
       if (hasInput(n, 2)) {
         OpDef* c = l.op("Cast", "max_output_size");
         l.input(c, l.in(2));
         (*c->mutable_attr())["dst_type"] = attrI(geProtoToCxxDType(ge::proto::DT_INT32));
-        l.input(nms, l.output(c, DType::Int32, n.input(2)->shape(), ""));
-      } else {
-        l.input(nms, Port{});
+        limit = l.output(c, DType::Int32, n.input(2)->shape(), "");
       }
+      OpDef* nms = l.op("NonMaxSuppressionV7", "nms");
+      l.input(nms, l.in(0));
+      l.input(nms, l.in(1));
+      l.input(nms, limit);
       l.input(nms, hasInput(n, 3) ? l.in(3) : Port{});
       l.input(nms, hasInput(n, 4) ? l.in(4) : Port{});
       auto& a = *nms->mutable_attr();
