@@ -74,13 +74,44 @@ void gatherScatterRules() {
   simple("GatherND", "GatherNd", {{"batch_dims", "batch_dims"}}, 12, noCheck, __FILE__);
   simple("ScatterElements", "ScatterElements", {{"axis", "axis"}, {"reduction", "reduction"}}, 11,
          noCheck, __FILE__);
-  simple(
-      "ScatterND", "TensorScatterUpdate", {{"reduction", "reduction"}}, 11,
-      [](const Node& n, const OpContext&) -> std::string {
-        return nodeString(n, "reduction", "none") == "none" ? "" : "ScatterND with a reduction";
-      },
-      __FILE__);
 }
+
+// ScatterND → TensorScatterUpdate, or TensorScatterAdd for reduction "add" (float16 / float32 /
+// int32 / int8 / uint8); GraphEngine has no multiplying / max / min counterpart.
+KILN_OM_LOWERING(
+    "ScatterND",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 11)
+        return fmt::format("ScatterND of opset {} (kiln lowers opset 11 and later)", context.opset);
+      std::string reduction = nodeString(n, "reduction", "none");
+      if (reduction == "none") return "";
+      if (reduction != "add") return "ScatterND with reduction " + reduction;
+      DType t = n.input(0)->dtype();
+      if (t != DType::Float32 && t != DType::Float16 && t != DType::Int32 && t != DType::Int8 &&
+          t != DType::UInt8)
+        return "ScatterND add on this data type";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      bool add = nodeString(n, "reduction", "none") == "add";
+      OpDef* o = l.op(add ? "TensorScatterAdd" : "TensorScatterUpdate");
+      for (size_t i = 0; i < 3; ++i)
+        l.input(o, l.in(i));
+      l.outputs(o);
+    });
+void scatterNdRaisingRules() {
+  for (const char* type : {"TensorScatterUpdate", "TensorScatterAdd"})
+    addRaising(
+        type,
+        [](Raiser& r, const OpDef& op) -> Status {
+          Node* node = r.emit(op, "ScatterND", {r.in(op, 0), r.in(op, 1), r.in(op, 2)}, 1);
+          if (op.type() == std::string("TensorScatterAdd"))
+            node->setAttribute("reduction", Attribute::ofString("add"));
+          return Status::ok();
+        },
+        __FILE__);
+}
+const bool kScatterNdRaisingRulesRegistered = (scatterNdRaisingRules(), true);
 const bool kGatherScatterRulesRegistered = (gatherScatterRules(), true);
 
 } // namespace
