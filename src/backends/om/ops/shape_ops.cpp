@@ -428,6 +428,30 @@ KILN_OM_RAISING("OneHot", [](Raiser& r, const OpDef& op) -> Status {
       ->setAttribute("axis", Attribute::ofInt(getI(op, "axis", -1)));
   return Status::ok();
 });
+// ReverseSequence → ReverseSequence (x, seq_lengths) with seq_dim / batch_dim: ONNX's
+// time_axis (default 0) / batch_axis (default 1), always written.
+KILN_OM_LOWERING(
+    "ReverseSequence",
+    [](const Node& n, const OpContext&) -> std::string {
+      for (const auto& [name, value] : n.attributes())
+        if (name != "time_axis" && name != "batch_axis")
+          return fmt::format("attribute '{}' of ReverseSequence", name);
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op("ReverseSequence");
+      l.input(o, l.in(0));
+      l.input(o, l.in(1));
+      (*o->mutable_attr())["seq_dim"] = attrI(nodeInt(n, "time_axis", 0));
+      (*o->mutable_attr())["batch_dim"] = attrI(nodeInt(n, "batch_axis", 1));
+      l.outputs(o);
+    });
+KILN_OM_RAISING("ReverseSequence", [](Raiser& r, const OpDef& op) -> Status {
+  Node* node = r.emit(op, "ReverseSequence", {r.in(op, 0), r.in(op, 1)}, 1);
+  node->setAttribute("time_axis", Attribute::ofInt(getI(op, "seq_dim", 0)));
+  node->setAttribute("batch_axis", Attribute::ofInt(getI(op, "batch_dim", 0)));
+  return Status::ok();
+});
 void shapeRules() {
   simple("Flatten", "Flatten", {{"axis", "axis"}}, 1, noCheck, __FILE__);
   simple("Expand", "Expand", {}, 8, noCheck, __FILE__);
