@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "kiln/backends/lowering.h"
 #include "kiln/ir/dtype.h"
 #include "kiln/passes/pass.h"
 #include "kiln/runtime/tensor_util.h"
@@ -486,9 +487,9 @@ class ExpandNewOps : public Pass {
         std::string why = expandNode(graph, node, opset);
         if (!why.empty()) {
           refused.insert(node);
-          spdlog::debug("expand-new-ops: '{}' ({}) stays: {}", node->name(), node->opType(), why);
-          context.notes.push_back(fmt::format("{} '{}' is not expanded: {}", node->opType(),
-                                              node->name(), why));
+          const std::string label = lowering::nodeLabel(*node);
+          spdlog::debug("expand-new-ops: {} stays: {}", label, why);
+          context.notes.push_back(fmt::format("{} is not expanded into standard ops: {}", label, why));
           continue;
         }
         graph.eraseNode(node);
