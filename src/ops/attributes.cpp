@@ -99,7 +99,8 @@ const std::vector<KilnSchema>& kilnSchemas() {
 const KilnSchema* kilnSchema(const std::string& op, int64_t opset, int librarySince) {
   const KilnSchema* best = nullptr;
   for (const KilnSchema& s : kilnSchemas())
-    if (op == s.op && s.since <= opset && s.since > librarySince && (!best || s.since > best->since))
+    if (op == s.op && s.since <= opset && s.since > librarySince &&
+        (!best || s.since > best->since))
       best = &s;
   return best;
 }
@@ -117,9 +118,9 @@ std::string attributeKindReason(const Node& node, int64_t opset) {
   const std::string domain = node.domain() == "ai.onnx" ? std::string() : node.domain();
   const onnx::OpSchema* schema =
       onnx::OpSchemaRegistry::Schema(node.opType(), static_cast<int>(opset), domain);
-  if (const KilnSchema* own = domain.empty() ? kilnSchema(node.opType(), opset,
-                                                          schema ? schema->SinceVersion() : 0)
-                                             : nullptr) {
+  if (const KilnSchema* own =
+          domain.empty() ? kilnSchema(node.opType(), opset, schema ? schema->SinceVersion() : 0)
+                         : nullptr) {
     for (const auto& [name, attr] : node.attributes()) {
       if (!attr.refAttrName().empty()) continue;
       for (const KilnAttr& want : own->attrs) {

@@ -10,8 +10,9 @@
 //
 // Expanded: Attention (23/24), RMSNormalization (23), RotaryEmbedding (23), GroupNormalization
 // (18/21), Gelu (20), Mish (18), Swish (24). The dtypes and static dims an expansion needs come
-// from settle-shapes (inference and folding), run before each round; a node whose needs are unknown (a head size that is
-// not static, Attention's nonpad_kv_seqlen) is left as it is, and the backend refuses it by name.
+// from settle-shapes (inference and folding), run before each round; a node whose needs are
+// unknown (a head size that is not static, Attention's nonpad_kv_seqlen) is left as it is, and
+// the backend refuses it by name.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -34,9 +35,11 @@ namespace {
 // always expanded; Gelu and Mish have a rule on one target each, and are expanded because onnx's
 // shape inference stops at them while the library kiln builds with does not know them.
 bool wantsExpansion(const Node& node, int64_t opset) {
-  static const std::map<std::string, int64_t, std::less<>> always = {
-      {"Attention", 23}, {"RMSNormalization", 23}, {"RotaryEmbedding", 23},
-      {"GroupNormalization", 18}, {"Swish", 24}};
+  static const std::map<std::string, int64_t, std::less<>> always = {{"Attention", 23},
+                                                                     {"RMSNormalization", 23},
+                                                                     {"RotaryEmbedding", 23},
+                                                                     {"GroupNormalization", 18},
+                                                                     {"Swish", 24}};
   if (!(node.domain().empty() || node.domain() == "ai.onnx")) return false;
   if (auto it = always.find(node.opType()); it != always.end()) return opset >= it->second;
   return (node.opType() == "Gelu" || node.opType() == "Mish") &&
@@ -145,8 +148,7 @@ class Builder {
     Value* out = node_->output(index);
     if (!out || (!out->hasUses() && !out->isGraphOutput())) return;
     // A value the expansion did not make (present_key = K without a cache) keeps its own name.
-    if (!value->producer() || !created_.count(value->producer()))
-      value = op("Identity", {value});
+    if (!value->producer() || !created_.count(value->producer())) value = op("Identity", {value});
     const std::string name = out->name();
     const ValueType type = out->type();
     graph_.renameValue(out, graph_.uniqueName(name + "_expanded"));
@@ -238,7 +240,8 @@ std::string expandRmsNorm(Builder& b, const Node& n) {
   DType compute;
   Value* xs = stashed(b, x, n, compute);
   Value* ms = b.mean(b.op("Mul", {xs, xs}), axes);
-  Value* rms = b.op("Sqrt", {b.op("Add", {ms, b.scalar(floatAttrOr(n, "epsilon", 1e-5f), compute)})});
+  Value* rms =
+      b.op("Sqrt", {b.op("Add", {ms, b.scalar(floatAttrOr(n, "epsilon", 1e-5f), compute)})});
   Value* normalized = b.op("Div", {xs, rms});
   if (compute != b.dtype()) normalized = b.cast(normalized, b.dtype());
   b.bind(0, b.op("Mul", {normalized, n.input(1)}));
@@ -257,8 +260,9 @@ std::string expandGroupNorm(Builder& b, const Node& n, int64_t opset) {
   Value* centred = b.op("Sub", {grouped, b.mean(grouped, {2})});
   Value* var = b.mean(b.op("Mul", {centred, centred}), {2});
   Value* norm = b.op(
-      "Div", {centred, b.op("Sqrt", {b.op("Add", {var, b.scalar(floatAttrOr(n, "epsilon", 1e-5f),
-                                                                 compute)})})});
+      "Div",
+      {centred,
+       b.op("Sqrt", {b.op("Add", {var, b.scalar(floatAttrOr(n, "epsilon", 1e-5f), compute)})})});
   if (compute != b.dtype()) norm = b.cast(norm, b.dtype());
   Value* y;
   if (opset >= 21) { // scale and bias per channel
@@ -392,24 +396,22 @@ std::string expandAttention(Builder& b, const Node& n) {
     k = repeat(k, kd);
     v = repeat(v, vd);
   }
-  const double scale = hasScale ? floatAttrOr(n, "scale", 1.0f)
-                                : 1.0 / std::sqrt(static_cast<double>(head));
-  Value* raw =
-      b.op("Mul", {b.op("MatMul", {q, b.transpose(k, {0, 1, 3, 2})}), b.scalar(scale)});
+  const double scale =
+      hasScale ? floatAttrOr(n, "scale", 1.0f) : 1.0 / std::sqrt(static_cast<double>(head));
+  Value* raw = b.op("Mul", {b.op("MatMul", {q, b.transpose(k, {0, 1, 3, 2})}), b.scalar(scale)});
   Value* scores = raw;
   const float softcap = floatAttrOr(n, "softcap", 0.0f);
   if (softcap > 0)
-    scores = b.op("Mul", {b.op("Tanh", {b.op("Div", {scores, b.scalar(softcap)})}),
-                          b.scalar(softcap)});
+    scores =
+        b.op("Mul", {b.op("Tanh", {b.op("Div", {scores, b.scalar(softcap)})}), b.scalar(softcap)});
   Value* capped = scores;
   // The additive bias: the mask (bool: where true 0, else -inf), then the causal frontier.
   const double inf = std::numeric_limits<double>::infinity();
   if (Value* mask = n.input(3)) {
     const int64_t maskLen = staticDim(mask, -1);
-    const int64_t total = staticDim(n.input(1), rank == 3 ? 1 : 2) +
-                          (pastKey ? staticDim(pastKey, 2) : 0);
-    if (mask->dtype() == DType::Bool)
-      mask = b.op("Where", {mask, b.scalar(0.0), b.scalar(-inf)});
+    const int64_t total =
+        staticDim(n.input(1), rank == 3 ? 1 : 2) + (pastKey ? staticDim(pastKey, 2) : 0);
+    if (mask->dtype() == DType::Bool) mask = b.op("Where", {mask, b.scalar(0.0), b.scalar(-inf)});
     if (maskLen < total) {
       const int64_t mr = rankOf(mask);
       std::vector<int64_t> pads(static_cast<size_t>(2 * mr), 0);
@@ -420,7 +422,8 @@ std::string expandAttention(Builder& b, const Node& n) {
   }
   if (intAttrOr(n, "is_causal", 0) != 0) {
     // Query i (after `past` cached keys) sees keys j <= i + past.
-    Value* rows = b.op("Range", {b.scalar(0, DType::Int64), b.dimOf(q, 2), b.scalar(1, DType::Int64)});
+    Value* rows =
+        b.op("Range", {b.scalar(0, DType::Int64), b.dimOf(q, 2), b.scalar(1, DType::Int64)});
     if (pastKey) rows = b.op("Add", {rows, b.dimOf(pastKey, 2)});
     Value* cols =
         b.op("Range", {b.scalar(0, DType::Int64), b.dimOf(presentK, 2), b.scalar(1, DType::Int64)});
@@ -456,13 +459,20 @@ std::string expandNode(Graph& graph, Node* node, int64_t opset) {
   Builder b(graph, node, x->dtype());
   const std::string& op = node->opType();
   std::string why;
-  if (op == "Gelu") why = expandGelu(b, *node);
-  else if (op == "Mish") why = expandMish(b, *node);
-  else if (op == "Swish") why = expandSwish(b, *node);
-  else if (op == "RMSNormalization") why = expandRmsNorm(b, *node);
-  else if (op == "GroupNormalization") why = expandGroupNorm(b, *node, opset);
-  else if (op == "RotaryEmbedding") why = expandRotary(b, *node);
-  else if (op == "Attention") why = expandAttention(b, *node);
+  if (op == "Gelu")
+    why = expandGelu(b, *node);
+  else if (op == "Mish")
+    why = expandMish(b, *node);
+  else if (op == "Swish")
+    why = expandSwish(b, *node);
+  else if (op == "RMSNormalization")
+    why = expandRmsNorm(b, *node);
+  else if (op == "GroupNormalization")
+    why = expandGroupNorm(b, *node, opset);
+  else if (op == "RotaryEmbedding")
+    why = expandRotary(b, *node);
+  else if (op == "Attention")
+    why = expandAttention(b, *node);
   return why;
 }
 
@@ -493,7 +503,8 @@ class ExpandNewOps : public Pass {
           refused.insert(node);
           const std::string label = lowering::nodeLabel(*node);
           spdlog::debug("expand-new-ops: {} stays: {}", label, why);
-          context.notes.push_back(fmt::format("{} is not expanded into standard ops: {}", label, why));
+          context.notes.push_back(
+              fmt::format("{} is not expanded into standard ops: {}", label, why));
           continue;
         }
         graph.eraseNode(node);

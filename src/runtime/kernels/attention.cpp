@@ -83,8 +83,7 @@ Status attentionOp(KernelContext& ctx) {
 
   // The KV cache: present = concat(past, new) along the sequence.
   int64_t past = 0;
-  if (ctx.hasInput(4) != ctx.hasInput(5))
-    return ctx.fail("past_key and past_value come together");
+  if (ctx.hasInput(4) != ctx.hasInput(5)) return ctx.fail("past_key and past_value come together");
   std::vector<double> presentK, presentV;
   if (ctx.hasInput(4)) {
     const auto& pk = ctx.inputDims(4);
@@ -174,7 +173,8 @@ Status attentionOp(KernelContext& ctx) {
     for (int64_t h = 0; h < Hq; ++h) {
       const int64_t kh = h / rep; // each key/value head serves `rep` consecutive query heads
       for (int64_t i = 0; i < Sq; ++i) {
-        double* qkRow = qk.empty() ? nullptr : &qk[static_cast<size_t>(((b * Hq + h) * Sq + i) * T)];
+        double* qkRow =
+            qk.empty() ? nullptr : &qk[static_cast<size_t>(((b * Hq + h) * Sq + i) * T)];
         double top = kNegInf;
         for (int64_t j = 0; j < T; ++j) {
           double s = 0;

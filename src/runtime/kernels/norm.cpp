@@ -444,9 +444,9 @@ Status groupNormOp(KernelContext& ctx) {
         const double inv = 1.0 / std::sqrt(sq / static_cast<double>(inner) + eps);
         for (int64_t i = 0; i < inner; ++i) {
           const uint64_t k = static_cast<uint64_t>(perChannel ? g * perGroup + i / spatial : g);
-          q[i] = static_cast<T>((static_cast<double>(p[i]) - mean) * inv *
-                                    static_cast<double>(sv[k]) +
-                                static_cast<double>(bv[k]));
+          q[i] =
+              static_cast<T>((static_cast<double>(p[i]) - mean) * inv * static_cast<double>(sv[k]) +
+                             static_cast<double>(bv[k]));
         }
       }
     ctx.setOutput(0, std::move(y).finish());
