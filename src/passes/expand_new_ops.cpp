@@ -445,7 +445,7 @@ std::string expandAttention(Builder& b, const Node& n) {
   b.bind(2, presentV);
   if (used(n, 3)) {
     const int64_t mode = intAttrOr(n, "qk_matmul_output_mode", 0);
-    Value* chosen[] = {raw, biased, capped, probs};
+    Value* chosen[] = {raw, capped, biased, probs};
     b.bind(3, chosen[std::clamp<int64_t>(mode, 0, 3)]);
   }
   return "";

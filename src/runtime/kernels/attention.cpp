@@ -163,6 +163,8 @@ Status attentionOp(KernelContext& ctx) {
   const double scale = ctx.hasAttr("scale") ? static_cast<double>(ctx.attrFloat("scale", 1.0f))
                                             : 1.0 / std::sqrt(static_cast<double>(D));
   const double softcap = ctx.attrFloat("softcap", 0.0f);
+  // qk_matmul_output: 0 the scaled Q·Kᵀ, 1 after softcap, 2 after the mask (softcap comes
+  // before the mask, so masked scores stay -inf), 3 after softmax.
   const int64_t mode = ctx.attrInt("qk_matmul_output_mode", 0);
   if (mode < 0 || mode > 3) return ctx.fail("qk_matmul_output_mode {} is not 0 to 3", mode);
   const int64_t rep = Hq / Hkv;
@@ -183,9 +185,9 @@ Status attentionOp(KernelContext& ctx) {
           s *= scale;
           if (qkRow && mode == 0) qkRow[j] = s;
           if (softcap > 0) s = softcap * std::tanh(s / softcap);
-          if (qkRow && mode == 2) qkRow[j] = s;
-          s += bias(b, h, i, j);
           if (qkRow && mode == 1) qkRow[j] = s;
+          s += bias(b, h, i, j);
+          if (qkRow && mode == 2) qkRow[j] = s;
           row[static_cast<size_t>(j)] = s;
           top = std::max(top, s);
         }
