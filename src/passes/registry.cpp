@@ -8,6 +8,7 @@ namespace kiln {
 
 std::unique_ptr<Pass> makeRemoveNoopsPass();
 std::unique_ptr<Pass> makeRewriteCastLikePass();
+std::unique_ptr<Pass> makeExpandNewOpsPass();
 std::unique_ptr<Pass> makeConvertFp16Pass();
 std::unique_ptr<Pass> makeEliminateDeadNodesPass();
 std::unique_ptr<Pass> makeFixInputShapesPass();
@@ -35,6 +36,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"settle-shapes", makeSettleShapesPass},
       {"remove-noops", makeRemoveNoopsPass},
       {"rewrite-castlike", makeRewriteCastLikePass},
+      {"expand-new-ops", makeExpandNewOpsPass},
       {"fuse-batchnorm", makeFuseBatchNormPass},
       {"fuse-matmul-add", makeFuseMatMulAddPass},
       {"merge-transpose-reshape", makeMergeTransposeReshapePass},
