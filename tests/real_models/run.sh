@@ -18,6 +18,6 @@ fi
 status=0
 node "$here/compare.mjs" "$(dirname "$kiln")" "$work/npm/node_modules" "$work/out" || status=1
 bash "$here/simplify.sh" "$kiln" "$work/npm/node_modules" "$work/simplify" || status=1
-bash "$here/determinism.sh" "$kiln" "$work/npm/node_modules" "$work/out/ppocr_det/input.pb" "$work/determinism" \
+bash "$here/determinism.sh" "$kiln" "$work/npm/node_modules" "$work/out/ppocr_det/input.x.pb" "$work/determinism" \
   || status=1
 exit $status
