@@ -12,6 +12,7 @@ std::unique_ptr<Pass> makeConvertFp16Pass();
 std::unique_ptr<Pass> makeEliminateDeadNodesPass();
 std::unique_ptr<Pass> makeFixInputShapesPass();
 std::unique_ptr<Pass> makeFoldConstantsPass();
+std::unique_ptr<Pass> makeFoldConstantIfPass();
 std::unique_ptr<Pass> makeInferShapesPass();
 std::unique_ptr<Pass> makeQuantizeWeightsPass();
 std::unique_ptr<Pass> makeSettleShapesPass();
@@ -28,6 +29,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
       {"fix-input-shapes", makeFixInputShapesPass},
       {"fold-constants", makeFoldConstantsPass},
+      {"fold-constant-if", makeFoldConstantIfPass},
       {"infer-shapes", makeInferShapesPass},
       {"quantize-weights", makeQuantizeWeightsPass},
       {"settle-shapes", makeSettleShapesPass},

@@ -15,6 +15,10 @@ Expected<std::vector<std::string>> pipelineByName(const std::string& name) {
         // Identity/Dropout/no-op Casts first, so later pattern matches see producer → consumer
         // directly.
         "remove-noops",
+        // An If on a constant condition becomes its taken branch before anything else looks at
+        // it: dead-node elimination then drops what only the other branch read, and neither
+        // backend lowers a branch that never runs.
+        "fold-constant-if",
         // Drops nodes and initializers nothing reads, before anything spends time on them.
         "eliminate-dead-nodes",
         // User shapes go in before inference, or inference would settle on the model's dynamic
@@ -23,6 +27,9 @@ Expected<std::vector<std::string>> pipelineByName(const std::string& name) {
         // Inference and folding to a fixpoint: shape sub-graphs fold once their inputs' shapes are
         // known.
         "settle-shapes",
+        // Again, for conditions that only folding made constant (a shape test, say); the moved
+        // nodes keep the types inference gave them inside the branch.
+        "fold-constant-if",
         // Duplicate branches collapse first, so the rewrites below run once per branch, not per
         // copy.
         "eliminate-common-subexpressions",
