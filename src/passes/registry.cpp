@@ -13,6 +13,7 @@ std::unique_ptr<Pass> makeEliminateDeadNodesPass();
 std::unique_ptr<Pass> makeFixInputShapesPass();
 std::unique_ptr<Pass> makeFoldConstantsPass();
 std::unique_ptr<Pass> makeFoldConstantIfPass();
+std::unique_ptr<Pass> makeCarryLoopScanOutputsPass();
 std::unique_ptr<Pass> makeInferShapesPass();
 std::unique_ptr<Pass> makeQuantizeWeightsPass();
 std::unique_ptr<Pass> makeSettleShapesPass();
@@ -25,6 +26,7 @@ namespace {
 
 const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>& factories() {
   static const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>> table = {
+      {"carry-loop-scan-outputs", makeCarryLoopScanOutputsPass},
       {"convert-fp16", makeConvertFp16Pass},
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
       {"fix-input-shapes", makeFixInputShapesPass},
