@@ -65,7 +65,7 @@ Expected<Passed> passIn(LoweringContext& ctx, const std::vector<const Value*>& c
 Status lowerBranch(LoweringContext& ctx, uint32_t index, const Graph& g, const Passed& passed) {
   auto scope = ctx.enterSubgraph(index);
   for (size_t k = 0; k < passed.values.size(); ++k)
-    ctx.subgraphInput(passed.tensors[k], ctx.uniqueName(passed.values[k]->name() + "_param"),
+    ctx.subgraphInput(passed.tensors[k], passed.values[k]->name() + "_param",
                       passed.values[k]);
   Status s = ctx.lowerNodes(g);
   std::vector<uint32_t> results;
@@ -92,9 +92,9 @@ Status lowerIf(LoweringContext& ctx, const Node& n) {
   KILN_TRY(lowerBranch(ctx, thenIndex, thenGraph, passed));
   KILN_TRY(lowerBranch(ctx, elseIndex, elseGraph, passed));
   ctx.setNode(&n);
-  uint32_t pt = handle(ctx, ctx.uniqueName(base + "_then_partial"));
-  uint32_t pe = handle(ctx, ctx.uniqueName(base + "_else_partial"));
-  uint32_t sw = handle(ctx, ctx.uniqueName(base + "_switch"));
+  uint32_t pt = handle(ctx, base + "_then_partial");
+  uint32_t pe = handle(ctx, base + "_else_partial");
+  uint32_t sw = handle(ctx, base + "_switch");
   ctx.emit(fb::PrimitiveType_PartialFusion, partialTo(thenIndex), passed.tensors, {pt});
   ctx.emit(fb::PrimitiveType_PartialFusion, partialTo(elseIndex), passed.tensors, {pe});
   ctx.emit(fb::PrimitiveType_Switch, emptyTable<fb::Switch>(), {cond, pt, pe}, {sw});
@@ -109,7 +109,7 @@ Status lowerIf(LoweringContext& ctx, const Node& n) {
 }
 
 Expected<uint32_t> scalarConst(LoweringContext& ctx, Tensor t, const std::string& name) {
-  return ctx.constTensor(t, ctx.uniqueName(name));
+  return ctx.constTensor(t, name);
 }
 
 Status lowerLoop(LoweringContext& ctx, const Node& n) {
@@ -157,7 +157,7 @@ Status lowerLoop(LoweringContext& ctx, const Node& n) {
     std::string what = k < 3             ? fixed[k]
                        : k < 3 + carried ? body.inputs()[k - 1]->name()
                                          : passed.values[k - 3 - carried]->name();
-    return ctx.uniqueName(base + "_" + what);
+    return base + "_" + what;
   };
 
   const uint32_t condIndex = ctx.newSubgraph(base + "_cond");
@@ -172,7 +172,7 @@ Status lowerLoop(LoweringContext& ctx, const Node& n) {
   auto results = [&](const std::vector<uint32_t>& like) {
     std::vector<uint32_t> ids;
     for (size_t k = 0; k < like.size(); ++k)
-      ids.push_back(ctx.intermediate(like[k], ctx.uniqueName(paramName(k) + "_out")));
+      ids.push_back(ctx.intermediate(like[k], paramName(k) + "_out"));
     return ids;
   };
 
@@ -181,13 +181,13 @@ Status lowerLoop(LoweringContext& ctx, const Node& n) {
     auto scope = ctx.enterSubgraph(condIndex);
     ctx.setNode(&n);
     std::vector<uint32_t> p = params();
-    uint32_t below = handle(ctx, ctx.uniqueName(base + "_below_max"));
-    uint32_t go = handle(ctx, ctx.uniqueName(base + "_go_on"));
+    uint32_t below = handle(ctx, base + "_below_max");
+    uint32_t go = handle(ctx, base + "_go_on");
     ctx.emit(fb::PrimitiveType_Less, emptyTable<fb::Less>(), {p[0], p[1]}, {below});
     ctx.emit(fb::PrimitiveType_LogicalAnd, emptyTable<fb::LogicalAnd>(), {below, p[2]}, {go});
-    uint32_t pb = handle(ctx, ctx.uniqueName(base + "_body_partial"));
-    uint32_t px = handle(ctx, ctx.uniqueName(base + "_exit_partial"));
-    uint32_t sw = handle(ctx, ctx.uniqueName(base + "_loop_switch"));
+    uint32_t pb = handle(ctx, base + "_body_partial");
+    uint32_t px = handle(ctx, base + "_exit_partial");
+    uint32_t sw = handle(ctx, base + "_loop_switch");
     ctx.emit(fb::PrimitiveType_PartialFusion, partialTo(bodyIndex), p, {pb});
     ctx.emit(fb::PrimitiveType_PartialFusion, partialTo(exitIndex), p, {px});
     ctx.emit(fb::PrimitiveType_Switch, emptyTable<fb::Switch>(), {go, pb, px}, {sw});
@@ -204,7 +204,7 @@ Status lowerLoop(LoweringContext& ctx, const Node& n) {
     KILN_ASSIGN_OR_RETURN(uint32_t one, scalarConst(ctx, Tensor::fromValues<int64_t>(
                                                              DType::Int64, {}, {1}),
                                                     base + "_one"));
-    uint32_t next = ctx.intermediate(p[0], ctx.uniqueName(base + "_next_iter"));
+    uint32_t next = ctx.intermediate(p[0], base + "_next_iter");
     ctx.emit(fb::PrimitiveType_AddFusion, emptyTable<fb::AddFusion>(), {p[0], one}, {next});
     // The body's parameters stand for the ONNX body inputs and the captured values.
     auto bindParam = [&](const Value* v, uint32_t id) {
@@ -236,7 +236,7 @@ Status lowerLoop(LoweringContext& ctx, const Node& n) {
     }
     for (size_t k = 0; k < passed.values.size(); ++k)
       nextState.push_back(p[3 + carried + k]);
-    uint32_t pc = handle(ctx, ctx.uniqueName(base + "_again_partial"));
+    uint32_t pc = handle(ctx, base + "_again_partial");
     ctx.emit(fb::PrimitiveType_PartialFusion, partialTo(condIndex), nextState, {pc});
     std::vector<uint32_t> outs = results(state);
     ctx.emit(fb::PrimitiveType_Call, call(true), {pc}, outs);
@@ -252,7 +252,7 @@ Status lowerLoop(LoweringContext& ctx, const Node& n) {
   }
   // The calling graph: run cond on the initial state; the Loop's outputs are the carried values.
   ctx.setNode(&n);
-  uint32_t start = handle(ctx, ctx.uniqueName(base + "_cond_partial"));
+  uint32_t start = handle(ctx, base + "_cond_partial");
   ctx.emit(fb::PrimitiveType_PartialFusion, partialTo(condIndex), state, {start});
   std::vector<uint32_t> outs;
   for (size_t k = 0; k < state.size(); ++k) {
@@ -262,7 +262,7 @@ Status lowerLoop(LoweringContext& ctx, const Node& n) {
       KILN_ASSIGN_OR_RETURN(uint32_t id, ctx.output(v, Layout::Onnx));
       outs.push_back(id);
     } else {
-      outs.push_back(ctx.intermediate(state[k], ctx.uniqueName(paramName(k) + "_final")));
+      outs.push_back(ctx.intermediate(state[k], paramName(k) + "_final"));
     }
   }
   ctx.emit(fb::PrimitiveType_Call, call(false), {start}, std::move(outs));
