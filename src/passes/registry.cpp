@@ -14,6 +14,7 @@ std::unique_ptr<Pass> makeFixInputShapesPass();
 std::unique_ptr<Pass> makeFoldConstantsPass();
 std::unique_ptr<Pass> makeFoldConstantIfPass();
 std::unique_ptr<Pass> makeCarryLoopScanOutputsPass();
+std::unique_ptr<Pass> makeScanToLoopPass();
 std::unique_ptr<Pass> makeInferShapesPass();
 std::unique_ptr<Pass> makeQuantizeWeightsPass();
 std::unique_ptr<Pass> makeSettleShapesPass();
@@ -34,6 +35,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"fold-constant-if", makeFoldConstantIfPass},
       {"infer-shapes", makeInferShapesPass},
       {"quantize-weights", makeQuantizeWeightsPass},
+      {"scan-to-loop", makeScanToLoopPass},
       {"settle-shapes", makeSettleShapesPass},
       {"remove-noops", makeRemoveNoopsPass},
       {"rewrite-castlike", makeRewriteCastLikePass},

@@ -30,6 +30,9 @@ Expected<std::vector<std::string>> pipelineByName(const std::string& name) {
         // Again, for conditions that only folding made constant (a shape test, say); the moved
         // nodes keep the types inference gave them inside the branch.
         "fold-constant-if",
+        // A Scan becomes the Loop it is (a Gather per scan input), before its scan outputs are
+        // carried below; it needs the sequence length inference just settled.
+        "scan-to-loop",
         // Scan outputs of a Loop become carried state (the targets' loops only carry state); it
         // needs the static scan-output shapes inference just settled.
         "carry-loop-scan-outputs",
