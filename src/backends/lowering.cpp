@@ -21,7 +21,10 @@ std::string commonReason(const Node& node, const OpContext& context, bool hasRul
   if (std::string reason = ops::attributeKindReason(node, context.opset); !reason.empty())
     return reason;
   if (!hasRule) return fmt::format("no lowering for ONNX {}", node.opType());
-  if (!node.subgraphs().empty()) return fmt::format("{} with subgraphs", node.opType());
+  // If and Loop rules lower their subgraphs themselves (and check every node in them).
+  const bool ownsSubgraphs = node.opType() == "If" || node.opType() == "Loop";
+  if (!node.subgraphs().empty() && !ownsSubgraphs)
+    return fmt::format("{} with subgraphs", node.opType());
   return {};
 }
 

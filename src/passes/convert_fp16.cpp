@@ -23,6 +23,7 @@
 #include "kiln/passes/pass.h"
 #include "kiln/passes/precision_report.h"
 #include "kiln/runtime/tensor_util.h"
+#include "ops/control_flow.h"
 #include "ops/precision.h"
 
 namespace kiln {
@@ -278,6 +279,20 @@ class Lowering {
     if (lowered_.empty() && retyped == 0 && !options_.outputsFp16) return false;
     for (Node* node : order) {
       bool low = lowered_.count(node) > 0;
+      // A node with subgraphs stays fp32, and so do the bodies: outer values they read that are
+      // fp16 now come back through a Cast before the node.
+      if (!node->subgraphs().empty()) {
+        const std::vector<Graph*> own = node->subgraphs();
+        const std::vector<const Graph*> subs(own.begin(), own.end());
+        for (const Value* captured : ops::capturedValues(subs)) {
+          Value* v = const_cast<Value*>(captured);
+          if (!nowFp16.count(v)) continue;
+          Value* cast = castOf(v, DType::Float32, node, toFp32, "_fp32");
+          std::vector<Use> uses = v->uses();
+          for (const Use& use : uses)
+            if (use.user->owner() != &graph_) use.user->setInput(use.inputIndex, cast);
+        }
+      }
       for (size_t i = 0; i < node->inputs().size(); ++i) {
         Value* in = node->input(i);
         if (!in) continue;

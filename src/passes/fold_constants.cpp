@@ -5,7 +5,8 @@
 //   %b = Concat(%s, %a) {axis = 0}                →  init %b = i64[...] {...}
 //   %n = Shape(%x: f32[1,3,8,8])                  →  init %n = i64[4] {1, 3, 8, 8}
 // Outputs larger than PassContext::foldSizeLimit stay unfolded, so Tile/ConstantOfShape/Expand
-// cannot blow the model up. Random ops and nodes holding subgraphs are never folded.
+// cannot blow the model up. Random ops and nodes holding subgraphs are never folded (the nodes
+// inside their subgraphs are).
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -74,6 +75,10 @@ bool fold(Graph& graph, PassContext& context) {
   for (const auto& node : graph.nodes())
     order.push_back(node.get());
   for (Node* node : order) {
+    // Inside If branches and Loop bodies too: a target that lowers the body needs its constant
+    // axes and shapes as much as the main graph does.
+    for (Graph* sub : node->subgraphs())
+      changed |= fold(*sub, context);
     if (kNeverFold.count(node->opType()) || !node->subgraphs().empty()) continue;
     if (!node->domain().empty() && node->domain() != "ai.onnx") continue;
     bool allConstant = std::all_of(node->inputs().begin(), node->inputs().end(),

@@ -13,6 +13,9 @@ std::unique_ptr<Pass> makeConvertFp16Pass();
 std::unique_ptr<Pass> makeEliminateDeadNodesPass();
 std::unique_ptr<Pass> makeFixInputShapesPass();
 std::unique_ptr<Pass> makeFoldConstantsPass();
+std::unique_ptr<Pass> makeFoldConstantIfPass();
+std::unique_ptr<Pass> makeCarryLoopScanOutputsPass();
+std::unique_ptr<Pass> makeScanToLoopPass();
 std::unique_ptr<Pass> makeInferShapesPass();
 std::unique_ptr<Pass> makeQuantizeWeightsPass();
 std::unique_ptr<Pass> makeSettleShapesPass();
@@ -26,13 +29,16 @@ namespace {
 
 const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>& factories() {
   static const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>> table = {
+      {"carry-loop-scan-outputs", makeCarryLoopScanOutputsPass},
       {"convert-fp16", makeConvertFp16Pass},
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
       {"expand-rnn", makeExpandRnnPass},
       {"fix-input-shapes", makeFixInputShapesPass},
       {"fold-constants", makeFoldConstantsPass},
+      {"fold-constant-if", makeFoldConstantIfPass},
       {"infer-shapes", makeInferShapesPass},
       {"quantize-weights", makeQuantizeWeightsPass},
+      {"scan-to-loop", makeScanToLoopPass},
       {"settle-shapes", makeSettleShapesPass},
       {"remove-noops", makeRemoveNoopsPass},
       {"rewrite-castlike", makeRewriteCastLikePass},

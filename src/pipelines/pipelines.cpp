@@ -15,6 +15,10 @@ Expected<std::vector<std::string>> pipelineByName(const std::string& name) {
         // Identity/Dropout/no-op Casts first, so later pattern matches see producer → consumer
         // directly.
         "remove-noops",
+        // An If on a constant condition becomes its taken branch before anything else looks at
+        // it: dead-node elimination then drops what only the other branch read, and neither
+        // backend lowers a branch that never runs.
+        "fold-constant-if",
         // Drops nodes and initializers nothing reads, before anything spends time on them.
         "eliminate-dead-nodes",
         // User shapes go in before inference, or inference would settle on the model's dynamic
@@ -26,6 +30,15 @@ Expected<std::vector<std::string>> pipelineByName(const std::string& name) {
         // Inference and folding to a fixpoint: shape sub-graphs fold once their inputs' shapes are
         // known.
         "settle-shapes",
+        // Again, for conditions that only folding made constant (a shape test, say); the moved
+        // nodes keep the types inference gave them inside the branch.
+        "fold-constant-if",
+        // A Scan becomes the Loop it is (a Gather per scan input), before its scan outputs are
+        // carried below; it needs the sequence length inference just settled.
+        "scan-to-loop",
+        // Scan outputs of a Loop become carried state (the targets' loops only carry state); it
+        // needs the static scan-output shapes inference just settled.
+        "carry-loop-scan-outputs",
         // Duplicate branches collapse first, so the rewrites below run once per branch, not per
         // copy.
         "eliminate-common-subexpressions",

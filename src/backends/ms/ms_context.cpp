@@ -276,7 +276,7 @@ Expected<uint32_t> LoweringContext::input(const Value* v, Layout layout) {
   n.attributes = emptyTable<fb::Transpose>();
   n.inputs = {from, *perm};
   n.outputs = {to};
-  out_.nodes.push_back(std::move(n));
+  pushNode(std::move(n));
   node_ = saved;
   (toNhwc ? s.nhwc : s.onnx) = to;
   return to;
@@ -558,7 +558,7 @@ void LoweringContext::emit(fb::PrimitiveType type, AttrBuilder attrs, std::vecto
   n.inputs = std::move(inputs);
   n.outputs = std::move(outputs);
   n.quantType = quantized ? 4 : 0;
-  out_.nodes.push_back(std::move(n));
+  pushNode(std::move(n));
 }
 
 Expected<std::optional<std::vector<int64_t>>>

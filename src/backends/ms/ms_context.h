@@ -113,6 +113,7 @@ class LoweringContext {
   }
   // `to` stands for `from` from now on (Identity, Dropout, a Clip without bounds).
   void setAlias(const Value* from, const Value* to) { alias_[from] = resolve(to); }
+  void clearAlias(const Value* v) { alias_.erase(v); }
   std::optional<Const> constOf(const Value* v) const;
   int rankOf(const Value* v) const {
     v = resolve(v);
@@ -212,6 +213,32 @@ class LoweringContext {
   // --- nodes
   void emit(fb::PrimitiveType type, AttrBuilder attrs, std::vector<uint32_t> inputs,
             std::vector<uint32_t> outputs, bool quantized = false);
+  // --- subgraphs (control flow, ops/control_flow.cpp; ms.md §4.2)
+  // A new (empty) subgraph; the main graph is 0. Its index is what PartialFusion names.
+  uint32_t newSubgraph(const std::string& name);
+  // What entering a subgraph sets aside; leaveSubgraph puts it back.
+  struct SubgraphScope {
+    uint32_t subgraph = 0;
+    const Node* node = nullptr;
+    std::unordered_map<const Value*, Slots> slots;
+    std::unordered_map<const Value*, const Value*> alias;
+    std::map<std::pair<const Value*, int>, uint32_t> constCache;
+    std::optional<uint32_t> permToNhwc, permToNchw;
+  };
+  // Nodes emitted from now on belong to subgraph `index`; constants are made afresh in it.
+  SubgraphScope enterSubgraph(uint32_t index);
+  void leaveSubgraph(SubgraphScope scope);
+  // A parameter of the current subgraph shaped like tensor `like`, standing for `v` (when given).
+  uint32_t subgraphInput(uint32_t like, const std::string& name, const Value* v = nullptr);
+  void setSubgraphOutputs(std::vector<uint32_t> outputs);
+  // Every node of `g` through its rule, into the current subgraph (a failure is returned).
+  Status lowerNodes(const Graph& g);
+  // A subgraph result for `v`: its tensor, or a node-made copy when `v` is a constant or already
+  // a result (ms.md §6.1: results other than parameters are produced by a node).
+  Expected<uint32_t> subgraphResult(const Value* v, const std::vector<uint32_t>& taken);
+  void setNode(const Node* n) { node_ = n; }
+  uint32_t subgraphCount() const { return static_cast<uint32_t>(subgraphs_.size()); }
+
   int activationFor(const Node& n) const {
     auto it = fusedActivation_.find(&n);
     return it == fusedActivation_.end() ? fb::ActivationType_NO_ACTIVATION : it->second.second;
@@ -244,6 +271,13 @@ class LoweringContext {
   std::unordered_map<const Node*, std::pair<const Node*, int>> fusedActivation_;
   std::set<const Node*> folded_;
   std::optional<uint32_t> permToNhwc_, permToNchw_;
+  // Subgraphs of a control-flow model (subgraphs_[0] is the main graph) and the one nodes go to.
+  std::vector<MsSubGraph> subgraphs_ = {MsSubGraph{}};
+  uint32_t current_ = 0;
+  void pushNode(MsNode n) {
+    subgraphs_[current_].nodes.push_back(static_cast<uint32_t>(out_.nodes.size()));
+    out_.nodes.push_back(std::move(n));
+  }
 };
 
 using MsLoweringRule = lowering::LoweringRule<LoweringContext>;

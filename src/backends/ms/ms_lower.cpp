@@ -182,6 +182,86 @@ Status LoweringContext::lowerOutputs() {
   return Status::ok();
 }
 
+uint32_t LoweringContext::newSubgraph(const std::string& name) {
+  MsSubGraph sub;
+  // The converter's naming (ms.md §4.2): subgraph_<index>_<graph name>.
+  sub.name = fmt::format("subgraph_{}_{}", subgraphs_.size(), name);
+  subgraphs_.push_back(std::move(sub));
+  return static_cast<uint32_t>(subgraphs_.size() - 1);
+}
+
+LoweringContext::SubgraphScope LoweringContext::enterSubgraph(uint32_t index) {
+  SubgraphScope saved{current_, node_, slots_, alias_, std::move(constCache_),
+                      permToNhwc_, permToNchw_};
+  constCache_.clear();
+  permToNhwc_.reset();
+  permToNchw_.reset();
+  current_ = index;
+  return saved;
+}
+
+void LoweringContext::leaveSubgraph(SubgraphScope scope) {
+  current_ = scope.subgraph;
+  node_ = scope.node;
+  slots_ = std::move(scope.slots);
+  alias_ = std::move(scope.alias);
+  constCache_ = std::move(scope.constCache);
+  permToNhwc_ = scope.permToNhwc;
+  permToNchw_ = scope.permToNchw;
+}
+
+uint32_t LoweringContext::subgraphInput(uint32_t like, const std::string& name, const Value* v) {
+  MsTensor t = out_.tensors[like];
+  t.name = name;
+  t.nodeType = kNodeCNode;
+  t.data.reset();
+  t.quantParams.clear();
+  t.isQuantizedWeight = false;
+  t.compressType = 0;
+  uint32_t id = addTensor(std::move(t));
+  subgraphs_[current_].inputs.push_back(id);
+  if (v) {
+    alias_.erase(v);
+    slots_[v] = Slots{id, std::nullopt};
+  }
+  return id;
+}
+
+void LoweringContext::setSubgraphOutputs(std::vector<uint32_t> outputs) {
+  subgraphs_[current_].outputs = std::move(outputs);
+}
+
+Status LoweringContext::lowerNodes(const Graph& g) {
+  size_t position = 0;
+  for (const auto& node : g.nodes()) {
+    ++position;
+    node_ = node.get();
+    Status s = msLoweringRules().find(node->opType())->lower(*this, *node);
+    if (!s)
+      return Status(s.code(), fmt::format("{}: {}", lowering::nodeLabel(*node, position),
+                                          s.message()),
+                    s.hint());
+  }
+  return Status::ok();
+}
+
+Expected<uint32_t> LoweringContext::subgraphResult(const Value* v,
+                                                   const std::vector<uint32_t>& taken) {
+  const Value* src = resolve(v);
+  KILN_ASSIGN_OR_RETURN(uint32_t id, input(src, Layout::Onnx));
+  const bool isConst = constOf(src).has_value();
+  if (!isConst && std::find(taken.begin(), taken.end(), id) == taken.end()) return id;
+  // A constant or a repeated result: a Reshape copies it into a tensor of its own.
+  auto shape = staticShape(src);
+  if (!shape)
+    return bad("subgraph result '{}' is a copy of '{}' with an unknown shape", v->name(),
+               src->name());
+  uint32_t copy = intermediate(id, uniqueName(v->name() + "_result"));
+  emit(fb::PrimitiveType_Reshape, emptyTable<fb::Reshape>(),
+       {id, intConst(*shape, v->name() + "_result_shape")}, {copy});
+  return copy;
+}
+
 Expected<MsGraph> LoweringContext::run(std::vector<lowering::Refusal>* refusalsOut) {
   // 1. What the rules refuse from the nodes alone, all at once.
   std::vector<lowering::Refusal> refusals = checkGraph(graph_, opset_);
@@ -217,6 +297,13 @@ Expected<MsGraph> LoweringContext::run(std::vector<lowering::Refusal>* refusalsO
   if (!refusals.empty()) return finish(Status::ok());
 
   if (Status s = lowerOutputs(); !s) return finish(s);
+  if (subgraphs_.size() > 1) { // control flow: every subgraph, main first
+    subgraphs_[0].name = fmt::format("subgraph_0_{}", graph_.name().empty() ? "main_graph"
+                                                                            : graph_.name());
+    subgraphs_[0].inputs = out_.inputs;
+    subgraphs_[0].outputs = out_.outputs;
+    out_.subgraphs = std::move(subgraphs_);
+  }
   if (refusalsOut) refusalsOut->clear();
   return std::move(out_);
 }

@@ -67,12 +67,24 @@ struct MsNode {
   int quantType = 0; // 4 = QUANT_WEIGHT when an input is a quantized weight
 };
 
+// One SubGraph of a control-flow model (ms.md §4.2): its parameters, results and nodes (indices
+// into MsGraph::nodes, in execution order). Subgraph 0 is the main graph.
+struct MsSubGraph {
+  std::string name;
+  std::vector<uint32_t> inputs;
+  std::vector<uint32_t> outputs;
+  std::vector<uint32_t> nodes;
+};
+
 struct MsGraph {
   std::string name;
   std::vector<MsTensor> tensors;
   std::vector<MsNode> nodes; // execution order
   std::vector<uint32_t> inputs;
   std::vector<uint32_t> outputs;
+  // Empty for a single-graph model (one SubGraph with every node and tensor); otherwise every
+  // subgraph, main first, with PartialFusion nodes naming the others by index.
+  std::vector<MsSubGraph> subgraphs;
 };
 
 // Lowers ONNX-semantics IR to .ms ops: NHWC 4-D activations (graph inputs/outputs keep the ONNX

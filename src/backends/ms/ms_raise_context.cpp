@@ -4,6 +4,7 @@
 // node is raised by its family's rule (ops/<family>_raise.cpp), found by PrimitiveType name.
 #include "ms_raise_context.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -554,10 +555,24 @@ Expected<Model> RaisingContext::read() {
 
   std::vector<uint32_t> order;
   auto subgraphs = meta_->subGraph();
-  if (subgraphs && subgraphs->size() > 1)
-    return unsupported("the model has {} subgraphs (control flow); kiln reads single-graph models",
-                       subgraphs->size());
-  if (subgraphs && subgraphs->size() == 1 && subgraphs->Get(0) &&
+  // Control flow: subgraph parameters are neither constants nor produced by a node.
+  std::set<uint32_t> params;
+  if (subgraphs)
+    for (uint32_t s = 1; s < subgraphs->size(); ++s) {
+      const msfb::SubGraph* sub = subgraphs->Get(s);
+      if (!sub) return invalid("subgraph {} is null", s);
+      if (sub->inputIndices())
+        for (uint32_t i : *sub->inputIndices()) {
+          if (i >= count) return invalid("subgraph {} names tensor {}", s, i);
+          params.insert(i);
+        }
+      if (sub->nodeIndices())
+        for (uint32_t n : *sub->nodeIndices())
+          if (n >= meta_->nodes()->size())
+            return invalid("subgraph {} names node {}, but the model has {} nodes", s, n,
+                           meta_->nodes()->size());
+    }
+  if (subgraphs && subgraphs->size() >= 1 && subgraphs->Get(0) &&
       subgraphs->Get(0)->nodeIndices()) {
     for (uint32_t n : *subgraphs->Get(0)->nodeIndices()) {
       if (n >= meta_->nodes()->size())
@@ -573,18 +588,25 @@ Expected<Model> RaisingContext::read() {
   // Which tensors nodes produce; the rest that are not graph inputs are constants.
   std::set<uint32_t> produced, inputs;
   if (meta_->inputIndex()) inputs.insert(meta_->inputIndex()->begin(), meta_->inputIndex()->end());
-  for (uint32_t n : order) {
+  // Every node of every subgraph: a subgraph's nodes produce tensors too.
+  std::vector<uint32_t> all = order;
+  if (subgraphs && subgraphs->size() > 1) {
+    all.clear();
+    for (uint32_t n = 0; n < meta_->nodes()->size(); ++n)
+      all.push_back(n);
+  }
+  for (uint32_t n : all) {
     const msfb::CNode* node = meta_->nodes()->Get(n);
     if (node->outputIndex())
       for (uint32_t o : *node->outputIndex())
         if (!produced.insert(o).second)
           return invalid("tensor '{}' is produced by more than one node", tensorName(o));
   }
-  for (uint32_t n : order) {
+  for (uint32_t n : all) {
     const msfb::CNode* node = meta_->nodes()->Get(n);
     if (node->inputIndex())
       for (uint32_t i : *node->inputIndex())
-        if (!produced.count(i) && !inputs.count(i)) constant_.insert(i);
+        if (!produced.count(i) && !inputs.count(i) && !params.count(i)) constant_.insert(i);
   }
 
   std::vector<uint32_t> inputOrder;
@@ -634,6 +656,85 @@ Expected<Model> RaisingContext::read() {
     g_->addOutput(v);
   }
   return std::move(model_);
+}
+
+Expected<Value*> RaisingContext::valueOf(uint32_t t) {
+  if (auto it = values_.find(t); it != values_.end()) return it->second;
+  if (!isConstant(t))
+    return invalid("node '{}' reads tensor '{}' before any node produces it", nodeName_,
+                   tensorName(t));
+  auto key = std::make_pair(t, RaiseConstRequest{}.key());
+  if (auto it = constants_.find(key); it != constants_.end()) return it->second;
+  KILN_ASSIGN_OR_RETURN(Tensor value, decodeConstant(t, {}));
+  Value* v = g_->addInitializer(fresh(tensorName(t)), std::move(value));
+  constants_[key] = v;
+  return v;
+}
+
+Expected<std::shared_ptr<Graph>> RaisingContext::readSubgraph(int64_t index,
+                                                              const std::vector<Value*>& bound,
+                                                              size_t dropTail,
+                                                              const std::vector<uint32_t>& outputs) {
+  const msfb::SubGraph* sub = subgraph(index);
+  if (!sub || index == 0)
+    return invalid("node '{}' names subgraph {}, which the model does not have", nodeName_, index);
+  // What reading another subgraph changes, put back afterwards.
+  Graph* savedGraph = g_;
+  auto savedConstants = std::move(constants_);
+  const msfb::CNode* savedNode = node_;
+  auto savedOwn = ownValues_;
+  std::string savedName = nodeName_, savedOp = opName_;
+  DType savedFloat = floatType_;
+  auto restore = [&] {
+    g_ = savedGraph;
+    constants_ = std::move(savedConstants);
+    node_ = savedNode;
+    ownValues_ = std::move(savedOwn);
+    nodeName_ = std::move(savedName);
+    opName_ = std::move(savedOp);
+    floatType_ = savedFloat;
+  };
+  auto g = std::make_shared<Graph>(sub->name() ? sub->name()->str() : fmt::format("subgraph_{}",
+                                                                                   index),
+                                   g_);
+  g_ = g.get();
+  constants_.clear();
+  Status status = [&]() -> Status {
+    if (sub->inputIndices())
+      for (uint32_t k = 0; k < sub->inputIndices()->size(); ++k) {
+        uint32_t t = sub->inputIndices()->Get(k);
+        if (k < bound.size() && bound[k]) {
+          values_[t] = bound[k];
+          continue;
+        }
+        std::vector<Dim> shape;
+        for (int64_t d : dims(t))
+          shape.push_back(d >= 0 ? Dim::known(d) : Dim());
+        Value* v = g_->addValue(fresh(tensorName(t)));
+        if (auto dt = ms::dtypeOfTypeId(tensor(t)->dataType()))
+          v->setType(ValueType::tensor(*dt, Shape(shape)));
+        g_->addInput(v);
+        values_[t] = v;
+      }
+    size_t count = sub->nodeIndices() ? sub->nodeIndices()->size() : 0;
+    if (dropTail > count) return invalid("subgraph {} has too few nodes", index);
+    for (size_t i = 0; i + dropTail < count; ++i)
+      KILN_TRY(readNode(meta_->nodes()->Get(sub->nodeIndices()->Get(i))));
+    for (uint32_t t : outputs) {
+      KILN_ASSIGN_OR_RETURN(Value * v, valueOf(t));
+      // ONNX subgraph results are values the subgraph defines, each once.
+      if (v->owner() != g_ || std::count(g_->outputs().begin(), g_->outputs().end(), v)) {
+        Node* copy = g_->appendNode("Identity", {v}, {fresh(tensorName(t) + "_result")});
+        copy->output(0)->setType(v->type());
+        v = copy->output(0);
+      }
+      g_->addOutput(v);
+    }
+    return Status::ok();
+  }();
+  restore();
+  if (!status) return status;
+  return g;
 }
 
 namespace {

@@ -109,6 +109,43 @@ class RaisingContext {
                               float minVal = 0, float maxVal = 0, bool approximate = false);
   Status bind(size_t outPos, Value* v);
 
+  // --- control flow (ops/control_flow.cpp): PartialFusion and Switch only note what they name;
+  // the Call that runs them becomes an If or a Loop.
+  struct Partial {
+    int64_t subgraph = 0;
+    std::vector<uint32_t> args;
+  };
+  struct SwitchOf {
+    uint32_t cond = 0, onTrue = 0, onFalse = 0;
+  };
+  void notePartial(uint32_t out, int64_t subgraph, std::vector<uint32_t> args) {
+    partials_[out] = Partial{subgraph, std::move(args)};
+  }
+  void noteSwitch(uint32_t out, SwitchOf s) { switches_[out] = s; }
+  const Partial* partialOf(uint32_t t) const {
+    auto it = partials_.find(t);
+    return it == partials_.end() ? nullptr : &it->second;
+  }
+  const SwitchOf* switchOf(uint32_t t) const {
+    auto it = switches_.find(t);
+    return it == switches_.end() ? nullptr : &it->second;
+  }
+  Status raiseIf(const SwitchOf& s);
+  Status raiseLoop(const Partial& start);
+  const msfb::SubGraph* subgraph(int64_t index) const {
+    auto list = meta_->subGraph();
+    return list && index >= 0 && index < int64_t(list->size()) ? list->Get(index) : nullptr;
+  }
+  const msfb::CNode* nodeAt(uint32_t n) const { return meta_->nodes()->Get(n); }
+  // The value of tensor `t` here: what produced it, or its decoded constant.
+  Expected<Value*> valueOf(uint32_t t);
+  // Subgraph `index` as an IR graph nested in the current one: parameter k reads bound[k] when
+  // set (an outer value), else becomes a graph input; its nodes but the last `dropTail` are read;
+  // `outputs` (tensors) are its results.
+  Expected<std::shared_ptr<Graph>> readSubgraph(int64_t index, const std::vector<Value*>& bound,
+                                                size_t dropTail,
+                                                const std::vector<uint32_t>& outputs);
+
   // --- one-op raisings shared by several families (inputs as they come, output 0) ---
   Status binary(const std::string& op, msfb::ActivationType act);
   Status unary(const std::string& op, Node::AttributeList attrs = {});
@@ -147,6 +184,8 @@ class RaisingContext {
   std::set<uint32_t> constant_;
   std::map<std::pair<uint32_t, std::string>, Value*> constants_; // decoded constants by request
   std::map<std::string, std::shared_ptr<const MappedFile>> sideFiles_;
+  std::map<uint32_t, Partial> partials_;
+  std::map<uint32_t, SwitchOf> switches_;
   // The node being read.
   const msfb::CNode* node_ = nullptr;
   std::string nodeName_;

@@ -167,6 +167,16 @@ Expected<std::string> msBufferToText(const uint8_t* data, size_t size) {
       out += "\n";
     }
   out += fmt::format("outputs ({})\n", indexList(graph->outputIndex()));
+  // Control flow: which nodes and parameters each subgraph holds (one subgraph is all of them).
+  if (graph->subGraph() && graph->subGraph()->size() > 1)
+    for (flatbuffers::uoffset_t i = 0; i < graph->subGraph()->size(); ++i) {
+      const fb::SubGraph* sub = graph->subGraph()->Get(i);
+      out += fmt::format("subgraph {} '{}' ({}) -> ({}) nodes [{}]\n", i,
+                         sub->name() ? sub->name()->str() : "", indexList(sub->inputIndices()),
+                         indexList(sub->outputIndices()),
+                         sub->nodeIndices() ? fmt::format("{}", fmt::join(*sub->nodeIndices(), ","))
+                                            : std::string());
+    }
   return out;
 }
 

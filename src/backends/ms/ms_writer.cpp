@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <ostream>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -200,20 +201,36 @@ Expected<flatbuffers::DetachedBuffer> serialize(const MsGraph& g, const MsWriteO
                                     b.CreateVector(n.outputs),
                                     static_cast<fb::QuantType>(n.quantType)));
   }
-  std::vector<uint32_t> nodeIndices(g.nodes.size()), tensorIndices(g.tensors.size());
-  for (uint32_t i = 0; i < nodeIndices.size(); ++i)
-    nodeIndices[i] = i;
-  for (uint32_t i = 0; i < tensorIndices.size(); ++i)
-    tensorIndices[i] = i;
-  auto subgraph = fb::CreateSubGraph(
-      b, b.CreateString(fmt::format("subgraph_0_{}", g.name.empty() ? "main_graph" : g.name)),
-      b.CreateVector(g.inputs), b.CreateVector(g.outputs), b.CreateVector(nodeIndices),
-      b.CreateVector(tensorIndices));
+  std::vector<flatbuffers::Offset<fb::SubGraph>> subgraphList;
+  if (g.subgraphs.empty()) {
+    std::vector<uint32_t> nodeIndices(g.nodes.size()), tensorIndices(g.tensors.size());
+    for (uint32_t i = 0; i < nodeIndices.size(); ++i)
+      nodeIndices[i] = i;
+    for (uint32_t i = 0; i < tensorIndices.size(); ++i)
+      tensorIndices[i] = i;
+    subgraphList.push_back(fb::CreateSubGraph(
+        b, b.CreateString(fmt::format("subgraph_0_{}", g.name.empty() ? "main_graph" : g.name)),
+        b.CreateVector(g.inputs), b.CreateVector(g.outputs), b.CreateVector(nodeIndices),
+        b.CreateVector(tensorIndices)));
+  }
+  for (const ms::MsSubGraph& sub : g.subgraphs) {
+    // Every tensor the subgraph touches: its parameters, results and its nodes' tensors.
+    std::set<uint32_t> touched(sub.inputs.begin(), sub.inputs.end());
+    touched.insert(sub.outputs.begin(), sub.outputs.end());
+    for (uint32_t n : sub.nodes) {
+      touched.insert(g.nodes[n].inputs.begin(), g.nodes[n].inputs.end());
+      touched.insert(g.nodes[n].outputs.begin(), g.nodes[n].outputs.end());
+    }
+    std::vector<uint32_t> tensorIndices(touched.begin(), touched.end());
+    subgraphList.push_back(fb::CreateSubGraph(
+        b, b.CreateString(sub.name), b.CreateVector(sub.inputs), b.CreateVector(sub.outputs),
+        b.CreateVector(sub.nodes), b.CreateVector(tensorIndices)));
+  }
   auto graphName = b.CreateString(g.name);
   auto version = b.CreateString(options.version);
   auto allTensors = b.CreateVector(tensors);
   auto allNodes = b.CreateVector(nodes);
-  auto subgraphs = b.CreateVector(std::vector<flatbuffers::Offset<fb::SubGraph>>{subgraph});
+  auto subgraphs = b.CreateVector(subgraphList);
   auto inputs = b.CreateVector(g.inputs);
   auto outputs = b.CreateVector(g.outputs);
   auto root = fb::CreateMetaGraph(b, graphName, version, /*fmkType ONNX*/ 2, inputs, outputs, 0,

@@ -582,8 +582,7 @@ Expected<LoweredModel> Lowerer::run(std::vector<lowering::Refusal>* refusalsOut)
   def.set_version(kOmProtoVersion);
   graph_ = def.add_graph();
   graph_->set_name(name);
-  for (const auto& n : g.nodes())
-    if (!n->name().empty()) reserved_.insert(n->name()); // node names stay as they are
+  reserveNodeNames(g); // node names (subgraphs' too) stay as they are
   opNames_.insert("Node_Output");
 
   // Data ops for the graph inputs, Const ops for the initializers.
@@ -624,23 +623,7 @@ Expected<LoweredModel> Lowerer::run(std::vector<lowering::Refusal>* refusalsOut)
       out_.inputs.back().dims.push_back(x);
     ++index;
   }
-  for (const Value* v : g.initializers()) {
-    if (!v->hasUses() && !v->isGraphOutput()) continue;
-    std::string opName = uniqueOpName(v->name());
-    Port p = emitConst(opName, v->initializer());
-    graph_->mutable_op(graph_->op_size() - 1)->mutable_output_desc(0)->set_name(v->name());
-    sources_[v] = p.src;
-  }
-  int unnamed = 0;
-  for (const auto& n : g.nodes()) {
-    node = n.get();
-    nodeName_ = n->name();
-    while (nodeName_.empty() ||
-           (n->name().empty() && (reserved_.count(nodeName_) || opNames_.count(nodeName_))))
-      nodeName_ = fmt::format("{}_{}", n->opType(), unnamed++);
-    reserved_.insert(nodeName_);
-    if (Status s = omLoweringRules().find(n->opType())->lower(*this, *n); !s) return s;
-  }
+  if (Status s = lowerNodes(g); !s) return s;
   // float64 outputs computed in float32 are cast back, so the model keeps its declared types.
   for (const Value* v : g.outputs()) {
     auto it = sources_.find(v);
@@ -700,6 +683,82 @@ Expected<LoweredModel> Lowerer::run(std::vector<lowering::Refusal>* refusalsOut)
   }
   out_.memorySize = memorySize_;
   return std::move(out_);
+}
+
+void Lowerer::reserveNodeNames(const Graph& g) {
+  for (const auto& n : g.nodes()) {
+    if (!n->name().empty()) reserved_.insert(n->name());
+    for (const Graph* sub : n->subgraphs())
+      reserveNodeNames(*sub);
+  }
+}
+
+Status Lowerer::lowerNodes(const Graph& g) {
+  for (const Value* v : g.initializers()) {
+    if (!v->hasUses() && !v->isGraphOutput()) continue;
+    std::string opName = uniqueOpName(v->name());
+    Port p = emitConst(opName, v->initializer());
+    graph_->mutable_op(graph_->op_size() - 1)->mutable_output_desc(0)->set_name(v->name());
+    sources_[v] = p.src;
+  }
+  for (const auto& n : g.nodes()) {
+    node = n.get();
+    nodeName_ = n->name();
+    while (nodeName_.empty() ||
+           (n->name().empty() && (reserved_.count(nodeName_) || opNames_.count(nodeName_))))
+      nodeName_ = fmt::format("{}_{}", n->opType(), unnamed_++);
+    reserved_.insert(nodeName_);
+    if (Status s = omLoweringRules().find(n->opType())->lower(*this, *n); !s) return s;
+  }
+  return Status::ok();
+}
+
+Lowerer::SubgraphScope Lowerer::beginSubgraph(const std::string& name) {
+  SubgraphScope saved{graph_, sources_, node, nodeName_};
+  graph_ = out_.modelDef.add_graph();
+  graph_->set_name(uniqueOpName(name));
+  return saved;
+}
+
+void Lowerer::endSubgraph(SubgraphScope scope) {
+  graph_ = scope.graph;
+  sources_ = std::move(scope.sources);
+  node = scope.node;
+  nodeName_ = std::move(scope.nodeName);
+}
+
+Port Lowerer::subgraphData(const std::string& name, DType dtype, const Shape& shape,
+                           int64_t index, int64_t parentIndex) {
+  OpDef* o = graph_->add_op();
+  std::string opName = uniqueOpName(name);
+  o->set_name(opName);
+  o->set_type("Data");
+  o->set_id(nextId_++);
+  o->set_has_out_attr(true);
+  o->add_input("");
+  (*o->mutable_attr())["index"] = attrI(index);
+  (*o->mutable_attr())["_parent_node_index"] = attrI(parentIndex);
+  fillDesc(o->add_input_desc(), dtype, shape, "ND");
+  auto* d = o->add_output_desc();
+  fillDesc(d, dtype, shape, "ND");
+  d->set_name(name);
+  graph_->add_input(opName + ":0");
+  return Port{opName + ":0", dtype, shape};
+}
+
+void Lowerer::subgraphOutput(const std::vector<Port>& outputs, bool toParent) {
+  OpDef* netOutput = graph_->add_op();
+  netOutput->set_name(uniqueOpName(graph_->name() + "_Node_Output"));
+  netOutput->set_type("NetOutput");
+  netOutput->set_id(nextId_++);
+  netOutput->set_has_out_attr(true);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    netOutput->add_input(outputs[i].src);
+    auto* d = netOutput->add_input_desc();
+    fillDesc(d, outputs[i].dtype, outputs[i].shape, "ND");
+    if (toParent) (*d->mutable_attr())["_parent_node_index"] = attrI(static_cast<int64_t>(i));
+    graph_->add_output(outputs[i].src);
+  }
 }
 
 Expected<LoweredModel> lowerModel(const Model& model, const OmWriteOptions& options,

@@ -118,8 +118,32 @@ class Lowerer {
   // (graph inputs are cast on entry, outputs cast back: see Lowerer::run).
   DType onChip(DType t) const { return narrowF64_ && t == DType::Float64 ? DType::Float32 : t; }
 
+  // --- subgraphs (control flow, ops/control_flow.cpp): a GraphDef of the model's flat list.
+  struct SubgraphScope {
+    ge::proto::GraphDef* graph = nullptr;
+    std::map<const Value*, std::string> sources;
+    const Node* node = nullptr;
+    std::string nodeName;
+  };
+  // Starts GraphDef `name` (unique among op names): ops go there until endSubgraph.
+  SubgraphScope beginSubgraph(const std::string& name);
+  void endSubgraph(SubgraphScope scope);
+  // Data op `index` of the current subgraph, for input `parentIndex` of the op holding it.
+  Port subgraphData(const std::string& name, DType dtype, const Shape& shape, int64_t index,
+                    int64_t parentIndex);
+  // The ops of `g` (its initializers as Consts, then its nodes) into the current graph.
+  Status lowerNodes(const Graph& g);
+  // The current subgraph's NetOutput; `toParent` numbers its inputs as the parent's outputs.
+  void subgraphOutput(const std::vector<Port>& outputs, bool toParent);
+  const std::string& graphName() const { return graph_->name(); }
+  Port source(const Value* v) const {
+    auto it = sources_.find(v);
+    return it == sources_.end() ? Port{} : Port{it->second, v->dtype(), v->shape()};
+  }
+
  private:
   std::string uniqueOpName(const std::string& base);
+  void reserveNodeNames(const Graph& g);
   Port emitConst(const std::string& name, const Tensor& t);
   std::string externalFileName(const std::string& opName);
 
@@ -134,6 +158,7 @@ class Lowerer {
   std::set<std::string> externalNames_;
   std::string nodeName_;
   int64_t nextId_ = 0;
+  int unnamed_ = 0;
   uint64_t memorySize_ = 0;
   bool narrowF64_ = false;
 };
@@ -193,6 +218,30 @@ class Raiser {
     return d.layout() == "NC1HWC0" || d.layout() == "FRACTAL_Z";
   }
 
+  // Subgraphs (ops/control_flow.cpp).
+  void setModelDef(const ge::proto::ModelDef* def) { modelDef_ = def; }
+  const ge::proto::GraphDef* findGraph(const std::string& name) const {
+    if (!modelDef_) return nullptr;
+    for (const auto& g : modelDef_->graph())
+      if (g.name() == name) return &g;
+    return nullptr;
+  }
+  // A raiser for a subgraph of this graph (same weights, same model).
+  Raiser child(Graph& graph) const {
+    Raiser r(graph, weights_, weightsSize_, baseDir_, displayName_);
+    r.modelDef_ = modelDef_;
+    return r;
+  }
+  // Data `index` k reads bound[k] when set (an outer value) instead of becoming a graph input;
+  // only the NetOutput inputs `keep` lists become graph outputs (all when empty).
+  void bindData(std::vector<Value*> bound, std::vector<int> keep) {
+    boundData_ = std::move(bound);
+    keepOutputs_ = std::move(keep);
+  }
+  // An ONNX node whose `count` outputs are the op's outputs first..first+count-1.
+  Node* emitOutputs(const OpDef& op, const std::string& type, const std::vector<Value*>& inputs,
+                    int first, int count);
+
   Status raiseConst(const OpDef& op);
   Status raiseFileConstant(const OpDef& op);
   const std::string& displayName() const { return displayName_; }
@@ -211,6 +260,9 @@ class Raiser {
   std::string baseDir_;
   std::string displayName_;
   std::map<std::string, Value*> sources_;
+  const ge::proto::ModelDef* modelDef_ = nullptr;
+  std::vector<Value*> boundData_;
+  std::vector<int> keepOutputs_;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -30,6 +30,21 @@ Node* Raiser::emit(const OpDef& op, const std::string& type, const std::vector<V
   return node;
 }
 
+Node* Raiser::emitOutputs(const OpDef& op, const std::string& type,
+                          const std::vector<Value*>& inputs, int first, int count) {
+  std::vector<std::string> names;
+  for (int i = 0; i < count; ++i)
+    names.push_back(outputName(op, first + i));
+  Node* node = graph_.appendNode(type, inputs, names);
+  node->setName(op.name());
+  for (int i = 0; i < count; ++i) {
+    if (first + i < op.output_desc_size())
+      node->output(i)->setType(descType(op.output_desc(first + i)));
+    sources_[fmt::format("{}:{}", op.name(), first + i)] = node->output(i);
+  }
+  return node;
+}
+
 Status Raiser::unsupported(const OpDef& op, const std::string& why) const {
   return Status(ErrorCode::OmReadUnsupported,
                 fmt::format("{}: op '{}' (type {}): {}", displayName_, op.name(), op.type(), why),
@@ -165,6 +180,12 @@ Status Raiser::raise(const ge::proto::GraphDef& g) {
     return getI(*a, "index", 0) < getI(*b, "index", 0);
   });
   for (const OpDef* op : datas) {
+    const int64_t index = getI(*op, "index", -1);
+    if (index >= 0 && static_cast<size_t>(index) < boundData_.size() &&
+        boundData_[static_cast<size_t>(index)]) {
+      sources_[op->name() + ":0"] = boundData_[static_cast<size_t>(index)];
+      continue;
+    }
     Value* v = graph_.addValue(graph_.uniqueName(op->name()));
     if (op->output_desc_size())
       v->setType(descType(op->output_desc(0)));
@@ -229,7 +250,16 @@ Status Raiser::raise(const ge::proto::GraphDef& g) {
     return Status(ErrorCode::OmFileInvalid,
                   fmt::format("{}: graph '{}' has no NetOutput op", displayName_, g.name()),
                   "the file is damaged; convert the model again");
-  for (int i = 0; i < netOutput->input_size(); ++i) {
+  std::vector<int> kept = keepOutputs_;
+  if (kept.empty())
+    for (int i = 0; i < netOutput->input_size(); ++i)
+      kept.push_back(i);
+  for (int i : kept) {
+    if (i >= netOutput->input_size())
+      return Status(ErrorCode::OmFileInvalid,
+                    fmt::format("{}: graph '{}' has {} outputs, fewer than its op needs",
+                                displayName_, g.name(), netOutput->input_size()),
+                    "the file is damaged; convert the model again");
     const std::string& input = netOutput->input(i);
     if (input.empty() || isControlInput(input)) continue;
     auto it = sources_.find(input);
@@ -238,7 +268,17 @@ Status Raiser::raise(const ge::proto::GraphDef& g) {
           ErrorCode::OmFileInvalid,
           fmt::format("{}: NetOutput reads '{}', which no op produces", displayName_, input),
           "the file is damaged; convert the model again");
-    graph_.addOutput(it->second);
+    Value* out = it->second;
+    // A subgraph output that is an outer value, or an output listed twice: an Identity of its
+    // own (ONNX subgraph outputs are values the subgraph defines).
+    const bool twice = std::count(graph_.outputs().begin(), graph_.outputs().end(), out) > 0;
+    if (graph_.parent() && (out->owner() != &graph_ || twice)) {
+      Node* copy = graph_.appendNode("Identity", {out},
+                                     {graph_.uniqueName(fmt::format("{}_out{}", g.name(), i))});
+      copy->output(0)->setType(out->type());
+      out = copy->output(0);
+    }
+    graph_.addOutput(out);
   }
   // Constants consumed as attributes leave initializers nothing reads.
   std::vector<Value*> unused;
@@ -257,12 +297,6 @@ Expected<Model> raiseModelDef(const ge::proto::ModelDef& modelDef, const uint8_t
                   fmt::format("{}: the ModelDef holds no graph", displayName),
                   "the file is damaged; convert the model again");
   const auto& root = modelDef.graph(0);
-  for (const auto& op : root.op())
-    if (op.subgraph_name_size() > 0)
-      return Status(
-          ErrorCode::OmReadUnsupported,
-          fmt::format("{}: op '{}' ({}) has subgraphs", displayName, op.name(), op.type()),
-          "kiln reads single-graph models");
   Model model;
   model.irVersion = 8;
   model.opsets = {{"", kRaisedOpset}};
@@ -270,6 +304,7 @@ Expected<Model> raiseModelDef(const ge::proto::ModelDef& modelDef, const uint8_t
   model.sourcePath = displayName;
   model.graph = std::make_shared<Graph>(root.name());
   Raiser raiser(*model.graph, weights, weightsSize, baseDir, displayName);
+  raiser.setModelDef(&modelDef);
   if (auto s = raiser.raise(root); !s) return s;
   return model;
 }

@@ -115,3 +115,63 @@ TEST(SimplifyPasses, DefaultPipelineRunsThemAfterSettleShapes) {
   EXPECT_LT(at("fuse-matmul-add"), at("fuse-batchnorm"));
   EXPECT_EQ(passes->back(), "eliminate-dead-nodes");
 }
+
+// fold-constant-if: the taken branch replaces the If; its names stay unique, the graph output
+// keeps its name, a nested If moves along and still reads the moved values, and the result runs.
+TEST(SimplifyPasses, FoldConstantIfInlinesTheTakenBranch) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[2] x, bool k) => (float[2] y) {
+  c = Constant <value = bool {1}> ()
+  t = Neg (x)
+  y = If (c) <
+    then_branch = then_g () => (float[2] t_out) {
+      t = Relu (x)
+      t_out = If (k) <
+        then_branch = a () => (float[2] a_out) { a_out = Abs (t) },
+        else_branch = b () => (float[2] b_out) { b_out = Identity (t) }>
+    },
+    else_branch = else_g () => (float[2] e_out) { e_out = Sigmoid (x) }>
+}
+)");
+  run(model, {"fold-constant-if", "eliminate-dead-nodes"});
+  const Graph& g = *model.graph;
+  ASSERT_EQ(g.outputs().size(), 1u);
+  EXPECT_EQ(g.outputs()[0]->name(), "y");
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes())
+    ops.push_back(n->opType());
+  EXPECT_EQ(ops, (std::vector<std::string>{"Relu", "If"})); // Neg and the Constant went dead
+  const Node* relu = g.nodes().front().get();
+  EXPECT_NE(relu->output(0)->name(), "t"); // 't' was taken by the Neg when the branch moved in
+  const Node* inner = g.outputs()[0]->producer();
+  ASSERT_NE(inner, nullptr);
+  EXPECT_EQ(inner->opType(), "If");
+  for (Graph* sub : inner->subgraphs()) {
+    EXPECT_EQ(sub->parent(), &g);
+    EXPECT_EQ(sub->nodes().front()->input(0), relu->output(0));
+  }
+}
+
+TEST(SimplifyPasses, FoldConstantIfKeepsRuntimeConditions) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[2] x, bool k) => (float[2] y) {
+  y = If (k) <
+    then_branch = a () => (float[2] a_out) { a_out = Abs (x) },
+    else_branch = b () => (float[2] b_out) { b_out = Neg (x) }>
+}
+)");
+  run(model, {"fold-constant-if"});
+  ASSERT_EQ(model.graph->nodeCount(), 1u);
+  EXPECT_EQ(model.graph->nodes().front()->opType(), "If");
+}
+
+TEST(SimplifyPasses, DefaultPipelineFoldsConstantIfEarly) {
+  auto passes = pipelineByName("default");
+  ASSERT_TRUE(passes);
+  auto at = [&](const std::string& name) {
+    return std::find(passes->begin(), passes->end(), name) - passes->begin();
+  };
+  EXPECT_LT(at("fold-constant-if"), at("settle-shapes"));
+}

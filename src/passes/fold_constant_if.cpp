@@ -1,0 +1,155 @@
+// fold-constant-if: an If whose condition is a constant becomes the branch it always takes.
+//
+//   %c = Constant() {value = bool[] {1}}
+//   %y = If(%c) {then_branch = graph () -> (%t) { %t = Relu(%x) }, else_branch = ...}
+//     →
+//   %t = Relu(%x)            (uses of %y read %t; a graph output %y keeps its name)
+//
+// The taken branch's nodes and initializers move into the If's graph before the If, with fresh
+// names where a branch name is already taken there. Subgraphs of moved nodes (a nested If or
+// Loop) are kept and rewired to the moved values. Both targets then see plain ops, and neither
+// lowers a branch that can never run.
+#include <algorithm>
+#include <unordered_map>
+
+#include <spdlog/spdlog.h>
+
+#include "kiln/ir/constant.h"
+#include "kiln/passes/pass.h"
+#include "rewrite_util.h"
+
+namespace kiln {
+namespace {
+
+// The condition's value when it is a constant the user cannot override: an initializer that is
+// not a graph input, or a Constant node's output.
+std::optional<bool> constantCondition(const Value* cond) {
+  if (!cond) return std::nullopt;
+  std::optional<Tensor> t;
+  if (const Tensor* init = rewrite::constantTensor(cond))
+    t = *init;
+  else if (const Node* p = cond->producer(); p && p->opType() == "Constant" && p->domain().empty())
+    t = constantNodeValue(*p);
+  if (!t || t->elementCount() != 1) return std::nullopt;
+  switch (t->dtype()) {
+  case DType::Bool:
+  case DType::UInt8:
+  case DType::Int8:
+    return t->copyValues<uint8_t>()[0] != 0;
+  case DType::Int32:
+    return t->copyValues<int32_t>()[0] != 0;
+  case DType::Int64:
+    return t->copyValues<int64_t>()[0] != 0;
+  case DType::Float32:
+    return t->copyValues<float>()[0] != 0;
+  default:
+    return std::nullopt;
+  }
+}
+
+// A value name that is free in `graph` and every graph enclosing it.
+std::string freshName(Graph& graph, const std::string& base) {
+  return graph.uniqueName(base.empty() ? std::string("if_value") : base);
+}
+
+bool inlineBranch(Node* ifNode, bool taken, bool explain) {
+  Graph& outer = *ifNode->owner();
+  const Attribute* branchAttr = ifNode->attribute(taken ? "then_branch" : "else_branch");
+  if (!branchAttr || branchAttr->kind() != AttrKind::Graph || !branchAttr->asGraph()) return false;
+  // Keep the branch alive while the If (which owns it) is erased.
+  GraphPtr branch = branchAttr->asGraph();
+  if (!branch->inputs().empty() || branch->outputs().size() != ifNode->outputs().size())
+    return false;
+
+  std::unordered_map<const Value*, Value*> moved;
+  auto mapped = [&](Value* v) -> Value* {
+    if (!v) return nullptr;
+    auto it = moved.find(v);
+    return it == moved.end() ? v : it->second; // outer values stay as they are
+  };
+  for (Value* init : branch->initializers()) {
+    Value* copy = outer.addInitializer(freshName(outer, init->name()), init->initializer());
+    copy->setType(init->type());
+    moved[init] = copy;
+  }
+  for (const auto& node : branch->nodes()) {
+    std::vector<Value*> inputs;
+    for (Value* in : node->inputs())
+      inputs.push_back(mapped(in));
+    std::vector<std::string> names;
+    for (Value* out : node->outputs())
+      names.push_back(out ? freshName(outer, out->name()) : std::string());
+    Node* copy = outer.insertNodeBefore(ifNode, node->opType(), inputs, names);
+    copy->setDomain(node->domain());
+    copy->setName(node->name());
+    copy->setDocString(node->docString());
+    for (const auto& [key, attr] : node->attributes())
+      copy->setAttribute(key, attr);
+    for (const Location& loc : node->locations())
+      copy->addLocation(loc);
+    for (size_t i = 0; i < node->outputs().size(); ++i) {
+      Value* out = node->output(i);
+      if (!out) continue;
+      copy->output(i)->setType(out->type());
+      moved[out] = copy->output(i);
+    }
+    // Nested subgraphs now hang off `copy`: their reads of branch values move to the copies.
+    for (Graph* sub : copy->subgraphs())
+      sub->setParent(&outer);
+  }
+  for (const auto& [from, to] : moved) {
+    std::vector<Use> uses = from->uses();
+    for (const Use& use : uses)
+      if (use.user->owner() != branch.get()) use.user->setInput(use.inputIndex, to);
+  }
+
+  // The If's outputs become the branch's outputs; graph outputs keep their names.
+  std::vector<std::pair<std::string, Value*>> renamed;
+  for (size_t i = 0; i < ifNode->outputs().size(); ++i) {
+    Value* out = ifNode->output(i);
+    if (!out) continue;
+    Value* result = mapped(branch->outputs()[i]);
+    if (out->isGraphOutput()) renamed.emplace_back(out->name(), result);
+    outer.replaceAllUsesWith(out, result);
+  }
+  if (explain)
+    spdlog::debug("fold-constant-if: {} takes its {} branch", ifNode->name(),
+                  taken ? "then" : "else");
+  outer.eraseNode(ifNode);
+  for (auto& [name, value] : renamed) {
+    const bool movedHere = value->owner() == &outer && value->producer() &&
+                           !value->isGraphInput() &&
+                           std::count(outer.outputs().begin(), outer.outputs().end(), value) == 1;
+    if (movedHere) {
+      outer.renameValue(value, name);
+      continue;
+    }
+    // An outer value, an input or an output listed twice: an Identity carries the name.
+    Node* copy = outer.appendNode("Identity", {value}, {name});
+    copy->output(0)->setType(value->type());
+    for (size_t i = 0; i < outer.outputs().size(); ++i)
+      if (outer.outputs()[i] == value) {
+        outer.setOutput(i, copy->output(0));
+        break;
+      }
+  }
+  return true;
+}
+
+class FoldConstantIf : public Pass {
+ public:
+  std::string_view name() const override { return "fold-constant-if"; }
+  Expected<bool> run(Graph& graph, PassContext& context) override {
+    return rewrite::rewriteEachNode(graph, [&](Node* node) {
+      if (node->opType() != "If" || !node->domain().empty()) return false;
+      auto cond = constantCondition(node->input(0));
+      return cond && inlineBranch(node, *cond, context.explain);
+    });
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> makeFoldConstantIfPass() { return std::make_unique<FoldConstantIf>(); }
+
+} // namespace kiln

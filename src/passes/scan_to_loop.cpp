@@ -1,0 +1,182 @@
+// scan-to-loop: a Scan (opset 9+, forward, axis 0) becomes the Loop it is, so every target that
+// lowers Loop takes it.
+//
+//   %s, %y = Scan(%s0, %x) {body = (%si, %xi) -> (%so, %yo), num_scan_inputs = 1}   (%x: [T, ...])
+//     →
+//   %s, %y = Loop(T, "", %s0) {body = (%i, %c, %si) -> (%c', %so, %yo)
+//                                where %xi = Gather(%x, %i) {axis = 0}, %c' = Identity(%c)}
+//
+// The Loop's scan output stacks %yo along axis 0, as Scan's does. Scans with other axes or
+// directions, or without a static sequence length, stay as they are (and the backends refuse them).
+#include <algorithm>
+#include <unordered_map>
+
+#include <spdlog/spdlog.h>
+
+#include "kiln/passes/pass.h"
+#include "rewrite_util.h"
+
+namespace kiln {
+namespace {
+
+bool allZero(const Node& n, const char* name) {
+  const Attribute* a = n.attribute(name);
+  if (!a) return true;
+  if (a->kind() != AttrKind::Ints) return false;
+  for (int64_t v : a->asInts())
+    if (v != 0) return false;
+  return true;
+}
+
+bool convert(Node* scan, int64_t opset, bool explain) {
+  if (opset < 9) return false; // opset 8's Scan has a batch axis and sequence lengths
+  Graph& outer = *scan->owner();
+  const Attribute* bodyAttr = scan->attribute("body");
+  const Attribute* numAttr = scan->attribute("num_scan_inputs");
+  if (!bodyAttr || bodyAttr->kind() != AttrKind::Graph || !bodyAttr->asGraph() || !numAttr ||
+      numAttr->kind() != AttrKind::Int)
+    return false;
+  for (const char* a : {"scan_input_axes", "scan_input_directions", "scan_output_axes",
+                        "scan_output_directions"})
+    if (!allZero(*scan, a)) return false;
+  const Graph& body = *bodyAttr->asGraph();
+  const size_t numScan = static_cast<size_t>(numAttr->asInt());
+  const size_t numIn = scan->inputs().size();
+  if (numScan == 0 || numScan > numIn || body.inputs().size() != numIn) return false;
+  const size_t numState = numIn - numScan;
+  if (body.outputs().size() != scan->outputs().size() || body.outputs().size() < numState)
+    return false;
+  // The sequence length: the static leading dim every scan input shares.
+  int64_t length = -1;
+  for (size_t k = numState; k < numIn; ++k) {
+    const Value* x = scan->input(k);
+    if (!x || !x->shape().hasRank() || x->shape().rank() == 0 || !x->shape()[0].isStatic())
+      return false;
+    if (length >= 0 && x->shape()[0].value() != length) return false;
+    length = x->shape()[0].value();
+  }
+  if (length < 1) return false;
+
+  // The Loop body: (iter, cond, states...) reading each scan input's row at iter.
+  auto loopBody = std::make_shared<Graph>(body.name(), &outer);
+  Graph& lb = *loopBody;
+  Value* iter = lb.addValue(lb.uniqueName("scan_iter"));
+  iter->setType(ValueType::tensor(DType::Int64, Shape::fromStatic({})));
+  lb.addInput(iter);
+  Value* condIn = lb.addValue(lb.uniqueName("scan_cond"));
+  condIn->setType(ValueType::tensor(DType::Bool, Shape::fromStatic({})));
+  lb.addInput(condIn);
+  std::unordered_map<const Value*, Value*> moved;
+  for (size_t k = 0; k < numState; ++k) {
+    const Value* in = body.inputs()[k];
+    Value* v = lb.addValue(lb.uniqueName(in->name()));
+    v->setType(in->type());
+    lb.addInput(v);
+    moved[in] = v;
+  }
+  for (size_t k = numState; k < numIn; ++k) {
+    const Value* elem = body.inputs()[k];
+    Node* row = lb.appendNode("Gather", {scan->input(k), iter}, {lb.uniqueName(elem->name())});
+    row->setAttribute("axis", Attribute::ofInt(0));
+    row->output(0)->setType(elem->type());
+    moved[elem] = row->output(0);
+  }
+  for (Value* init : body.initializers()) {
+    Value* copy = lb.addInitializer(lb.uniqueName(init->name()), init->initializer());
+    copy->setType(init->type());
+    moved[init] = copy;
+  }
+  auto mapped = [&](Value* v) -> Value* {
+    if (!v) return nullptr;
+    auto it = moved.find(v);
+    return it == moved.end() ? v : it->second;
+  };
+  for (const auto& node : body.nodes()) {
+    std::vector<Value*> inputs;
+    for (Value* in : node->inputs())
+      inputs.push_back(mapped(in));
+    std::vector<std::string> names;
+    for (Value* out : node->outputs())
+      names.push_back(out ? lb.uniqueName(out->name()) : std::string());
+    Node* copy = lb.appendNode(node->opType(), inputs, names);
+    copy->setDomain(node->domain());
+    copy->setName(node->name());
+    copy->setDocString(node->docString());
+    for (const auto& [key, attr] : node->attributes())
+      copy->setAttribute(key, attr);
+    for (const Location& loc : node->locations())
+      copy->addLocation(loc);
+    for (size_t i = 0; i < node->outputs().size(); ++i)
+      if (Value* out = node->output(i)) {
+        copy->output(i)->setType(out->type());
+        moved[out] = copy->output(i);
+      }
+    for (Graph* sub : copy->subgraphs())
+      sub->setParent(&lb);
+  }
+  // Nested subgraphs (now shared with the copies) read the moved values.
+  for (const auto& [from, to] : moved) {
+    std::vector<Use> uses = from->uses();
+    for (const Use& use : uses)
+      if (use.user->owner() != &body) use.user->setInput(use.inputIndex, to);
+  }
+  Node* condOut = lb.appendNode("Identity", {condIn}, {lb.uniqueName("scan_cond_out")});
+  condOut->output(0)->setType(condIn->type());
+  lb.addOutput(condOut->output(0));
+  for (Value* out : body.outputs()) {
+    Value* v = mapped(out);
+    if (v->owner() != &lb || std::count(lb.outputs().begin(), lb.outputs().end(), v)) {
+      Node* copy = lb.appendNode("Identity", {v}, {lb.uniqueName(out->name() + "_out")});
+      copy->output(0)->setType(v->type());
+      v = copy->output(0);
+    }
+    lb.addOutput(v);
+  }
+
+  const std::string base = !scan->name().empty() ? scan->name()
+                           : scan->output(0)       ? scan->output(0)->name()
+                                                   : std::string("scan");
+  Value* trips = outer.addInitializer(outer.uniqueName(base + "_length"),
+                                      Tensor::fromValues<int64_t>(DType::Int64, {}, {length}));
+  std::vector<Value*> inputs = {trips, nullptr};
+  for (size_t k = 0; k < numState; ++k)
+    inputs.push_back(scan->input(k));
+  std::vector<std::string> names;
+  for (Value* out : scan->outputs())
+    names.push_back(out ? outer.uniqueName(out->name() + "_loop") : std::string());
+  Node* loop = outer.insertNodeBefore(scan, "Loop", inputs, names);
+  loop->setName(scan->name());
+  loop->setAttribute("body", Attribute::ofGraph(loopBody));
+  for (const Location& loc : scan->locations())
+    loop->addLocation(loc);
+  std::vector<std::pair<Value*, std::string>> rename;
+  for (size_t i = 0; i < scan->outputs().size(); ++i) {
+    Value* out = scan->output(i);
+    if (!out) continue;
+    loop->output(i)->setType(out->type());
+    outer.replaceAllUsesWith(out, loop->output(i));
+    rename.emplace_back(loop->output(i), out->name());
+  }
+  if (explain) spdlog::debug("scan-to-loop: {} runs {} iterations", scan->name(), length);
+  outer.eraseNode(scan);
+  for (auto& [value, name] : rename)
+    outer.renameValue(value, name);
+  return true;
+}
+
+class ScanToLoop : public Pass {
+ public:
+  std::string_view name() const override { return "scan-to-loop"; }
+  Expected<bool> run(Graph& graph, PassContext& context) override {
+    return rewrite::rewriteEachNode(graph, [&](Node* node) {
+      if (node->opType() != "Scan" || !node->domain().empty()) return false;
+      return convert(node, context.opset(), context.explain);
+    });
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> makeScanToLoopPass() { return std::make_unique<ScanToLoop>(); }
+
+} // namespace kiln
