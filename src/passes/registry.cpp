@@ -19,6 +19,7 @@ std::unique_ptr<Pass> makeFuseBatchNormPass();
 std::unique_ptr<Pass> makeFuseMatMulAddPass();
 std::unique_ptr<Pass> makeMergeTransposeReshapePass();
 std::unique_ptr<Pass> makeEliminateCommonSubexpressionsPass();
+std::unique_ptr<Pass> makeExpandFunctionsPass();
 
 namespace {
 
@@ -37,6 +38,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"fuse-matmul-add", makeFuseMatMulAddPass},
       {"merge-transpose-reshape", makeMergeTransposeReshapePass},
       {"eliminate-common-subexpressions", makeEliminateCommonSubexpressionsPass},
+      {"expand-functions", makeExpandFunctionsPass},
   };
   return table;
 }

@@ -17,6 +17,10 @@ struct ConversionOptions {
   std::string simplify = "default";
   std::vector<std::string> simplifyPasses;
   const ShapeSpec* inputShapes = nullptr; // fixed before shape inference
+  // The target the model is converted for ("ms", "om", "om:Ascend310P3"; "" for none): after
+  // simplification, expand-functions replaces the nodes it refuses by their ONNX function bodies
+  // (when those lower), and the graph is simplified again.
+  std::string target;
   // Runs after simplification (atc inserts AIPP ops, converter_lite makes inputs NHWC); its ops
   // are settled again when it changed the graph.
   std::function<Expected<bool>(Model&)> afterSimplify;
@@ -30,8 +34,8 @@ struct ConversionOptions {
 // Whether `precision` asks convert-fp16 to change anything.
 bool needsFp16Conversion(const PrecisionOptions& precision);
 
-// Runs, in order: simplification (with the input shapes), afterSimplify, convert-fp16,
-// quantize-weights. Notes of every stage are collected in the result.
+// Runs, in order: simplification (with the input shapes), expand-functions (for `target`),
+// afterSimplify, convert-fp16, quantize-weights. Notes of every stage are collected in the result.
 Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOptions& options);
 
 } // namespace kiln
