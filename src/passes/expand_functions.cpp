@@ -8,8 +8,8 @@
 //
 // Attribute references (ref_attr_name) take the node's attribute or the schema's default; every
 // value the body defines gets a fresh name under the node's name; a body written for an older
-// opset than the model's is upgraded with onnx's version converter when one of its ops changed in
-// between. A body op the target also refuses is expanded in turn (up to kMaxDepth levels).
+// opset than the model's is used only when each of its ops means the same at the model's opset.
+// A body op the target also refuses is expanded in turn (up to kMaxDepth levels).
 //
 // An expansion is tried before it is kept: the bodies go in beside the refused node, shapes are
 // inferred and constants folded, and only when every body node lowers (itself or by its own
@@ -22,7 +22,6 @@
 #include <onnx/defs/function.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
-#include <onnx/version_converter/convert.h>
 #include <spdlog/spdlog.h>
 
 #include "kiln/backends/lowering.h"
@@ -99,8 +98,35 @@ int64_t importedVersion(const onnx::FunctionProto& function, const std::string& 
   return 0;
 }
 
-// The first body op (here or in a subgraph) whose definition differs between the body's opset
-// and the model's, "" when none does.
+// Whether a body op written against schema `then` means the same read against `now` (the model's
+// version): every input, output and attribute `then` has keeps its name and kind, and whatever
+// `now` adds is optional. An attribute that became an input (ReduceSum-13, Squeeze-13, Clip-11)
+// fails this.
+bool compatible(const onnx::OpSchema& then, const onnx::OpSchema& now) {
+  if (then.since_version() == now.since_version()) return true;
+  auto sameParameters = [](const std::vector<onnx::OpSchema::FormalParameter>& a,
+                           const std::vector<onnx::OpSchema::FormalParameter>& b) {
+    if (b.size() < a.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i].GetName() != b[i].GetName() || a[i].GetOption() != b[i].GetOption()) return false;
+    for (size_t i = a.size(); i < b.size(); ++i)
+      if (b[i].GetOption() != onnx::OpSchema::Optional) return false;
+    return true;
+  };
+  if (!sameParameters(then.inputs(), now.inputs()) ||
+      !sameParameters(then.outputs(), now.outputs()))
+    return false;
+  for (const auto& [name, attr] : then.attributes()) {
+    auto it = now.attributes().find(name);
+    if (it == now.attributes().end() || it->second.type != attr.type) return false;
+  }
+  for (const auto& [name, attr] : now.attributes())
+    if (!then.attributes().count(name) && attr.required) return false;
+  return true;
+}
+
+// The first body op (here or in a subgraph) that does not mean the same at the model's opset as
+// at the body's, "" when there is none.
 std::string changedOp(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes,
                       int64_t bodyVersion, int64_t modelVersion) {
   for (const auto& node : nodes) {
@@ -109,7 +135,7 @@ std::string changedOp(const google::protobuf::RepeatedPtrField<onnx::NodeProto>&
         onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(bodyVersion), "");
     const onnx::OpSchema* now =
         onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(modelVersion), "");
-    if (!then || !now || then->since_version() != now->since_version()) return node.op_type();
+    if (!then || !now || !compatible(*then, *now)) return node.op_type();
     for (const auto& attr : node.attribute()) {
       if (attr.has_g())
         if (std::string op = changedOp(attr.g().node(), bodyVersion, modelVersion); !op.empty())
@@ -122,39 +148,16 @@ std::string changedOp(const google::protobuf::RepeatedPtrField<onnx::NodeProto>&
   return {};
 }
 
-// Brings a body written for opset `bodyVersion` to the model's: as is when none of its ops
-// changed in between, else through onnx's version converter.
-std::string upgradeBody(onnx::FunctionProto& function, const std::vector<onnx::TypeProto>& types,
-                        int64_t bodyVersion, int64_t modelVersion) {
+// A body is written for the opset its function imports; the model may import a newer one. The
+// body's ops are read at the model's version, so each must mean the same there.
+std::string versionProblem(const onnx::FunctionProto& function, int64_t bodyVersion,
+                           int64_t modelVersion) {
   if (bodyVersion == modelVersion) return {};
   std::string op = changedOp(function.node(), bodyVersion, modelVersion);
   if (op.empty()) return {};
-  onnx::ModelProto wrapper;
-  wrapper.set_ir_version(8);
-  auto* opset = wrapper.add_opset_import();
-  opset->set_domain("");
-  opset->set_version(bodyVersion);
-  auto* graph = wrapper.mutable_graph();
-  graph->set_name(function.name());
-  for (int i = 0; i < function.input_size(); ++i) {
-    auto* in = graph->add_input();
-    in->set_name(function.input(i));
-    if (static_cast<size_t>(i) < types.size() && types[i].value_case() != 0)
-      *in->mutable_type() = types[i];
-  }
-  for (const auto& name : function.output())
-    graph->add_output()->set_name(name);
-  *graph->mutable_node() = function.node();
-  try {
-    onnx::ModelProto upgraded =
-        onnx::version_conversion::ConvertVersion(wrapper, static_cast<int>(modelVersion));
-    *function.mutable_node() = upgraded.graph().node();
-  } catch (const std::exception& e) {
-    return fmt::format("its body is written for opset {} and {} changed by opset {}; onnx's "
-                       "version converter could not upgrade it: {}",
-                       bodyVersion, op, modelVersion, e.what());
-  }
-  return {};
+  return fmt::format("its function body is written for opset {} and its {} changed by the "
+                     "model's opset {}",
+                     bodyVersion, op, modelVersion);
 }
 
 Body bodyOf(const Node& node, const Model& model) {
@@ -186,7 +189,7 @@ Body bodyOf(const Node& node, const Model& model) {
   const std::string domain = isOnnxDomain(node.domain()) ? "" : node.domain();
   int64_t bodyVersion = importedVersion(body.function, domain);
   if (bodyVersion == 0) bodyVersion = schema->since_version();
-  body.problem = upgradeBody(body.function, types, bodyVersion, model.opsetVersion(domain));
+  body.problem = versionProblem(body.function, bodyVersion, model.opsetVersion(domain));
   return body;
 }
 
