@@ -1,6 +1,7 @@
 // Pre-conversion check: shape-spec validation, shape fixing, per-node support for a target.
 #include "kiln/check.h"
 
+#include <map>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -24,9 +25,25 @@ std::string typeText(const Value* v) {
   return t.empty() ? "?" : t;
 }
 
+// expand-functions' notes on nodes whose ONNX function body does not lower either, by node label
+// ("<label> was not expanded into its ONNX function body for <target>: <why>").
+std::map<std::string, std::string> expansionBlockers(const std::vector<std::string>& notes) {
+  std::map<std::string, std::string> out;
+  const std::string marker = " was not expanded into its ONNX function body for ";
+  for (const std::string& note : notes) {
+    size_t at = note.find(marker);
+    if (at == std::string::npos) continue;
+    size_t colon = note.find(": ", at + marker.size());
+    if (colon == std::string::npos) continue;
+    out[note.substr(0, at)] = note.substr(colon + 2);
+  }
+  return out;
+}
+
 void checkNodes(const Graph& graph, const Model& model, const TargetHooks* target,
                 const std::string& variant, CheckReport& report,
-                std::unordered_map<const Node*, size_t>& index) {
+                std::unordered_map<const Node*, size_t>& index,
+                const std::map<std::string, std::string>& blockers) {
   for (const auto& node : graph.nodes()) {
     index[node.get()] = report.nodes.size();
     NodeCheck check;
@@ -41,6 +58,9 @@ void checkNodes(const Graph& graph, const Model& model, const TargetHooks* targe
     if (target) {
       check.reason = target->unsupportedReason(*node, variant, check.opset);
       check.supported = check.reason.empty();
+      auto blocker = blockers.find(lowering::nodeLabel(*node));
+      if (!check.supported && blocker != blockers.end())
+        check.reason += "; nor does its ONNX function body: " + blocker->second;
     } else if (!rt::findKernel(node->domain(), node->opType())) {
       check.supported = false;
       check.reason = fmt::format("target {} has no kernel for {}", report.target, check.opType);
@@ -48,7 +68,7 @@ void checkNodes(const Graph& graph, const Model& model, const TargetHooks* targe
     if (!check.supported) ++report.unsupportedNodes;
     report.nodes.push_back(std::move(check));
     for (const Graph* sub : node->subgraphs())
-      checkNodes(*sub, model, target, variant, report, index);
+      checkNodes(*sub, model, target, variant, report, index, blockers);
   }
 }
 
@@ -106,6 +126,7 @@ Expected<CheckReport> checkModel(Model& model, const CheckOptions& options) {
       spec = parsed.take();
   }
   bool shapesValid = report.problems.empty();
+  std::vector<std::string> notes; // the conversion pipeline's
   if (spec) {
     auto problems = validateShapeSpec(*spec, *model.graph);
     shapesValid = problems.empty();
@@ -117,13 +138,16 @@ Expected<CheckReport> checkModel(Model& model, const CheckOptions& options) {
     conversion.inputShapes = spec ? &*spec : nullptr;
     if (target) conversion.target = options.target;
     auto result = runConversionPipeline(model, conversion);
-    if (!result) report.problems.push_back(result.status());
+    if (!result)
+      report.problems.push_back(result.status());
+    else
+      notes = result->notes;
     const bool conflictsRefused = !target || target->refusesShapeConflicts;
     for (ShapeConflict& conflict : shapeConflicts(model))
       (conflictsRefused ? report.problems : report.warnings).push_back(std::move(conflict.status));
   }
   std::unordered_map<const Node*, size_t> index;
-  checkNodes(*model.graph, model, target, variant, report, index);
+  checkNodes(*model.graph, model, target, variant, report, index, expansionBlockers(notes));
   // Lowering needs the prepared model: only when the shapes and the pipeline were fine.
   if (target && report.problems.empty())
     addLoweringRefusals(model, *target, variant, index, report);

@@ -288,6 +288,7 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
   conversion.inputShapes = spec ? &*spec : nullptr;
   conversion.target = "om:" + o.socVersion;
   conversion.precision = &precision;
+  conversion.target = o.socVersion.empty() ? "om" : "om:" + o.socVersion;
   if (!o.insertOpConf.empty())
     conversion.afterSimplify = [&](Model& aippModel) -> Expected<bool> {
       auto config = parseAippConfigFile(o.insertOpConf);

@@ -37,6 +37,8 @@ Expected<PipelineResult> runPipeline(Model& model, const std::vector<std::string
   context.precision = options.precision;
   context.weightQuant = options.weightQuant;
   context.precisionReport = options.precisionReport;
+  context.targetRefusal = options.targetRefusal;
+  context.targetName = options.targetName;
   PipelineResult result;
   for (const std::string& name : passes) {
     std::unique_ptr<Pass> pass = createPass(name);

@@ -24,6 +24,7 @@ std::unique_ptr<Pass> makeFuseMatMulAddPass();
 std::unique_ptr<Pass> makeMergeTransposeReshapePass();
 std::unique_ptr<Pass> makeEliminateCommonSubexpressionsPass();
 std::unique_ptr<Pass> makeExpandRnnPass();
+std::unique_ptr<Pass> makeExpandFunctionsPass();
 
 namespace {
 
@@ -47,6 +48,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"fuse-matmul-add", makeFuseMatMulAddPass},
       {"merge-transpose-reshape", makeMergeTransposeReshapePass},
       {"eliminate-common-subexpressions", makeEliminateCommonSubexpressionsPass},
+      {"expand-functions", makeExpandFunctionsPass},
   };
   return table;
 }

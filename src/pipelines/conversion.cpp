@@ -1,6 +1,9 @@
 // The conversion pipeline every front-end runs before lowering (kiln/pipelines/conversion.h).
 #include "kiln/pipelines/conversion.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "kiln/backends/target.h"
 
 namespace kiln {
@@ -29,6 +32,29 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
   shapes.inputShapes = options.inputShapes;
   KILN_ASSIGN_OR_RETURN(PipelineResult simplified, runPipeline(model, simplify, shapes));
   append(result, std::move(simplified));
+  if (!options.target.empty()) {
+    const TargetHooks* target = findTarget(options.target);
+    if (!target)
+      return Status(ErrorCode::BadFlag, fmt::format("no target '{}' in this build", options.target),
+                    fmt::format("use one of: {}", fmt::join(targetNames(), ", ")));
+    const size_t colon = options.target.find(':');
+    const std::string variant =
+        colon == std::string::npos ? std::string() : options.target.substr(colon + 1);
+    PipelineOptions expand;
+    expand.targetName = options.target;
+    if (target->unsupportedReason)
+      expand.targetRefusal = [target, variant](const Node& node, int64_t opset) {
+        return target->unsupportedReason(node, variant, opset);
+      };
+    KILN_ASSIGN_OR_RETURN(PipelineResult expanded, runPipeline(model, {"expand-functions"}, expand));
+    const bool changed = !expanded.stats.empty() && expanded.stats.back().changed;
+    append(result, std::move(expanded));
+    // The bodies' ops get settled, fused and cleaned like the rest of the graph.
+    if (changed) {
+      KILN_ASSIGN_OR_RETURN(PipelineResult again, runPipeline(model, simplify));
+      append(result, std::move(again));
+    }
+  }
   if (options.afterSimplify) {
     KILN_ASSIGN_OR_RETURN(bool changed, options.afterSimplify(model));
     // The new ops get their shapes settled like the rest of the graph.

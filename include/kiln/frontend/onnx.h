@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/ir/graph.h"
 #include "kiln/support/mapped_file.h"
@@ -10,6 +11,7 @@
 
 namespace onnx {
 class ModelProto;
+class NodeProto;
 class TensorProto;
 class TypeProto;
 } // namespace onnx
@@ -45,6 +47,21 @@ Expected<Tensor> tensorFromOnnx(const onnx::TensorProto& proto, const std::strin
 Expected<ValueType> valueTypeFromOnnx(const onnx::TypeProto& proto, const std::string& label);
 // Tensor → TensorProto (raw_data, or string_data for strings).
 void tensorToOnnx(const Tensor& tensor, const std::string& name, onnx::TensorProto& proto);
+
+// Builds ONNX nodes into `graph` before `anchor` (nullptr: at the end), in the order given, which
+// must be topological. Input names resolve in `graph` or an enclosing graph, output names must be
+// new; attributes and subgraphs are converted and checked as on import (attribute kinds against
+// `model`'s opsets). Each node gets `locations` instead of its own name. Used to splice ONNX
+// function bodies into a graph (expand-functions).
+Expected<std::vector<Node*>> importOnnxNodes(Graph& graph, Node* anchor,
+                                             const std::vector<const onnx::NodeProto*>& nodes,
+                                             const Model& model,
+                                             const std::vector<Location>& locations);
+
+// One node → NodeProto (inputs and outputs by value name, "" for omitted ones).
+void nodeToOnnx(const Node& node, onnx::NodeProto& proto);
+// ValueType → TypeProto (left empty for an unknown type).
+void valueTypeToOnnx(const ValueType& type, onnx::TypeProto& proto);
 
 // IR → ModelProto; tensors are written inline as raw_data.
 struct OnnxExportOptions {

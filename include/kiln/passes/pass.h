@@ -1,6 +1,7 @@
 // Pass interface, pass context, and the pipeline runner (per-pass timing, change counts, IR dumps).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -63,6 +64,11 @@ struct PassContext {
   // When set, convert-fp16 and quantize-weights record their decisions here (kiln/passes/
   // precision_report.h).
   PrecisionReport* precisionReport = nullptr;
+  // The target the model is being converted for, when known: why it refuses `node` ("" when it
+  // takes it), `opset` being the model's opset for the node's domain. expand-functions replaces
+  // refused nodes by their ONNX function bodies.
+  std::function<std::string(const Node& node, int64_t opset)> targetRefusal;
+  std::string targetName; // "ms", "om:Ascend310P3": for notes
   // Notes a pass leaves for the user (e.g. tensors that stay dynamic and why).
   std::vector<std::string> notes;
   int64_t opset() const { return model ? model->opsetVersion("") : 0; }
@@ -99,6 +105,8 @@ struct PipelineOptions {
   const PrecisionOptions* precision = nullptr;
   const WeightQuantOptions* weightQuant = nullptr;
   PrecisionReport* precisionReport = nullptr; // see PassContext
+  std::function<std::string(const Node& node, int64_t opset)> targetRefusal; // see PassContext
+  std::string targetName;
 };
 
 struct PipelineResult {

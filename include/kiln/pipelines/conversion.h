@@ -17,12 +17,14 @@ struct ConversionOptions {
   std::string simplify = "default";
   std::vector<std::string> simplifyPasses;
   const ShapeSpec* inputShapes = nullptr; // fixed before shape inference
+  // The target the model is converted for ("ms", "om", "om:Ascend310P3"; "" for none): after
+  // simplification, expand-functions replaces the nodes it refuses by their ONNX function bodies
+  // (when those lower), and the graph is simplified again; then the target's `prepare` hook
+  // (kiln/backends/target.h) rewrites what it still refuses into ops it takes (RNNs unrolled).
+  std::string target;
   // Runs after simplification (atc inserts AIPP ops, converter_lite makes inputs NHWC); its ops
   // are settled again when it changed the graph.
   std::function<Expected<bool>(Model&)> afterSimplify;
-  // The target the model is converted for ("ms", "om:Ascend310P3"; "" for none): its `prepare`
-  // hook (kiln/backends/target.h) rewrites what it refuses into ops it takes, after simplification.
-  std::string target;
   // FP16 conversion (convert-fp16) when set and the mode changes anything.
   const PrecisionOptions* precision = nullptr;
   // Weight quantization (quantize-weights), last: it sees the final weights.
@@ -33,9 +35,9 @@ struct ConversionOptions {
 // Whether `precision` asks convert-fp16 to change anything.
 bool needsFp16Conversion(const PrecisionOptions& precision);
 
-// Runs, in order: simplification (with the input shapes), afterSimplify, the target's prepare,
-// convert-fp16,
-// quantize-weights. Notes of every stage are collected in the result.
+// Runs, in order: simplification (with the input shapes), expand-functions (for `target`),
+// afterSimplify, the target's prepare (RNNs unrolled), convert-fp16, quantize-weights. Notes of
+// every stage are collected in the result.
 Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOptions& options);
 
 } // namespace kiln

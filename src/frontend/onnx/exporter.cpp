@@ -35,23 +35,8 @@ void exportShape(const Shape& shape, onnx::TensorShapeProto& proto) {
 void exportValueInfo(const Value& value, onnx::ValueInfoProto& proto) {
   proto.set_name(value.name());
   if (!value.docString().empty()) proto.set_doc_string(value.docString());
-  const ValueType& type = value.type();
-  auto* typeProto = proto.mutable_type();
-  switch (type.kind) {
-  case TypeKind::Unknown:
-    proto.clear_type();
-    return;
-  case TypeKind::Tensor: {
-    auto* tensorType = typeProto->mutable_tensor_type();
-    tensorType->set_elem_type(dtypeToOnnx(type.dtype));
-    if (type.shape.hasRank()) exportShape(type.shape, *tensorType->mutable_shape());
-    break;
-  }
-  default:
-    typeProto->ParseFromString(type.onnxType.bytes);
-    break;
-  }
-  if (!type.denotation.empty()) typeProto->set_denotation(type.denotation);
+  if (value.type().kind == TypeKind::Unknown) return;
+  valueTypeToOnnx(value.type(), *proto.mutable_type());
 }
 
 // `weightsAsInputsAbove`: see OnnxExportOptions (only the main graph is exported with it).
@@ -153,22 +138,41 @@ void exportGraph(const Graph& graph, onnx::GraphProto& proto, size_t weightsAsIn
     exportValueInfo(*out, *proto.add_output());
   for (const Value* value : graph.annotatedValues())
     exportValueInfo(*value, *proto.add_value_info());
-  for (const auto& node : graph.nodes()) {
-    auto* nodeProto = proto.add_node();
-    nodeProto->set_op_type(node->opType());
-    if (!node->name().empty()) nodeProto->set_name(node->name());
-    if (!node->domain().empty()) nodeProto->set_domain(node->domain());
-    if (!node->docString().empty()) nodeProto->set_doc_string(node->docString());
-    for (const Value* in : node->inputs())
-      nodeProto->add_input(in ? in->name() : "");
-    for (const Value* out : node->outputs())
-      nodeProto->add_output(out ? out->name() : "");
-    for (const auto& [name, attr] : node->attributes())
-      exportAttribute(name, attr, *nodeProto->add_attribute());
-  }
+  for (const auto& node : graph.nodes())
+    nodeToOnnx(*node, *proto.add_node());
 }
 
 } // namespace
+
+void valueTypeToOnnx(const ValueType& type, onnx::TypeProto& proto) {
+  switch (type.kind) {
+  case TypeKind::Unknown:
+    return;
+  case TypeKind::Tensor: {
+    auto* tensorType = proto.mutable_tensor_type();
+    tensorType->set_elem_type(dtypeToOnnx(type.dtype));
+    if (type.shape.hasRank()) exportShape(type.shape, *tensorType->mutable_shape());
+    break;
+  }
+  default:
+    proto.ParseFromString(type.onnxType.bytes);
+    break;
+  }
+  if (!type.denotation.empty()) proto.set_denotation(type.denotation);
+}
+
+void nodeToOnnx(const Node& node, onnx::NodeProto& proto) {
+  proto.set_op_type(node.opType());
+  if (!node.name().empty()) proto.set_name(node.name());
+  if (!node.domain().empty()) proto.set_domain(node.domain());
+  if (!node.docString().empty()) proto.set_doc_string(node.docString());
+  for (const Value* in : node.inputs())
+    proto.add_input(in ? in->name() : "");
+  for (const Value* out : node.outputs())
+    proto.add_output(out ? out->name() : "");
+  for (const auto& [name, attr] : node.attributes())
+    exportAttribute(name, attr, *proto.add_attribute());
+}
 
 Status exportOnnx(const Model& model, onnx::ModelProto& proto, const OnnxExportOptions& options) {
   if (!model.graph) return Status(ErrorCode::Internal, "model has no graph", "");

@@ -527,6 +527,72 @@ class Importer {
     return order;
   }
 
+  // One node into `graph` before `anchor` (nullptr: appended); its inputs must be defined.
+  // `locations` replace the node's own name as its location when given.
+  Expected<Node*> addNode(Graph& graph, Node* anchor, const onnx::NodeProto& nodeProto,
+                          const std::string& graphText, const std::vector<Location>* locations) {
+    std::vector<Value*> inputs;
+    for (const auto& name : nodeProto.input())
+      inputs.push_back(name.empty() ? nullptr : graph.lookupValue(name));
+    Node* node = graph.insertNodeBefore(anchor, nodeProto.op_type(), inputs,
+                                        {nodeProto.output().begin(), nodeProto.output().end()});
+    node->setName(nodeProto.name());
+    node->setDomain(nodeProto.domain());
+    node->setDocString(nodeProto.doc_string());
+    if (locations)
+      for (const Location& location : *locations)
+        node->addLocation(location);
+    else
+      node->addLocation({nodeProto.name(), nodeProto.op_type()});
+    std::string nodeText = fmt::format("{}: {}", graphText, nodeLabel(nodeProto));
+    std::unordered_set<std::string> seenAttrs;
+    for (const auto& attrProto : nodeProto.attribute()) {
+      if (!seenAttrs.insert(attrProto.name()).second)
+        return makeError(ErrorCode::BadAttribute, "set each attribute once",
+                         "{} sets attribute '{}' twice", nodeText, attrProto.name());
+      KILN_ASSIGN_OR_RETURN(Attribute attr, attribute(attrProto, &graph, nodeText));
+      node->setAttribute(attrProto.name(), std::move(attr));
+    }
+    // Every consumer (executor, checks, both backends) reads the attributes by the schema's
+    // kinds: a wrong kind is refused here, once, instead of surfacing differently in each.
+    std::string kindReason =
+        ops::attributeKindReason(*node, opsets_ ? opsets_->opsetVersion(node->domain()) : 0);
+    if (!kindReason.empty())
+      return makeError(ErrorCode::BadAttribute,
+                       "give the attribute the kind the ONNX operator schema names, in the "
+                       "exporter",
+                       "{}: {}", nodeText, kindReason);
+    return node;
+  }
+
+  // Nodes into an existing graph (importOnnxNodes).
+ public:
+  Expected<std::vector<Node*>> importNodes(Graph& graph, Node* anchor,
+                                           const std::vector<const onnx::NodeProto*>& nodes,
+                                           const Model& model,
+                                           const std::vector<Location>& locations) {
+    opsets_ = &model;
+    std::string graphText = fmt::format("graph '{}'", graph.name());
+    std::vector<Node*> added;
+    for (const onnx::NodeProto* nodeProto : nodes) {
+      for (const auto& name : nodeProto->input())
+        if (!name.empty() && !graph.lookupValue(name))
+          return makeError(ErrorCode::UndefinedInput, "feed it from an earlier node",
+                           "{}: {} reads '{}', which nothing produces", graphText,
+                           nodeLabel(*nodeProto), name);
+      for (const auto& name : nodeProto->output())
+        if (!name.empty() && graph.findLocalValue(name))
+          return makeError(ErrorCode::DuplicateName, "give each new value a new name",
+                           "{}: {} redefines '{}'", graphText, nodeLabel(*nodeProto), name);
+      KILN_ASSIGN_OR_RETURN(Node * node,
+                            addNode(graph, anchor, *nodeProto, graphText, &locations));
+      added.push_back(node);
+    }
+    return added;
+  }
+
+ private:
+
   Expected<GraphPtr> buildGraph(const onnx::GraphProto& proto, Graph* parent,
                                 const std::vector<ScannedInitializer>* scanned) {
     auto graph = std::make_shared<Graph>(proto.name(), parent);
@@ -588,34 +654,8 @@ class Importer {
     KILN_ASSIGN_OR_RETURN(std::vector<int> order, topologicalOrder(proto, graphText));
 
     for (int index : order) {
-      const auto& nodeProto = proto.node(index);
-      std::vector<Value*> inputs;
-      for (const auto& name : nodeProto.input())
-        inputs.push_back(name.empty() ? nullptr : graph->lookupValue(name));
-      Node* node = graph->appendNode(nodeProto.op_type(), inputs,
-                                     {nodeProto.output().begin(), nodeProto.output().end()});
-      node->setName(nodeProto.name());
-      node->setDomain(nodeProto.domain());
-      node->setDocString(nodeProto.doc_string());
-      node->addLocation({nodeProto.name(), nodeProto.op_type()});
-      std::string nodeText = fmt::format("{}: {}", graphText, nodeLabel(nodeProto));
-      std::unordered_set<std::string> seenAttrs;
-      for (const auto& attrProto : nodeProto.attribute()) {
-        if (!seenAttrs.insert(attrProto.name()).second)
-          return makeError(ErrorCode::BadAttribute, "set each attribute once",
-                           "{} sets attribute '{}' twice", nodeText, attrProto.name());
-        KILN_ASSIGN_OR_RETURN(Attribute attr, attribute(attrProto, graph.get(), nodeText));
-        node->setAttribute(attrProto.name(), std::move(attr));
-      }
-      // Every consumer (executor, checks, both backends) reads the attributes by the schema's
-      // kinds: a wrong kind is refused here, once, instead of surfacing differently in each.
-      std::string kindReason =
-          ops::attributeKindReason(*node, opsets_ ? opsets_->opsetVersion(node->domain()) : 0);
-      if (!kindReason.empty())
-        return makeError(ErrorCode::BadAttribute,
-                         "give the attribute the kind the ONNX operator schema names, in the "
-                         "exporter",
-                         "{}: {}", nodeText, kindReason);
+      auto added = addNode(*graph, nullptr, proto.node(index), graphText, nullptr);
+      if (!added) return added.status();
     }
     for (const auto& out : proto.output()) {
       Value* value = graph->lookupValue(out.name());
@@ -733,6 +773,14 @@ Expected<Model> importOnnxTextFile(const std::string& path, const OnnxImportOpti
                   "fix the text at the position named");
   std::string baseDir = fs::path(path).parent_path().string();
   return importOnnxProto(proto, path, baseDir.empty() ? "." : baseDir, options);
+}
+
+Expected<std::vector<Node*>> importOnnxNodes(Graph& graph, Node* anchor,
+                                             const std::vector<const onnx::NodeProto*>& nodes,
+                                             const Model& model,
+                                             const std::vector<Location>& locations) {
+  Importer importer("", "", nullptr, nullptr, nullptr);
+  return importer.importNodes(graph, anchor, nodes, model, locations);
 }
 
 Expected<Model> importOnnxProto(const onnx::ModelProto& proto, const std::string& displayName,
