@@ -286,7 +286,6 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
   }
   ConversionOptions conversion;
   conversion.inputShapes = spec ? &*spec : nullptr;
-  conversion.target = "om:" + o.socVersion;
   conversion.precision = &precision;
   conversion.target = o.socVersion.empty() ? "om" : "om:" + o.socVersion;
   if (!o.insertOpConf.empty())
