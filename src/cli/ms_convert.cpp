@@ -393,6 +393,7 @@ Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
   const bool quantizeWeights = weightQuantOptionsFor(options.config, weightQuant);
   ConversionOptions conversion;
   conversion.simplifyPasses = passes;
+  conversion.target = "ms";
   conversion.inputShapes = spec ? &*spec : nullptr;
   conversion.afterSimplify = [&](Model& m) -> Expected<bool> {
     if (options.inputDataFormat == "NHWC") makeInputsNhwc(*m.graph);

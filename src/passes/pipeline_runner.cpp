@@ -37,6 +37,7 @@ Expected<PipelineResult> runPipeline(Model& model, const std::vector<std::string
   context.precision = options.precision;
   context.weightQuant = options.weightQuant;
   context.precisionReport = options.precisionReport;
+  context.targetTakes = options.targetTakes;
   PipelineResult result;
   for (const std::string& name : passes) {
     std::unique_ptr<Pass> pass = createPass(name);

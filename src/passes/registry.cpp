@@ -9,6 +9,7 @@ namespace kiln {
 std::unique_ptr<Pass> makeRemoveNoopsPass();
 std::unique_ptr<Pass> makeRewriteCastLikePass();
 std::unique_ptr<Pass> makeConvertFp16Pass();
+std::unique_ptr<Pass> makeDecomposeQuantPass();
 std::unique_ptr<Pass> makeEliminateDeadNodesPass();
 std::unique_ptr<Pass> makeFixInputShapesPass();
 std::unique_ptr<Pass> makeFoldConstantsPass();
@@ -25,6 +26,7 @@ namespace {
 const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>& factories() {
   static const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>> table = {
       {"convert-fp16", makeConvertFp16Pass},
+      {"decompose-quant", makeDecomposeQuantPass},
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
       {"fix-input-shapes", makeFixInputShapesPass},
       {"fold-constants", makeFoldConstantsPass},

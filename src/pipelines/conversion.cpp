@@ -1,6 +1,8 @@
 // The conversion pipeline every front-end runs before lowering (kiln/pipelines/conversion.h).
 #include "kiln/pipelines/conversion.h"
 
+#include "kiln/backends/target.h"
+
 namespace kiln {
 namespace {
 
@@ -41,6 +43,23 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
     fp16.precisionReport = options.precisionReport;
     KILN_ASSIGN_OR_RETURN(PipelineResult converted, runPipeline(model, {"convert-fp16"}, fp16));
     append(result, std::move(converted));
+  }
+  // After convert-fp16: the integer arithmetic of quantized ops stays float32 whatever the
+  // precision mode (a target computes it in integers); before quantize-weights, which then treats
+  // the weights it made like any float weight.
+  if (const TargetHooks* target = options.target.empty() ? nullptr : findTarget(options.target);
+      target && target->unsupportedReason) {
+    const std::string variant = options.target.find(':') == std::string::npos
+                                    ? std::string()
+                                    : options.target.substr(options.target.find(':') + 1);
+    PipelineOptions decompose;
+    const Model* m = &model;
+    decompose.targetTakes = [target, variant, m](const Node& node) {
+      return target->unsupportedReason(node, variant, m->opsetVersion(node.domain())).empty();
+    };
+    KILN_ASSIGN_OR_RETURN(PipelineResult decomposed,
+                          runPipeline(model, {"decompose-quant"}, decompose));
+    append(result, std::move(decomposed));
   }
   if (options.weightQuant) {
     PipelineOptions quant;

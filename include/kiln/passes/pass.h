@@ -1,6 +1,7 @@
 // Pass interface, pass context, and the pipeline runner (per-pass timing, change counts, IR dumps).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -63,6 +64,9 @@ struct PassContext {
   // When set, convert-fp16 and quantize-weights record their decisions here (kiln/passes/
   // precision_report.h).
   PrecisionReport* precisionReport = nullptr;
+  // Whether the conversion's target takes a node as it is (decompose-quant rewrites only what it
+  // refuses); unset: no target, every node the pass knows is rewritten.
+  std::function<bool(const Node&)> targetTakes;
   // Notes a pass leaves for the user (e.g. tensors that stay dynamic and why).
   std::vector<std::string> notes;
   int64_t opset() const { return model ? model->opsetVersion("") : 0; }
@@ -99,6 +103,7 @@ struct PipelineOptions {
   const PrecisionOptions* precision = nullptr;
   const WeightQuantOptions* weightQuant = nullptr;
   PrecisionReport* precisionReport = nullptr; // see PassContext
+  std::function<bool(const Node&)> targetTakes; // see PassContext
 };
 
 struct PipelineResult {

@@ -22,6 +22,9 @@ struct ConversionOptions {
   std::function<Expected<bool>(Model&)> afterSimplify;
   // FP16 conversion (convert-fp16) when set and the mode changes anything.
   const PrecisionOptions* precision = nullptr;
+  // The target the model is prepared for ("ms", "om:Ascend310P3"; "" for none): quantized ONNX
+  // ops it refuses are rewritten into float ops by decompose-quant.
+  std::string target;
   // Weight quantization (quantize-weights), last: it sees the final weights.
   const WeightQuantOptions* weightQuant = nullptr;
   PrecisionReport* precisionReport = nullptr;
@@ -31,7 +34,7 @@ struct ConversionOptions {
 bool needsFp16Conversion(const PrecisionOptions& precision);
 
 // Runs, in order: simplification (with the input shapes), afterSimplify, convert-fp16,
-// quantize-weights. Notes of every stage are collected in the result.
+// decompose-quant (when a target is named), quantize-weights. Notes of every stage are collected in the result.
 Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOptions& options);
 
 } // namespace kiln
