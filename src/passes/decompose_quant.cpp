@@ -106,14 +106,14 @@ class Rewriter {
   // converted constant, or a Cast.
   Value* floatOf(Value* v) {
     if (auto it = floats_.find(v); it != floats_.end()) return it->second;
+    if (v->dtype() == DType::Float32) return v;
     Value* f = nullptr;
     if (const Tensor* t = constantTensor(v)) {
       std::vector<float> values(t->elementCount());
       for (size_t i = 0; i < values.size(); ++i)
         values[i] = static_cast<float>(elementAsDouble(*t, i));
-      f = constant(v->name().empty() ? "c" : "f", Tensor::fromValues(DType::Float32, t->dims(), values));
-    } else if (v->dtype() == DType::Float32) {
-      return v;
+      f = g_.addInitializer(g_.uniqueName(v->name() + "_f32"),
+                            Tensor::fromValues(DType::Float32, t->dims(), values));
     } else {
       f = op("Cast", {v}, tensorType(DType::Float32, v->shape()), "to_float",
              {{"to", Attribute::ofInt(dtypeToOnnx(DType::Float32))}});
@@ -161,7 +161,7 @@ class Rewriter {
       finals_.push_back({out, f, out->name()});
       return;
     }
-    Value* cast = op("Cast", {f}, tensorType(dtype, out->shape()), "to_" + std::string(dtypeName(dtype)),
+    Value* cast = op("Cast", {f}, tensorType(dtype, f->shape()), "to_" + std::string(dtypeName(dtype)),
                      {{"to", Attribute::ofInt(dtypeToOnnx(dtype))}});
     casts_.push_back(cast->producer());
     floats_[cast] = f;
