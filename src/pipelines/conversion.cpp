@@ -59,7 +59,14 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
     };
     KILN_ASSIGN_OR_RETURN(PipelineResult decomposed,
                           runPipeline(model, {"decompose-quant"}, decompose));
+    const bool rewrote = !decomposed.stats.empty() && decomposed.stats.back().changed;
     append(result, std::move(decomposed));
+    if (rewrote && options.precision && needsFp16Conversion(*options.precision))
+      result.notes.push_back(
+          "quantized ops were rewritten into float32 ops that keep their integer arithmetic, but "
+          "the float ops between them follow the precision mode: an integer accumulator cast to "
+          "float16 overflows above 65504 (inf, then NaN); convert quantized models with "
+          "--precision_mode=force_fp32 or must_keep_origin_dtype to get the ONNX model's numbers");
   }
   if (options.weightQuant) {
     PipelineOptions quant;

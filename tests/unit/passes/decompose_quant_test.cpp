@@ -76,8 +76,8 @@ size_t countOps(const Graph& g, const std::string& op) {
 }
 
 TEST(DecomposeQuant, FloatOpsGiveTheKernelsNumbers) {
-  Model reference = testing::modelFromOnnxText(kQuantGraph);
-  Model model = testing::modelFromOnnxText(kQuantGraph);
+  Model reference = kiln::testing::modelFromOnnxText(kQuantGraph);
+  Model model = kiln::testing::modelFromOnnxText(kQuantGraph);
   auto ran = runPipeline(model, {"infer-shapes", "decompose-quant"});
   ASSERT_TRUE(ran) << ran.status().toString();
   for (const char* op : {"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "QLinearConv",
@@ -103,7 +103,7 @@ TEST(DecomposeQuant, FloatOpsGiveTheKernelsNumbers) {
 }
 
 TEST(DecomposeQuant, NodesTheTargetTakesStay) {
-  Model model = testing::modelFromOnnxText(kQuantGraph);
+  Model model = kiln::testing::modelFromOnnxText(kQuantGraph);
   PipelineOptions options;
   options.targetTakes = [](const Node& n) { return n.opType() != "QuantizeLinear"; };
   auto ran = runPipeline(model, {"infer-shapes", "decompose-quant"}, options);
@@ -117,7 +117,7 @@ TEST(DecomposeQuant, NodesTheTargetTakesStay) {
 // What the float form cannot carry exactly stays for the target to refuse: int32 values to
 // quantize, blocked scales.
 TEST(DecomposeQuant, InexactFormsAreLeftAlone) {
-  Model model = testing::modelFromOnnxText(R"(
+  Model model = kiln::testing::modelFromOnnxText(R"(
     <ir_version: 10, opset_import: ["" : 21]>
     g (int32[4] x, int8[1,4] c) => (int8[4] y, float[1,4] d)
     <float s = {0.5}, int8 z = {0}, float[1,2] bs = {0.5, 0.25}, int8[1,2] bz = {0, 1}> {
