@@ -282,8 +282,8 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
   }
   ConversionOptions conversion;
   conversion.inputShapes = spec ? &*spec : nullptr;
-  conversion.precision = &precision;
   conversion.target = "om:" + o.socVersion;
+  conversion.precision = &precision;
   if (!o.insertOpConf.empty())
     conversion.afterSimplify = [&](Model& aippModel) -> Expected<bool> {
       auto config = parseAippConfigFile(o.insertOpConf);

@@ -20,11 +20,12 @@ struct ConversionOptions {
   // Runs after simplification (atc inserts AIPP ops, converter_lite makes inputs NHWC); its ops
   // are settled again when it changed the graph.
   std::function<Expected<bool>(Model&)> afterSimplify;
+  // The target the model is converted for ("ms", "om:Ascend310P3"; "" for none): its `prepare`
+  // hook (kiln/backends/target.h) rewrites what it refuses into ops it takes, after simplification,
+  // and decompose-quant rewrites the quantized ONNX ops it refuses into float ops after fp16.
+  std::string target;
   // FP16 conversion (convert-fp16) when set and the mode changes anything.
   const PrecisionOptions* precision = nullptr;
-  // The target the model is prepared for ("ms", "om:Ascend310P3"; "" for none): quantized ONNX
-  // ops it refuses are rewritten into float ops by decompose-quant.
-  std::string target;
   // Weight quantization (quantize-weights), last: it sees the final weights.
   const WeightQuantOptions* weightQuant = nullptr;
   PrecisionReport* precisionReport = nullptr;
@@ -33,8 +34,9 @@ struct ConversionOptions {
 // Whether `precision` asks convert-fp16 to change anything.
 bool needsFp16Conversion(const PrecisionOptions& precision);
 
-// Runs, in order: simplification (with the input shapes), afterSimplify, convert-fp16,
-// decompose-quant (when a target is named), quantize-weights. Notes of every stage are collected in the result.
+// Runs, in order: simplification (with the input shapes), afterSimplify, the target's prepare,
+// convert-fp16, decompose-quant (when a target is named), quantize-weights. Notes of every stage
+// are collected in the result.
 Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOptions& options);
 
 } // namespace kiln
