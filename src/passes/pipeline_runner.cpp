@@ -39,6 +39,7 @@ Expected<PipelineResult> runPipeline(Model& model, const std::vector<std::string
   context.precisionReport = options.precisionReport;
   context.targetRefusal = options.targetRefusal;
   context.targetName = options.targetName;
+  context.targetTakes = options.targetTakes;
   PipelineResult result;
   for (const std::string& name : passes) {
     std::unique_ptr<Pass> pass = createPass(name);

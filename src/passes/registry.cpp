@@ -10,6 +10,7 @@ std::unique_ptr<Pass> makeRemoveNoopsPass();
 std::unique_ptr<Pass> makeRewriteCastLikePass();
 std::unique_ptr<Pass> makeExpandNewOpsPass();
 std::unique_ptr<Pass> makeConvertFp16Pass();
+std::unique_ptr<Pass> makeDecomposeQuantPass();
 std::unique_ptr<Pass> makeEliminateDeadNodesPass();
 std::unique_ptr<Pass> makeFixInputShapesPass();
 std::unique_ptr<Pass> makeFoldConstantsPass();
@@ -32,6 +33,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
   static const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>> table = {
       {"carry-loop-scan-outputs", makeCarryLoopScanOutputsPass},
       {"convert-fp16", makeConvertFp16Pass},
+      {"decompose-quant", makeDecomposeQuantPass},
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
       {"expand-rnn", makeExpandRnnPass},
       {"fix-input-shapes", makeFixInputShapesPass},

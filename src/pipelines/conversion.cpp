@@ -82,6 +82,30 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
     KILN_ASSIGN_OR_RETURN(PipelineResult converted, runPipeline(model, {"convert-fp16"}, fp16));
     append(result, std::move(converted));
   }
+  // After convert-fp16: the integer arithmetic of quantized ops stays float32 whatever the
+  // precision mode (a target computes it in integers); before quantize-weights, which then treats
+  // the weights it made like any float weight.
+  if (const TargetHooks* target = options.target.empty() ? nullptr : findTarget(options.target);
+      target && target->unsupportedReason) {
+    const std::string variant = options.target.find(':') == std::string::npos
+                                    ? std::string()
+                                    : options.target.substr(options.target.find(':') + 1);
+    PipelineOptions decompose;
+    const Model* m = &model;
+    decompose.targetTakes = [target, variant, m](const Node& node) {
+      return target->unsupportedReason(node, variant, m->opsetVersion(node.domain())).empty();
+    };
+    KILN_ASSIGN_OR_RETURN(PipelineResult decomposed,
+                          runPipeline(model, {"decompose-quant"}, decompose));
+    const bool rewrote = !decomposed.stats.empty() && decomposed.stats.back().changed;
+    append(result, std::move(decomposed));
+    if (rewrote && options.precision && needsFp16Conversion(*options.precision))
+      result.notes.push_back(
+          "quantized ops were rewritten into float32 ops that keep their integer arithmetic, but "
+          "the float ops between them follow the precision mode: an integer accumulator cast to "
+          "float16 overflows above 65504 (inf, then NaN); convert quantized models with "
+          "--precision_mode=force_fp32 or must_keep_origin_dtype to get the ONNX model's numbers");
+  }
   if (options.weightQuant) {
     PipelineOptions quant;
     quant.weightQuant = options.weightQuant;

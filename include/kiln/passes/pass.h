@@ -69,6 +69,9 @@ struct PassContext {
   // refused nodes by their ONNX function bodies.
   std::function<std::string(const Node& node, int64_t opset)> targetRefusal;
   std::string targetName; // "ms", "om:Ascend310P3": for notes
+  // Whether the conversion's target takes a node as it is (decompose-quant rewrites only what it
+  // refuses); unset: no target, every node the pass knows is rewritten.
+  std::function<bool(const Node&)> targetTakes;
   // Notes a pass leaves for the user (e.g. tensors that stay dynamic and why).
   std::vector<std::string> notes;
   int64_t opset() const { return model ? model->opsetVersion("") : 0; }
@@ -107,6 +110,7 @@ struct PipelineOptions {
   PrecisionReport* precisionReport = nullptr; // see PassContext
   std::function<std::string(const Node& node, int64_t opset)> targetRefusal; // see PassContext
   std::string targetName;
+  std::function<bool(const Node&)> targetTakes; // see PassContext
 };
 
 struct PipelineResult {

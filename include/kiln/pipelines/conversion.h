@@ -20,7 +20,8 @@ struct ConversionOptions {
   // The target the model is converted for ("ms", "om", "om:Ascend310P3"; "" for none): after
   // simplification, expand-functions replaces the nodes it refuses by their ONNX function bodies
   // (when those lower), and the graph is simplified again; then the target's `prepare` hook
-  // (kiln/backends/target.h) rewrites what it still refuses into ops it takes (RNNs unrolled).
+  // (kiln/backends/target.h) rewrites what it still refuses into ops it takes (RNNs unrolled), and
+  // decompose-quant rewrites the quantized ONNX ops it refuses into float ops after fp16.
   std::string target;
   // Runs after simplification (atc inserts AIPP ops, converter_lite makes inputs NHWC); its ops
   // are settled again when it changed the graph.
@@ -36,8 +37,8 @@ struct ConversionOptions {
 bool needsFp16Conversion(const PrecisionOptions& precision);
 
 // Runs, in order: simplification (with the input shapes), expand-functions (for `target`),
-// afterSimplify, the target's prepare (RNNs unrolled), convert-fp16, quantize-weights. Notes of
-// every stage are collected in the result.
+// afterSimplify, the target's prepare (RNNs unrolled), convert-fp16, decompose-quant (for `target`),
+// quantize-weights. Notes of every stage are collected in the result.
 Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOptions& options);
 
 } // namespace kiln

@@ -8,6 +8,17 @@ namespace {
 
 // ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
+// .ms holds a DequantizeLinear only as a quantized constant: codes computed by the graph are
+// refused here (decompose-quant then rewrites the node into float ops).
+std::string checkDequantizeLinear(const Node& n, const lowering::OpContext&) {
+  const Value* codes = n.input(0);
+  if (!codes || codes->isInitializer()) return {};
+  const Node* p = codes->producer();
+  if (p && p->opType() == "Constant") return {};
+  return "DequantizeLinear over a non-constant input (.ms has no dequantize op for activations "
+         "in a float model)";
+}
+
 // A DequantizeLinear over constants becomes a quantized weight (or a dequantized constant) at
 // each reader.
 Status lowerDequantizeLinear(LoweringContext& ctx, const Node& n) {
@@ -24,7 +35,7 @@ Status lowerDequantizeLinear(LoweringContext& ctx, const Node& n) {
              "activations in a float model)");
 }
 
-KILN_MS_LOWERING("DequantizeLinear", acceptAll, lowerDequantizeLinear);
+KILN_MS_LOWERING("DequantizeLinear", checkDequantizeLinear, lowerDequantizeLinear);
 // ---- end of lowering
 
 } // namespace
