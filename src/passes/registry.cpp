@@ -13,6 +13,7 @@ std::unique_ptr<Pass> makeEliminateDeadNodesPass();
 std::unique_ptr<Pass> makeFixInputShapesPass();
 std::unique_ptr<Pass> makeFoldConstantsPass();
 std::unique_ptr<Pass> makeInferShapesPass();
+std::unique_ptr<Pass> makePropagateShapeValuesPass();
 std::unique_ptr<Pass> makeQuantizeWeightsPass();
 std::unique_ptr<Pass> makeSettleShapesPass();
 std::unique_ptr<Pass> makeFuseBatchNormPass();
@@ -29,6 +30,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"fix-input-shapes", makeFixInputShapesPass},
       {"fold-constants", makeFoldConstantsPass},
       {"infer-shapes", makeInferShapesPass},
+      {"propagate-shape-values", makePropagateShapeValuesPass},
       {"quantize-weights", makeQuantizeWeightsPass},
       {"settle-shapes", makeSettleShapesPass},
       {"remove-noops", makeRemoveNoopsPass},
