@@ -635,8 +635,15 @@ std::string atcTimestamp() {
   return fmt::format("{}.{:03d}.{:03d}", buf, micros / 1000, micros % 1000);
 }
 
+const char* omNotDeviceRunnableNote() {
+  return "kiln: note: the .om files kiln writes are not device-runnable: they hold the graph and weights "
+         "as ATC lays them out but no device kernels, task lists or memory plan; run them in kiln's "
+         "executor (kiln run X.om) or build the device model with CANN's atc";
+}
+
 std::string atcUsageText() {
   std::string out = "usage: atc <args>\n";
+  out += std::string(omNotDeviceRunnableNote()) + "\n";
   out += "generate offline model example:\n";
   out += "atc --model=./resnet50.onnx --framework=5 --output=./resnet50 "
          "--soc_version=<soc_version>\n";

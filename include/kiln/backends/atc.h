@@ -119,4 +119,9 @@ std::string atcTimestamp();
 // The usage text of `atc --help` (om.md §2.10 layout).
 std::string atcUsageText();
 
+// What every successful atc run, `--mode=6`, `--help` and `--version` say plainly: a kiln .om holds the
+// graph and weights as ATC lays them out, but no device kernels, task lists or memory plan, so the
+// Ascend runtime cannot execute it (GE stops when it plans the input memory).
+const char* omNotDeviceRunnableNote();
+
 } // namespace kiln

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Install and package: `cmake --install` into a prefix, the tools' --version from another folder, the
+# installed tree moved elsewhere still runs (RUNPATH $ORIGIN/../lib), the library found through
+# pkg-config and find_package(kiln) by a small consumer, and the CPack .deb: its contents and
+# dependencies, and (on CI, as root, where the machine is thrown away) installed with apt and run.
+# Usage: install.sh BUILD_DIR WORK_DIR
+set -uo pipefail
+build=$(realpath "$1")
+work=$(realpath -m "$2")
+rm -rf "$work" && mkdir -p "$work"
+source "$(dirname "$0")/lib.sh"
+version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")
+
+if cmake --install "$build" --prefix "$work/prefix" >"$work/stdout" 2>"$work/stderr"; then
+  pass "cmake --install --prefix"
+else
+  fail "cmake --install --prefix" "exit $?"
+fi
+check_versions() {  # PREFIX LABEL
+  local tool
+  for tool in kiln atc converter_lite benchmark; do
+    (cd / && "$1/bin/$tool" --version) >"$work/stdout" 2>"$work/stderr"
+    local status=$?
+    if [ $status -eq 0 ] && [ "$(head -1 "$work/stdout")" = "$tool (kiln) $version" ]; then
+      pass "$2: $tool --version from / prints '$tool (kiln) $version'"
+    else
+      fail "$2: $tool --version" "exit $status"
+    fi
+  done
+}
+check_versions "$work/prefix" installed
+if grep -q "not device-runnable" <("$work/prefix/bin/atc" --version); then
+  pass "atc --version says the .om is not device-runnable"
+else
+  fail "atc --version" "no device-runnable note"
+fi
+mv "$work/prefix" "$work/moved"
+check_versions "$work/moved" "moved tree"
+
+# pkg-config: a consumer built from the .pc alone.
+cat >"$work/consumer.cpp" <<'CPP'
+#include <iostream>
+#include "kiln/support/version.h"
+int main() { std::cout << kiln::versionString() << "\n"; }
+CPP
+export PKG_CONFIG_PATH="$work/moved/lib/pkgconfig"
+if [ "$(pkg-config --modversion kiln)" = "$version" ] &&
+   g++ -std=c++20 "$work/consumer.cpp" -o "$work/consumer_pc" $(pkg-config --cflags --libs kiln) \
+     -Wl,-rpath,"$work/moved/lib" >"$work/stdout" 2>"$work/stderr" &&
+   [ "$("$work/consumer_pc")" = "$version" ]; then
+  pass "pkg-config kiln: a consumer builds and prints $version"
+else
+  fail "pkg-config kiln" "see output"
+fi
+
+# CMake package: find_package(kiln) gives kiln::kiln.
+mkdir -p "$work/cmake_consumer"
+cp "$work/consumer.cpp" "$work/cmake_consumer/"
+cat >"$work/cmake_consumer/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.22)
+project(consumer CXX)
+set(CMAKE_CXX_STANDARD 20)
+find_package(kiln REQUIRED)
+add_executable(consumer consumer.cpp)
+target_link_libraries(consumer PRIVATE kiln::kiln)
+CMAKE
+if cmake -S "$work/cmake_consumer" -B "$work/cmake_consumer/build" -DCMAKE_PREFIX_PATH="$work/moved" \
+     >"$work/stdout" 2>"$work/stderr" &&
+   cmake --build "$work/cmake_consumer/build" >>"$work/stdout" 2>>"$work/stderr" &&
+   [ "$("$work/cmake_consumer/build/consumer")" = "$version" ]; then
+  pass "find_package(kiln): kiln::kiln links and runs"
+else
+  fail "find_package(kiln)" "see output"
+fi
+
+# The .deb.
+rm -f "$build"/kiln_*.deb
+if (cd "$build" && cpack -G DEB) >"$work/stdout" 2>"$work/stderr" && deb=$(ls "$build"/kiln_*.deb 2>/dev/null | head -1) &&
+   [ -n "$deb" ]; then
+  pass "cpack -G DEB wrote $(basename "$deb")"
+  depends=$(dpkg-deb -f "$deb" Depends)
+  listing=$(dpkg-deb -c "$deb")
+  if grep -q '\./usr/bin/atc$' <<<"$listing" && grep -q '\./usr/lib/libkiln.so$' <<<"$listing" &&
+     grep -q libprotobuf <<<"$depends" && grep -q libopenblas <<<"$depends"; then
+    pass ".deb holds /usr/bin/atc and /usr/lib/libkiln.so and depends on the shared libraries it needs"
+  else
+    fail ".deb contents" "Depends: $depends"
+  fi
+  dpkg-deb -x "$deb" "$work/deb_root"
+  check_versions "$work/deb_root/usr" ".deb unpacked"
+  if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then
+    if apt-get install -y "$deb" >"$work/stdout" 2>"$work/stderr" && [ "$(cd / && /usr/bin/atc --version | head -1)" = "atc (kiln) $version" ]; then
+      pass "apt-get install ./kiln.deb: /usr/bin/atc --version runs"
+    else
+      fail "apt-get install ./kiln.deb" "see output"
+    fi
+    apt-get remove -y kiln >/dev/null 2>&1
+  else
+    echo "SKIP apt-get install of the .deb: only on CI as root (the machine is thrown away); set CI=true to run"
+  fi
+else
+  fail "cpack -G DEB" "see output"
+fi
+finish
