@@ -115,6 +115,7 @@ Expected<CheckReport> checkModel(Model& model, const CheckOptions& options) {
   if (shapesValid) {
     ConversionOptions conversion;
     conversion.inputShapes = spec ? &*spec : nullptr;
+    if (target) conversion.target = options.target;
     auto result = runConversionPipeline(model, conversion);
     if (!result) report.problems.push_back(result.status());
     const bool conflictsRefused = !target || target->refusesShapeConflicts;

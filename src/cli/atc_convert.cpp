@@ -282,6 +282,7 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
   }
   ConversionOptions conversion;
   conversion.inputShapes = spec ? &*spec : nullptr;
+  conversion.target = "om:" + o.socVersion;
   conversion.precision = &precision;
   if (!o.insertOpConf.empty())
     conversion.afterSimplify = [&](Model& aippModel) -> Expected<bool> {

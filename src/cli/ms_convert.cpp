@@ -400,6 +400,7 @@ Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
     return false; // a layout change at the borders: nothing to settle again
   };
   conversion.weightQuant = quantizeWeights ? &weightQuant : nullptr;
+  conversion.target = "ms";
   KILN_ASSIGN_OR_RETURN(PipelineResult result, runConversionPipeline(model, conversion));
   out.notes.insert(out.notes.end(), result.notes.begin(), result.notes.end());
 

@@ -153,6 +153,7 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
     ConversionOptions conversion; // the simplification every converting front-end runs
     conversion.simplify = options.pipeline;
     conversion.inputShapes = dataShapes ? &*dataShapes : nullptr;
+    if (options.via != "onnx") conversion.target = options.via;
     auto ran = runConversionPipeline(*model, conversion);
     if (!ran) {
       result.reason =

@@ -31,6 +31,7 @@ Expected<std::string> lowerToText(Model& model, const LowerOptions& options) {
   }
   ConversionOptions conversion;
   conversion.inputShapes = spec ? &*spec : nullptr;
+  conversion.target = options.target;
   auto ran = runConversionPipeline(model, conversion);
   if (!ran) return ran.status();
   if (name == "ms") {

@@ -56,13 +56,82 @@ Status kindError(const Node& node, const char* name, AttrKind have, ProtoKind wa
                    protoKindName(want));
 }
 
+// Ops of ai.onnx opsets newer than the onnx library kiln builds with (its registry stops at
+// opset 17): kiln declares their attribute kinds itself, from the operator specs, so they are
+// checked at import like every other op. `since` is the opset the declaration holds from.
+struct KilnAttr {
+  const char* name;
+  ProtoKind kind;
+};
+struct KilnSchema {
+  const char* op;
+  int since;
+  std::vector<KilnAttr> attrs;
+};
+
+const std::vector<KilnSchema>& kilnSchemas() {
+  using A = onnx::AttributeProto;
+  static const std::vector<KilnSchema> table = {
+      {"Mish", 18, {}},
+      {"GroupNormalization",
+       18,
+       {{"epsilon", A::FLOAT}, {"num_groups", A::INT}, {"stash_type", A::INT}}},
+      {"Gelu", 20, {{"approximate", A::STRING}}},
+      {"RMSNormalization", 23, {{"axis", A::INT}, {"epsilon", A::FLOAT}, {"stash_type", A::INT}}},
+      {"RotaryEmbedding",
+       23,
+       {{"interleaved", A::INT}, {"num_heads", A::INT}, {"rotary_embedding_dim", A::INT}}},
+      {"Attention",
+       23,
+       {{"is_causal", A::INT},
+        {"kv_num_heads", A::INT},
+        {"q_num_heads", A::INT},
+        {"qk_matmul_output_mode", A::INT},
+        {"scale", A::FLOAT},
+        {"softcap", A::FLOAT},
+        {"softmax_precision", A::INT}}},
+      {"Swish", 24, {{"alpha", A::FLOAT}}},
+  };
+  return table;
+}
+
+// kiln's declaration of `op` at `opset`, when the library has none that new.
+const KilnSchema* kilnSchema(const std::string& op, int64_t opset, int librarySince) {
+  const KilnSchema* best = nullptr;
+  for (const KilnSchema& s : kilnSchemas())
+    if (op == s.op && s.since <= opset && s.since > librarySince &&
+        (!best || s.since > best->since))
+      best = &s;
+  return best;
+}
+
 } // namespace
+
+bool kilnDeclaresOp(const std::string& opType, int64_t opset) {
+  const onnx::OpSchema* schema =
+      onnx::OpSchemaRegistry::Schema(opType, static_cast<int>(opset), "");
+  return kilnSchema(opType, opset, schema ? schema->SinceVersion() : 0) != nullptr;
+}
 
 std::string attributeKindReason(const Node& node, int64_t opset) {
   if (opset <= 0) return {};
   const std::string domain = node.domain() == "ai.onnx" ? std::string() : node.domain();
   const onnx::OpSchema* schema =
       onnx::OpSchemaRegistry::Schema(node.opType(), static_cast<int>(opset), domain);
+  if (const KilnSchema* own =
+          domain.empty() ? kilnSchema(node.opType(), opset, schema ? schema->SinceVersion() : 0)
+                         : nullptr) {
+    for (const auto& [name, attr] : node.attributes()) {
+      if (!attr.refAttrName().empty()) continue;
+      for (const KilnAttr& want : own->attrs) {
+        if (name != want.name || protoKindOf(attr.kind()) == want.kind) continue;
+        return fmt::format("attribute '{}' has kind {}, but {} (opset {}) declares it {}", name,
+                           protoKindName(protoKindOf(attr.kind())), node.opType(), opset,
+                           protoKindName(want.kind));
+      }
+    }
+    return {};
+  }
   if (!schema) return {};
   for (const auto& [name, attr] : node.attributes()) {
     if (!attr.refAttrName().empty()) continue; // bound by the calling function

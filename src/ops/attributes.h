@@ -15,6 +15,10 @@ namespace kiln::ops {
 // wrong kind, e.g. a FLOAT where the schema says INT); "" when they agree or no schema is known.
 std::string attributeKindReason(const Node& node, int64_t opset);
 
+// True when kiln itself declares `opType` (ai.onnx) at `opset` because the onnx library it builds
+// with has no schema that new (Attention, RMSNormalization, RotaryEmbedding, Swish, ...).
+bool kilnDeclaresOp(const std::string& opType, int64_t opset);
+
 // The same as a coded error (K2013, naming the node and the attribute), for the importer.
 Status checkAttributeKinds(const Node& node, int64_t opset);
 

@@ -8,6 +8,7 @@ namespace kiln {
 
 std::unique_ptr<Pass> makeRemoveNoopsPass();
 std::unique_ptr<Pass> makeRewriteCastLikePass();
+std::unique_ptr<Pass> makeExpandNewOpsPass();
 std::unique_ptr<Pass> makeConvertFp16Pass();
 std::unique_ptr<Pass> makeEliminateDeadNodesPass();
 std::unique_ptr<Pass> makeFixInputShapesPass();
@@ -20,6 +21,7 @@ std::unique_ptr<Pass> makeFuseBatchNormPass();
 std::unique_ptr<Pass> makeFuseMatMulAddPass();
 std::unique_ptr<Pass> makeMergeTransposeReshapePass();
 std::unique_ptr<Pass> makeEliminateCommonSubexpressionsPass();
+std::unique_ptr<Pass> makeExpandRnnPass();
 
 namespace {
 
@@ -27,6 +29,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
   static const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>> table = {
       {"convert-fp16", makeConvertFp16Pass},
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
+      {"expand-rnn", makeExpandRnnPass},
       {"fix-input-shapes", makeFixInputShapesPass},
       {"fold-constants", makeFoldConstantsPass},
       {"infer-shapes", makeInferShapesPass},
@@ -35,6 +38,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"settle-shapes", makeSettleShapesPass},
       {"remove-noops", makeRemoveNoopsPass},
       {"rewrite-castlike", makeRewriteCastLikePass},
+      {"expand-new-ops", makeExpandNewOpsPass},
       {"fuse-batchnorm", makeFuseBatchNormPass},
       {"fuse-matmul-add", makeFuseMatMulAddPass},
       {"merge-transpose-reshape", makeMergeTransposeReshapePass},

@@ -1,6 +1,8 @@
 // The conversion pipeline every front-end runs before lowering (kiln/pipelines/conversion.h).
 #include "kiln/pipelines/conversion.h"
 
+#include "kiln/backends/target.h"
+
 namespace kiln {
 namespace {
 
@@ -33,6 +35,18 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
     if (changed) {
       KILN_ASSIGN_OR_RETURN(PipelineResult again, runPipeline(model, simplify));
       append(result, std::move(again));
+    }
+  }
+  if (!options.target.empty()) {
+    // Ops the target refuses but standard ops can express (RNNs unrolled), before fp16 so the
+    // new ops are converted with the rest.
+    const TargetHooks* target = findTarget(options.target);
+    if (target && target->prepare) {
+      const auto colon = options.target.find(':');
+      const std::string variant =
+          colon == std::string::npos ? std::string() : options.target.substr(colon + 1);
+      KILN_ASSIGN_OR_RETURN(bool changed, target->prepare(model, variant));
+      (void)changed;
     }
   }
   if (options.precision && needsFp16Conversion(*options.precision)) {

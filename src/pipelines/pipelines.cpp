@@ -20,6 +20,9 @@ Expected<std::vector<std::string>> pipelineByName(const std::string& name) {
         // User shapes go in before inference, or inference would settle on the model's dynamic
         // dims.
         "fix-input-shapes",
+        // Ops newer than the onnx library (Attention, RMSNormalization, RotaryEmbedding, Gelu ...)
+        // become standard ops once the input shapes are fixed, so inference sees through them.
+        "expand-new-ops",
         // Inference and folding to a fixpoint: shape sub-graphs fold once their inputs' shapes are
         // known.
         "settle-shapes",

@@ -53,6 +53,16 @@ refused "converter_lite: float axis" K2013 "$kind" \
 refused "atc: float axis" K2013 "$kind" \
   "$atc" --framework=5 --model="$bad" --output=out --soc_version=Ascend310P3
 
+# An op newer than the onnx library (RMSNormalization, opset 23) is checked against kiln's own
+# declaration of its attributes, the same way.
+bad=$models/rmsnorm_float_axis.onnxtxt
+kind="attribute 'axis' has kind FLOAT, but RMSNormalization (opset 23) declares it INT"
+refused "kiln check: RMSNormalization float axis" K2013 "$kind" "$kiln" check "$bad"
+refused "converter_lite: RMSNormalization float axis" K2013 "$kind" \
+  "$converter" --fmk=ONNX --modelFile="$bad" --outputFile=out
+refused "atc: RMSNormalization float axis" K2013 "$kind" \
+  "$atc" --framework=5 --model="$bad" --output=out --soc_version=Ascend310P3
+
 printf '\n  \n' >empty_keep.cfg
 ok=$models/resize_third.onnxtxt
 refused "atc --keep_dtype empty file" K4201 "holds no entry" \

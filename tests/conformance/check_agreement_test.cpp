@@ -35,7 +35,9 @@ std::vector<fs::path> testCases() {
 // atc also stops on shape-inference conflicts (E19999), as ATC's InferShape does.
 Status convert(const fs::path& model, const std::string& target) {
   KILN_ASSIGN_OR_RETURN(Model m, importOnnxFile((model / "model.onnx").string()));
-  auto ran = runConversionPipeline(m, ConversionOptions{});
+  ConversionOptions conversion;
+  conversion.target = target;
+  auto ran = runConversionPipeline(m, conversion);
   if (!ran) return ran.status();
   if (target == "om")
     for (ShapeConflict& conflict : shapeConflicts(m))

@@ -161,7 +161,9 @@ int convertModel(const std::string& path, const std::string& output,
     if (!value->isGraphOutput()) model->graph->addOutput(value);
   }
   if (to == "ms") {
-    if (auto result = kiln::runConversionPipeline(*model, kiln::ConversionOptions{}); !result)
+    kiln::ConversionOptions conversion;
+    conversion.target = "ms";
+    if (auto result = kiln::runConversionPipeline(*model, conversion); !result)
       return report(result.status());
     kiln::MsWriteOptions options;
     options.fp16Weights = fp16;

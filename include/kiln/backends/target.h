@@ -46,6 +46,10 @@ struct TargetHooks {
   std::vector<std::string> extensions; // file extensions this target reads, e.g. ".ms"
   // Reads a file of this format into IR the executor runs.
   std::function<Expected<Model>(const std::string& path)> read;
+  // Rewrites the nodes this target refuses into standard ops it takes (RNN/GRU/LSTM unrolled), in
+  // place; the conversion pipeline runs it after simplification when it converts for this target
+  // (ConversionOptions::target). Returns whether the model changed.
+  std::function<Expected<bool>(Model& model, const std::string& variant)> prepare;
   // Lowers `model` (ONNX-semantics IR, pipeline already run), serializes it, reads the bytes back
   // and returns executable IR. A model with ops that do not lower fails with the backend's
   // "unsupported op" code (conformance counts that as a skip that names the ops).

@@ -20,6 +20,9 @@ struct ConversionOptions {
   // Runs after simplification (atc inserts AIPP ops, converter_lite makes inputs NHWC); its ops
   // are settled again when it changed the graph.
   std::function<Expected<bool>(Model&)> afterSimplify;
+  // The target the model is converted for ("ms", "om:Ascend310P3"; "" for none): its `prepare`
+  // hook (kiln/backends/target.h) rewrites what it refuses into ops it takes, after simplification.
+  std::string target;
   // FP16 conversion (convert-fp16) when set and the mode changes anything.
   const PrecisionOptions* precision = nullptr;
   // Weight quantization (quantize-weights), last: it sees the final weights.
@@ -30,7 +33,8 @@ struct ConversionOptions {
 // Whether `precision` asks convert-fp16 to change anything.
 bool needsFp16Conversion(const PrecisionOptions& precision);
 
-// Runs, in order: simplification (with the input shapes), afterSimplify, convert-fp16,
+// Runs, in order: simplification (with the input shapes), afterSimplify, the target's prepare,
+// convert-fp16,
 // quantize-weights. Notes of every stage are collected in the result.
 Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOptions& options);
 

@@ -6,6 +6,7 @@
 #include "kiln/backends/ms_reader.h"
 #include "kiln/backends/ms_writer.h"
 #include "kiln/backends/target.h"
+#include "kiln/passes/expand_rnn.h"
 #include "ms_context.h"
 #include "ms_lower.h"
 #include "ms_raise_context.h"
@@ -42,6 +43,14 @@ TargetHooks makeMsTarget() {
   hooks.extensions = {".ms"};
   hooks.read = [](const std::string& path) { return readMsFile(path); };
   hooks.roundTrip = msRoundTrip;
+  hooks.prepare = [](Model& model, const std::string&) -> Expected<bool> {
+    // RNNs the .ms LSTM/GRU cannot take (ops/rnn.cpp says why) become standard ops.
+    const int64_t opset = model.opsetVersion("");
+    KILN_ASSIGN_OR_RETURN(size_t unrolled, unrollRnnNodes(*model.graph, [&](const Node& node) {
+                            return !msUnsupportedReason(node, opset).empty();
+                          }));
+    return unrolled > 0;
+  };
   hooks.unsupportedReason = [](const Node& node, const std::string&, int64_t opset) {
     return msUnsupportedReason(node, opset);
   };

@@ -225,13 +225,13 @@ OpDef* Lowerer::op(const std::string& type, const std::string& suffix) {
 void Lowerer::input(OpDef* o, const Port& p, const std::string& layout) {
   o->add_input(p.src);
   if (p.src.empty()) return;
-  fillDesc(o->add_input_desc(), p.dtype, p.shape, layoutFor(p.shape, layout));
+  fillDesc(o->add_input_desc(), onChip(p.dtype), p.shape, layoutFor(p.shape, layout));
 }
 
 Port Lowerer::output(OpDef* o, DType dtype, const Shape& shape, const std::string& valueName,
                      const std::string& layout) {
   auto* d = o->add_output_desc();
-  fillDesc(d, dtype, shape, layoutFor(shape, layout));
+  fillDesc(d, onChip(dtype), shape, layoutFor(shape, layout));
   d->set_name(valueName);
   if (d->size() > 0) memorySize_ += static_cast<uint64_t>(d->size());
   return Port{fmt::format("{}:{}", o->name(), o->output_desc_size() - 1), dtype, shape};
@@ -285,7 +285,11 @@ std::string Lowerer::externalFileName(const std::string& opName) {
   return "weight/" + name;
 }
 
-Port Lowerer::emitConst(const std::string& name, const Tensor& t) {
+Port Lowerer::emitConst(const std::string& name, const Tensor& given) {
+  Tensor narrowed;
+  if (onChip(given.dtype()) != given.dtype()) // float64 weights as float32 (onChip)
+    if (auto cast = rt::castTensor(given, onChip(given.dtype()))) narrowed = std::move(*cast);
+  const Tensor& t = narrowed.dtype() == DType::Undefined ? given : narrowed;
   OpDef* o = graph_->add_op();
   o->set_name(name);
   o->set_id(nextId_++);
@@ -443,9 +447,15 @@ KILN_OM_RAISING("TransData", [](Raiser& r, const OpDef& op) -> Status {
 // ---------------------------------------------------------------------------------------------
 // Whole-model lowering.
 
+// Whether float64 runs as float32 on `soc` (it has no double; Lowerer::onChip).
+bool narrowsFloat64(const SocInfo* soc) {
+  return soc && !soc->supportsDType(DType::Float64) && soc->supportsDType(DType::Float32);
+}
+
 std::string dtypeReason(DType t, const SocInfo* soc, const std::string& socVersion) {
   if (t == DType::Undefined) return "";
   if (!toGeDType(t)) return fmt::format("data type {} has no GraphEngine equivalent", dtypeName(t));
+  if (t == DType::Float64 && narrowsFloat64(soc)) return "";
   if (soc && !soc->supportsDType(t))
     return fmt::format("data type {} is not supported on {}", dtypeName(t), socVersion);
   return "";
@@ -531,6 +541,7 @@ std::vector<lowering::Refusal> omRefusals(const Graph& g, const OpContext& conte
 Expected<LoweredModel> Lowerer::run(std::vector<lowering::Refusal>* refusalsOut) {
   const Graph& g = *model_.graph;
   opset = model_.opsetVersion("");
+  narrowF64_ = narrowsFloat64(soc_);
   // Every problem at once: unsupported ops (K8101) take precedence over bad values (K8102).
   std::vector<lowering::Refusal> refusals =
       omRefusals(g, OpContext{opset, options_.socVersion}, soc_);
@@ -577,6 +588,8 @@ Expected<LoweredModel> Lowerer::run(std::vector<lowering::Refusal>* refusalsOut)
 
   // Data ops for the graph inputs, Const ops for the initializers.
   int64_t index = 0;
+  std::vector<std::string> narrowed;              // float64 values computed in float32, for the note
+  std::map<const Value*, std::string> graphInputSources; // float64 inputs: the Data op itself
   for (const Value* v : g.inputs()) {
     if (v->isInitializer()) continue;
     OpDef* o = graph_->add_op();
@@ -593,6 +606,19 @@ Expected<LoweredModel> Lowerer::run(std::vector<lowering::Refusal>* refusalsOut)
     d->set_name(v->name());
     graph_->add_input(opName + ":0");
     sources_[v] = opName + ":0";
+    if (onChip(v->dtype()) != v->dtype()) {
+      // float64 input: the Data op keeps the declared type, a Cast brings it to the chip's.
+      nodeName_ = opName;
+      OpDef* cast = op("Cast", "to_" + std::string(dtypeName(onChip(v->dtype()))));
+      input(cast, Port{opName + ":0", onChip(v->dtype()), v->shape()});
+      cast->mutable_input_desc(0)->Clear();
+      fillDesc(cast->mutable_input_desc(0), v->dtype(), v->shape(), "ND");
+      (*cast->mutable_attr())["dst_type"] =
+          attrI(geProtoToCxxDType(*toGeDType(onChip(v->dtype()))));
+      narrowed.push_back(fmt::format("input '{}'", v->name()));
+      graphInputSources[v] = opName + ":0";
+      sources_[v] = output(cast, v->dtype(), v->shape(), "").src;
+    }
     out_.inputs.push_back({v->name(), v->dtype(), {}, rankOf(v) == 4 ? kFormatNchw : kFormatNd});
     for (const auto& x : d->shape().dim())
       out_.inputs.back().dims.push_back(x);
@@ -615,6 +641,43 @@ Expected<LoweredModel> Lowerer::run(std::vector<lowering::Refusal>* refusalsOut)
     reserved_.insert(nodeName_);
     if (Status s = omLoweringRules().find(n->opType())->lower(*this, *n); !s) return s;
   }
+  // float64 outputs computed in float32 are cast back, so the model keeps its declared types.
+  for (const Value* v : g.outputs()) {
+    auto it = sources_.find(v);
+    if (it == sources_.end() || onChip(v->dtype()) == v->dtype()) continue;
+    if (auto in = graphInputSources.find(v); in != graphInputSources.end()) {
+      it->second = in->second; // a float64 input passed through: no round trip via float32
+      continue;
+    }
+    const std::string src = it->second;
+    const std::string producer = src.substr(0, src.rfind(':'));
+    const int index = std::stoi(src.substr(src.rfind(':') + 1));
+    for (OpDef& o : *graph_->mutable_op())
+      if (o.name() == producer && index < o.output_desc_size() &&
+          o.output_desc(index).name() == v->name())
+        o.mutable_output_desc(index)->set_name(v->name() + "_" + dtypeName(onChip(v->dtype())));
+    nodeName_ = producer;
+    OpDef* cast = op("Cast", "to_" + std::string(dtypeName(v->dtype())));
+    input(cast, Port{src, v->dtype(), v->shape()});
+    (*cast->mutable_attr())["dst_type"] = attrI(geProtoToCxxDType(*toGeDType(v->dtype())));
+    it->second = output(cast, v->dtype(), v->shape(), v->name()).src;
+    TensorDescriptor* d = cast->mutable_output_desc(0);
+    d->Clear();
+    fillDesc(d, v->dtype(), v->shape(), "ND");
+    d->set_name(v->name());
+    narrowed.push_back(fmt::format("output '{}'", v->name()));
+  }
+  bool anyFloat64 = !narrowed.empty();
+  for (const auto& n : g.nodes())
+    for (const Value* v : n->outputs())
+      anyFloat64 = anyFloat64 || (v && onChip(v->dtype()) != v->dtype());
+  for (const Value* v : g.initializers())
+    anyFloat64 = anyFloat64 || (v->hasUses() && onChip(v->dtype()) != v->dtype());
+  if (anyFloat64)
+    std::fprintf(stderr,
+                 "kiln: note: %s has no float64: float64 values are computed in float32%s%s\n",
+                 options_.socVersion.c_str(), narrowed.empty() ? "" : "; cast on the way: ",
+                 fmt::format("{}", fmt::join(narrowed, ", ")).c_str());
   OpDef* netOutput = graph_->add_op();
   netOutput->set_name("Node_Output");
   netOutput->set_type("NetOutput");

@@ -114,6 +114,9 @@ class Lowerer {
 
   const OmWriteOptions& options() const { return options_; }
   const std::string& nodeName() const { return nodeName_; }
+  // The type a value of `t` has on the chip: float64 runs as float32 where the chip has no double
+  // (graph inputs are cast on entry, outputs cast back: see Lowerer::run).
+  DType onChip(DType t) const { return narrowF64_ && t == DType::Float64 ? DType::Float32 : t; }
 
  private:
   std::string uniqueOpName(const std::string& base);
@@ -132,6 +135,7 @@ class Lowerer {
   std::string nodeName_;
   int64_t nextId_ = 0;
   uint64_t memorySize_ = 0;
+  bool narrowF64_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------

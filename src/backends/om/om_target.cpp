@@ -4,6 +4,7 @@
 
 #include "kiln/backends/om.h"
 #include "kiln/backends/target.h"
+#include "kiln/passes/expand_rnn.h"
 #include "kiln/passes/pass.h"
 #include "kiln/pipelines/conversion.h"
 #include "om_context.h"
@@ -52,6 +53,16 @@ TargetHooks makeOmHooks() {
   hooks.extensions = {".om"};
   hooks.read = [](const std::string& path) { return readOmFile(path); };
   hooks.roundTrip = omRoundTrip;
+  hooks.prepare = [](Model& model, const std::string& variant) -> Expected<bool> {
+    // GraphEngine's recurrent ops are not described in formats/om.md: RNN/GRU/LSTM become
+    // standard ops.
+    const int64_t opset = model.opsetVersion("");
+    const std::string soc = variant.empty() ? kDefaultSoc : variant;
+    KILN_ASSIGN_OR_RETURN(size_t unrolled, unrollRnnNodes(*model.graph, [&](const Node& node) {
+                            return !omUnsupportedReason(node, soc, opset).empty();
+                          }));
+    return unrolled > 0;
+  };
   hooks.unsupportedReason = [](const Node& node, const std::string& variant, int64_t opset) {
     return omUnsupportedReason(node, variant.empty() ? kDefaultSoc : variant, opset);
   };

@@ -31,7 +31,7 @@ Port Lowerer::constView(size_t i, const std::vector<int64_t>& dims) {
       // fillDesc rewrites shape, origin_shape and size; name and weight offsets stay.
       auto redescribe = [&](TensorDescriptor* d) {
         d->mutable_shape()->clear_dim();
-        fillDesc(d, t.dtype(), shape, "ND");
+        fillDesc(d, p.dtype, shape, "ND"); // the stored type (onChip)
       };
       auto& attrs = *o.mutable_attr();
       if (auto it = attrs.find("value"); it != attrs.end())

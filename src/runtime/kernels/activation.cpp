@@ -146,6 +146,15 @@ Status mishKernel(KernelContext& ctx) {
   });
 }
 
+// Swish (opset 24): x * sigmoid(alpha * x).
+Status swishKernel(KernelContext& ctx) {
+  const float alpha = ctx.attrFloat("alpha", 1.0f);
+  return unaryFloatKernel(ctx, [alpha](auto v) {
+    using T = decltype(v);
+    return static_cast<T>(v / (T(1) + std::exp(-T(alpha) * v)));
+  });
+}
+
 Status shrinkKernel(KernelContext& ctx) {
   const double bias = ctx.attrFloat("bias", 0.0f);
   const double lambd = ctx.attrFloat("lambd", 0.5f);
@@ -334,6 +343,7 @@ KILN_REGISTER_KERNEL("Softplus", softplusKernel);
 KILN_REGISTER_KERNEL("Softsign", softsignKernel);
 KILN_REGISTER_KERNEL("ThresholdedRelu", thresholdedReluKernel);
 KILN_REGISTER_KERNEL("Mish", mishKernel);
+KILN_REGISTER_KERNEL("Swish", swishKernel);
 KILN_REGISTER_KERNEL("Shrink", shrinkKernel);
 KILN_REGISTER_KERNEL("Clip", clipKernel);
 KILN_REGISTER_KERNEL("Softmax", softKernel<SoftKind::Softmax>);

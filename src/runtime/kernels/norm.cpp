@@ -1,4 +1,5 @@
-// Normalization kernels: BatchNormalization, InstanceNormalization, LayerNormalization, LRN,
+// Normalization kernels: BatchNormalization, InstanceNormalization, LayerNormalization,
+// RMSNormalization, GroupNormalization, LRN,
 // MeanVarianceNormalization, and Dropout (inference: identity with an all-true mask).
 #include <cmath>
 #include <random>
@@ -367,6 +368,93 @@ Status mvnOp(KernelContext& ctx) {
   return Status::ok();
 }
 
+// RMSNormalization (opset 23): Y = X / sqrt(mean(X^2 over axes axis..) + epsilon) * Scale, the
+// statistics in float (stash_type 1) or double.
+Status rmsNormOp(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const auto& xd = x.dims();
+  const int64_t rank = static_cast<int64_t>(xd.size());
+  auto axisOpt = normalizeAxis(ctx.attrInt("axis", -1), rank);
+  if (!axisOpt) return ctx.fail("axis {} out of range for rank {}", ctx.attrInt("axis", -1), rank);
+  const size_t axis = static_cast<size_t>(*axisOpt);
+  const double eps = ctx.attrFloat("epsilon", 1e-5f);
+  const int64_t stash = ctx.attrInt("stash_type", 1);
+  if (stash != 1 && stash != 11) return ctx.unsupported("stash_type {}", stash);
+  const int64_t outer = nn::product(std::vector<int64_t>(xd.begin(), xd.begin() + *axisOpt));
+  const int64_t inner = nn::product(xd, axis);
+  auto scaleOff = innerBroadcast(ctx.inputDims(1), xd, axis);
+  if (!scaleOff) return ctx.fail("scale does not broadcast over the normalized axes");
+  bool done = nn::dispatchFloat(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    Staged<T> xv(x), sv(ctx.input(1));
+    StagedOut<T> y(x.dtype(), xd);
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* p = xv.data() + o * inner;
+      T* q = y.data() + o * inner;
+      double sq = 0;
+      for (int64_t i = 0; i < inner; ++i)
+        sq += static_cast<double>(p[i]) * static_cast<double>(p[i]);
+      double meanSq = sq / static_cast<double>(inner);
+      if (stash == 1) meanSq = static_cast<float>(meanSq);
+      const double inv = 1.0 / std::sqrt(meanSq + eps);
+      for (int64_t i = 0; i < inner; ++i)
+        q[i] = static_cast<T>(static_cast<double>(p[i]) * inv *
+                              static_cast<double>(sv[static_cast<uint64_t>((*scaleOff)[i])]));
+    }
+    ctx.setOutput(0, std::move(y).finish());
+  });
+  if (!done) return ctx.unsupported("dtype {}", dtypeName(x.dtype()));
+  return Status::ok();
+}
+
+// GroupNormalization: the channels of X [N, C, ...] in num_groups groups, each group normalized
+// over its channels and spatial positions; scale and bias are per channel from opset 21 and per
+// group in opsets 18 to 20.
+Status groupNormOp(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const auto& xd = x.dims();
+  if (xd.size() < 2) return ctx.fail("X must have rank >= 2, got {}", xd.size());
+  const int64_t groups = ctx.attrInt("num_groups", 0);
+  const int64_t n = xd[0], c = xd[1], spatial = nn::product(xd, 2);
+  if (groups <= 0 || c % groups != 0)
+    return ctx.fail("num_groups {} does not divide the {} channels", groups, c);
+  const bool perChannel = ctx.opset() >= 21;
+  const int64_t params = perChannel ? c : groups;
+  KILN_TRY(checkChannelVector(ctx, 1, params, "scale"));
+  KILN_TRY(checkChannelVector(ctx, 2, params, "bias"));
+  const double eps = ctx.attrFloat("epsilon", 1e-5f);
+  const int64_t perGroup = c / groups;
+  const int64_t inner = perGroup * spatial;
+  bool done = nn::dispatchFloat(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    Staged<T> xv(x), sv(ctx.input(1)), bv(ctx.input(2));
+    StagedOut<T> y(x.dtype(), xd);
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t base = (b * c + g * perGroup) * spatial;
+        const T* p = xv.data() + base;
+        T* q = y.data() + base;
+        double sum = 0;
+        for (int64_t i = 0; i < inner; ++i)
+          sum += static_cast<double>(p[i]);
+        const double mean = sum / static_cast<double>(inner);
+        double sq = 0;
+        for (int64_t i = 0; i < inner; ++i)
+          sq += (static_cast<double>(p[i]) - mean) * (static_cast<double>(p[i]) - mean);
+        const double inv = 1.0 / std::sqrt(sq / static_cast<double>(inner) + eps);
+        for (int64_t i = 0; i < inner; ++i) {
+          const uint64_t k = static_cast<uint64_t>(perChannel ? g * perGroup + i / spatial : g);
+          q[i] =
+              static_cast<T>((static_cast<double>(p[i]) - mean) * inv * static_cast<double>(sv[k]) +
+                             static_cast<double>(bv[k]));
+        }
+      }
+    ctx.setOutput(0, std::move(y).finish());
+  });
+  if (!done) return ctx.unsupported("dtype {}", dtypeName(x.dtype()));
+  return Status::ok();
+}
+
 // Training-mode Dropout keeps x / (1 - ratio) where a uniform [0, 1) draw is >= ratio. The draws
 // come from MT19937 seeded with the seed attribute (0 when absent, so runs are reproducible),
 // each a 53-bit double from two 32-bit outputs: the convention of the ONNX reference generator.
@@ -430,6 +518,8 @@ Status dropoutOp(KernelContext& ctx) {
 KILN_REGISTER_KERNEL("BatchNormalization", batchNormOp);
 KILN_REGISTER_KERNEL("InstanceNormalization", instanceNormOp);
 KILN_REGISTER_KERNEL("LayerNormalization", layerNormOp);
+KILN_REGISTER_KERNEL("RMSNormalization", rmsNormOp);
+KILN_REGISTER_KERNEL("GroupNormalization", groupNormOp);
 KILN_REGISTER_KERNEL("LRN", lrnOp);
 KILN_REGISTER_KERNEL("LpNormalization", lpNormOp);
 KILN_REGISTER_KERNEL("MeanVarianceNormalization", mvnOp);

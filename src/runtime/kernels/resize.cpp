@@ -155,6 +155,63 @@ std::optional<Tensor> fromDoubles(const std::vector<double>& v, DType dtype,
   return std::move(out).finish();
 }
 
+// Float32 bilinear over the two innermost axes, in float with the four-tap weighted sum in the
+// order ONNX Runtime's CPU kernel uses, so the two agree bit for bit (a one-ulp difference here
+// flips codes in a following DynamicQuantizeLinear and grows through quantized networks). The
+// general path below interpolates axis by axis in double.
+Tensor bilinearFloat(const Tensor& x, const std::vector<int64_t>& outDims,
+                     const std::vector<double>& scales, const ResizeParams& p) {
+  const size_t rank = x.dims().size();
+  const int64_t inH = x.dims()[rank - 2], inW = x.dims()[rank - 1];
+  const int64_t outH = outDims[rank - 2], outW = outDims[rank - 1];
+  struct Taps {
+    std::vector<int64_t> i1, i2;
+    std::vector<float> d1, d2; // d1: distance to i1 (weight of i2), d2: distance to i2
+  };
+  auto taps = [&](int64_t inLen, int64_t outLen, double scale) {
+    Taps t;
+    for (int64_t o = 0; o < outLen; ++o) {
+      float c = scale == 1.0 ? static_cast<float>(o)
+                             : ops::resizeSourceCoordinate(p.coordinates, o,
+                                                           static_cast<float>(scale), inLen,
+                                                           outLen, 0.0f, 1.0f);
+      c = std::max(0.0f, std::min(c, static_cast<float>(inLen - 1)));
+      const int64_t i1 = std::min(static_cast<int64_t>(c), inLen - 1);
+      const int64_t i2 = std::min(i1 + 1, inLen - 1);
+      float d1 = std::fabs(c - static_cast<float>(i1)), d2 = std::fabs(c - static_cast<float>(i2));
+      if (i1 == i2) d1 = d2 = 0.5f;
+      t.i1.push_back(i1);
+      t.i2.push_back(i2);
+      t.d1.push_back(d1);
+      t.d2.push_back(d2);
+    }
+    return t;
+  };
+  const Taps ty = taps(inH, outH, scales[rank - 2]), tx = taps(inW, outW, scales[rank - 1]);
+  OutTensor out(DType::Float32, outDims);
+  const float* src = shape::elements<float>(x);
+  float* dst = out.data<float>();
+  const int64_t planes = static_cast<int64_t>(x.elementCount()) / std::max<int64_t>(inH * inW, 1);
+  for (int64_t n = 0; n < planes; ++n) {
+    const float* in = src + n * inH * inW;
+    float* o = dst + n * outH * outW;
+    for (int64_t y = 0; y < outH; ++y) {
+      const float* row1 = in + ty.i1[static_cast<size_t>(y)] * inW;
+      const float* row2 = in + ty.i2[static_cast<size_t>(y)] * inW;
+      const float dy1 = ty.d1[static_cast<size_t>(y)], dy2 = ty.d2[static_cast<size_t>(y)];
+      for (int64_t xo = 0; xo < outW; ++xo) {
+        const auto k = static_cast<size_t>(xo);
+        const float x11 = row1[tx.i1[k]], x21 = row1[tx.i2[k]];
+        const float x12 = row2[tx.i1[k]], x22 = row2[tx.i2[k]];
+        const float dx1 = tx.d1[k], dx2 = tx.d2[k];
+        o[y * outW + xo] =
+            dx2 * dy2 * x11 + dx1 * dy2 * x21 + dx2 * dy1 * x12 + dx1 * dy1 * x22;
+      }
+    }
+  }
+  return std::move(out).finish();
+}
+
 // Resizes x to outDims; scales[i] is the scale the coordinate transform uses for axis i.
 Status runResize(KernelContext& ctx, const Tensor& x, const std::vector<int64_t>& outDims,
                  const std::vector<double>& scales, const std::vector<double>& roi,
@@ -195,6 +252,14 @@ Status runResize(KernelContext& ctx, const Tensor& x, const std::vector<int64_t>
     });
   }
   if (x.dtype() == DType::String) return ctx.unsupported("interpolating strings");
+  bool outerIdentity = rank >= 2;
+  for (size_t a = 0; a + 2 < rank; ++a)
+    outerIdentity &= plans[a].identity;
+  if (x.dtype() == DType::Float32 && p.mode == Mode::Linear && !anyOutside && outerIdentity &&
+      p.coordinates.transform != "tf_crop_and_resize") {
+    ctx.setOutput(0, bilinearFloat(x, outDims, scales, p));
+    return Status::ok();
+  }
   std::vector<double> values = toDoubles(x);
   std::vector<int64_t> dims = x.dims();
   for (size_t a = 0; a < rank; ++a)

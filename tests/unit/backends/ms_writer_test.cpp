@@ -349,8 +349,8 @@ g (float[1,2] a) => (float[1,1] y) <int16[2,1] q = {-256, 255}, float[1] s = {1}
 TEST(MsWriter, UnsupportedOpsListedAtOnce) {
   Model model = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
-g (float[2,3] x) => (float[2,3] y) {
-  a = Hardmax (x)
+g (float[3,3] x) => (float y) {
+  a = Det (x)
   b = Relu (a)
   y = Selu (b)
 }
@@ -360,10 +360,10 @@ g (float[2,3] x) => (float[2,3] y) {
   EXPECT_EQ(result.status().code(), ErrorCode::MsLowerUnsupported);
   const std::string& msg = result.status().message();
   EXPECT_NE(msg.find("2 node(s)"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("'n0' (Hardmax)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'n0' (Det)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'n2' (Selu)"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("Relu"), std::string::npos) << msg;
-  EXPECT_EQ(msUnsupportedReason(*model.graph->nodes().front(), 17), "no lowering for ONNX Hardmax");
+  EXPECT_EQ(msUnsupportedReason(*model.graph->nodes().front(), 17), "no lowering for ONNX Det");
 }
 
 // Refusals that only lowering can see (a Dropout whose training_mode is fed at run time) do not
@@ -402,10 +402,10 @@ g (float[2,3] x, bool t) => (float[2,3] y) <float r = {0.5}> {
 TEST(MsWriter, CheckAndLowerRefusalsTogether) {
   Model model = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
-g (float[1,1,4,4] x, bool t) => (float[1,1,2,2] y, int64[1,1,2,2] i, float[1,1,4,4] z, float[1,1,4,4] h) <float r = {0.5}> {
+g (float[1,1,4,4] x, bool t) => (float[1,1,2,2] y, int64[1,1,2,2] i, float[1,1,4,4] z, float[1,1] h) <float r = {0.5}> {
   y, i = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (x)
   z = Dropout (x, r, t)
-  h = Hardmax (z)
+  h = Det (z)
 }
 )");
   std::vector<lowering::Refusal> refusals;
@@ -415,12 +415,12 @@ g (float[1,1,4,4] x, bool t) => (float[1,1,2,2] y, int64[1,1,2,2] i, float[1,1,4
   const std::string& msg = lowered.status().message();
   EXPECT_NE(msg.find("node 'n0' (MaxPool): the Indices output of MaxPool"), std::string::npos)
       << msg;
-  EXPECT_NE(msg.find("node 'n2' (Hardmax): no lowering for ONNX Hardmax"), std::string::npos)
+  EXPECT_NE(msg.find("node 'n2' (Det): no lowering for ONNX Det"), std::string::npos)
       << msg;
   EXPECT_NE(msg.find("node 'n1' (Dropout): training_mode"), std::string::npos) << msg;
   ASSERT_EQ(refusals.size(), 3u);
   EXPECT_FALSE(refusals[0].isOp); // MaxPool: the op's own check
-  EXPECT_TRUE(refusals[1].isOp);  // Hardmax: no rule
+  EXPECT_TRUE(refusals[1].isOp);  // Det: no rule
   EXPECT_FALSE(refusals[2].isOp); // Dropout: found while lowering
   // kiln check / converter_lite see the check-time refusals from the node alone.
   EXPECT_EQ(msUnsupportedReason(*model.graph->nodes().front(), 13),
@@ -451,7 +451,7 @@ TEST(MsWriter, BadAttributeNamesNodeAndValue) {
   Model model = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
 g (float[1,1,4,4] x) => (float[1,1,2,2] y) {
-  y = MaxPool <kernel_shape = [2, 2], strides = [2, 2], dilations = [2, 2]> (x)
+  y = MaxPool <kernel_shape = [2, 2], strides = [1, 1], dilations = [2, 2]> (x)
 }
 )");
   auto result = buildMsBuffer(model, {});
@@ -514,8 +514,8 @@ TEST(MsWriter, FileWriteExternalWeightsAndNoPartialOutput) {
   // A failing conversion leaves nothing behind.
   Model bad = modelFromOnnxText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
-g (float[2] x) => (float[2] y) {
-  y = Hardmax (x)
+g (float[2,2] x) => (float y) {
+  y = Det (x)
 }
 )");
   const std::string badPath = (dir / "bad.ms").string();

@@ -446,9 +446,16 @@ Status raiseSquare(RaisingContext& ctx, const msfb::Primitive&) {
   return ctx.bind(0, ctx.emit("Mul", {x, x}));
 }
 
+// log1p(x) = log(w)·x/(w − 1) with w = 1 + x (the rounding of w cancels), x where w rounds to 1.
 Status raiseLog1p(RaisingContext& ctx, const msfb::Primitive&) {
   KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
-  return ctx.bind(0, ctx.emit("Log", {ctx.emit("Add", {x, ctx.scalar(1, ctx.floatType())})}));
+  auto dt = ms::dtypeOfTypeId(ctx.tensor(ctx.inIndex(0))->dataType()).value_or(ctx.floatType());
+  Value* one = ctx.scalar(1, dt);
+  Value* w = ctx.emit("Add", {x, one});
+  Value* d = ctx.emit("Sub", {w, one});
+  Value* exact = ctx.emit("Div", {ctx.emit("Mul", {ctx.emit("Log", {w}), x}), d});
+  Value* tiny = ctx.emit("Equal", {d, ctx.scalar(0, dt)});
+  return ctx.bind(0, ctx.emit("Where", {tiny, x, exact}));
 }
 
 Status raiseIsFinite(RaisingContext& ctx, const msfb::Primitive&) {

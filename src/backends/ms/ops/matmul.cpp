@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_raise_context.h"
 #include "ops/attributes.h"
@@ -86,8 +87,13 @@ Status lowerGemm(LoweringContext& ctx, const Node& n) {
   bool quantized = false;
   uint32_t bId;
   auto bConst = ctx.constOf(n.input(1));
-  if (alpha != 1.0f) {
-    if (!bConst) return bad("alpha {} with a non-constant B", alpha);
+  if (alpha != 1.0f && !bConst) {
+    // A run-time B is scaled by a MulFusion in front of the MatMul.
+    auto id = ctx.input(n.input(1), Layout::Onnx);
+    if (!id) return id.status();
+    Chain ch(ctx, n);
+    bId = ch.binary(fb::PrimitiveType_MulFusion, *id, ch.scalar(alpha, ch.typeOf(*id)));
+  } else if (alpha != 1.0f) {
     Tensor t = bConst->quantized ? dequantize(*bConst) : bConst->tensor;
     if (t.dtype() != DType::Float32) return bad("alpha {} with a non-float B", alpha);
     auto id = ctx.constTensor(scaleFloat(t, alpha), bConst->name + "_alpha");
@@ -113,8 +119,6 @@ Status lowerGemm(LoweringContext& ctx, const Node& n) {
     if (cc && beta != 1.0f) {
       if (ct.dtype() != DType::Float32) return bad("beta {} with a non-float C", beta);
       ct = scaleFloat(ct, beta);
-    } else if (!cc && beta != 1.0f) {
-      return bad("beta {} with a non-constant C", beta);
     }
     const int64_t N = outShape && outShape->size() == 2 ? (*outShape)[1] : -1;
     if (cc && N > 0 && ct.dtype() == DType::Float32 &&
@@ -131,6 +135,11 @@ Status lowerGemm(LoweringContext& ctx, const Node& n) {
       auto id = ctx.input(c, Layout::Onnx);
       if (!id) return id.status();
       addend = *id;
+      if (beta != 1.0f) {
+        // A run-time C is scaled by a MulFusion before the add.
+        Chain ch(ctx, n);
+        addend = ch.binary(fb::PrimitiveType_MulFusion, *id, ch.scalar(beta, ch.typeOf(*id)));
+      }
     }
   }
   const int act = ctx.activationFor(n);

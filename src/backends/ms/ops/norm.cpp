@@ -10,6 +10,9 @@
 #include "ops/attributes.h"
 
 namespace kiln::ms {
+
+Status lowerBatchNormTraining(LoweringContext& ctx, const Node& n); // norm_training.cpp
+
 namespace {
 
 // ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
@@ -25,19 +28,54 @@ std::string attributeReason(const Node& n) {
 
 std::string checkBatchNorm(const Node& n, const lowering::OpContext&) {
   if (std::string reason = attributeReason(n); !reason.empty()) return reason;
-  if (*ops::intAttr(n, "training_mode", 0) != 0) return "training_mode=1";
-  if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4 && rank != 2)
-    return fmt::format("{}-D input (.ms FusedBatchNorm: 4-D or 2-D)", rank);
+  if (*ops::intAttr(n, "training_mode", 0) != 0) return {}; // batch statistics: norm_training.cpp
+  if (const int rank = declaredRank(n.input(0)); rank >= 0 && (rank < 2 || rank > 5))
+    return fmt::format("{}-D input (.ms FusedBatchNorm: 4-D or 2-D; 3-D and 5-D are reshaped)",
+                       rank);
   for (size_t i = 1; i < n.outputs().size(); ++i)
     if (outputUsed(n, i)) return "training outputs (running mean/var)";
   return {};
 }
 
+// 3-D [N, C, L] and 5-D [N, C, D, H, W] inputs run as 4-D: viewed as [N, C, L, 1] or
+// [N, C, D·H, W], normalized in NHWC and viewed back.
+Status lowerBatchNormReshaped(LoweringContext& ctx, const Node& n, float eps, float momentum) {
+  auto shape = ctx.staticShape(n.input(0));
+  if (!shape) return bad("{}-D input of unknown shape", ctx.rankOf(n.input(0)));
+  const auto& d = *shape;
+  const std::vector<int64_t> view = d.size() == 3 ? std::vector<int64_t>{d[0], d[1], d[2], 1}
+                                                  : std::vector<int64_t>{d[0], d[1], d[2] * d[3], d[4]};
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  const std::string base = n.output(0)->name();
+  uint32_t x4 = ctx.reshapeTensor(*x, view, base + "_4d");
+  uint32_t xn = ctx.transposeTensor(x4, true, base + "_4d_nhwc");
+  std::vector<uint32_t> ins{xn};
+  for (size_t i = 1; i < 5; ++i) {
+    auto id = ctx.input(n.input(i), Layout::Onnx);
+    if (!id) return id.status();
+    ins.push_back(*id);
+  }
+  uint32_t yn = ctx.intermediate(xn, base + "_bn_nhwc");
+  ctx.emit(fb::PrimitiveType_FusedBatchNorm,
+           [=](FBB& b) { return fb::CreateFusedBatchNorm(b, eps, momentum, 0).Union(); }, ins,
+           {yn});
+  uint32_t y4 = ctx.transposeTensor(yn, false, base + "_bn_4d");
+  uint32_t s = ctx.intConst(d, base + "_shape");
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  ctx.emit(fb::PrimitiveType_Reshape, emptyTable<fb::Reshape>(), {y4, s}, {*y});
+  return Status::ok();
+}
+
 Status lowerBatchNorm(LoweringContext& ctx, const Node& n) {
+  KILN_ASSIGN_OR_RETURN(const int64_t training, ops::intAttr(n, "training_mode", 0));
+  if (training != 0) return lowerBatchNormTraining(ctx, n);
   const int rank = ctx.rankOf(n.input(0));
-  if (rank != 4 && rank != 2) return bad("{}-D input (.ms FusedBatchNorm: 4-D or 2-D)", rank);
   KILN_ASSIGN_OR_RETURN(const float eps, ops::floatAttr(n, "epsilon", 1e-5f));
   KILN_ASSIGN_OR_RETURN(const float momentum, ops::floatAttr(n, "momentum", 0.9f));
+  if (rank == 3 || rank == 5) return lowerBatchNormReshaped(ctx, n, eps, momentum);
+  if (rank != 4 && rank != 2) return bad("{}-D input (.ms FusedBatchNorm: 4-D or 2-D)", rank);
   const Layout layout = rank == 4 ? Layout::Nhwc : Layout::Onnx;
   std::vector<uint32_t> ins;
   auto x = ctx.input(n.input(0), layout);
@@ -173,9 +211,7 @@ Status lowerLrn(LoweringContext& ctx, const Node& n) {
 }
 
 std::string checkDropout(const Node& n, const lowering::OpContext&) {
-  if (std::string reason = attributeReason(n); !reason.empty()) return reason;
-  if (outputUsed(n, 1)) return "the mask output of Dropout";
-  return {};
+  return attributeReason(n);
 }
 
 // Dropout at inference is the identity.
@@ -190,6 +226,21 @@ Status lowerDropout(LoweringContext& ctx, const Node& n) {
       return bad("training_mode that is not a constant false, with a non-zero ratio");
   }
   ctx.setAlias(n.output(0), n.input(0));
+  if (outputUsed(n, 1)) {
+    // Nothing dropped: the mask is all true (a ConstantOfShape of the known shape).
+    auto shape = ctx.staticShape(n.input(0));
+    if (!shape) return bad("the mask output of Dropout over an unknown shape");
+    uint32_t s = ctx.intConst(*shape, n.output(1)->name() + "_shape");
+    auto m = ctx.output(n.output(1), Layout::Onnx);
+    if (!m) return m.status();
+    ctx.emit(
+        fb::PrimitiveType_ConstantOfShape,
+        [](FBB& b) {
+          return fb::CreateConstantOfShape(b, kTypeBool, b.CreateVector(std::vector<float>{1.0f}))
+              .Union();
+        },
+        {s}, {*m});
+  }
   return Status::ok();
 }
 

@@ -2,10 +2,14 @@
 // ArgMaxFusion / ArgMinFusion, CumSum.
 // Lowering (ONNX → .ms: a pure check and the lower that emits ops) and raising (the reader's
 // rules for the .ms ops this family emits, back to ONNX ops) side by side.
+#include <array>
 #include <fmt/format.h>
+#include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_raise_context.h"
 #include "ops/attributes.h"
@@ -34,8 +38,24 @@ Status lowerReduce(LoweringContext& ctx, const Node& n) {
       {"ReduceSumSquare", fb::ReduceMode_ReduceSumSquare},
       {"ReduceL1", fb::ReduceMode_ReduceASum},
       {"ReduceL2", fb::ReduceMode_ReduceL2},
+      {"ReduceLogSum", fb::ReduceMode_ReduceSum},
+      {"ReduceLogSumExp", fb::ReduceMode_ReduceSum},
   };
   const fb::ReduceMode mode = modes.at(n.opType());
+  // ReduceLogSum = Log ∘ ReduceSum, ReduceLogSumExp = Log ∘ ReduceSum ∘ Exp (no .ms mode).
+  const bool logOf = n.opType() == "ReduceLogSum" || n.opType() == "ReduceLogSumExp";
+  const bool expFirst = n.opType() == "ReduceLogSumExp";
+  auto emitReduce = [&](uint32_t x, uint32_t axes, uint32_t y, bool keepDims) {
+    Chain ch(ctx, n);
+    if (expFirst) x = ch.exp(x);
+    const uint32_t out = y;
+    if (logOf) y = ch.tmpLike(out);
+    ctx.emit(
+        fb::PrimitiveType_ReduceFusion,
+        [=](FBB& b) { return fb::CreateReduceFusion(b, keepDims, mode, false, 0.0f).Union(); },
+        {x, axes}, {y});
+    if (logOf) ch.op(fb::PrimitiveType_Log, {y}, out);
+  };
   const int rank = ctx.rankOf(n.input(0));
   if (rank < 0) return dynamicShape("reduction over an unknown rank");
   std::optional<std::vector<int64_t>> axes;
@@ -47,7 +67,27 @@ Status lowerReduce(LoweringContext& ctx, const Node& n) {
     if (!c) {
       // Axes fed at run time: int32, ONNX layout (an empty list reduces every axis, as in ONNX).
       KILN_ASSIGN_OR_RETURN(const int64_t noop, ops::intAttr(n, "noop_with_empty_axes", 0));
-      if (noop != 0) return bad("noop_with_empty_axes=1");
+      if (noop != 0) {
+        // Known shapes tell the two cases apart: a changed shape means the axes were not
+        // empty; an unchanged one is the no-op (or a reduction over size-1 axes, which is the
+        // identity for these modes).
+        auto inShape = ctx.staticShape(n.input(0));
+        auto outShape = ctx.staticShape(n.output(0));
+        if (!inShape || !outShape) return bad("noop_with_empty_axes=1 with unknown shapes");
+        if (*inShape == *outShape) {
+          static const std::set<std::string> identity = {"ReduceSum", "ReduceMean", "ReduceMax",
+                                                         "ReduceMin", "ReduceProd"};
+          if (!identity.count(n.opType()))
+            return bad("noop_with_empty_axes=1 with run-time axes and an unchanged shape");
+          auto x = ctx.input(n.input(0), Layout::Onnx);
+          if (!x) return x.status();
+          uint32_t s = ctx.intConst(*outShape, n.output(0)->name() + "_shape");
+          auto y = ctx.output(n.output(0), Layout::Onnx);
+          if (!y) return y.status();
+          ctx.emit(fb::PrimitiveType_Reshape, emptyTable<fb::Reshape>(), {*x, s}, {*y});
+          return Status::ok();
+        }
+      }
       const bool keepDims = keep;
       auto x = ctx.input(n.input(0), Layout::Onnx);
       if (!x) return x.status();
@@ -55,10 +95,7 @@ Status lowerReduce(LoweringContext& ctx, const Node& n) {
       if (!ta) return ta.status();
       auto y = ctx.output(n.output(0), Layout::Onnx);
       if (!y) return y.status();
-      ctx.emit(
-          fb::PrimitiveType_ReduceFusion,
-          [=](FBB& b) { return fb::CreateReduceFusion(b, keepDims, mode, false, 0.0f).Union(); },
-          {*x, *ta}, {*y});
+      emitReduce(*x, *ta, *y, keepDims);
       return Status::ok();
     }
     axes = intValues(c->tensor);
@@ -83,9 +120,7 @@ Status lowerReduce(LoweringContext& ctx, const Node& n) {
   uint32_t ta = ctx.intConst(list, n.output(0)->name() + "_axes");
   auto y = ctx.output(n.output(0), nhwc ? Layout::Nhwc : Layout::Onnx);
   if (!y) return y.status();
-  ctx.emit(fb::PrimitiveType_ReduceFusion,
-           [=](FBB& b) { return fb::CreateReduceFusion(b, keep, mode, false, 0.0f).Union(); },
-           {*x, ta}, {*y});
+  emitReduce(*x, ta, *y, keep);
   return Status::ok();
 }
 
@@ -93,7 +128,6 @@ std::string checkArgMinMax(const Node& n, const lowering::OpContext& context) {
   if (std::string reason = checkReduce(n, context); !reason.empty()) return reason;
   auto last = ops::intAttr(n, "select_last_index", 0);
   if (!last) return last.status().message();
-  if (*last != 0) return "select_last_index=1";
   return {};
 }
 
@@ -105,10 +139,26 @@ Status lowerArgMinMax(LoweringContext& ctx, const Node& n) {
     axis += rank;
   }
   KILN_ASSIGN_OR_RETURN(const bool keep, ops::intAttr(n, "keepdims", 1));
+  KILN_ASSIGN_OR_RETURN(const int64_t last, ops::intAttr(n, "select_last_index", 0));
   auto x = ctx.input(n.input(0), Layout::Onnx);
   if (!x) return x.status();
   auto y = ctx.output(n.output(0), Layout::Onnx);
   if (!y) return y.status();
+  std::optional<std::array<uint32_t, 3>> finish; // top − first → out
+  if (last != 0) {
+    // The last extreme: the first one of the input reversed along the axis, counted from the end
+    // (size − 1 − index).
+    auto size = ctx.dimOf(n.input(0), static_cast<size_t>(axis));
+    if (!size) return bad("select_last_index=1 over an unknown axis size");
+    Chain ch(ctx, n);
+    const std::vector<int64_t> axes{axis};
+    *x = ch.unary(fb::PrimitiveType_ReverseV2, *x, std::nullopt,
+                  [=](FBB& b) { return fb::CreateReverseV2(b, b.CreateVector(axes)).Union(); });
+    const uint32_t first = ch.tmpLike(*y);
+    const uint32_t out = *y;
+    *y = first;
+    finish = {ch.scalar(double(*size - 1), ch.typeOf(out)), first, out};
+  }
   if (n.opType() == "ArgMax")
     ctx.emit(fb::PrimitiveType_ArgMaxFusion,
              [=](FBB& b) { return fb::CreateArgMaxFusion(b, axis, 1, keep, false).Union(); }, {*x},
@@ -117,6 +167,9 @@ Status lowerArgMinMax(LoweringContext& ctx, const Node& n) {
     ctx.emit(fb::PrimitiveType_ArgMinFusion,
              [=](FBB& b) { return fb::CreateArgMinFusion(b, axis, 1, keep, false).Union(); }, {*x},
              {*y});
+  if (finish)
+    ctx.emit(fb::PrimitiveType_SubFusion, emptyTable<fb::SubFusion>(), {(*finish)[0], (*finish)[1]},
+             {(*finish)[2]});
   return Status::ok();
 }
 
@@ -147,6 +200,8 @@ Status lowerCumSum(LoweringContext& ctx, const Node& n) {
 
 KILN_MS_LOWERING("ReduceL1", checkReduce, lowerReduce);
 KILN_MS_LOWERING("ReduceL2", checkReduce, lowerReduce);
+KILN_MS_LOWERING("ReduceLogSum", checkReduce, lowerReduce);
+KILN_MS_LOWERING("ReduceLogSumExp", checkReduce, lowerReduce);
 KILN_MS_LOWERING("ReduceMax", checkReduce, lowerReduce);
 KILN_MS_LOWERING("ReduceMean", checkReduce, lowerReduce);
 KILN_MS_LOWERING("ReduceMin", checkReduce, lowerReduce);
@@ -267,8 +322,21 @@ Status raiseCumSum(RaisingContext& ctx, const msfb::Primitive& p) {
                                {"reverse", Attribute::ofInt(c->reverse() ? 1 : 0)}}));
 }
 
+// ReverseV2 (emitted for select_last_index) → Slice stepping −1 from the end over each axis.
+Status raiseReverseV2(RaisingContext& ctx, const msfb::Primitive& p) {
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  auto* axisList = p.value_as_ReverseV2()->axis();
+  if (!axisList || axisList->size() == 0) return ctx.nodeUnsupported("ReverseV2 without axes");
+  std::vector<int64_t> axes(axisList->begin(), axisList->end());
+  const std::vector<int64_t> starts(axes.size(), -1), steps(axes.size(), -1);
+  const std::vector<int64_t> ends(axes.size(), std::numeric_limits<int64_t>::min());
+  return ctx.bind(0, ctx.emit("Slice", {x, ctx.ints(starts), ctx.ints(ends), ctx.ints(axes),
+                                        ctx.ints(steps)}));
+}
+
 } // namespace
 
+KILN_MS_RAISING(ReverseV2, raiseReverseV2);
 KILN_MS_RAISING(ReduceFusion, raiseReduceFusion);
 KILN_MS_RAISING(ArgMaxFusion, raiseArgMinMaxFusion);
 KILN_MS_RAISING(ArgMinFusion, raiseArgMinMaxFusion);

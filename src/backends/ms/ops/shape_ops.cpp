@@ -48,7 +48,11 @@ Status lowerReshape(LoweringContext& ctx, const Node& n) {
   if (!x) return x.status();
   KILN_ASSIGN_OR_RETURN(const int64_t allowZero, ops::intAttr(n, "allowzero", 0));
   auto c = n.input(1) ? ctx.constOf(n.input(1)) : std::nullopt;
-  if (allowZero != 0) {
+  const auto outShape = ctx.staticShape(n.output(0));
+  const bool outHasZero =
+      outShape && std::find(outShape->begin(), outShape->end(), 0) != outShape->end();
+  if (allowZero != 0 && (!outShape || outHasZero)) {
+    // A known output shape without zeros means the same to .ms whatever allowzero says.
     if (!c) return bad("allowzero=1 with a run-time shape");
     for (int64_t d : intValues(c->tensor))
       if (d == 0) return bad("allowzero=1 with a 0 in the shape (.ms copies the input dim)");
@@ -102,7 +106,18 @@ Status lowerFlatten(LoweringContext& ctx, const Node& n) {
 Status lowerSqueeze(LoweringContext& ctx, const Node& n) {
   const bool squeeze = n.opType() == "Squeeze";
   KILN_ASSIGN_OR_RETURN(const auto axes, ctx.intsOf(n, "axes", 1));
-  if (n.input(1) && !axes) return dynamicShape("non-constant axes");
+  if (n.input(1) && !axes) {
+    // Axes fed at run time: with a known output shape the op is a Reshape to it.
+    auto shape = ctx.staticShape(n.output(0));
+    if (!shape) return dynamicShape("non-constant axes with an unknown output shape");
+    auto x = ctx.input(n.input(0), Layout::Onnx);
+    if (!x) return x.status();
+    uint32_t s = ctx.intConst(*shape, n.output(0)->name() + "_shape");
+    auto y = ctx.output(n.output(0), Layout::Onnx);
+    if (!y) return y.status();
+    ctx.emit(fb::PrimitiveType_Reshape, emptyTable<fb::Reshape>(), {*x, s}, {*y});
+    return Status::ok();
+  }
   const int inRank = ctx.rankOf(n.input(0));
   const int outRank = ctx.rankOf(n.output(0));
   std::vector<int64_t> list = axes ? *axes : std::vector<int64_t>{};
@@ -217,9 +232,16 @@ Status lowerSplit(LoweringContext& ctx, const Node& n) {
   if (n.attribute("split")) {
     KILN_ASSIGN_OR_RETURN(sizes, ops::intsAttr(n, "split", {}));
   } else if (n.input(1)) {
-    auto c = ctx.constOf(n.input(1));
-    if (!c) return dynamicShape("non-constant split sizes");
-    sizes = intValues(c->tensor);
+    if (auto c = ctx.constOf(n.input(1))) {
+      sizes = intValues(c->tensor);
+    } else {
+      // Sizes fed at run time: the outputs' known extents along the axis say the same.
+      for (const Value* o : n.outputs()) {
+        auto d = o ? ctx.dimOf(o, static_cast<size_t>(axis)) : std::nullopt;
+        if (!d) return dynamicShape("non-constant split sizes with an unknown output shape");
+        sizes.push_back(*d);
+      }
+    }
   } else {
     for (const Value* o : n.outputs()) {
       auto d = o ? ctx.dimOf(o, static_cast<size_t>(axis)) : std::nullopt;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_raise_context.h"
 #include "kiln/runtime/tensor_util.h"
@@ -31,6 +32,51 @@ std::string checkSlice(const Node& n, const lowering::OpContext& context) {
   return checkShapeOp(n, context);
 }
 
+// Slice with starts/ends/axes/steps fed at run time → StridedSlice(x, begin, end, strides, axes)
+// with int32 tensors and no masks (the form .ms takes ONNX Slice in): values are clamped into the
+// int32 range first, so ONNX's INT64 sentinels still mean "to the end".
+Status lowerRuntimeSlice(LoweringContext& ctx, const Node& n, int rank) {
+  const Value* startsV = n.input(1);
+  auto count = startsV ? ctx.dimOf(startsV, 0) : std::nullopt;
+  if (!count) return bad("run-time starts of unknown length");
+  Chain ch(ctx, n);
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  auto index = [&](const Value* v, std::vector<int64_t> fallback) -> Expected<uint32_t> {
+    if (!v) return ctx.intConst(fallback, fmt::format("{}_{}", n.output(0)->name(), fallback.size()));
+    if (auto c = ctx.constOf(v)) {
+      std::vector<int64_t> values = intValues(c->tensor);
+      for (auto& e : values)
+        e = std::clamp<int64_t>(e, std::numeric_limits<int32_t>::min(),
+                                std::numeric_limits<int32_t>::max());
+      return ctx.intConst(values, c->name);
+    }
+    auto id = ctx.input(v, Layout::Onnx);
+    if (!id) return id.status();
+    uint32_t t = *id;
+    if (ch.typeOf(t) == kTypeInt64) {
+      t = ch.binary(fb::PrimitiveType_Maximum, t,
+                    ch.scalar(double(std::numeric_limits<int32_t>::min()), kTypeInt64));
+      t = ch.binary(fb::PrimitiveType_Minimum, t,
+                    ch.scalar(double(std::numeric_limits<int32_t>::max()), kTypeInt64));
+    }
+    return ch.cast(t, kTypeInt32);
+  };
+  std::vector<int64_t> defaultAxes(static_cast<size_t>(*count)), ones(static_cast<size_t>(*count), 1);
+  std::iota(defaultAxes.begin(), defaultAxes.end(), 0);
+  KILN_ASSIGN_OR_RETURN(uint32_t begin, index(n.input(1), {}));
+  KILN_ASSIGN_OR_RETURN(uint32_t end, index(n.input(2), {}));
+  KILN_ASSIGN_OR_RETURN(uint32_t axes, index(n.input(3), defaultAxes));
+  KILN_ASSIGN_OR_RETURN(uint32_t strides, index(n.input(4), ones));
+  (void)rank;
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  ctx.emit(fb::PrimitiveType_StridedSlice,
+           [](FBB& b) { return fb::CreateStridedSlice(b, 0, 0, 0, 0, 0).Union(); },
+           {*x, begin, end, strides, axes}, {*y});
+  return Status::ok();
+}
+
 Status lowerSlice(LoweringContext& ctx, const Node& n) {
   auto shape = ctx.staticShape(n.input(0));
   const int rank = ctx.rankOf(n.input(0));
@@ -50,7 +96,7 @@ Status lowerSlice(LoweringContext& ctx, const Node& n) {
       KILN_ASSIGN_OR_RETURN(steps, ctx.intsOf(n, "steps", 4));
     }
     if (!starts || !ends || (n.input(3) && !axes) || (n.input(4) && !steps))
-      return dynamicShape("non-constant starts/ends/axes/steps");
+      return lowerRuntimeSlice(ctx, n, rank);
   }
   if (!starts || !ends) return bad("missing starts/ends");
   std::vector<int64_t> begin(static_cast<size_t>(rank), 0), end(static_cast<size_t>(rank), 0),
@@ -133,6 +179,50 @@ std::string checkPad(const Node& n, const lowering::OpContext&) {
   return padMode(n, &mode);
 }
 
+// Pads fed at run time ([begin…, end…], int64): cast to int32 and laid out as .ms's [rank, 2]
+// (Reshape to [2, rank], Transpose); a run-time constant_value is the third PadFusion input.
+// Negative (cropping) pads cannot be seen here; .ms pads only grow.
+Status lowerRuntimePad(LoweringContext& ctx, const Node& n, int rank) {
+  if (n.input(3)) return bad("run-time pads with axes");
+  int mode = 0;
+  if (std::string reason = padMode(n, &mode); !reason.empty()) return bad("{}", reason);
+  const int paddingMode = mode;
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  auto p32 = ctx.int32Input(n.input(1));
+  if (!p32) return p32.status();
+  const std::string& base = n.output(0)->name();
+  uint32_t rows = ctx.reshapeTensor(*p32, {2, rank}, base + "_pads_2xr");
+  uint32_t perm = ctx.intConst({1, 0}, base + "_pads_perm");
+  MsTensor t = ctx.tensor(rows);
+  t.name = base + "_paddings";
+  t.dims = {rank, 2};
+  uint32_t pairs = ctx.addTensor(std::move(t));
+  ctx.emit(fb::PrimitiveType_Transpose, emptyTable<fb::Transpose>(), {rows, perm}, {pairs});
+  std::vector<uint32_t> ins{*x, pairs};
+  float value = 0;
+  if (const Value* cv = n.input(2)) {
+    if (auto c = ctx.constOf(cv)) {
+      auto s = scalarValue(c->tensor);
+      if (!s) return bad("constant_value is not a scalar");
+      value = static_cast<float>(*s);
+    } else {
+      auto id = ctx.input(cv, Layout::Onnx);
+      if (!id) return id.status();
+      ins.push_back(*id);
+    }
+  }
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  ctx.emit(
+      fb::PrimitiveType_PadFusion,
+      [=](FBB& b) {
+        return fb::CreatePadFusion(b, 0, static_cast<fb::PaddingMode>(paddingMode), value).Union();
+      },
+      ins, {*y});
+  return Status::ok();
+}
+
 Status lowerPad(LoweringContext& ctx, const Node& n) {
   const int rank = ctx.rankOf(n.input(0));
   if (rank < 0) return dynamicShape("Pad over an unknown rank");
@@ -143,7 +233,7 @@ Status lowerPad(LoweringContext& ctx, const Node& n) {
     KILN_ASSIGN_OR_RETURN(value, ops::floatAttr(n, "value", 0));
   } else {
     auto p = n.input(1) ? ctx.constOf(n.input(1)) : std::nullopt;
-    if (!p) return dynamicShape("non-constant pads");
+    if (!p) return lowerRuntimePad(ctx, n, rank);
     pads = intValues(p->tensor);
     if (const Value* cv = n.input(2)) {
       auto c = ctx.constOf(cv);
@@ -319,6 +409,23 @@ Status raiseStridedSlice(RaisingContext& ctx, const msfb::Primitive& p) {
   if (s->ellipsis_mask() || s->new_axis_mask())
     return ctx.nodeUnsupported("ellipsis_mask/new_axis_mask are not read");
   KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  bool runtime = false;
+  for (size_t i = 1; i < ctx.inputCount() && i < 5; ++i)
+    runtime = runtime || !ctx.isConstant(ctx.inIndex(i));
+  if (runtime) {
+    // Run-time begin/end/strides/axes (ONNX Slice lowered as is): no masks to apply.
+    if (s->begin_mask() || s->end_mask() || s->shrink_axis_mask())
+      return ctx.nodeUnsupported("masks with run-time begin/end");
+    std::vector<Value*> ins{x};
+    for (size_t i : {size_t(1), size_t(2), size_t(4), size_t(3)}) {
+      if (i >= ctx.inputCount()) break;
+      KILN_ASSIGN_OR_RETURN(Value * v, ctx.int64Input(i));
+      ins.push_back(v);
+    }
+    // Read in ONNX's order: starts, ends, axes (.ms input 4), steps (.ms input 3).
+    if (ctx.inputCount() == 4) return ctx.nodeUnsupported("strides without axes");
+    return ctx.bind(0, ctx.emit("Slice", ins));
+  }
   KILN_ASSIGN_OR_RETURN(auto begin, ctx.constInts(1));
   KILN_ASSIGN_OR_RETURN(auto end, ctx.constInts(2));
   std::vector<int64_t> strides(begin.size(), 1), axes(begin.size());
@@ -387,13 +494,21 @@ Status raiseBroadcastTo(RaisingContext& ctx, const msfb::Primitive& p) {
 Status raisePadFusion(RaisingContext& ctx, const msfb::Primitive& p) {
   auto* pf = p.value_as_PadFusion();
   KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
-  KILN_ASSIGN_OR_RETURN(auto pads, ctx.constInts(1));
-  if (pads.size() % 2) return ctx.nodeUnsupported("paddings must be [rank, 2]");
-  size_t rank = pads.size() / 2;
-  std::vector<int64_t> onnxPads(pads.size());
-  for (size_t k = 0; k < rank; ++k) {
-    onnxPads[k] = pads[2 * k];
-    onnxPads[rank + k] = pads[2 * k + 1];
+  Value* onnxPadsValue = nullptr;
+  if (!ctx.isConstant(ctx.inIndex(1))) {
+    // Run-time [rank, 2] paddings → ONNX [begin…, end…]: transpose and flatten.
+    KILN_ASSIGN_OR_RETURN(Value * pv, ctx.int64Input(1));
+    onnxPadsValue = ctx.emit("Reshape", {ctx.transpose(pv, {1, 0}), ctx.ints({-1})});
+  } else {
+    KILN_ASSIGN_OR_RETURN(auto pads, ctx.constInts(1));
+    if (pads.size() % 2) return ctx.nodeUnsupported("paddings must be [rank, 2]");
+    size_t rank = pads.size() / 2;
+    std::vector<int64_t> onnxPads(pads.size());
+    for (size_t k = 0; k < rank; ++k) {
+      onnxPads[k] = pads[2 * k];
+      onnxPads[rank + k] = pads[2 * k + 1];
+    }
+    onnxPadsValue = ctx.ints(onnxPads);
   }
   std::string mode;
   switch (pf->padding_mode()) {
@@ -407,7 +522,7 @@ Status raisePadFusion(RaisingContext& ctx, const msfb::Primitive& p) {
     return ctx.nodeUnsupported(
         fmt::format("padding mode {}", msfb::EnumNamePaddingMode(pf->padding_mode())));
   }
-  std::vector<Value*> ins{x, ctx.ints(onnxPads)};
+  std::vector<Value*> ins{x, onnxPadsValue};
   if (mode == "constant") {
     if (ctx.inputCount() > 2) {
       KILN_ASSIGN_OR_RETURN(Value * cv, ctx.in(2));

@@ -130,6 +130,97 @@ KILN_OM_RAISING("ClipByValue", [](Raiser& r, const OpDef& op) -> Status {
   r.emit(op, "Clip", {r.in(op, 0), r.in(op, 1), r.in(op, 2)}, 1);
   return Status::ok();
 });
+// PRelu: from opset 7 the slope broadcasts as numpy does; opset 6 applies a slope of C values
+// per channel (axis 1), so that slope gets unit axes after it ([C] → [C, 1, ...]).
+KILN_OM_LOWERING(
+    "PRelu",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 6) return "PRelu of opset 5 or earlier";
+      if (!n.attributes().empty()) return fmt::format("attribute '{}' of PRelu", n.attributes().begin()->first);
+      if (context.opset < 7 && rankOf(n.input(1)) != 1)
+        return "PRelu of opset 6 with a slope that is not 1-D";
+      if (context.opset < 7 && rankOf(n.input(0)) < 0) return "PRelu of opset 6 of unknown rank";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      Port slope = l.in(1);
+      const int64_t rank = rankOf(n.input(0));
+      const Value* s = n.input(1);
+      if (l.opset < 7 && rank > 2 && !(staticShape(s) && s->shape()[0].value() == 1)) {
+        std::vector<int64_t> axes;
+        std::vector<Dim> dims{s->shape()[0]};
+        for (int64_t i = 1; i < rank - 1; ++i) {
+          axes.push_back(i);
+          dims.push_back(Dim::known(1));
+        }
+        OpDef* u = l.op("Unsqueeze", "slope");
+        l.input(u, slope);
+        (*u->mutable_attr())["axes"] = attrInts(axes);
+        slope = l.output(u, s->dtype(), Shape(dims), "");
+      }
+      OpDef* o = l.op("PRelu");
+      l.input(o, l.in(0));
+      l.input(o, slope);
+      l.outputs(o);
+    });
+KILN_OM_RAISING("PRelu", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "PRelu", {r.in(op, 0), r.in(op, 1)}, 1);
+  return Status::ok();
+});
+// Hardmax: 1 at the first maximum along the axis, else 0 — ArgMaxV2 (which picks the first), then
+// OneHot of the axis size. Before opset 13 the input is a 2-D [before axis, from axis] view.
+KILN_OM_LOWERING(
+    "Hardmax",
+    [](const Node& n, const OpContext& context) -> std::string {
+      const Value* x = n.input(0);
+      if (!staticShape(x)) return "Hardmax of a dynamic shape";
+      if (!isFloatType(x->dtype())) return "Hardmax on non-float data";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      const Value* x = n.input(0);
+      auto dims = x->shape().staticDims();
+      const int64_t rank = static_cast<int64_t>(dims.size());
+      int64_t axis = nodeInt(n, "axis", l.opset < 13 ? 1 : -1);
+      if (axis < 0) axis += rank;
+      Port in = l.in(0);
+      std::vector<int64_t> work = dims;
+      if (l.opset < 13 && axis != rank - 1) {
+        int64_t before = 1, after = 1;
+        for (int64_t i = 0; i < rank; ++i)
+          (i < axis ? before : after) *= dims[i];
+        work = {before, after};
+        OpDef* r = l.op("Reshape", "2d");
+        l.input(r, in);
+        l.input(r, l.constInts("2d_shape", work));
+        in = l.output(r, x->dtype(), Shape::fromStatic(work), "");
+        axis = 1;
+      }
+      std::vector<int64_t> reduced;
+      for (size_t i = 0; i < work.size(); ++i)
+        if (static_cast<int64_t>(i) != axis) reduced.push_back(work[i]);
+      OpDef* am = l.op("ArgMaxV2", "argmax");
+      l.input(am, in);
+      l.input(am, l.constInts("dimension", {axis}));
+      (*am->mutable_attr())["dtype"] = attrI(geProtoToCxxDType(ge::proto::DT_INT64));
+      Port index = l.output(am, DType::Int64, Shape::fromStatic(reduced), "");
+      const bool reshaped = work != dims;
+      OpDef* o = l.op("OneHot", reshaped ? "onehot" : "");
+      l.input(o, index);
+      l.input(o, l.constant("depth", Tensor::fromValues<int64_t>(DType::Int64, {}, {work[axis]})));
+      l.input(o, l.constScalar("on", x->dtype(), 1.0));
+      l.input(o, l.constScalar("off", x->dtype(), 0.0));
+      (*o->mutable_attr())["axis"] = attrI(axis);
+      if (!reshaped) {
+        l.outputs(o);
+        return;
+      }
+      Port y = l.output(o, x->dtype(), Shape::fromStatic(work), "");
+      OpDef* back = l.op("Reshape");
+      l.input(back, y);
+      l.input(back, l.constInts("shape", dims));
+      l.outputs(back);
+    });
 void activationRules() {
   for (const char* unary : {"Relu", "Sigmoid", "Tanh", "Softplus", "Softsign"})
     simple(unary, unary, {}, 1, noCheck,
@@ -143,7 +234,6 @@ void activationRules() {
   simple("ThresholdedRelu", "ThresholdedRelu", {{"alpha", "threshold"}}, 10, noCheck, __FILE__);
   simple("HardSwish", "HardSwish", {}, 14, noCheck, __FILE__);
   simple("Mish", "Mish", {}, 18, noCheck, __FILE__);
-  simple("PRelu", "PRelu", {}, 9, noCheck, __FILE__);
 }
 const bool kActivationRulesRegistered = (activationRules(), true);
 

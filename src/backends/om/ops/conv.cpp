@@ -1,5 +1,8 @@
 // .om rules for the convolutions: Conv → Conv2D (1-D over an [N,C,1,L] view) / Conv3D,
-// ConvTranspose → Conv2DTranspose.
+// ConvTranspose → Conv2DTranspose / Conv3DTranspose.
+#include <optional>
+#include <utility>
+
 #include "../om_context.h"
 
 namespace kiln::om {
@@ -83,57 +86,122 @@ void convRaisingRules() {
 }
 const bool kConvRaisingRulesRegistered = (convRaisingRules(), true);
 
-// ConvTranspose → Conv2DTranspose (input_size, x, filter, bias).
+// ConvTranspose's explicit pads and output padding, resolving output_shape and auto_pad SAME_* as
+// ONNX does (an output larger than the natural one: negative end padding, which is extra output
+// padding). Empty when the begin padding would be negative.
+std::optional<std::pair<std::vector<int64_t>, std::vector<int64_t>>>
+transposePads(const Node& n, size_t s) {
+  auto xd = n.input(0)->shape().staticDims(), wd = n.input(1)->shape().staticDims();
+  auto strides = nodeInts(n, "strides").value_or(std::vector<int64_t>(s, 1));
+  auto dilations = nodeInts(n, "dilations").value_or(std::vector<int64_t>(s, 1));
+  auto pads = nodeInts(n, "pads").value_or(std::vector<int64_t>(2 * s, 0));
+  auto outPad = nodeInts(n, "output_padding").value_or(std::vector<int64_t>(s, 0));
+  auto outputShape = nodeInts(n, "output_shape").value_or(std::vector<int64_t>{});
+  if (outputShape.size() > s) outputShape.erase(outputShape.begin(), outputShape.end() - s);
+  const std::string autoPad = nodeString(n, "auto_pad", "NOTSET");
+  if (strides.size() != s || dilations.size() != s || pads.size() != 2 * s ||
+      outPad.size() != s || (!outputShape.empty() && outputShape.size() != s))
+    return std::nullopt;
+  if (autoPad == "VALID") pads.assign(2 * s, 0);
+  if (!outputShape.empty() || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")
+    for (size_t d = 0; d < s; ++d) {
+      const int64_t in = xd[2 + d], kernel = (wd[2 + d] - 1) * dilations[d] + 1;
+      const int64_t full = strides[d] * (in - 1) + outPad[d] + kernel;
+      const int64_t out = outputShape.empty() ? in * strides[d] : outputShape[d];
+      const int64_t total = full - out;
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      pads[d] = autoPad == "SAME_UPPER" ? half : total - half;
+      pads[d + s] = total - pads[d];
+    }
+  for (size_t d = 0; d < s; ++d) {
+    if (pads[d] < 0) return std::nullopt;
+    if (pads[d + s] < 0) {
+      outPad[d] -= pads[d + s];
+      pads[d + s] = 0;
+    }
+  }
+  return std::make_pair(pads, outPad);
+}
+
+// ConvTranspose → Conv2DTranspose / Conv3DTranspose (input_size, x, filter, bias); 1-D over an
+// [N, C, 1, L] view.
 KILN_OM_LOWERING(
     "ConvTranspose",
     [](const Node& n, const OpContext&) -> std::string {
-      if (rankOf(n.input(0)) != 4) return "ConvTranspose that is not 2-D";
-      if (!staticShape(n.input(1)) || !staticShape(n.output(0)))
+      const int64_t r = rankOf(n.input(0));
+      if (r != 3 && r != 4 && r != 5) return "ConvTranspose that is not 1-D, 2-D or 3-D";
+      if (!staticShape(n.input(0)) || !staticShape(n.input(1)) || !staticShape(n.output(0)))
         return "ConvTranspose with dynamic shapes";
-      std::string autoPad = nodeString(n, "auto_pad", "NOTSET");
-      if (autoPad != "NOTSET" && autoPad != "VALID") return "ConvTranspose auto_pad SAME_*";
-      if (n.attribute("output_shape")) return "ConvTranspose with output_shape";
+      if (!transposePads(n, static_cast<size_t>(r - 2)))
+        return "ConvTranspose whose output_shape / auto_pad asks for negative begin padding";
       return "";
     },
     [](Lowerer& l, const Node& n) {
-      auto strides = nodeInts(n, "strides").value_or(std::vector<int64_t>{1, 1});
-      auto dilations = nodeInts(n, "dilations").value_or(std::vector<int64_t>{1, 1});
-      auto pads = nodeInts(n, "pads").value_or(std::vector<int64_t>(4, 0));
-      auto outPad = nodeInts(n, "output_padding").value_or(std::vector<int64_t>{0, 0});
-      if (nodeString(n, "auto_pad", "NOTSET") == "VALID") pads.assign(4, 0);
-      OpDef* o = l.op("Conv2DTranspose");
-      l.input(o, l.constInts("input_size", n.output(0)->shape().staticDims()));
-      l.input(o, l.in(0), "NCHW");
-      l.input(o, l.in(1), "NCHW");
+      size_t s = static_cast<size_t>(rankOf(n.input(0)) - 2);
+      auto strides = nodeInts(n, "strides").value_or(std::vector<int64_t>(s, 1));
+      auto dilations = nodeInts(n, "dilations").value_or(std::vector<int64_t>(s, 1));
+      auto [pads, outPad] = *transposePads(n, s);
+      auto outDims = n.output(0)->shape().staticDims();
+      auto wdims = n.input(1)->shape().staticDims();
+      Port x = l.in(0), w = l.in(1);
+      const bool oneD = s == 1;
+      if (oneD) {
+        strides = {1, strides[0]};
+        dilations = {1, dilations[0]};
+        pads = {0, pads[0], 0, pads[1]};
+        outPad = {0, outPad[0]};
+        outDims.insert(outDims.begin() + 2, 1);
+        x = l.unsqueezeH(x, "view");
+        w = n.input(1)->isInitializer() ? l.constView(1, {wdims[0], wdims[1], 1, wdims[2]})
+                                        : l.unsqueezeH(w, "weight_view");
+      }
+      std::string format = spatialFormat(s);
+      OpDef* o = l.op(s == 3 ? "Conv3DTranspose" : "Conv2DTranspose", oneD ? "transpose" : "");
+      l.input(o, l.constInts("input_size", outDims));
+      l.input(o, x, format);
+      l.input(o, w, format);
       if (hasInput(n, 2)) l.input(o, l.in(2));
       auto& a = *o->mutable_attr();
       a["strides"] = attrInts(withBatchChannel(strides));
       a["dilations"] = attrInts(withBatchChannel(dilations));
       a["pads"] = attrInts(interleavePads(pads));
       a["groups"] = attrI(nodeInt(n, "group", 1));
-      a["data_format"] = attrS("NCHW");
+      a["data_format"] = attrS(format);
       // N and C take no output padding (0), unlike strides/dilations whose N/C entries are 1.
-      std::vector<int64_t> outPadNchw{0, 0};
-      outPadNchw.insert(outPadNchw.end(), outPad.begin(), outPad.end());
-      a["output_padding"] = attrInts(outPadNchw);
+      std::vector<int64_t> outPadFull{0, 0};
+      outPadFull.insert(outPadFull.end(), outPad.begin(), outPad.end());
+      a["output_padding"] = attrInts(outPadFull);
       a["offset_x"] = attrI(0);
-      l.outputs(o, "NCHW");
+      if (oneD)
+        l.squeezeHOutput(o);
+      else
+        l.outputs(o, format);
     });
-KILN_OM_RAISING("Conv2DTranspose", [](Raiser& r, const OpDef& op) -> Status {
-  std::vector<Value*> inputs{r.in(op, 1), r.in(op, 2)};
-  if (Value* b = r.in(op, 3)) inputs.push_back(b);
-  auto strides = getInts(op, "strides"), dilations = getInts(op, "dilations");
-  auto pads = getInts(op, "pads"), outPad = getInts(op, "output_padding");
-  if (strides.size() != 4 || dilations.size() != 4 || pads.size() != 4)
-    return r.unsupported(op, "strides/dilations/pads are not NCHW lists");
-  Node* node = r.emit(op, "ConvTranspose", inputs, 1);
-  node->setAttribute("strides", Attribute::ofInts({strides[2], strides[3]}));
-  node->setAttribute("dilations", Attribute::ofInts({dilations[2], dilations[3]}));
-  node->setAttribute("pads", Attribute::ofInts(deinterleavePads(pads)));
-  node->setAttribute("group", Attribute::ofInt(getI(op, "groups", 1)));
-  if (outPad.size() == 4)
-    node->setAttribute("output_padding", Attribute::ofInts({outPad[2], outPad[3]}));
-  return Status::ok();
-});
+void convTransposeRaisingRules() {
+  for (const char* type : {"Conv2DTranspose", "Conv3DTranspose"})
+    addRaising(
+        type,
+        [](Raiser& r, const OpDef& op) -> Status {
+          std::vector<Value*> inputs{r.in(op, 1), r.in(op, 2)};
+          if (Value* b = r.in(op, 3)) inputs.push_back(b);
+          auto strides = getInts(op, "strides"), dilations = getInts(op, "dilations");
+          auto pads = getInts(op, "pads"), outPad = getInts(op, "output_padding");
+          if (strides.size() < 4 || dilations.size() != strides.size() ||
+              pads.size() != 2 * (strides.size() - 2))
+            return r.unsupported(op, "strides/dilations/pads do not match the data format");
+          Node* node = r.emit(op, "ConvTranspose", inputs, 1);
+          node->setAttribute("strides", Attribute::ofInts({strides.begin() + 2, strides.end()}));
+          node->setAttribute("dilations",
+                             Attribute::ofInts({dilations.begin() + 2, dilations.end()}));
+          node->setAttribute("pads", Attribute::ofInts(deinterleavePads(pads)));
+          node->setAttribute("group", Attribute::ofInt(getI(op, "groups", 1)));
+          if (outPad.size() == strides.size())
+            node->setAttribute("output_padding",
+                               Attribute::ofInts({outPad.begin() + 2, outPad.end()}));
+          return Status::ok();
+        },
+        __FILE__);
+}
+const bool kConvTransposeRaisingRulesRegistered = (convTransposeRaisingRules(), true);
 } // namespace
 } // namespace kiln::om

@@ -17,7 +17,7 @@ KILN_OM_LOWERING(
     [](Lowerer& l, const Node& n) {
       OpDef* o = l.op("Cast");
       l.input(o, l.in(0));
-      auto to = *dtypeFromOnnx(static_cast<int32_t>(nodeInt(n, "to", 0)));
+      auto to = l.onChip(*dtypeFromOnnx(static_cast<int32_t>(nodeInt(n, "to", 0))));
       (*o->mutable_attr())["dst_type"] = attrI(geProtoToCxxDType(*toGeDType(to)));
       l.outputs(o);
     });
@@ -37,7 +37,8 @@ KILN_OM_LOWERING(
     [](Lowerer& l, const Node& n) {
       OpDef* o = l.op("Cast");
       l.input(o, l.in(0));
-      (*o->mutable_attr())["dst_type"] = attrI(geProtoToCxxDType(*toGeDType(n.input(1)->dtype())));
+      (*o->mutable_attr())["dst_type"] =
+          attrI(geProtoToCxxDType(*toGeDType(l.onChip(n.input(1)->dtype()))));
       l.outputs(o);
     });
 // Division: RealDiv for floating point, TruncateDiv (C semantics, as ONNX) for integers.
@@ -174,9 +175,106 @@ void elementwiseRules() {
          {{"detect_negative", "detect_negative"}, {"detect_positive", "detect_positive"}}, 10,
          noCheck, __FILE__);
   simple("Not", "LogicalNot", {}, 1, noCheck, __FILE__);
-  for (const char* binary : {"Add", "Sub", "Mul", "Pow", "Equal", "Less", "Greater"})
-    simple(binary, binary, {}, 1, noCheck,
-           __FILE__); // opset < 7 `broadcast` fails the attribute check
+  for (const std::string binary : {"Add", "Sub", "Mul", "Pow", "Equal", "Less", "Greater"}) {
+    // Before opset 7, `broadcast` = 1 lets B broadcast from `axis` of A (default: B's trailing
+    // alignment, as numpy): B then gets unit axes after it.
+    addLowering(
+        binary,
+        [](const Node& n, const OpContext& context) -> std::string {
+          for (const auto& [name, value] : n.attributes())
+            if (context.opset >= 7 || (name != "broadcast" && name != "axis"))
+              return fmt::format("attribute '{}' of {}", name, n.opType());
+          if (n.attribute("axis") && (rankOf(n.input(0)) < 0 || rankOf(n.input(1)) < 0))
+            return n.opType() + " with the opset 6 broadcast axis over unknown ranks";
+          // The old exporters that wrote `broadcast` also wrote float64 tensors beyond float32's
+          // range, which a chip without double (float64 computed in float32) turns into inf.
+          if (n.attribute("broadcast") && n.input(0) && n.input(0)->dtype() == DType::Float64)
+            return n.opType() + " with the opset 6 broadcast attribute on float64 data (the chip "
+                                "computes float64 in float32)";
+          return "";
+        },
+        [binary](Lowerer& l, const Node& n) {
+          Port b = l.in(1);
+          if (l.opset < 7 && nodeInt(n, "broadcast", 0) && n.attribute("axis")) {
+            const int64_t ra = rankOf(n.input(0)), rb = rankOf(n.input(1));
+            int64_t axis = nodeInt(n, "axis", ra - rb);
+            if (axis < 0) axis += ra;
+            std::vector<int64_t> axes;
+            std::vector<Dim> dims = n.input(1)->shape().dims();
+            for (int64_t i = rb; i < ra - axis; ++i) {
+              axes.push_back(i);
+              dims.push_back(Dim::known(1));
+            }
+            if (!axes.empty()) {
+              OpDef* u = l.op("Unsqueeze", "broadcast");
+              l.input(u, b);
+              (*u->mutable_attr())["axes"] = attrInts(axes);
+              b = l.output(u, b.dtype, Shape(dims), "");
+            }
+          }
+          OpDef* o = l.op(binary);
+          l.input(o, l.in(0));
+          l.input(o, b);
+          l.outputs(o);
+        },
+        __FILE__);
+    addRaising(
+        binary,
+        [binary](Raiser& r, const OpDef& op) -> Status {
+          r.emit(op, binary, {r.in(op, 0), r.in(op, 1)}, 1);
+          return Status::ok();
+        },
+        __FILE__);
+  }
+  // Xor of booleans is NotEqual; BitShift is LeftShift / RightShift.
+  addLowering(
+      "Xor",
+      [](const Node& n, const OpContext& context) -> std::string {
+        return context.opset < 7 ? "Xor of opset 6 or earlier" : "";
+      },
+      [](Lowerer& l, const Node& n) {
+        OpDef* o = l.op("NotEqual");
+        l.input(o, l.in(0));
+        l.input(o, l.in(1));
+        l.outputs(o);
+      },
+      __FILE__);
+  addRaising(
+      "NotEqual",
+      [](Raiser& r, const OpDef& op) -> Status {
+        Value* a = r.in(op, 0);
+        if (a && a->dtype() == DType::Bool) {
+          r.emit(op, "Xor", {a, r.in(op, 1)}, 1);
+          return Status::ok();
+        }
+        Value* equal = r.helper(op.name() + "_equal", "Equal", {a, r.in(op, 1)});
+        r.emit(op, "Not", {equal}, 1);
+        return Status::ok();
+      },
+      __FILE__);
+  addLowering(
+      "BitShift",
+      [](const Node& n, const OpContext&) -> std::string {
+        std::string direction = nodeString(n, "direction", "");
+        return direction == "LEFT" || direction == "RIGHT" ? "" : "BitShift direction";
+      },
+      [](Lowerer& l, const Node& n) {
+        OpDef* o = l.op(nodeString(n, "direction", "") == "LEFT" ? "LeftShift" : "RightShift");
+        l.input(o, l.in(0));
+        l.input(o, l.in(1));
+        l.outputs(o);
+      },
+      __FILE__);
+  for (const std::string type : {"LeftShift", "RightShift"})
+    addRaising(
+        type,
+        [type](Raiser& r, const OpDef& op) -> Status {
+          r.emit(op, "BitShift", {r.in(op, 0), r.in(op, 1)}, 1)
+              ->setAttribute("direction",
+                             Attribute::ofString(type == "LeftShift" ? "LEFT" : "RIGHT"));
+          return Status::ok();
+        },
+        __FILE__);
   simple("LessOrEqual", "LessEqual", {}, 12, noCheck, __FILE__);
   simple("GreaterOrEqual", "GreaterEqual", {}, 12, noCheck, __FILE__);
   simple("And", "LogicalAnd", {}, 7, noCheck, __FILE__);

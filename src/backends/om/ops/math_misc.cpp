@@ -1,4 +1,4 @@
-// .om rules for TopK → TopKV2 and Einsum.
+// .om rules for TopK → TopKV2, Einsum and Det → MatrixDeterminant.
 #include "../om_context.h"
 
 namespace kiln::om {
@@ -29,6 +29,14 @@ KILN_OM_RAISING("TopKV2", [](Raiser& r, const OpDef& op) -> Status {
 });
 void einsumRules() {
   simple("Einsum", "Einsum", {{"equation", "equation"}}, 12, noCheck, __FILE__);
+  // Det → MatrixDeterminant ([..., M, M] of float32 / double).
+  simple(
+      "Det", "MatrixDeterminant", {}, 11,
+      [](const Node& n, const OpContext&) -> std::string {
+        DType t = n.input(0)->dtype();
+        return t == DType::Float32 || t == DType::Float64 ? "" : "Det on this data type";
+      },
+      __FILE__);
 }
 const bool kEinsumRulesRegistered = (einsumRules(), true);
 

@@ -36,7 +36,11 @@ KILN_OM_LOWERING(
       if (rankOf(n.input(0)) != 2 || rankOf(n.input(1)) != 2)
         return "Gemm with operands that are not 2-D";
       if (!isFloatType(n.input(0)->dtype())) return "Gemm on integer data";
-      if (context.opset < 7) return "Gemm of opset 6 or earlier";
+      // Before opset 7 `broadcast` only said whether C may broadcast (the lowering always lets it).
+      if (context.opset < 7 && nodeInt(n, "broadcast", 0) == 0 && n.input(2) &&
+          (!staticShape(n.input(2)) || !staticShape(n.output(0)) ||
+           n.input(2)->shape().staticDims() != n.output(0)->shape().staticDims()))
+        return "Gemm of opset 6 or earlier whose C is not of Y's shape without broadcast";
       return "";
     },
     [](Lowerer& l, const Node& n) {

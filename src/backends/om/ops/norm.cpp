@@ -8,13 +8,13 @@ namespace {
 KILN_OM_LOWERING(
     "Dropout",
     [](const Node& n, const OpContext&) -> std::string {
-      if (n.outputs().size() > 1 && n.output(1) &&
-          (n.output(1)->hasUses() || n.output(1)->isGraphOutput()))
-        return "Dropout's mask output";
       if (hasInput(n, 2)) {
         const Tensor* t = constInput(n, 2);
         if (!t || t->byteSize() < 1 || t->data()[0] != 0) return "Dropout in training mode";
       }
+      if (n.outputs().size() > 1 && n.output(1) &&
+          (n.output(1)->hasUses() || n.output(1)->isGraphOutput()) && !staticShape(n.input(0)))
+        return "Dropout's mask output of a dynamic shape";
       return "";
     },
     [](Lowerer& l, const Node& n) {
@@ -22,11 +22,24 @@ KILN_OM_LOWERING(
       l.input(o, l.in(0));
       const Value* y = n.output(0);
       l.bind(y, l.output(o, y->dtype(), y->shape(), y->name()));
+      // In inference every element is kept: the mask is all true, a constant of x's shape.
+      if (n.outputs().size() > 1 && n.output(1) &&
+          (n.output(1)->hasUses() || n.output(1)->isGraphOutput())) {
+        auto dims = n.input(0)->shape().staticDims();
+        int64_t count = 1;
+        for (int64_t d : dims)
+          count *= d;
+        std::vector<uint8_t> ones(static_cast<size_t>(count), 1);
+        l.bind(n.output(1),
+               l.constant("mask", Tensor(DType::Bool, dims, Buffer::owned(std::move(ones)))));
+      }
     });
 KILN_OM_LOWERING(
     "BatchNormalization",
     [](const Node& n, const OpContext& context) -> std::string {
-      if (context.opset < 7) return "BatchNormalization of opset 6 or earlier";
+      // Before opset 7 is_test says inference (else Y uses the batch's own statistics).
+      if (context.opset < 7 && !nodeInt(n, "is_test", 0))
+        return "BatchNormalization of opset 6 or earlier in training mode (is_test 0)";
       if (nodeInt(n, "spatial", 1) != 1) return "BatchNormalization with spatial 0";
       if (nodeInt(n, "training_mode", 0)) return "BatchNormalization in training mode";
       for (size_t i = 1; i < n.outputs().size(); ++i)

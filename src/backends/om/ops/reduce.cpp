@@ -1,8 +1,23 @@
 // .om rules for the reductions (ReduceX, an element-wise op around some), ArgMax / ArgMin, CumSum.
+#include <limits>
+
 #include "../om_context.h"
 
 namespace kiln::om {
 namespace {
+
+// An axes input computed at run time whose shape says it holds no axis.
+bool emptyAxesInput(const Node& n) {
+  const Value* axes = n.input(1);
+  return axes && !axes->isInitializer() && staticShape(axes) && axes->shape().rank() == 1 &&
+         axes->shape()[0].value() == 0;
+}
+// An axes input computed at run time that holds a known, non-zero count of axes.
+bool runtimeAxes(const Node& n) {
+  const Value* axes = n.input(1);
+  return axes && !axes->isInitializer() && staticShape(axes) && axes->shape().rank() == 1 &&
+         axes->shape()[0].value() > 0;
+}
 
 // ReduceSum/Mean/Max/Min/Prod → the GE op with an axes input and keep_dims.
 void reduceRules() {
@@ -25,8 +40,13 @@ void reduceRules() {
     addLowering(
         onnx,
         [](const Node& n, const OpContext&) -> std::string {
-          if (hasInput(n, 1) && !constInts(n, 1)) return n.opType() + " axes computed at run time";
-          bool axesGiven = (hasInput(n, 1) && !constInts(n, 1)->empty()) || nodeInts(n, "axes");
+          // Axes computed at run time go to the GE op's axes input as they are, when their count
+          // is known (GraphEngine reads no axes as "none", ONNX as "all" unless noop_with_empty_axes).
+          if (runtimeAxes(n)) return "";
+          if (hasInput(n, 1) && !constInts(n, 1) && !emptyAxesInput(n))
+            return n.opType() + " axes computed at run time, of unknown count";
+          bool axesGiven = (hasInput(n, 1) && !emptyAxesInput(n) && !constInts(n, 1)->empty()) ||
+                           nodeInts(n, "axes");
           if (!axesGiven && !nodeInt(n, "noop_with_empty_axes", 0) && rankOf(n.input(0)) < 0)
             return n.opType() + " over all axes of unknown rank";
           if (!axesGiven && nodeInt(n, "noop_with_empty_axes", 0) && n.opType() != "ReduceSum" &&
@@ -37,17 +57,21 @@ void reduceRules() {
         },
         [reduce, pre, post](Lowerer& l, const Node& n) {
           std::vector<int64_t> axes;
-          if (hasInput(n, 1))
+          if (runtimeAxes(n))
+            ; // the input itself, below
+          else if (emptyAxesInput(n))
+            ; // an empty axes input: as no axes
+          else if (hasInput(n, 1))
             axes = *constInts(n, 1);
           else if (auto a = nodeInts(n, "axes"))
             axes = *a;
-          if (axes.empty() && nodeInt(n, "noop_with_empty_axes", 0)) {
+          if (axes.empty() && !runtimeAxes(n) && nodeInt(n, "noop_with_empty_axes", 0)) {
             OpDef* o = l.op("Identity");
             l.input(o, l.in(0));
             l.outputs(o);
             return;
           }
-          if (axes.empty())
+          if (axes.empty() && !runtimeAxes(n))
             for (int64_t i = 0; i < rankOf(n.input(0)); ++i)
               axes.push_back(i);
           Port x = l.in(0);
@@ -58,7 +82,7 @@ void reduceRules() {
           }
           OpDef* o = l.op(reduce, post.empty() ? "" : "reduce");
           l.input(o, x);
-          l.input(o, l.constInts("axes", axes));
+          l.input(o, runtimeAxes(n) ? l.in(1) : l.constInts("axes", axes));
           (*o->mutable_attr())["keep_dims"] = attrB(nodeInt(n, "keepdims", 1) != 0);
           if (post.empty()) {
             l.outputs(o);
@@ -88,20 +112,33 @@ void reduceRules() {
     addLowering(
         onnx,
         [](const Node& n, const OpContext&) -> std::string {
-          if (nodeInt(n, "select_last_index", 0)) return n.opType() + " select_last_index";
-          if (nodeInt(n, "axis", 0) < 0 && rankOf(n.input(0)) < 0)
-            return n.opType() + " of unknown rank";
+          int64_t axis = nodeInt(n, "axis", 0), rank = rankOf(n.input(0));
+          if (axis < 0 && rank < 0) return n.opType() + " of unknown rank";
+          if (nodeInt(n, "select_last_index", 0) &&
+              (rank < 0 || !n.input(0)->shape()[axis < 0 ? axis + rank : axis].isStatic()))
+            return n.opType() + " select_last_index over an axis of unknown size";
           return "";
         },
         [geType](Lowerer& l, const Node& n) {
           int64_t axis = nodeInt(n, "axis", 0);
+          const int64_t rank = rankOf(n.input(0));
+          if (axis < 0 && rank >= 0) axis += rank;
           bool keep = nodeInt(n, "keepdims", 1) != 0;
+          bool last = nodeInt(n, "select_last_index", 0) != 0;
           const Value* y = n.output(0);
-          OpDef* o = l.op(geType, keep ? "reduce" : "");
-          l.input(o, l.in(0));
+          Port x = l.in(0);
+          if (last) {
+            // The last extreme is the first one of the reversed axis: D - 1 - that index.
+            OpDef* r = l.op("ReverseV2", "reverse");
+            l.input(r, x);
+            l.input(r, l.constInts("reverse_axis", {axis}));
+            x = l.output(r, x.dtype, x.shape, "");
+          }
+          OpDef* o = l.op(geType, keep || last ? "reduce" : "");
+          l.input(o, x);
           l.input(o, l.constInts("dimension", {axis}));
           (*o->mutable_attr())["dtype"] = attrI(geProtoToCxxDType(ge::proto::DT_INT64));
-          if (!keep) {
+          if (!keep && !last) {
             l.outputs(o);
             return;
           }
@@ -109,13 +146,24 @@ void reduceRules() {
           std::vector<Dim> reduced;
           if (y->shape().hasRank())
             for (size_t i = 0; i < y->shape().rank(); ++i)
-              if (static_cast<int64_t>(i) != (axis < 0 ? axis + int64_t(y->shape().rank()) : axis))
-                reduced.push_back(y->shape()[i]);
-          Port p = l.output(o, DType::Int64, y->shape().hasRank() ? Shape(reduced) : Shape(), "");
+              if (keep ? static_cast<int64_t>(i) != axis : true) reduced.push_back(y->shape()[i]);
+          const Shape reducedShape = y->shape().hasRank() ? Shape(reduced) : Shape();
+          Port p = l.output(o, DType::Int64, reducedShape, "");
+          if (last) {
+            const int64_t size = n.input(0)->shape()[axis].value();
+            OpDef* sub = l.op("Sub", keep ? "last" : "");
+            l.input(sub, l.constant("last_index", Tensor::fromValues<int64_t>(
+                                                      DType::Int64, {}, {size - 1})));
+            l.input(sub, p);
+            if (!keep) {
+              l.outputs(sub);
+              return;
+            }
+            p = l.output(sub, DType::Int64, reducedShape, "");
+          }
           OpDef* u = l.op("Unsqueeze");
           l.input(u, p);
-          int64_t rank = rankOf(n.input(0));
-          (*u->mutable_attr())["axes"] = attrInts({axis < 0 ? axis + rank : axis});
+          (*u->mutable_attr())["axes"] = attrInts({axis});
           l.bind(y, l.output(u, y->dtype(), y->shape(), y->name()));
         },
         __FILE__);
@@ -134,6 +182,20 @@ void reduceRules() {
 }
 const bool kReduceRulesRegistered = (reduceRules(), true);
 
+// ReverseV2 (select_last_index of ArgMax / ArgMin): a Slice with step -1 along each axis.
+KILN_OM_RAISING("ReverseV2", [](Raiser& r, const OpDef& op) -> Status {
+  auto axes = r.constIntsIn(op, 1);
+  if (!axes) return r.unsupported(op, "axis is not a constant");
+  const size_t count = axes->size();
+  r.emit(op, "Slice",
+         {r.in(op, 0), r.constInts(op.name() + "_starts", std::vector<int64_t>(count, -1)),
+          r.constInts(op.name() + "_ends",
+                      std::vector<int64_t>(count, std::numeric_limits<int64_t>::min())),
+          r.constInts(op.name() + "_axes", *axes),
+          r.constInts(op.name() + "_steps", std::vector<int64_t>(count, -1))},
+         1);
+  return Status::ok();
+});
 // Square: the element-wise step of ReduceSumSquare / ReduceL2.
 KILN_OM_RAISING("Square", [](Raiser& r, const OpDef& op) -> Status {
   r.emit(op, "Mul", {r.in(op, 0), r.in(op, 0)}, 1);

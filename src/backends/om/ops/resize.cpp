@@ -34,46 +34,71 @@ bool scaleMatchesSize(const Node& n, float scale, int64_t in, int64_t out) {
   return true;
 }
 
+// "" when the Resize is one of ResizeNearestNeighborV2 / ResizeBilinearV2 (static H / W resize
+// whose coordinates those ops compute); else why not, and the ONNX-semantics Resize op takes it.
+std::string v2Reason(const Node& n) {
+  if (rankOf(n.input(0)) != 4 || !staticShape(n.input(0)) || !staticShape(n.output(0)))
+    return "Resize that is not on static 4-D data";
+  auto in = n.input(0)->shape().staticDims(), out = n.output(0)->shape().staticDims();
+  if (in[0] != out[0] || in[1] != out[1]) return "Resize of the N or C axis";
+  // With scales ONNX maps coordinates by the scale itself; GraphEngine by out / in (and the
+  // raised Resize by its sizes): the two must pick the same source pixels.
+  if (const Tensor* scales = constInput(n, 2);
+      scales && scales->dtype() == DType::Float32 && scales->elementCount() == 4) {
+    auto v = scales->copyValues<float>();
+    for (size_t i = 2; i < 4; ++i)
+      if (!scaleMatchesSize(n, v[i], in[i], out[i]))
+        return "Resize by a scale that does not give a whole output size";
+  } else if (hasInput(n, 2) && !hasInput(n, 3)) {
+    return "Resize scales computed at run time";
+  }
+  std::string mode = nodeString(n, "mode", "nearest");
+  std::string coord = nodeString(n, "coordinate_transformation_mode", "half_pixel");
+  if (mode == "nearest") {
+    std::string nearest = nodeString(n, "nearest_mode", "round_prefer_floor");
+    bool legacy = coord == "asymmetric" && nearest == "floor";
+    bool centers = coord == "half_pixel" && nearest == "round_prefer_ceil";
+    bool corners = coord == "align_corners" && nearest == "round_prefer_ceil";
+    if (!legacy && !centers && !corners)
+      return "Resize nearest with " + coord + " / " + nearest;
+    return "";
+  }
+  if (mode == "linear") {
+    if (coord != "asymmetric" && coord != "half_pixel" && coord != "align_corners")
+      return "Resize linear with " + coord;
+    return "";
+  }
+  return "Resize mode " + mode;
+}
+
 KILN_OM_LOWERING(
     "Resize",
     [](const Node& n, const OpContext& context) -> std::string {
       if (context.opset < 11) return "Resize of opset 10 or earlier";
-      if (rankOf(n.input(0)) != 4 || !staticShape(n.input(0)) || !staticShape(n.output(0)))
-        return "Resize that is not on static 4-D data";
-      auto in = n.input(0)->shape().staticDims(), out = n.output(0)->shape().staticDims();
-      if (in[0] != out[0] || in[1] != out[1]) return "Resize of the N or C axis";
-      // With scales ONNX maps coordinates by the scale itself; GraphEngine by out / in (and the
-      // raised Resize by its sizes): the two must pick the same source pixels.
-      if (const Tensor* scales = constInput(n, 2);
-          scales && scales->dtype() == DType::Float32 && scales->elementCount() == 4) {
-        auto v = scales->copyValues<float>();
-        for (size_t i = 2; i < 4; ++i)
-          if (!scaleMatchesSize(n, v[i], in[i], out[i]))
-            return "Resize by a scale that does not give a whole output size";
-      } else if (hasInput(n, 2) && !hasInput(n, 3)) {
-        return "Resize scales computed at run time";
-      }
-      std::string mode = nodeString(n, "mode", "nearest");
-      std::string coord = nodeString(n, "coordinate_transformation_mode", "half_pixel");
       if (n.attribute("antialias") && nodeInt(n, "antialias", 0)) return "Resize with antialias";
       if (n.attribute("axes")) return "Resize with axes";
-      if (mode == "nearest") {
-        std::string nearest = nodeString(n, "nearest_mode", "round_prefer_floor");
-        bool legacy = coord == "asymmetric" && nearest == "floor";
-        bool centers = coord == "half_pixel" && nearest == "round_prefer_ceil";
-        bool corners = coord == "align_corners" && nearest == "round_prefer_ceil";
-        if (!legacy && !centers && !corners)
-          return "Resize nearest with " + coord + " / " + nearest;
-        return "";
-      }
-      if (mode == "linear") {
-        if (coord != "asymmetric" && coord != "half_pixel" && coord != "align_corners")
-          return "Resize linear with " + coord;
-        return "";
-      }
-      return "Resize mode " + mode;
+      if (nodeString(n, "keep_aspect_ratio_policy", "stretch") != "stretch")
+        return "Resize with keep_aspect_ratio_policy";
+      // GraphEngine's Resize (ONNX semantics: roi / scales / sizes inputs, every mode) is 4-D.
+      if (rankOf(n.input(0)) != 4) return "Resize that is not on 4-D data";
+      return "";
     },
     [](Lowerer& l, const Node& n) {
+      if (!v2Reason(n).empty()) {
+        OpDef* o = l.op("Resize");
+        for (size_t i = 0; i < 4; ++i)
+          l.input(o, hasInput(n, i) ? l.in(i) : Port{});
+        auto& a = *o->mutable_attr();
+        a["coordinate_transformation_mode"] =
+            attrS(nodeString(n, "coordinate_transformation_mode", "half_pixel"));
+        a["cubic_coeff_a"] = attrF(nodeFloat(n, "cubic_coeff_a", -0.75f));
+        a["exclude_outside"] = attrI(nodeInt(n, "exclude_outside", 0));
+        a["extrapolation_value"] = attrF(nodeFloat(n, "extrapolation_value", 0.0f));
+        a["mode"] = attrS(nodeString(n, "mode", "nearest"));
+        a["nearest_mode"] = attrS(nodeString(n, "nearest_mode", "round_prefer_floor"));
+        l.outputs(o, "NCHW");
+        return;
+      }
       auto out = n.output(0)->shape().staticDims();
       std::string mode = nodeString(n, "mode", "nearest");
       std::string coord = nodeString(n, "coordinate_transformation_mode", "half_pixel");
@@ -88,6 +113,41 @@ KILN_OM_LOWERING(
       a["data_format"] = attrS("NCHW");
       l.outputs(o, "NCHW");
     });
+// Upsample (opset 7-9; deprecated since 10): the asymmetric / floor Resize by scales.
+KILN_OM_LOWERING(
+    "Upsample",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 9) return "Upsample of opset 8 or earlier (scales as an attribute)";
+      std::string mode = nodeString(n, "mode", "nearest");
+      if (mode != "nearest" && mode != "linear") return "Upsample mode " + mode;
+      if (rankOf(n.input(0)) != 4) return "Upsample that is not on 4-D data";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op("Resize");
+      l.input(o, l.in(0));
+      l.input(o, Port{});
+      l.input(o, l.in(1));
+      l.input(o, Port{});
+      auto& a = *o->mutable_attr();
+      a["coordinate_transformation_mode"] = attrS("asymmetric");
+      a["mode"] = attrS(nodeString(n, "mode", "nearest"));
+      a["nearest_mode"] = attrS("floor");
+      l.outputs(o, "NCHW");
+    });
+KILN_OM_RAISING("Resize", [](Raiser& r, const OpDef& op) -> Status {
+  Node* node = r.emit(op, "Resize", {r.in(op, 0), r.in(op, 1), r.in(op, 2), r.in(op, 3)}, 1);
+  node->setAttribute("coordinate_transformation_mode",
+                     Attribute::ofString(getS(op, "coordinate_transformation_mode", "half_pixel")));
+  node->setAttribute("cubic_coeff_a", Attribute::ofFloat(getF(op, "cubic_coeff_a", -0.75f)));
+  node->setAttribute("exclude_outside", Attribute::ofInt(getI(op, "exclude_outside", 0)));
+  node->setAttribute("extrapolation_value",
+                     Attribute::ofFloat(getF(op, "extrapolation_value", 0.0f)));
+  node->setAttribute("mode", Attribute::ofString(getS(op, "mode", "nearest")));
+  node->setAttribute("nearest_mode",
+                     Attribute::ofString(getS(op, "nearest_mode", "round_prefer_floor")));
+  return Status::ok();
+});
 void resizeRaisingRules() {
   for (const char* type : {"ResizeNearestNeighborV2", "ResizeBilinearV2"})
     addRaising(

@@ -1,5 +1,6 @@
 // .om rules for the shape-moving ops: Reshape, Transpose, Concat, Split, Squeeze, Slice, Pad, ...
 #include "../om_context.h"
+#include "kiln/runtime/tensor_util.h"
 
 namespace kiln::om {
 namespace {
@@ -120,12 +121,19 @@ KILN_OM_RAISING("SplitVD", [](Raiser& r, const OpDef& op) -> Status {
 KILN_OM_LOWERING(
     "Squeeze",
     [](const Node& n, const OpContext&) -> std::string {
-      if (hasInput(n, 1) && !constInts(n, 1)) return "Squeeze axes computed at run time";
+      if (hasInput(n, 1) && !constInts(n, 1)) return ""; // SqueezeV3 takes them as an input
       if (!hasInput(n, 1) && !nodeInts(n, "axes") && !staticShape(n.input(0)))
         return "Squeeze without axes of a dynamic shape";
       return "";
     },
     [](Lowerer& l, const Node& n) {
+      if (hasInput(n, 1) && !constInts(n, 1)) {
+        OpDef* o = l.op("SqueezeV3");
+        l.input(o, l.in(0));
+        l.input(o, l.in(1));
+        l.outputs(o);
+        return;
+      }
       std::vector<int64_t> axes;
       if (hasInput(n, 1))
         axes = *constInts(n, 1);
@@ -148,10 +156,18 @@ KILN_OM_RAISING("Squeeze", [](Raiser& r, const OpDef& op) -> Status {
 KILN_OM_LOWERING(
     "Unsqueeze",
     [](const Node& n, const OpContext&) -> std::string {
-      if (hasInput(n, 1) && !constInts(n, 1)) return "Unsqueeze axes computed at run time";
+      if (hasInput(n, 1) && !constInts(n, 1) && rankOf(n.output(0)) < 0)
+        return "Unsqueeze axes computed at run time, of an unknown result rank";
       return "";
     },
     [](Lowerer& l, const Node& n) {
+      if (hasInput(n, 1) && !constInts(n, 1)) { // UnsqueezeV3 takes them as an input
+        OpDef* o = l.op("UnsqueezeV3");
+        l.input(o, l.in(0));
+        l.input(o, l.in(1));
+        l.outputs(o);
+        return;
+      }
       std::vector<int64_t> axes =
           hasInput(n, 1) ? *constInts(n, 1) : nodeInts(n, "axes").value_or(std::vector<int64_t>{});
       OpDef* o = l.op("Unsqueeze");
@@ -159,6 +175,17 @@ KILN_OM_LOWERING(
       (*o->mutable_attr())["axes"] = attrInts(axes);
       l.outputs(o);
     });
+// SqueezeV3 / UnsqueezeV3: ONNX's opset 13 forms (axes as an int64 input).
+KILN_OM_RAISING("SqueezeV3", [](Raiser& r, const OpDef& op) -> Status {
+  std::vector<Value*> inputs{r.in(op, 0)};
+  if (Value* axes = r.in(op, 1)) inputs.push_back(axes);
+  r.emit(op, "Squeeze", inputs, 1);
+  return Status::ok();
+});
+KILN_OM_RAISING("UnsqueezeV3", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "Unsqueeze", {r.in(op, 0), r.in(op, 1)}, 1);
+  return Status::ok();
+});
 KILN_OM_RAISING("Unsqueeze", [](Raiser& r, const OpDef& op) -> Status {
   r.emit(op, "Unsqueeze", {r.in(op, 0), r.constInts(op.name() + "_axes", getInts(op, "axes"))}, 1);
   return Status::ok();
@@ -234,16 +261,47 @@ KILN_OM_RAISING("PadV3", [](Raiser& r, const OpDef& op) -> Status {
 KILN_OM_LOWERING(
     "Trilu",
     [](const Node& n, const OpContext&) -> std::string {
-      if (hasInput(n, 1) && !constInts(n, 1)) return "Trilu k computed at run time";
+      const Value* x = n.input(0);
+      if (hasInput(n, 1) && !constInts(n, 1) &&
+          (rankOf(x) < 2 || !x->shape()[rankOf(x) - 2].isStatic() ||
+           !x->shape()[rankOf(x) - 1].isStatic()))
+        return "Trilu k computed at run time over matrices of unknown size";
       return "";
     },
     [](Lowerer& l, const Node& n) {
+      const bool upper = nodeInt(n, "upper", 1) != 0;
+      if (hasInput(n, 1) && !constInts(n, 1)) {
+        // k at run time: keep x where (column - row) >= k (upper) or <= k (lower), else 0; the
+        // column - row table is a constant of the matrix size.
+        const Value* x = n.input(0);
+        const int64_t rank = rankOf(x), rows = x->shape()[rank - 2].value(),
+                      cols = x->shape()[rank - 1].value();
+        std::vector<int64_t> offsets;
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < cols; ++j)
+            offsets.push_back(j - i);
+        OpDef* cmp = l.op(upper ? "GreaterEqual" : "LessEqual", "mask");
+        l.input(cmp, l.constant("diagonal_offsets", Tensor::fromValues<int64_t>(
+                                                      DType::Int64, {rows, cols}, offsets)));
+        l.input(cmp, l.in(1));
+        Port mask = l.output(cmp, DType::Bool, Shape::fromStatic({rows, cols}), "");
+        OpDef* o = l.op("SelectV2");
+        l.input(o, mask);
+        l.input(o, l.in(0));
+        l.input(o, l.constScalar("zero", x->dtype(), 0.0));
+        l.outputs(o);
+        return;
+      }
       int64_t k = hasInput(n, 1) ? constInts(n, 1)->at(0) : 0;
-      OpDef* o = l.op(nodeInt(n, "upper", 1) ? "Triu" : "Tril");
+      OpDef* o = l.op(upper ? "Triu" : "Tril");
       l.input(o, l.in(0));
       (*o->mutable_attr())["diagonal"] = attrI(k);
       l.outputs(o);
     });
+KILN_OM_RAISING("SelectV2", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "Where", {r.in(op, 0), r.in(op, 1), r.in(op, 2)}, 1);
+  return Status::ok();
+});
 void trilRaisingRules() {
   for (const char* type : {"Triu", "Tril"})
     addRaising(
@@ -260,12 +318,145 @@ void trilRaisingRules() {
 }
 const bool kTrilRaisingRulesRegistered = (trilRaisingRules(), true);
 
+// ConstantOfShape → Fill (dims, value): the shape may come at run time; a constant shape was
+// already folded by the pipeline.
+KILN_OM_LOWERING(
+    "ConstantOfShape",
+    [](const Node& n, const OpContext&) -> std::string {
+      const Attribute* v = n.attribute("value");
+      if (v && (v->kind() != AttrKind::Tensor || v->asTensor().elementCount() != 1 ||
+                v->asTensor().dtype() == DType::String))
+        return "ConstantOfShape whose value is not one number";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      const Attribute* v = n.attribute("value");
+      Tensor value = v ? Tensor(v->asTensor().dtype(), {}, v->asTensor().buffer())
+                       : Tensor::fromValues<float>(DType::Float32, {}, {0.0f});
+      OpDef* o = l.op("Fill");
+      l.input(o, l.in(0));
+      l.input(o, l.constant("value", value));
+      l.outputs(o);
+    });
+KILN_OM_RAISING("Fill", [](Raiser& r, const OpDef& op) -> Status {
+  Value* value = r.in(op, 1);
+  if (!value || !value->isInitializer() || value->initializer().elementCount() != 1)
+    return r.unsupported(op, "value is not a constant scalar");
+  const Tensor& t = value->initializer();
+  r.emit(op, "ConstantOfShape", {r.in(op, 0)}, 1)
+      ->setAttribute("value", Attribute::ofTensor(Tensor(t.dtype(), {1}, t.buffer())));
+  return Status::ok();
+});
+// EyeLike depends on its input's shape and type alone: with a static shape it is a constant.
+KILN_OM_LOWERING(
+    "EyeLike",
+    [](const Node& n, const OpContext&) -> std::string {
+      if (!staticShape(n.input(0)) || rankOf(n.input(0)) != 2)
+        return "EyeLike of a shape that is not a static 2-D one";
+      if (n.output(0)->dtype() == DType::String || n.output(0)->dtype() == DType::Undefined)
+        return "EyeLike of this type";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      auto dims = n.input(0)->shape().staticDims();
+      const int64_t k = nodeInt(n, "k", 0);
+      std::vector<double> values(static_cast<size_t>(dims[0] * dims[1]), 0.0);
+      for (int64_t i = 0; i < dims[0]; ++i)
+        if (i + k >= 0 && i + k < dims[1]) values[static_cast<size_t>(i * dims[1] + i + k)] = 1.0;
+      auto eye = rt::castTensor(Tensor::fromValues<double>(DType::Float64, dims, values),
+                                n.output(0)->dtype());
+      l.bind(n.output(0), l.constant("eye", *eye));
+    });
+// OneHot → GraphEngine's OneHot (indices, depth, on_value, off_value): ONNX's negative indices
+// count from depth (GraphEngine leaves them all off), so the indices go through
+// FloorMod(indices, depth) first; [off, on] are picked out of `values` with GatherV2.
+KILN_OM_LOWERING(
+    "OneHot",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 9) return "OneHot of opset 8 or earlier";
+      for (const auto& [name, value] : n.attributes())
+        if (name != "axis") return fmt::format("attribute '{}' of OneHot", name);
+      if (rankOf(n.input(1)) > 1) return "OneHot with a depth that is not a scalar";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      auto toInt64 = [&](size_t i, const std::string& suffix) {
+        Port p = l.in(i);
+        if (p.dtype == DType::Int64) return p;
+        OpDef* c = l.op("Cast", suffix);
+        l.input(c, p);
+        (*c->mutable_attr())["dst_type"] = attrI(geProtoToCxxDType(ge::proto::DT_INT64));
+        return l.output(c, DType::Int64, p.shape, "");
+      };
+      Port indices = toInt64(0, "indices");
+      Port depth = toInt64(1, "depth");
+      if (rankOf(n.input(1)) != 0) { // [1] → a scalar
+        OpDef* r = l.op("Reshape", "depth_scalar");
+        l.input(r, depth);
+        l.input(r, l.constInts("scalar_shape", {}));
+        depth = l.output(r, DType::Int64, Shape::fromStatic({}), "");
+      }
+      OpDef* mod = l.op("FloorMod", "wrap");
+      l.input(mod, indices);
+      l.input(mod, depth);
+      indices = l.output(mod, DType::Int64, indices.shape, "");
+      auto pick = [&](int64_t which, const std::string& suffix) {
+        OpDef* g = l.op("GatherV2", suffix);
+        l.input(g, l.in(2));
+        l.input(g, l.constant(suffix + "_index",
+                              Tensor::fromValues<int64_t>(DType::Int64, {}, {which})));
+        l.input(g, l.constInts(suffix + "_axis", {0}));
+        (*g->mutable_attr())["batch_dims"] = attrI(0);
+        return l.output(g, n.input(2)->dtype(), Shape::fromStatic({}), "");
+      };
+      Port off = pick(0, "off"), on = pick(1, "on");
+      OpDef* o = l.op("OneHot");
+      l.input(o, indices);
+      l.input(o, depth);
+      l.input(o, on);
+      l.input(o, off);
+      (*o->mutable_attr())["axis"] = attrI(nodeInt(n, "axis", -1));
+      l.outputs(o);
+    });
+KILN_OM_RAISING("OneHot", [](Raiser& r, const OpDef& op) -> Status {
+  Value* axis0 = r.constInts(op.name() + "_axis0", {0});
+  Value* off = r.helper(op.name() + "_off", "Unsqueeze", {r.in(op, 3), axis0});
+  Value* on = r.helper(op.name() + "_on", "Unsqueeze", {r.in(op, 2), axis0});
+  Value* values = r.helper(op.name() + "_values", "Concat", {off, on});
+  values->producer()->setAttribute("axis", Attribute::ofInt(0));
+  r.emit(op, "OneHot", {r.in(op, 0), r.in(op, 1), values}, 1)
+      ->setAttribute("axis", Attribute::ofInt(getI(op, "axis", -1)));
+  return Status::ok();
+});
+// ReverseSequence → ReverseSequence (x, seq_lengths) with seq_dim / batch_dim: ONNX's
+// time_axis (default 0) / batch_axis (default 1), always written.
+KILN_OM_LOWERING(
+    "ReverseSequence",
+    [](const Node& n, const OpContext&) -> std::string {
+      for (const auto& [name, value] : n.attributes())
+        if (name != "time_axis" && name != "batch_axis")
+          return fmt::format("attribute '{}' of ReverseSequence", name);
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op("ReverseSequence");
+      l.input(o, l.in(0));
+      l.input(o, l.in(1));
+      (*o->mutable_attr())["seq_dim"] = attrI(nodeInt(n, "time_axis", 0));
+      (*o->mutable_attr())["batch_dim"] = attrI(nodeInt(n, "batch_axis", 1));
+      l.outputs(o);
+    });
+KILN_OM_RAISING("ReverseSequence", [](Raiser& r, const OpDef& op) -> Status {
+  Node* node = r.emit(op, "ReverseSequence", {r.in(op, 0), r.in(op, 1)}, 1);
+  node->setAttribute("time_axis", Attribute::ofInt(getI(op, "seq_dim", 0)));
+  node->setAttribute("batch_axis", Attribute::ofInt(getI(op, "batch_dim", 0)));
+  return Status::ok();
+});
 void shapeRules() {
   simple("Flatten", "Flatten", {{"axis", "axis"}}, 1, noCheck, __FILE__);
   simple("Expand", "Expand", {}, 8, noCheck, __FILE__);
   simple("Tile", "Tile", {}, 6, noCheck, __FILE__);
   simple("Range", "Range", {}, 11, noCheck, __FILE__);
-  simple("OneHot", "OneHot", {{"axis", "axis"}}, 11, noCheck, __FILE__);
   simple("NonZero", "NonZero", {}, 9, noCheck, __FILE__);
   simple("DepthToSpace", "DepthToSpace", {{"blocksize", "block_size"}, {"mode", "mode"}}, 11,
          noCheck, __FILE__);
