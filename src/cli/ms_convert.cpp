@@ -451,6 +451,7 @@ int msStatusCode(const Status& status) {
   int code = static_cast<int>(status.code());
   if (status.code() == ErrorCode::MsLowerUnsupported) return -300;
   if (status.code() == ErrorCode::MsLowerBadAttribute) return -302;
+  if (status.code() == ErrorCode::MsLowerDynamicShape) return -500; // "Failed to infer shape."
   if (status.code() == ErrorCode::FileNotFound) return -600;
   if (code >= 2000 && code < 3000) return -200; // the ONNX model does not parse
   if (code >= 4000 && code < 4300) return -600; // flags, shape specs, precision config

@@ -18,6 +18,7 @@ std::unique_ptr<Pass> makeFoldConstantIfPass();
 std::unique_ptr<Pass> makeCarryLoopScanOutputsPass();
 std::unique_ptr<Pass> makeScanToLoopPass();
 std::unique_ptr<Pass> makeInferShapesPass();
+std::unique_ptr<Pass> makePropagateShapeValuesPass();
 std::unique_ptr<Pass> makeQuantizeWeightsPass();
 std::unique_ptr<Pass> makeSettleShapesPass();
 std::unique_ptr<Pass> makeFuseBatchNormPass();
@@ -40,6 +41,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"fold-constants", makeFoldConstantsPass},
       {"fold-constant-if", makeFoldConstantIfPass},
       {"infer-shapes", makeInferShapesPass},
+      {"propagate-shape-values", makePropagateShapeValuesPass},
       {"quantize-weights", makeQuantizeWeightsPass},
       {"scan-to-loop", makeScanToLoopPass},
       {"settle-shapes", makeSettleShapesPass},

@@ -1,4 +1,5 @@
-// settle-shapes: alternates shape inference and constant folding until nothing changes, so shape
+// settle-shapes: alternates shape inference (ONNX's, then kiln's propagate-shape-values for the
+// shape tensors of dynamic models) and constant folding until nothing changes, so shape
 // sub-graphs (Shape → Gather → Unsqueeze → Concat → Reshape) fold away; then reports every tensor
 // that stays dynamic with the node that makes it so.
 //
@@ -57,7 +58,8 @@ class SettleShapes : public Pass {
  public:
   std::string_view name() const override { return "settle-shapes"; }
   Expected<bool> run(Graph& graph, PassContext& context) override {
-    const std::vector<std::string> round = {"infer-shapes", "fold-constants", "remove-noops",
+    const std::vector<std::string> round = {"infer-shapes", "propagate-shape-values",
+                                            "fold-constants", "remove-noops",
                                             "eliminate-dead-nodes"};
     std::vector<std::unique_ptr<Pass>> passes;
     for (const auto& name : round)

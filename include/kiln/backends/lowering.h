@@ -77,6 +77,8 @@ struct Refusal {
   // Set by collectUnsupported when the op's own rule check refused the node (the checks every
   // target shares passed), so a backend can code the two kinds without checking again.
   bool byRule = false;
+  // A refusal only fixed input shapes lift (a size the model leaves dynamic).
+  bool dynamic = false;
 };
 
 // The checks every target shares before its own rule: the node's domain, subgraphs, the

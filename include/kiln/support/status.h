@@ -60,6 +60,7 @@ enum class ErrorCode : int {
   MsLowerUnsupported = 7101,
   MsLowerBadAttribute = 7102,
   MsModelTooLarge = 7103,
+  MsLowerDynamicShape = 7104,
   ConverterConfigInvalid = 7201,
   BenchmarkDataInvalid = 7301,
   BenchmarkAccuracyFailed = 7302,

@@ -458,8 +458,8 @@ Expected<LoweringContext::View1d> LoweringContext::begin1d(const Node& n) {
   const std::string& op = n.opType();
   auto inShape = staticShape(n.input(0));
   auto outShape = staticShape(n.output(0));
-  if (!inShape || inShape->size() != 3 || !outShape)
-    return bad("1-D {} needs static input and output shapes", op);
+  if (rankOf(n.input(0)) != 3 || rankOf(n.output(0)) != 3)
+    return dynamicShape("1-D {} over an input or output of unknown rank", op);
   KILN_ASSIGN_OR_RETURN(const std::string autoPad, ops::stringAttr(n, "auto_pad", "NOTSET"));
   if (autoPad != "NOTSET" && autoPad != "VALID")
     return bad("auto_pad '{}' on a 1-D {}", autoPad, op);
@@ -472,19 +472,32 @@ Expected<LoweringContext::View1d> LoweringContext::begin1d(const Node& n) {
   view.strides = {1, strides.empty() ? 1 : strides[0]};
   view.dilations = {1, dilations.empty() ? 1 : dilations[0]};
   view.padList = {0, 0, pads[0], pads[1]};
-  view.outShape = *outShape;
   const std::string base = n.output(0)->name();
   auto x = input(n.input(0), Layout::Onnx);
   if (!x) return x.status();
-  uint32_t x4 = reshapeTensor(*x, {(*inShape)[0], (*inShape)[1], 1, (*inShape)[2]}, base + "_in4d");
+  uint32_t x4;
+  if (inShape && outShape) {
+    view.outShape = *outShape;
+    x4 = reshapeTensor(*x, {(*inShape)[0], (*inShape)[1], 1, (*inShape)[2]}, base + "_in4d");
+  } else {
+    // Dynamic dims: [N, C, L] gets its unit axis from an Unsqueeze, which any length takes.
+    std::vector<int32_t> d = dimsOf(n.input(0));
+    x4 = intermediate(*x, base + "_in4d");
+    out_.tensors[x4].dims = {d[0], d[1], 1, d[2]};
+    out_.tensors[x4].format = kFormatNCHW;
+    const std::vector<int64_t> axis = {2};
+    emit(fb::PrimitiveType_Unsqueeze,
+         [=](FBB& b) { return fb::CreateUnsqueeze(b, b.CreateVector(axis)).Union(); }, {*x},
+         {x4});
+  }
   view.x = transposeTensor(x4, true, base + "_in4d_nhwc");
   MsTensor y;
   y.name = base + "_out4d_nhwc";
   auto type = typeIdOf(n.output(0)->dtype());
   y.dataType = type ? *type : kTypeFloat32;
   y.format = kFormatNHWC;
-  y.dims = {static_cast<int32_t>((*outShape)[0]), 1, static_cast<int32_t>((*outShape)[2]),
-            static_cast<int32_t>((*outShape)[1])};
+  const std::vector<int32_t> od = dimsOf(n.output(0));
+  y.dims = {od[0], 1, od[2], od[1]};
   view.y = addTensor(std::move(y));
   return view;
 }
@@ -494,6 +507,12 @@ Status LoweringContext::end1d(const Node& n, const View1d& view) {
   uint32_t y4 = transposeTensor(view.y, false, base + "_out4d");
   auto out = output(fusedOutput(n), Layout::Onnx);
   if (!out) return out.status();
+  if (view.outShape.empty()) {
+    const std::vector<int64_t> axis = {2};
+    emit(fb::PrimitiveType_Squeeze,
+         [=](FBB& b) { return fb::CreateSqueeze(b, b.CreateVector(axis)).Union(); }, {y4}, {*out});
+    return Status::ok();
+  }
   uint32_t shape = intConst(view.outShape, base + "_shape");
   emit(fb::PrimitiveType_Reshape, emptyTable<fb::Reshape>(), {y4, shape}, {*out});
   return Status::ok();

@@ -62,6 +62,14 @@ template <typename... Args> Status bad(fmt::format_string<Args...> format, Args&
                 "change the attribute in the exporter or keep this model on another target");
 }
 
+// A refusal from `lower` that fixed input shapes would lift: the rule needs a size, rank or
+// constant the model leaves dynamic (K7104 when the graph has dynamic inputs, else K7102).
+template <typename... Args>
+Status dynamicShape(fmt::format_string<Args...> format, Args&&... args) {
+  return Status(ErrorCode::MsLowerDynamicShape, fmt::format(format, std::forward<Args>(args)...),
+                "fix the dynamic input shapes (converter_lite --inputShape, kiln --input-shape)");
+}
+
 // Whether optional output `i` of `n` is read (by a node or as a graph output).
 inline bool outputUsed(const Node& n, size_t i) {
   return n.outputs().size() > i && n.output(i) &&
@@ -126,6 +134,16 @@ class LoweringContext {
     if (!v->shape().hasRank() || i >= v->shape().rank() || !v->shape()[i].isStatic())
       return std::nullopt;
     return v->shape()[i].value();
+  }
+  // `v`'s dims as .ms writes them, -1 where dynamic (rank must be known).
+  std::vector<int32_t> dimsOf(const Value* v) const {
+    v = resolve(v);
+    if (auto c = constOf(v)) return std::vector<int32_t>(c->tensor.dims().begin(),
+                                                         c->tensor.dims().end());
+    std::vector<int32_t> out;
+    for (const Dim& d : v->shape().dims())
+      out.push_back(d.isStatic() ? static_cast<int32_t>(d.value()) : -1);
+    return out;
   }
   std::optional<std::vector<int64_t>> staticShape(const Value* v) const {
     v = resolve(v);

@@ -39,13 +39,36 @@ std::optional<int> fusableActivation(const Node& act) {
   return std::nullopt;
 }
 
-// The model's node refusals as one status: K7101 when any is about the op itself, else K7102.
-Status refusalStatus(const std::vector<lowering::Refusal>& refusals) {
+// The graph inputs with dynamic dims, as a converter_lite --inputShape value to fill in:
+// "x:<N>,3,<H>,<W>" ("" when every input is static).
+std::string dynamicInputsSpec(const Graph& graph) {
+  std::vector<std::string> specs;
+  for (const Value* v : graph.inputs()) {
+    if (v->isInitializer() || v->type().kind != TypeKind::Tensor) continue;
+    if (v->shape().hasRank() && v->shape().isStatic()) continue;
+    if (!v->shape().hasRank()) {
+      specs.push_back(fmt::format("{}:<dims>", v->name()));
+      continue;
+    }
+    std::vector<std::string> dims;
+    for (const Dim& d : v->shape().dims())
+      dims.push_back(d.isStatic()      ? std::to_string(d.value())
+                     : d.isSymbolic() ? fmt::format("<{}>", d.symbol())
+                                      : std::string("<?>"));
+    specs.push_back(fmt::format("{}:{}", v->name(), fmt::join(dims, ",")));
+  }
+  return fmt::format("{}", fmt::join(specs, ";"));
+}
+
+// The model's node refusals as one status: K7101 when any is about the op itself; K7104 when the
+// rest only need sizes the model's dynamic inputs leave open; else K7102.
+Status refusalStatus(const Graph& graph, const std::vector<lowering::Refusal>& refusals) {
   std::vector<std::string> parts;
-  bool anyOp = false;
+  bool anyOp = false, allDynamic = true;
   for (const auto& r : refusals) {
     parts.push_back(fmt::format("{}: {}", r.label, r.reason));
     anyOp = anyOp || r.isOp;
+    allDynamic = allDynamic && r.dynamic;
   }
   const std::string message = fmt::format("{} node(s) cannot be lowered to MindSpore Lite ops: {}",
                                           refusals.size(), fmt::join(parts, "; "));
@@ -53,6 +76,13 @@ Status refusalStatus(const std::vector<lowering::Refusal>& refusals) {
     return Status(ErrorCode::MsLowerUnsupported, message,
                   "replace these ops in the exporter, or run `kiln check MODEL --target ms` to "
                   "see every unsupported node");
+  const std::string spec = dynamicInputsSpec(graph);
+  if (allDynamic && !spec.empty())
+    return Status(ErrorCode::MsLowerDynamicShape, message,
+                  fmt::format("these sizes depend on the model's dynamic input dims: fix them "
+                              "with --inputShape=\"{}\" (kiln: --input-shape), numbers in place "
+                              "of the <named> dims",
+                              spec));
   return Status(ErrorCode::MsLowerBadAttribute, message,
                 "change the attribute in the exporter or keep this model on another target");
 }
@@ -270,7 +300,7 @@ Expected<MsGraph> LoweringContext::run(std::vector<lowering::Refusal>* refusalsO
     refused.insert(r.node);
   auto finish = [&](Status status) -> Status {
     if (refusalsOut) *refusalsOut = refusals;
-    return refusals.empty() ? status : refusalStatus(refusals);
+    return refusals.empty() ? status : refusalStatus(graph_, refusals);
   };
 
   fuseActivations();
@@ -289,7 +319,8 @@ Expected<MsGraph> LoweringContext::run(std::vector<lowering::Refusal>* refusalsO
     if (!s.isOk()) {
       if (s.code() == ErrorCode::Internal) return finish(s);
       refusals.push_back({node.get(), lowering::nodeLabel(*node, position), s.message(),
-                          s.code() == ErrorCode::MsLowerUnsupported});
+                          s.code() == ErrorCode::MsLowerUnsupported, false,
+                          s.code() == ErrorCode::MsLowerDynamicShape});
     }
     placeholders(*node);
   }

@@ -257,7 +257,7 @@ Status lowerSoftmax(LoweringContext& ctx, const Node& n) {
   const int rank = ctx.rankOf(n.input(0));
   KILN_ASSIGN_OR_RETURN(int64_t axis, ops::intAttr(n, "axis", ctx.opset() < 13 ? 1 : -1));
   if (axis < 0) {
-    if (rank < 0) return bad("negative axis over an unknown rank");
+    if (rank < 0) return dynamicShape("negative axis over an unknown rank");
     axis += rank;
   }
   if (ctx.opset() < 13 && axis != rank - 1) {

@@ -196,7 +196,7 @@ Status lowerConvTranspose(LoweringContext& ctx, const Node& n) {
         target.push_back(hw.size() == 2 ? hw[i] * strides[i] : -1);
     }
     if (hw.size() != 2 || hw[0] < 0 || hw[1] < 0 || target.size() != 2)
-      return bad("output_shape/auto_pad need static input sizes");
+      return dynamicShape("output_shape/auto_pad need static input sizes");
     pads.assign(4, 0);
     for (size_t i = 0; i < 2; ++i) {
       int64_t total =

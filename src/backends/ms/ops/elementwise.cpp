@@ -132,7 +132,7 @@ Status lowerVariadic(LoweringContext& ctx, const Node& n) {
     if (!x) return x.status();
     // A copy through Reshape keeps the output a node-produced tensor with its own name.
     auto shape = ctx.staticShape(n.output(0));
-    if (!shape) return bad("single-input {} with an unknown output shape", n.opType());
+    if (!shape) return dynamicShape("single-input {} with an unknown output shape", n.opType());
     uint32_t s = ctx.intConst(*shape, n.output(0)->name() + "_shape");
     auto y = ctx.output(n.output(0), Layout::Onnx);
     if (!y) return y.status();

@@ -28,7 +28,7 @@ Status lowerGather(LoweringContext& ctx, const Node& n) {
   const int rank = ctx.rankOf(n.input(0));
   KILN_ASSIGN_OR_RETURN(int64_t axis, ops::intAttr(n, "axis", 0));
   if (axis < 0) {
-    if (rank < 0) return bad("negative axis over an unknown rank");
+    if (rank < 0) return dynamicShape("negative axis over an unknown rank");
     axis += rank;
   }
   if (n.opType() == "GatherND") {
@@ -90,7 +90,7 @@ Status lowerGather(LoweringContext& ctx, const Node& n) {
     auto d = ctx.dimOf(n.input(0), static_cast<size_t>(axis));
     for (auto& i : v)
       if (i < 0) {
-        if (!d) return bad("negative index over an unknown dim");
+        if (!d) return dynamicShape("negative index over an unknown dim");
         i += *d;
       }
     std::vector<int32_t> dims;

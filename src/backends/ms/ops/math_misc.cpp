@@ -24,7 +24,7 @@ Status lowerTopK(LoweringContext& ctx, const Node& n) {
   const int rank = ctx.rankOf(n.input(0));
   KILN_ASSIGN_OR_RETURN(int64_t axis, ops::intAttr(n, "axis", -1));
   if (axis < 0) {
-    if (rank < 0) return bad("negative axis over an unknown rank");
+    if (rank < 0) return dynamicShape("negative axis over an unknown rank");
     axis += rank;
   }
   auto x = ctx.input(n.input(0), Layout::Onnx);

@@ -129,7 +129,7 @@ std::string checkLayerNorm(const Node& n, const lowering::OpContext&) {
 
 Status lowerLayerNorm(LoweringContext& ctx, const Node& n) {
   const int rank = ctx.rankOf(n.input(0));
-  if (rank < 0) return bad("unknown rank");
+  if (rank < 0) return dynamicShape("unknown rank");
   KILN_ASSIGN_OR_RETURN(int64_t axis, ops::intAttr(n, "axis", -1));
   if (axis < 0) axis += rank;
   KILN_ASSIGN_OR_RETURN(const float eps, ops::floatAttr(n, "epsilon", 1e-5f));
@@ -165,7 +165,7 @@ Status lowerLpNorm(LoweringContext& ctx, const Node& n) {
   const int rank = ctx.rankOf(n.input(0));
   KILN_ASSIGN_OR_RETURN(int64_t axis, ops::intAttr(n, "axis", -1));
   if (axis < 0) {
-    if (rank < 0) return bad("negative axis over an unknown rank");
+    if (rank < 0) return dynamicShape("negative axis over an unknown rank");
     axis += rank;
   }
   KILN_ASSIGN_OR_RETURN(const int64_t p, ops::intAttr(n, "p", 2));

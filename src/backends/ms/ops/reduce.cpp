@@ -57,7 +57,7 @@ Status lowerReduce(LoweringContext& ctx, const Node& n) {
     if (logOf) ch.op(fb::PrimitiveType_Log, {y}, out);
   };
   const int rank = ctx.rankOf(n.input(0));
-  if (rank < 0) return bad("reduction over an unknown rank");
+  if (rank < 0) return dynamicShape("reduction over an unknown rank");
   std::optional<std::vector<int64_t>> axes;
   KILN_ASSIGN_OR_RETURN(const bool keep, ops::intAttr(n, "keepdims", 1));
   if (n.attribute("axes")) {
@@ -135,7 +135,7 @@ Status lowerArgMinMax(LoweringContext& ctx, const Node& n) {
   const int rank = ctx.rankOf(n.input(0));
   KILN_ASSIGN_OR_RETURN(int64_t axis, ops::intAttr(n, "axis", 0));
   if (axis < 0) {
-    if (rank < 0) return bad("negative axis over an unknown rank");
+    if (rank < 0) return dynamicShape("negative axis over an unknown rank");
     axis += rank;
   }
   KILN_ASSIGN_OR_RETURN(const bool keep, ops::intAttr(n, "keepdims", 1));

@@ -89,25 +89,127 @@ std::string checkResize(const Node& n, const lowering::OpContext& context) {
   return {};
 }
 
+// The .ms Resize op over NHWC `x` with the size/scale tensor `size`.
+Status emitResize(LoweringContext& ctx, const Node& n, const ResizeAttrs& attrs, int transform,
+                  int64_t h, int64_t w, uint32_t x, uint32_t size) {
+  auto y = ctx.output(n.output(0), Layout::Nhwc);
+  if (!y) return y.status();
+  const int method = attrs.method, nearestMode = attrs.nearestMode;
+  const float cubic = attrs.cubic, extrapolation = attrs.extrapolation;
+  const int64_t exclude = attrs.exclude;
+  ctx.emit(fb::PrimitiveType_Resize,
+           [=](FBB& b) {
+             return fb::CreateResize(b, fb::Format_NHWC, static_cast<fb::ResizeMethod>(method), h,
+                                     w, false, static_cast<fb::CoordinateTransformMode>(transform),
+                                     cubic, exclude, extrapolation,
+                                     static_cast<fb::NearestMode>(nearestMode))
+                 .Union();
+           },
+           {x, size}, {*y});
+  return Status::ok();
+}
+
+// Resize over sizes known only at run time (ms.md §4.6: a 4-float second input scales H = [1] and
+// W = [2] of the NHWC input and rounds; two int32 are the new [H, W]).
+// - constant whole scales (2, 4, ...): the scale tensor [1, sh, sw, 1]; a whole scale gives the
+//   same size rounded or floored, and the same coordinate mapping as ONNX's;
+// - a sizes input (constant or computed): its H and W gathered as int32 [H, W], when the batch
+//   and channel dims are known to stay.
+// Anything else depends on the sizes, which only a fixed input shape settles.
+Status lowerDynamicResize(LoweringContext& ctx, const Node& n) {
+  KILN_ASSIGN_OR_RETURN(const ResizeAttrs attrs, resizeAttrs(n, ctx.opset()));
+  const bool isUpsample = n.opType() == "Upsample" || ctx.opset() < 11;
+  const Value* scalesValue = n.input(isUpsample ? 1 : 2);
+  const Value* sizesValue = isUpsample ? nullptr : n.input(3);
+  if (sizesValue && ctx.rankOf(sizesValue) == 1 && ctx.dimOf(sizesValue, 0) == 0)
+    sizesValue = nullptr; // an empty sizes tensor stands for "use the scales"
+  int transform = attrs.transform;
+  auto x = [&]() { return ctx.input(n.input(0), Layout::Nhwc); };
+  if (!sizesValue) {
+    auto c = scalesValue ? ctx.constOf(scalesValue) : std::nullopt;
+    if (!c || c->tensor.elementCount() != 4 || c->tensor.dtype() != DType::Float32)
+      return dynamicShape("Resize with run-time scales over dynamic sizes");
+    auto sc = c->tensor.copyValues<float>();
+    if (sc[0] != 1.0f || sc[1] != 1.0f) return bad("resizing the batch or channel axis");
+    for (size_t i = 2; i < 4; ++i)
+      if (sc[i] < 1.0f || sc[i] != std::floor(sc[i]))
+        return dynamicShape("Resize scale {} over a dynamic size (only whole scales keep ONNX's "
+                            "sizes and coordinates)",
+                            sc[i]);
+    if (attrs.pytorchHalfPixel) {
+      // Equal to half_pixel when the output size is > 1, which a whole scale ≥ 2 ensures.
+      if (sc[2] < 2.0f || sc[3] < 2.0f)
+        return dynamicShape("pytorch_half_pixel with scale 1 over a dynamic size");
+      transform = fb::CoordinateTransformMode_HALF_PIXEL;
+    }
+    auto in = x();
+    if (!in) return in.status();
+    uint32_t size =
+        ctx.floatConst({1.0f, sc[2], sc[3], 1.0f}, n.output(0)->name() + "_scale", {4});
+    return emitResize(ctx, n, attrs, transform, 0, 0, *in, size);
+  }
+  // Sizes: the batch and channel dims must be known to stay.
+  if (attrs.pytorchHalfPixel)
+    return dynamicShape("pytorch_half_pixel with sizes over a dynamic size");
+  if (ctx.rankOf(n.output(0)) != 4) return dynamicShape("Resize with an output of unknown rank");
+  for (size_t i = 0; i < 2; ++i) {
+    const Value* in = ctx.resolve(n.input(0));
+    const Value* out = n.output(0);
+    const Dim& a = in->shape()[i];
+    const Dim& b = out->shape()[i];
+    if (!(a == b) || (!a.isStatic() && !a.isSymbolic()))
+      return dynamicShape("Resize sizes that may change the batch or channel axis");
+  }
+  auto in = x();
+  if (!in) return in.status();
+  uint32_t hw;
+  if (auto c = ctx.constOf(sizesValue)) {
+    auto v = intValues(c->tensor);
+    if (v.size() != 4) return bad("{} sizes for a 4-D input", v.size());
+    hw = ctx.intConst({v[2], v[3]}, n.output(0)->name() + "_size");
+  } else {
+    auto sizes = ctx.input(sizesValue, Layout::Onnx);
+    if (!sizes) return sizes.status();
+    const std::string base = n.output(0)->name();
+    uint32_t idx = ctx.intConst({2, 3}, base + "_hw_index");
+    uint32_t axis = ctx.intConst({0}, base + "_hw_axis");
+    MsTensor t;
+    t.name = base + "_hw";
+    t.dataType = ctx.tensor(*sizes).dataType;
+    t.nodeType = kNodeCNode;
+    t.dims = {2};
+    uint32_t gathered = ctx.addTensor(std::move(t));
+    ctx.emit(fb::PrimitiveType_Gather, emptyTable<fb::Gather>(), {*sizes, idx, axis}, {gathered});
+    hw = gathered;
+    if (ctx.tensor(gathered).dataType != kTypeInt32) {
+      MsTensor c32 = ctx.tensor(gathered);
+      c32.name = base + "_hw_i32";
+      c32.dataType = kTypeInt32;
+      uint32_t to = ctx.addTensor(std::move(c32));
+      uint32_t dst = ctx.intConst({kTypeInt32}, base + "_hw_i32_to", std::vector<int32_t>{});
+      ctx.emit(fb::PrimitiveType_Cast, emptyTable<fb::Cast>(), {gathered, dst}, {to});
+      hw = to;
+    }
+  }
+  return emitResize(ctx, n, attrs, transform, 0, 0, *in, hw);
+}
+
 Status lowerResize(LoweringContext& ctx, const Node& n) {
   if (ctx.rankOf(n.input(0)) != 4)
     return bad("{}-D input (.ms Resize is 4-D)", ctx.rankOf(n.input(0)));
   auto inShape = ctx.staticShape(n.input(0));
   auto outShape = ctx.staticShape(n.output(0));
-  if (!outShape || !inShape) return bad("Resize with unknown input/output sizes");
+  if (!outShape || !inShape) return lowerDynamicResize(ctx, n);
   if ((*outShape)[0] != (*inShape)[0] || (*outShape)[1] != (*inShape)[1])
     return bad("resizing the batch or channel axis");
   KILN_ASSIGN_OR_RETURN(const ResizeAttrs attrs, resizeAttrs(n, ctx.opset()));
   const bool isUpsample = n.opType() == "Upsample" || ctx.opset() < 11;
-  const int method = attrs.method, nearestMode = attrs.nearestMode;
   int transform = attrs.transform;
   if (attrs.pytorchHalfPixel) {
     if ((*outShape)[2] <= 1 || (*outShape)[3] <= 1)
       return bad("coordinate_transformation_mode 'pytorch_half_pixel'");
     transform = fb::CoordinateTransformMode_HALF_PIXEL; // equal to half_pixel for sizes > 1
   }
-  const float cubic = attrs.cubic, extrapolation = attrs.extrapolation;
-  const int64_t exclude = attrs.exclude;
   const int64_t h = (*outShape)[2], w = (*outShape)[3];
   // .ms maps coordinates with in/out sizes; a scale whose product with the input size is not whole
   // maps them differently, so only whole products lower.
@@ -131,18 +233,7 @@ Status lowerResize(LoweringContext& ctx, const Node& n) {
   auto x = ctx.input(n.input(0), Layout::Nhwc);
   if (!x) return x.status();
   uint32_t size = ctx.intConst({h, w}, n.output(0)->name() + "_size");
-  auto y = ctx.output(n.output(0), Layout::Nhwc);
-  if (!y) return y.status();
-  ctx.emit(fb::PrimitiveType_Resize,
-           [=](FBB& b) {
-             return fb::CreateResize(b, fb::Format_NHWC, static_cast<fb::ResizeMethod>(method), h,
-                                     w, false, static_cast<fb::CoordinateTransformMode>(transform),
-                                     cubic, exclude, extrapolation,
-                                     static_cast<fb::NearestMode>(nearestMode))
-                 .Union();
-           },
-           {*x, size}, {*y});
-  return Status::ok();
+  return emitResize(ctx, n, attrs, transform, h, w, *x, size);
 }
 
 KILN_MS_LOWERING("Resize", checkResize, lowerResize);
@@ -219,7 +310,16 @@ Status raiseResize(RaisingContext& ctx, const msfb::Primitive& p) {
   if (ctx.inputCount() > 1) {
     uint32_t si = ctx.inIndex(1);
     auto dt = ms::dtypeOfTypeId(ctx.tensor(si)->dataType());
-    if (!ctx.isConstant(si)) return ctx.nodeUnsupported("the size/scale input must be a constant");
+    if (!ctx.isConstant(si)) {
+      // Sizes computed at run time: two int32 [H, W] (what kiln writes for dynamic sizes).
+      auto d = ctx.dims(si);
+      if (!dt || !isInteger(*dt) || d.size() != 1 || d[0] != 2)
+        return ctx.nodeUnsupported("a run-time size input must be 2 integers [H, W]");
+      KILN_ASSIGN_OR_RETURN(Value * hw, ctx.int64Input(1));
+      Value* sizes = ctx.emit("Concat", {nc(), hw}, {{"axis", Attribute::ofInt(0)}});
+      y = ctx.emit("Resize", {nchw, nullptr, nullptr, sizes}, std::move(attrs));
+      return ctx.bind(0, ctx.toNhwc(y));
+    }
     if (dt && isFloatingPoint(*dt)) {
       KILN_ASSIGN_OR_RETURN(auto s, ctx.constFloats(1));
       if (s.size() != 4) return ctx.nodeUnsupported("float scales need 4 values (NHWC)");

@@ -46,33 +46,35 @@ std::string checkSplit(const Node& n, const lowering::OpContext& context) {
 Status lowerReshape(LoweringContext& ctx, const Node& n) {
   auto x = ctx.input(n.input(0), Layout::Onnx);
   if (!x) return x.status();
-  std::vector<int64_t> shape;
   KILN_ASSIGN_OR_RETURN(const int64_t allowZero, ops::intAttr(n, "allowzero", 0));
+  auto c = n.input(1) ? ctx.constOf(n.input(1)) : std::nullopt;
   const auto outShape = ctx.staticShape(n.output(0));
   const bool outHasZero =
       outShape && std::find(outShape->begin(), outShape->end(), 0) != outShape->end();
   if (allowZero != 0 && (!outShape || outHasZero)) {
     // A known output shape without zeros means the same to .ms whatever allowzero says.
-    auto c = n.input(1) ? ctx.constOf(n.input(1)) : std::nullopt;
     if (!c) return bad("allowzero=1 with a run-time shape");
     for (int64_t d : intValues(c->tensor))
       if (d == 0) return bad("allowzero=1 with a 0 in the shape (.ms copies the input dim)");
   }
-  if (auto s = ctx.staticShape(n.output(0))) {
-    shape = *s; // ONNX's 0 / -1 resolved by shape inference: no special values reach the runtime
-  } else if (auto c = n.input(1) ? ctx.constOf(n.input(1)) : std::nullopt) {
-    shape = intValues(c->tensor);
-    if (allowZero == 0)
-      for (size_t i = 0; i < shape.size(); ++i)
-        if (shape[i] == 0) {
-          auto d = ctx.dimOf(n.input(0), i);
-          if (!d) return bad("shape value 0 at axis {} over an unknown input dim", i);
-          shape[i] = *d;
-        }
+  uint32_t s;
+  if (auto st = ctx.staticShape(n.output(0))) {
+    // ONNX's 0 / -1 resolved by shape inference: no special values reach the runtime.
+    s = ctx.intConst(*st, n.output(0)->name() + "_shape");
+  } else if (c) {
+    // .ms Reshape reads 0 as "copy the input dim" and -1 as "the rest", as ONNX does without
+    // allowzero; a 0 over a known dim is written out anyway.
+    std::vector<int64_t> shape = intValues(c->tensor);
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (shape[i] == 0)
+        if (auto d = ctx.dimOf(n.input(0), i)) shape[i] = *d;
+    s = ctx.intConst(shape, n.output(0)->name() + "_shape");
   } else {
-    return bad("a non-constant target shape with an unknown output shape");
+    // A target computed at run time (Shape → Gather → Concat ...): the runtime reshapes with it.
+    auto dyn = ctx.int32Input(n.input(1));
+    if (!dyn) return dyn.status();
+    s = *dyn;
   }
-  uint32_t s = ctx.intConst(shape, n.output(0)->name() + "_shape");
   auto y = ctx.output(n.output(0), Layout::Onnx);
   if (!y) return y.status();
   ctx.emit(fb::PrimitiveType_Reshape, emptyTable<fb::Reshape>(), {*x, s}, {*y});
@@ -93,7 +95,7 @@ Status lowerFlatten(LoweringContext& ctx, const Node& n) {
   KILN_ASSIGN_OR_RETURN(int64_t axis, ops::intAttr(n, "axis", 1));
   if (axis < 0) {
     int r = ctx.rankOf(n.input(0));
-    if (r < 0) return bad("negative axis over an unknown rank");
+    if (r < 0) return dynamicShape("negative axis over an unknown rank");
     axis += r;
   }
   ctx.emit(fb::PrimitiveType_Flatten, [=](FBB& b) { return fb::CreateFlatten(b, axis).Union(); },
@@ -107,7 +109,7 @@ Status lowerSqueeze(LoweringContext& ctx, const Node& n) {
   if (n.input(1) && !axes) {
     // Axes fed at run time: with a known output shape the op is a Reshape to it.
     auto shape = ctx.staticShape(n.output(0));
-    if (!shape) return bad("non-constant axes with an unknown output shape");
+    if (!shape) return dynamicShape("non-constant axes with an unknown output shape");
     auto x = ctx.input(n.input(0), Layout::Onnx);
     if (!x) return x.status();
     uint32_t s = ctx.intConst(*shape, n.output(0)->name() + "_shape");
@@ -122,12 +124,12 @@ Status lowerSqueeze(LoweringContext& ctx, const Node& n) {
   const int base = squeeze ? inRank : outRank;
   for (auto& a : list)
     if (a < 0) {
-      if (base < 0) return bad("negative axis over an unknown rank");
+      if (base < 0) return dynamicShape("negative axis over an unknown rank");
       a += base;
     }
   if (!axes && squeeze) {
     auto shape = ctx.staticShape(n.input(0));
-    if (!shape) return bad("Squeeze without axes over an unknown shape");
+    if (!shape) return dynamicShape("Squeeze without axes over an unknown shape");
     for (size_t i = 0; i < shape->size(); ++i)
       if ((*shape)[i] == 1) list.push_back(static_cast<int64_t>(i));
   }
@@ -153,7 +155,7 @@ Status lowerTranspose(LoweringContext& ctx, const Node& n) {
   if (n.attribute("perm")) {
     KILN_ASSIGN_OR_RETURN(perm, ops::intsAttr(n, "perm", {}));
   } else {
-    if (rank < 0) return bad("default perm over an unknown rank");
+    if (rank < 0) return dynamicShape("default perm over an unknown rank");
     for (int i = rank - 1; i >= 0; --i)
       perm.push_back(i);
   }
@@ -193,7 +195,7 @@ Status lowerConcat(LoweringContext& ctx, const Node& n) {
   KILN_ASSIGN_OR_RETURN(int64_t axis, ops::intAttr(n, "axis", 0));
   const int rank = ctx.rankOf(n.output(0));
   if (axis < 0) {
-    if (rank < 0) return bad("negative axis over an unknown rank");
+    if (rank < 0) return dynamicShape("negative axis over an unknown rank");
     axis += rank;
   }
   bool nhwc = rank == 4, anyNhwc = false;
@@ -223,7 +225,7 @@ Status lowerSplit(LoweringContext& ctx, const Node& n) {
   const int rank = ctx.rankOf(n.input(0));
   KILN_ASSIGN_OR_RETURN(int64_t axis, ops::intAttr(n, "axis", 0));
   if (axis < 0) {
-    if (rank < 0) return bad("negative axis over an unknown rank");
+    if (rank < 0) return dynamicShape("negative axis over an unknown rank");
     axis += rank;
   }
   std::vector<int64_t> sizes;
@@ -236,7 +238,7 @@ Status lowerSplit(LoweringContext& ctx, const Node& n) {
       // Sizes fed at run time: the outputs' known extents along the axis say the same.
       for (const Value* o : n.outputs()) {
         auto d = o ? ctx.dimOf(o, static_cast<size_t>(axis)) : std::nullopt;
-        if (!d) return bad("non-constant split sizes with an unknown output shape");
+        if (!d) return dynamicShape("non-constant split sizes with an unknown output shape");
         sizes.push_back(*d);
       }
     }

@@ -80,7 +80,7 @@ Status lowerRuntimeSlice(LoweringContext& ctx, const Node& n, int rank) {
 Status lowerSlice(LoweringContext& ctx, const Node& n) {
   auto shape = ctx.staticShape(n.input(0));
   const int rank = ctx.rankOf(n.input(0));
-  if (rank < 0) return bad("Slice over an unknown rank");
+  if (rank < 0) return dynamicShape("Slice over an unknown rank");
   std::optional<std::vector<int64_t>> starts, ends, axes, steps;
   if (ctx.opset() < 10) {
     KILN_ASSIGN_OR_RETURN(starts, ctx.intsOf(n, "starts", 99));
@@ -136,7 +136,7 @@ Status lowerSlice(LoweringContext& ctx, const Node& n) {
         endMask &= ~(int64_t{1} << a);
       }
     } else {
-      if (s < 0 || e < 0 || step < 0) return bad("negative starts/ends/steps over an unknown dim");
+      if (s < 0 || e < 0 || step < 0) return dynamicShape("negative starts/ends/steps over an unknown dim");
       begin[a] = s;
       beginMask &= ~(int64_t{1} << a);
       if (e < std::numeric_limits<int32_t>::max()) {
@@ -225,7 +225,7 @@ Status lowerRuntimePad(LoweringContext& ctx, const Node& n, int rank) {
 
 Status lowerPad(LoweringContext& ctx, const Node& n) {
   const int rank = ctx.rankOf(n.input(0));
-  if (rank < 0) return bad("Pad over an unknown rank");
+  if (rank < 0) return dynamicShape("Pad over an unknown rank");
   std::vector<int64_t> pads;
   float value = 0;
   if (ctx.opset() < 11) {
@@ -244,7 +244,7 @@ Status lowerPad(LoweringContext& ctx, const Node& n) {
     }
     if (const Value* ax = n.input(3)) {
       auto c = ctx.constOf(ax);
-      if (!c) return bad("non-constant axes");
+      if (!c) return dynamicShape("non-constant axes");
       std::vector<int64_t> axes = intValues(c->tensor);
       std::vector<int64_t> full(static_cast<size_t>(2 * rank), 0);
       for (size_t k = 0; k < axes.size(); ++k) {
@@ -292,7 +292,28 @@ Status lowerTileExpand(LoweringContext& ctx, const Node& n) {
   std::vector<int64_t> values;
   if (op == "Expand") {
     auto shape = ctx.staticShape(n.output(0));
-    if (!shape) return bad("unknown output shape");
+    if (!shape) {
+      // Dynamic dims: BroadcastTo with the shape as its second input broadcasts both ways, as
+      // Expand does (ms.md §5.2), whether the shape is a constant or computed at run time.
+      auto c = ctx.constOf(n.input(1));
+      std::vector<int64_t> target = c ? intValues(c->tensor) : std::vector<int64_t>{};
+      if (c && std::any_of(target.begin(), target.end(), [](int64_t d) { return d < 0; }))
+        return bad("negative value in the Expand shape");
+      uint32_t s;
+      if (c) {
+        s = ctx.intConst(target, n.output(0)->name() + "_shape");
+      } else {
+        auto dyn = ctx.int32Input(n.input(1));
+        if (!dyn) return dyn.status();
+        s = *dyn;
+      }
+      auto y = ctx.output(n.output(0), Layout::Onnx);
+      if (!y) return y.status();
+      ctx.emit(fb::PrimitiveType_BroadcastTo,
+               [=](FBB& b) { return fb::CreateBroadcastTo(b, b.CreateVector(target)).Union(); },
+               {*x, s}, {*y});
+      return Status::ok();
+    }
     values = *shape;
   } else {
     auto c = ctx.constOf(n.input(1));
