@@ -27,6 +27,7 @@
 #include "kiln/backends/lowering.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/passes/pass.h"
+#include "ops/attributes.h"
 
 namespace kiln {
 namespace {
@@ -314,6 +315,10 @@ class ExpandFunctions : public Pass {
         const int parent = owner == createdBy_.end() ? -1 : owner->second;
         if (!frontier.count(parent)) continue;
         if (refusal(*node).empty()) continue;
+        // A node whose attributes have the wrong kind stays refused as such (K2013): its body
+        // would read the attribute under the declared kind and silently use the default.
+        if (!ops::attributeKindReason(*node, context.model->opsetVersion(node->domain())).empty())
+          continue;
         Body body = bodyOf(*node, *context.model);
         if (!body.exists) continue;
         if (depth == kMaxDepth) body.problem = fmt::format("expansions nest deeper than {}", kMaxDepth);
