@@ -37,6 +37,7 @@
 #include "kiln/passes/pass.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
+#include "ops/quant.h"
 #include "rewrite_util.h"
 
 namespace kiln {
@@ -51,24 +52,13 @@ const std::set<std::string> kQuantOps = {"DynamicQuantizeLinear", "QuantizeLinea
                                          "MatMulInteger",         "QLinearConv",
                                          "QLinearMatMul"};
 
-// The integer range of the codes the rewrite handles (8- and 16-bit).
+// The integer range of the codes the rewrite handles: 8- and 16-bit (ops::quantCodeRange less the
+// 4-bit codes, which stay with the target's own refusal).
 bool codeRange(DType d, float& lo, float& hi) {
-  switch (d) {
-  case DType::UInt8:
-    lo = 0, hi = 255;
-    return true;
-  case DType::Int8:
-    lo = -128, hi = 127;
-    return true;
-  case DType::UInt16:
-    lo = 0, hi = 65535;
-    return true;
-  case DType::Int16:
-    lo = -32768, hi = 32767;
-    return true;
-  default:
-    return false;
-  }
+  int64_t low = 0, high = 0;
+  if (d == DType::UInt4 || d == DType::Int4 || !ops::quantCodeRange(d, low, high)) return false;
+  lo = static_cast<float>(low), hi = static_cast<float>(high);
+  return true;
 }
 
 bool isInt8Like(DType d) { return d == DType::UInt8 || d == DType::Int8; }

@@ -4,35 +4,10 @@
 #include <limits>
 
 #include "nn_util.h"
+#include "ops/quant.h"
 
 namespace kiln::rt {
 namespace {
-
-// Integer range of a quantized dtype; false when the dtype is not one we quantize to.
-bool quantRange(DType d, int64_t& lo, int64_t& hi) {
-  switch (d) {
-  case DType::UInt8:
-    lo = 0, hi = 255;
-    return true;
-  case DType::Int8:
-    lo = -128, hi = 127;
-    return true;
-  case DType::UInt16:
-    lo = 0, hi = 65535;
-    return true;
-  case DType::Int16:
-    lo = -32768, hi = 32767;
-    return true;
-  case DType::UInt4:
-    lo = 0, hi = 15;
-    return true;
-  case DType::Int4:
-    lo = -8, hi = 7;
-    return true;
-  default:
-    return false;
-  }
-}
 
 void storeInt(uint8_t* bytes, DType d, uint64_t i, int64_t v) {
   switch (d) {
@@ -83,7 +58,7 @@ Status quantizeLinearOp(KernelContext& ctx) {
   const Tensor& scale = ctx.input(1);
   const DType yType = ctx.hasInput(2) ? ctx.input(2).dtype() : DType::UInt8;
   int64_t lo = 0, hi = 0;
-  if (!quantRange(yType, lo, hi)) return ctx.unsupported("output dtype {}", dtypeName(yType));
+  if (!ops::quantCodeRange(yType, lo, hi)) return ctx.unsupported("output dtype {}", dtypeName(yType));
   QuantParams q;
   KILN_TRY(quantParams(ctx, x, scale, q));
   std::vector<int64_t> zp(scale.elementCount(), 0);
