@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Builds nothing: runs bench/executor_vs_ort.mjs with the models installed by tests/real_models/run.sh.
-# Usage: bench/executor_vs_ort.sh [BUILD_DIR] [REPEAT]
+# Builds nothing: runs bench/executor_vs_ort.mjs with the models installed by tests/real_models/run.sh
+# (or those in NODE_MODULES, when set).
+# Usage: bench/executor_vs_ort.sh [BUILD_DIR] [REPEAT] [MODEL...]   (THREADS, ROUNDS: see the .mjs)
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 work="$(realpath -m "$build")/real_models"
-if [ ! -d "$work/npm/node_modules" ]; then
+modules=${NODE_MODULES:-$work/npm/node_modules}
+if [ ! -d "$modules" ]; then
   mkdir -p "$work/npm" && cp "$here/../tests/real_models/package."*json "$work/npm/"
   (cd "$work/npm" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
-node "$here/executor_vs_ort.mjs" "$(realpath "$build/tools/kiln")" "$work/npm/node_modules" "$work/bench" "${2:-10}"
+node "$here/executor_vs_ort.mjs" "$(realpath "$build/tools/kiln")" "$modules" "$work/bench" "${2:-10}" "${@:3}"

@@ -62,7 +62,7 @@ Expected<std::map<std::string, rt::RtValue>> makeDeterministicInputs(const Graph
                     fmt::format("input '{}' has no static shape ({}) to generate data for",
                                 in->name(), in->shape().toString()),
                     "fix its shape with --input-shape or pass --input NAME=FILE.pb");
-    rt::OutTensor out(in->dtype(), in->shape().staticDims());
+    rt::OutTensor out(in->dtype(), in->shape().staticDims(), rt::Init::Zeroed);
     uint32_t state = seed * 2654435761u + index;
     if (in->dtype() == DType::Float32 || in->dtype() == DType::Float16 ||
         in->dtype() == DType::Float64) {

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "kiln/runtime/kernel.h"
+#include "kiln/runtime/memory.h"
 
 namespace kiln::rt {
 namespace {
@@ -62,7 +63,21 @@ Status callKernel(const KernelFn& kernel, KernelContext& context, const Node& no
 } // namespace
 
 Executor::Executor(const Model& model, ExecutorOptions options)
-    : model_(model), options_(options), opset_(model.opsetVersion("")) {}
+    : model_(model), options_(options), opset_(model.opsetVersion("")),
+      memory_(std::make_unique<ExecutorMemory>()) {}
+
+Executor::~Executor() = default;
+
+Executor::MemoryStats Executor::memoryStats() const {
+  BufferPool::Stats pool = memory_->pool.stats();
+  MemoryStats out;
+  out.pooledBytes = pool.heldBytes;
+  out.peakLiveBytes = pool.peakLiveBytes;
+  out.requests = pool.requests;
+  out.reused = pool.reused;
+  out.widenedWeightBytes = memory_->widening.bytes();
+  return out;
+}
 
 Expected<std::vector<RtValue>>
 Executor::evaluateNode(const Node& node, const std::vector<const RtValue*>& inputs, int64_t opset) {
@@ -103,6 +118,7 @@ const RtValue& Executor::initializerValue(const Value* value) {
     std::vector<uint8_t> bytes(t.data(), t.data() + t.byteSize());
     usable = Tensor(t.dtype(), t.dims(), Buffer::owned(std::move(bytes)));
   }
+  memory_->widening.addInitializer(usable);
   return initializers_.emplace(value, RtValue::ofTensor(std::move(usable))).first->second;
 }
 
@@ -131,6 +147,8 @@ Expected<RunResult> Executor::run(const std::map<std::string, RtValue>& feeds) {
                     "feed only the graph's inputs (see kiln inspect)");
   }
   RunResult result;
+  // Kernel outputs and scratch come from this executor's pool while it runs.
+  MemoryScope memoryScope(memory_.get());
   current_ = &result;
   auto outputs = runGraph(graph, inputs, nullptr);
   current_ = nullptr;
@@ -163,23 +181,47 @@ Executor::runGraph(const Graph& graph, const std::vector<RtValue>& inputs, const
   return outputs;
 }
 
-Status Executor::runNodes(const Graph& graph, Scope& scope) {
-  // Remaining reads per local value so intermediates are released as soon as possible.
-  std::unordered_map<const Value*, size_t> remaining;
+const Executor::GraphPlan& Executor::planFor(const Graph& graph) {
+  auto found = plans_.find(&graph);
+  if (found != plans_.end()) return found->second;
+  GraphPlan plan;
+  plan.kernels.reserve(graph.nodeCount());
+  plan.releaseAfter.resize(graph.nodeCount());
+  // Each local value is released after the node that reads it last (in topological order), or
+  // right after the node that makes it when nothing reads it; graph outputs and initializers stay.
   std::unordered_set<const Value*> keep(graph.outputs().begin(), graph.outputs().end());
-  std::vector<std::vector<const Value*>> reads(graph.nodeCount());
+  std::unordered_map<const Value*, size_t> lastUse;
+  std::vector<const Value*> order(graph.inputs().begin(), graph.inputs().end());
   size_t index = 0;
   for (const auto& node : graph.nodes()) {
+    plan.kernels.push_back(findKernel(node->domain(), node->opType()));
     std::unordered_set<const Value*> nodeReads(node->inputs().begin(), node->inputs().end());
     for (const Graph* sub : node->subgraphs())
       collectOuterReads(*sub, graph, nodeReads);
     nodeReads.erase(nullptr);
-    for (const Value* v : nodeReads) {
-      ++remaining[v];
-      reads[index].push_back(v);
-    }
+    for (const Value* v : nodeReads)
+      lastUse[v] = index;
+    for (const Value* out : node->outputs())
+      if (out) {
+        lastUse.try_emplace(out, index);
+        order.push_back(out);
+      }
     ++index;
   }
+  // Values released after one node go in the order they were made, the same on every run.
+  for (const Value* v : order) {
+    auto it = lastUse.find(v);
+    if (it != lastUse.end() && v->owner() == &graph && !keep.count(v) && !v->isInitializer()) {
+      plan.releaseAfter[it->second].push_back(v);
+      lastUse.erase(it);
+    }
+  }
+  return plans_.emplace(&graph, std::move(plan)).first->second;
+}
+
+Status Executor::runNodes(const Graph& graph, Scope& scope) {
+  const GraphPlan& plan = planFor(graph);
+  size_t index = 0;
   const bool captureAll = options_.captureIntermediates && current_ != nullptr;
   auto wanted = [&](const Value* v) {
     if (captureAll) return true;
@@ -187,10 +229,9 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
     return std::find(options_.captureNames.begin(), options_.captureNames.end(), v->name()) !=
            options_.captureNames.end();
   };
-  index = 0;
   for (const auto& nodePtr : graph.nodes()) {
     const Node& node = *nodePtr;
-    KernelFn kernel = findKernel(node.domain(), node.opType());
+    KernelFn kernel = plan.kernels[index];
     if (!kernel)
       return Status(ErrorCode::RuntimeUnsupported,
                     fmt::format("node '{}': no CPU kernel for op {}{}", node.name(),
@@ -233,9 +274,8 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
       if (wanted(out)) current_->captured[out->name()] = produced;
       scope.values[out] = std::move(produced);
     }
-    for (const Value* v : reads[index])
-      if (--remaining[v] == 0 && v->owner() == &graph && !keep.count(v) && !v->isInitializer())
-        scope.values.erase(v);
+    for (const Value* v : plan.releaseAfter[index])
+      scope.values.erase(v);
     ++index;
   }
   return Status::ok();

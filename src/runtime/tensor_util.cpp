@@ -10,13 +10,17 @@
 
 namespace kiln::rt {
 
-OutTensor::OutTensor(DType dtype, std::vector<int64_t> dims)
+OutTensor::OutTensor(DType dtype, std::vector<int64_t> dims, Init init)
     : dtype_(dtype), dims_(std::move(dims)), count_(checkedElementCount(dims_).value_or(0)),
-      bytes_(dtypeStorageBytes(dtype, count_).value_or(0)) {}
-
-Tensor OutTensor::finish() && {
-  return Tensor(dtype_, std::move(dims_), Buffer::owned(std::move(bytes_)));
+      size_(dtypeStorageBytes(dtype, count_).value_or(0)) {
+  // Packed 4-bit data ends in a padding nibble when the count is odd; it must not be garbage.
+  if (dtype == DType::Int4 || dtype == DType::UInt4) init = Init::Zeroed;
+  Allocation a = allocateBuffer(size_, init);
+  buffer_ = std::move(a.buffer);
+  data_ = a.data;
 }
+
+Tensor OutTensor::finish() && { return Tensor(dtype_, std::move(dims_), std::move(buffer_)); }
 
 float halfToFloat(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;

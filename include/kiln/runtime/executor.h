@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/ir/graph.h"
+#include "kiln/runtime/kernel.h"
 #include "kiln/runtime/value.h"
 #include "kiln/support/status.h"
 
@@ -47,9 +48,14 @@ struct Scope {
   }
 };
 
+struct ExecutorMemory;
+
 class Executor {
  public:
   Executor(const Model& model, ExecutorOptions options = {});
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
 
   // Every node (including subgraphs) whose op has no kernel, all at once; ok when all are covered.
   Status checkSupported() const;
@@ -64,7 +70,22 @@ class Executor {
   Expected<std::vector<RtValue>> runGraph(const Graph& graph, const std::vector<RtValue>& inputs,
                                           const Scope* parent);
 
+ // Bytes the executor keeps between runs: pooled buffers (free and in use) and float32 copies
+  // of fp16/bf16 weights.
+  struct MemoryStats {
+    size_t pooledBytes = 0, peakLiveBytes = 0, widenedWeightBytes = 0;
+    uint64_t requests = 0, reused = 0;
+  };
+  MemoryStats memoryStats() const;
+
  private:
+  // What runNodes needs of a graph, worked out on its first run: each node's kernel and the
+  // values whose last reader it is (released after it runs).
+  struct GraphPlan {
+    std::vector<KernelFn> kernels;
+    std::vector<std::vector<const Value*>> releaseAfter;
+  };
+  const GraphPlan& planFor(const Graph& graph);
   Status runNodes(const Graph& graph, Scope& scope);
   const RtValue& initializerValue(const Value* value);
 
@@ -74,6 +95,8 @@ class Executor {
   RunResult* current_ = nullptr;
   // Initializers re-homed into aligned buffers when the mapped bytes are misaligned.
   std::unordered_map<const Value*, RtValue> initializers_;
+  std::unordered_map<const Graph*, GraphPlan> plans_;
+  std::unique_ptr<ExecutorMemory> memory_;
 };
 
 } // namespace kiln::rt

@@ -9,17 +9,20 @@
 #include <vector>
 
 #include "kiln/ir/tensor.h"
+#include "kiln/runtime/memory.h"
 
 namespace kiln::rt {
 
 // A tensor under construction: kernels fill data<T>() and then finish() it into an immutable
-// Tensor.
+// Tensor. The bytes start uninitialised unless `init` is Init::Zeroed: a kernel that does not
+// write every element (accumulation, scatter, partial fills) must ask for zeroed bytes or clear
+// them itself. They come from the running executor's buffer pool (memory.h).
 class OutTensor {
  public:
-  OutTensor(DType dtype, std::vector<int64_t> dims);
-  template <typename T> T* data() { return reinterpret_cast<T*>(bytes_.data()); }
-  uint8_t* bytes() { return bytes_.data(); }
-  size_t byteSize() const { return bytes_.size(); }
+  OutTensor(DType dtype, std::vector<int64_t> dims, Init init = Init::Uninitialised);
+  template <typename T> T* data() { return reinterpret_cast<T*>(data_); }
+  uint8_t* bytes() { return data_; }
+  size_t byteSize() const { return size_; }
   uint64_t elementCount() const { return count_; }
   const std::vector<int64_t>& dims() const { return dims_; }
   DType dtype() const { return dtype_; }
@@ -29,7 +32,9 @@ class OutTensor {
   DType dtype_;
   std::vector<int64_t> dims_;
   uint64_t count_;
-  std::vector<uint8_t> bytes_;
+  size_t size_;
+  std::shared_ptr<const Buffer> buffer_;
+  uint8_t* data_ = nullptr;
 };
 
 // IEEE binary16 / bfloat16 <-> float, round to nearest even (no library in Debian does this

@@ -177,8 +177,8 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
       tiled ? std::clamp<int64_t>(kColumnTileBytes / std::max<int64_t>(1, rows * ow * sizeof(T)), 1,
                                   oh)
             : 1;
-  std::vector<T> cols;
-  if (!pointwise) cols.resize(static_cast<size_t>(rows * (tiled ? bandRows * ow : outSize)));
+  Scratch<T> cols; // every element is written by the unfolding before the GEMM reads it
+  if (!pointwise) cols.reset(static_cast<size_t>(rows * (tiled ? bandRows * ow : outSize)));
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.group; ++g) {
       const T* xg = x + (b * s.channels + g * cg) * inSize;
@@ -324,7 +324,7 @@ void convTransposeForward(int threads, const ConvShape& s, const T* x, const T* 
   const int64_t cg = s.channels / s.group, mg = s.filters / s.group;
   const int64_t ks = nn::product(win.kernel), xSize = nn::product(win.out);
   const int64_t ySize = nn::product(win.in), rows = mg * ks;
-  std::vector<T> cols(static_cast<size_t>(rows * xSize));
+  Scratch<T> cols(static_cast<size_t>(rows * xSize)); // the GEMM (beta 0) writes all of it
   const bool tiles = isTiling(win);
   if (!tiles) std::fill(y, y + s.batch * s.filters * ySize, T{0});
   for (int64_t b = 0; b < s.batch; ++b) {

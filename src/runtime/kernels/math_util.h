@@ -17,8 +17,10 @@ namespace kiln::rt::math {
 
 inline bool isHalfLike(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
-// fp16/bf16 tensors are computed in float: widen them into a float32 copy first.
+// fp16/bf16 tensors are computed in float: widen them into a float32 copy first (weights: the
+// executor's copy, made once).
 inline Tensor widenToFloat(const Tensor& t) {
+  if (auto cached = cachedWidening(t)) return Tensor(DType::Float32, t.dims(), std::move(cached));
   OutTensor out(DType::Float32, t.dims());
   const uint64_t n = t.elementCount();
   const uint16_t* src = reinterpret_cast<const uint16_t*>(t.data());
@@ -179,14 +181,42 @@ Tensor mapBinary(const Tensor& a, const Tensor& b, DType outType,
   return std::move(out).finish();
 }
 
+// fn over an fp16/bf16 tensor, computed in float element by element and rounded straight into
+// the half output (the same values as widening, computing and narrowing whole tensors, without
+// the two float32 copies).
+template <typename Fn> Tensor mapUnaryHalf(const Tensor& x, Fn&& fn) {
+  if (x.dtype() == DType::Float16)
+    return mapUnary<uint16_t, uint16_t>(x, x.dtype(), [&](uint16_t h) {
+      return floatToHalf(static_cast<float>(fn(halfToFloat(h))));
+    });
+  return mapUnary<uint16_t, uint16_t>(x, x.dtype(), [&](uint16_t h) {
+    return floatToBfloat16(static_cast<float>(fn(bfloat16ToFloat(h))));
+  });
+}
+
+// fn(a, b) over two fp16/bf16 tensors of one dtype with broadcasting, as mapUnaryHalf.
+template <typename Fn>
+Tensor mapBinaryHalf(const Tensor& a, const Tensor& b, const std::vector<int64_t>& outDims,
+                     Fn&& fn) {
+  if (a.dtype() == DType::Float16)
+    return mapBinary<uint16_t, uint16_t, uint16_t>(a, b, a.dtype(), outDims,
+                                                   [&](uint16_t x, uint16_t y) {
+                                                     return floatToHalf(static_cast<float>(
+                                                         fn(halfToFloat(x), halfToFloat(y))));
+                                                   });
+  return mapBinary<uint16_t, uint16_t, uint16_t>(
+      a, b, a.dtype(), outDims, [&](uint16_t x, uint16_t y) {
+        return floatToBfloat16(static_cast<float>(fn(bfloat16ToFloat(x), bfloat16ToFloat(y))));
+      });
+}
+
 // Runs fn over a float tensor (f32/f64, fp16/bf16 through float); fn is generic over the element
 // type. Output has the input's dtype and shape.
 template <typename Fn> Status unaryFloatKernel(KernelContext& ctx, Fn&& fn) {
   const Tensor& x = ctx.input(0);
   const DType dt = x.dtype();
   if (isHalfLike(dt)) {
-    Tensor r = mapUnary<float, float>(widenToFloat(x), DType::Float32, fn);
-    ctx.setOutput(0, narrowFromFloat(r, dt));
+    ctx.setOutput(0, mapUnaryHalf(x, fn));
     return Status::ok();
   }
   Tensor r;
@@ -204,8 +234,7 @@ template <typename Fn> Status unaryArithKernel(KernelContext& ctx, Fn&& fn) {
   const Tensor& x = ctx.input(0);
   const DType dt = x.dtype();
   if (isHalfLike(dt)) {
-    Tensor r = mapUnary<float, float>(widenToFloat(x), DType::Float32, fn);
-    ctx.setOutput(0, narrowFromFloat(r, dt));
+    ctx.setOutput(0, mapUnaryHalf(x, fn));
     return Status::ok();
   }
   Tensor r;
@@ -253,9 +282,7 @@ Status binarySameType(KernelContext& ctx, const Tensor& a, const Tensor& b, bool
     return ctx.fail("shapes {} and {} do not broadcast", dimsText(a.dims()), dimsText(b.dims()));
   const DType dt = a.dtype();
   if (isHalfLike(dt)) {
-    Tensor r =
-        mapBinary<float, float, float>(widenToFloat(a), widenToFloat(b), DType::Float32, *dims, fn);
-    ctx.setOutput(0, narrowFromFloat(r, dt));
+    ctx.setOutput(0, mapBinaryHalf(a, b, *dims, fn));
     return Status::ok();
   }
   Tensor r;

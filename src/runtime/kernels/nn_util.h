@@ -88,7 +88,8 @@ template <typename Fn> bool dispatchFloat(DType dtype, Fn&& fn) {
   return false;
 }
 
-// A tensor's elements as T: a view when the dtype already is T, otherwise a converted copy.
+// A tensor's elements as T: a view when the dtype already is T, otherwise a converted copy (for
+// fp16/bf16 weights the executor's float32 copy, made once).
 template <typename T> class Staged {
  public:
   explicit Staged(const Tensor& t) {
@@ -96,8 +97,14 @@ template <typename T> class Staged {
       ptr_ = reinterpret_cast<const T*>(t.data());
       return;
     }
+    if constexpr (std::is_same_v<T, float>) {
+      if ((cached_ = cachedWidening(t))) {
+        ptr_ = reinterpret_cast<const float*>(cached_->data());
+        return;
+      }
+    }
     const uint64_t n = t.elementCount();
-    copy_.resize(n);
+    copy_.reset(n);
     if (t.dtype() == DType::Float16) {
       const auto* src = reinterpret_cast<const uint16_t*>(t.data());
       for (uint64_t i = 0; i < n; ++i)
@@ -116,19 +123,21 @@ template <typename T> class Staged {
   T operator[](uint64_t i) const { return ptr_[i]; }
 
  private:
-  std::vector<T> copy_;
+  Scratch<T> copy_;
+  std::shared_ptr<const Buffer> cached_;
   const T* ptr_ = nullptr;
 };
 
 // An output of `dtype` filled as T; halves are written into a float scratch and rounded at
-// finish().
+// finish(). Uninitialised unless `init` asks for zeros (see OutTensor).
 template <typename T> class StagedOut {
  public:
-  StagedOut(DType dtype, std::vector<int64_t> dims) : out_(dtype, std::move(dims)) {
+  StagedOut(DType dtype, std::vector<int64_t> dims, Init init = Init::Uninitialised)
+      : out_(dtype, std::move(dims), dtype == dtypeOf<T>() ? init : Init::Uninitialised) {
     if (dtype == dtypeOf<T>()) {
       ptr_ = out_.template data<T>();
     } else {
-      scratch_.assign(out_.elementCount(), T{});
+      scratch_.reset(out_.elementCount(), init);
       ptr_ = scratch_.data();
     }
   }
@@ -148,7 +157,7 @@ template <typename T> class StagedOut {
 
  private:
   OutTensor out_;
-  std::vector<T> scratch_;
+  Scratch<T> scratch_;
   T* ptr_ = nullptr;
 };
 

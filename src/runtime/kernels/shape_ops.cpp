@@ -518,7 +518,7 @@ Status eyeLike(KernelContext& ctx) {
   const int64_t rows = x.dims()[0], cols = x.dims()[1], k = ctx.attrInt("k", 0);
   return withElements(ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
-    ElemOut<T> out(dtype, {rows, cols});
+    ElemOut<T> out(dtype, {rows, cols}, Init::Zeroed); // off-diagonal elements stay zero
     for (int64_t i = 0; i < rows; ++i)
       if (i + k >= 0 && i + k < cols) out.data()[i * cols + i + k] = elements<T>(*one)[0];
     ctx.setOutput(0, std::move(out).finish());
@@ -536,7 +536,7 @@ Status trilu(KernelContext& ctx) {
       rows * cols == 0 ? 0 : x.elementCount() / static_cast<uint64_t>(rows * cols);
   return withElements(ctx, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    ElemOut<T> out(x.dtype(), x.dims());
+    ElemOut<T> out(x.dtype(), x.dims(), Init::Zeroed); // elements not kept stay zero
     const T* src = elements<T>(x);
     T* dst = out.data();
     for (uint64_t m = 0; m < matrices; ++m)

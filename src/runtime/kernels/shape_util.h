@@ -58,7 +58,8 @@ template <typename T> const T* elements(const Tensor& t) {
 // An output tensor whose elements are of width type T (see dispatchElement).
 template <typename T> class ElemOut {
  public:
-  ElemOut(DType dtype, std::vector<int64_t> dims) : out_(dtype, std::move(dims)) {}
+  ElemOut(DType dtype, std::vector<int64_t> dims, Init init = Init::Uninitialised)
+      : out_(dtype, std::move(dims), init) {}
   T* data() { return out_.template data<T>(); }
   uint64_t size() const { return out_.elementCount(); }
   Tensor finish() && { return std::move(out_).finish(); }
@@ -69,7 +70,7 @@ template <typename T> class ElemOut {
 
 template <> class ElemOut<std::string> {
  public:
-  ElemOut(DType, std::vector<int64_t> dims)
+  ElemOut(DType, std::vector<int64_t> dims, Init = Init::Uninitialised)
       : dims_(std::move(dims)), values_(elementCountOf(dims_)) {}
   std::string* data() { return values_.data(); }
   uint64_t size() const { return values_.size(); }
