@@ -26,6 +26,7 @@ std::unique_ptr<Pass> makeFuseMatMulAddPass();
 std::unique_ptr<Pass> makeMergeTransposeReshapePass();
 std::unique_ptr<Pass> makeEliminateCommonSubexpressionsPass();
 std::unique_ptr<Pass> makeExpandRnnPass();
+std::unique_ptr<Pass> makeExpandConvPoolPass();
 std::unique_ptr<Pass> makeExpandFunctionsPass();
 
 namespace {
@@ -36,6 +37,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"convert-fp16", makeConvertFp16Pass},
       {"decompose-quant", makeDecomposeQuantPass},
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
+      {"expand-conv-pool", makeExpandConvPoolPass},
       {"expand-rnn", makeExpandRnnPass},
       {"fix-input-shapes", makeFixInputShapesPass},
       {"fold-constants", makeFoldConstantsPass},
