@@ -7,6 +7,7 @@
 #include "kiln/backends/ms_writer.h"
 #include "kiln/backends/target.h"
 #include "kiln/passes/expand_conv_pool.h"
+#include "kiln/passes/expand_grid_sample.h"
 #include "kiln/passes/expand_rnn.h"
 #include "ms_context.h"
 #include "ms_lower.h"
@@ -52,7 +53,9 @@ TargetHooks makeMsTarget() {
     // 3-D Conv/ConvTranspose/pooling and 1-D ConvTranspose (.ms ops are 2-D) become 2-D ops
     // over reshaped views.
     KILN_ASSIGN_OR_RETURN(size_t expanded, expandConvPoolNodes(*model.graph, opset, refused));
-    return unrolled + expanded > 0;
+    // GridSample (no .ms op) becomes Gather + elementwise arithmetic.
+    KILN_ASSIGN_OR_RETURN(size_t sampled, expandGridSampleNodes(*model.graph, opset, refused));
+    return unrolled + expanded + sampled > 0;
   };
   hooks.unsupportedReason = [](const Node& node, const std::string&, int64_t opset) {
     return msUnsupportedReason(node, opset);
