@@ -404,6 +404,18 @@ std::string gearInputShape(const AtcOptions& o, const std::vector<int64_t>& gear
   return text;
 }
 
+// The options of one gear: a static --input_shape and no gear flags.
+AtcOptions gearOptions(const AtcOptions& o, const std::vector<int64_t>& gear) {
+  AtcOptions one = o;
+  one.inputShape = gearInputShape(o, gear);
+  one.dynamicBatchSize.clear();
+  one.dynamicImageSize.clear();
+  one.dynamicDims.clear();
+  one.gears.clear();
+  spdlog::debug("gear {}: --input_shape={}", fmt::join(gear, ","), one.inputShape);
+  return one;
+}
+
 // Gear models: one static model per gear (each through the whole pipeline), written as one
 // .om whose Case op picks the gear's branch.
 Status runGearConvert(const AtcOptions& o, AtcResult& result) {
@@ -414,14 +426,7 @@ Status runGearConvert(const AtcOptions& o, AtcResult& result) {
     for (const InputShapeSpec& entry : spec->inputs)
       gears->shapeOrder.push_back(entry.name);
   for (const std::vector<int64_t>& gear : o.gears) {
-    AtcOptions one = o;
-    one.inputShape = gearInputShape(o, gear);
-    one.dynamicBatchSize.clear();
-    one.dynamicImageSize.clear();
-    one.dynamicDims.clear();
-    one.gears.clear();
-    spdlog::debug("gear {}: --input_shape={}", fmt::join(gear, ","), one.inputShape);
-    KILN_ASSIGN_OR_RETURN(Prepared p, prepare(one, result));
+    KILN_ASSIGN_OR_RETURN(Prepared p, prepare(gearOptions(o, gear), result));
     if (!p.inputProblems.empty() || !p.unsupported.empty() || !p.conflicts.empty()) {
       Status reportStatus = writeCheckReport(o, p, result);
       if (!reportStatus) spdlog::warn("{}", reportStatus.toString());
@@ -446,7 +451,16 @@ Status runConvert(const AtcOptions& o, AtcResult& result) {
 }
 
 Status runPrecheck(const AtcOptions& o, AtcResult& result) {
-  KILN_ASSIGN_OR_RETURN(Prepared p, prepare(o, result));
+  // With gears every gear is checked; the report is the first failing gear's (else the last's).
+  for (size_t g = 0; g + 1 < o.gears.size(); ++g) {
+    KILN_ASSIGN_OR_RETURN(Prepared p, prepare(gearOptions(o, o.gears[g]), result));
+    if (!p.inputProblems.empty() || !p.unsupported.empty() || !p.conflicts.empty()) {
+      KILN_TRY(writeCheckReport(o, p, result));
+      return failWith(prepareErrors(p, o.socVersion), result);
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Prepared p,
+                        prepare(o.gears.empty() ? o : gearOptions(o, o.gears.back()), result));
   KILN_TRY(writeCheckReport(o, p, result));
   if (p.inputProblems.empty() && p.unsupported.empty() && p.conflicts.empty()) return Status::ok();
   return failWith(prepareErrors(p, o.socVersion), result);

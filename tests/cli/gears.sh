@@ -101,6 +101,12 @@ if "$kiln" compare dyn.onnx out/batch.om --input-shape "x:3,3,8,8" >compare.txt 
   fail "batch 3 is no gear" "compare passed"
 else pass "batch 3 is no gear"; fi
 
+# --mode=3 checks every gear (static shapes), not the -1 model.
+run --mode=3 "${common[@]}" --output=out/check "--input_shape=x:-1,3,8,8" --dynamic_batch_size=1,2,4
+if [ "$status" -eq 0 ] && python3 -c 'import json,sys; d=json.load(open("check_result.json")); sys.exit(d["result"] != "success")'; then
+  pass "--mode=3 with gears checks each gear"
+else fail "--mode=3 with gears checks each gear" "exit $status"; fi
+
 # ATC's rules for the flags (om.md §2.6).
 failsWithCode() {
   local name=$1 code=$2
