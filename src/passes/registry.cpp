@@ -15,6 +15,7 @@ std::unique_ptr<Pass> makeEliminateDeadNodesPass();
 std::unique_ptr<Pass> makeFixInputShapesPass();
 std::unique_ptr<Pass> makeFoldConstantsPass();
 std::unique_ptr<Pass> makeFoldConstantIfPass();
+std::unique_ptr<Pass> makeEliminateStaticSequencesPass();
 std::unique_ptr<Pass> makeCarryLoopScanOutputsPass();
 std::unique_ptr<Pass> makeScanToLoopPass();
 std::unique_ptr<Pass> makeInferShapesPass();
@@ -36,6 +37,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"convert-fp16", makeConvertFp16Pass},
       {"decompose-quant", makeDecomposeQuantPass},
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
+      {"eliminate-static-sequences", makeEliminateStaticSequencesPass},
       {"expand-rnn", makeExpandRnnPass},
       {"fix-input-shapes", makeFixInputShapesPass},
       {"fold-constants", makeFoldConstantsPass},
