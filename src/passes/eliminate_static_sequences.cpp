@@ -580,7 +580,7 @@ class Eliminator {
     while (v != in) {
       const Node* p = v ? v->producer() : nullptr;
       if (!p || p->owner() != &body) return false;
-      if (p->opType() == "SequenceInsert" && p->inputs().size() == 2)
+      if (p->opType() == "SequenceInsert" && !p->input(2))
         v = p->input(0);
       else if (p->opType() == "Identity")
         v = p->input(0);
