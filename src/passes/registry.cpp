@@ -15,6 +15,7 @@ std::unique_ptr<Pass> makeEliminateDeadNodesPass();
 std::unique_ptr<Pass> makeFixInputShapesPass();
 std::unique_ptr<Pass> makeFoldConstantsPass();
 std::unique_ptr<Pass> makeFoldConstantIfPass();
+std::unique_ptr<Pass> makeEliminateStaticSequencesPass();
 std::unique_ptr<Pass> makeCarryLoopScanOutputsPass();
 std::unique_ptr<Pass> makeScanToLoopPass();
 std::unique_ptr<Pass> makeInferShapesPass();
@@ -40,6 +41,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
       {"expand-conv-pool", makeExpandConvPoolPass},
       {"expand-grid-sample", makeExpandGridSamplePass},
+      {"eliminate-static-sequences", makeEliminateStaticSequencesPass},
       {"expand-rnn", makeExpandRnnPass},
       {"fix-input-shapes", makeFixInputShapesPass},
       {"fold-constants", makeFoldConstantsPass},
