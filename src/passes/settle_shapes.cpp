@@ -59,7 +59,7 @@ class SettleShapes : public Pass {
   std::string_view name() const override { return "settle-shapes"; }
   Expected<bool> run(Graph& graph, PassContext& context) override {
     const std::vector<std::string> round = {"infer-shapes", "propagate-shape-values",
-                                            "fold-constants", "remove-noops",
+                                            "fold-constants", "fold-constant-if", "remove-noops",
                                             "eliminate-dead-nodes"};
     std::vector<std::unique_ptr<Pass>> passes;
     for (const auto& name : round)
