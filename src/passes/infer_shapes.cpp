@@ -59,12 +59,17 @@ ValueType merged(const ValueType& inferred, const ValueType& current) {
   return out;
 }
 
-bool apply(Graph& graph, const onnx::GraphProto& proto) {
+bool apply(Graph& graph, const onnx::GraphProto& proto, bool subgraph = false) {
   std::unordered_map<std::string, const onnx::TypeProto*> types;
   for (const auto& v : proto.value_info())
     types[v.name()] = &v.type();
   for (const auto& v : proto.output())
     types[v.name()] = &v.type();
+  // A body's inputs get their types from the node that holds it (If has none; a Loop's iteration
+  // count and condition, a Scan's slices), merged into the body's declared inputs.
+  if (subgraph)
+    for (const auto& v : proto.input())
+      types[v.name()] = &v.type();
   bool changed = false;
   auto update = [&](Value* value) {
     auto it = types.find(value->name());
@@ -78,6 +83,9 @@ bool apply(Graph& graph, const onnx::GraphProto& proto) {
       graph.addAnnotatedValue(value);
     changed = true;
   };
+  if (subgraph)
+    for (Value* in : graph.inputs())
+      if (!in->isInitializer()) update(in);
   // Node order is the export order, so proto nodes and IR nodes line up one to one.
   auto protoNode = proto.node().begin();
   for (const auto& node : graph.nodes()) {
@@ -89,11 +97,11 @@ bool apply(Graph& graph, const onnx::GraphProto& proto) {
       if (attrIndex < static_cast<size_t>(protoNode->attribute_size())) {
         const auto& protoAttr = protoNode->attribute(static_cast<int>(attrIndex));
         if (attr.kind() == AttrKind::Graph && protoAttr.has_g())
-          changed |= apply(*attr.asGraph(), protoAttr.g());
+          changed |= apply(*attr.asGraph(), protoAttr.g(), true);
         if (attr.kind() == AttrKind::Graphs)
           for (size_t g = 0;
                g < attr.asGraphs().size() && g < static_cast<size_t>(protoAttr.graphs_size()); ++g)
-            changed |= apply(*attr.asGraphs()[g], protoAttr.graphs(static_cast<int>(g)));
+            changed |= apply(*attr.asGraphs()[g], protoAttr.graphs(static_cast<int>(g)), true);
       }
       ++attrIndex;
     }
