@@ -247,6 +247,8 @@ Status runResize(KernelContext& ctx, const Tensor& x, const std::vector<int64_t>
       const uint64_t total = out.size();
       std::vector<int64_t> idx(rank, 0);
       int64_t base = 0, previous = -1;
+      for (size_t a = 0; a + 1 < rank; ++a)
+        base += outDims[a] > 0 ? offsets[a][0] : 0;
       for (uint64_t i = 0; rowLen > 0 && i < total; i += static_cast<uint64_t>(rowLen)) {
         T* row = dst + i;
         if (rank == 0) {
