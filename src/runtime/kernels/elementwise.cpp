@@ -6,6 +6,7 @@
 
 #include "kiln/runtime/kernel.h"
 #include "math_util.h"
+#include "vec_loops.h"
 
 namespace kiln::rt {
 namespace {
@@ -157,18 +158,62 @@ Status bitwiseNotKernel(KernelContext& ctx) {
 
 // ---- binary arithmetic ----
 
+// Float32 Add/Sub/Mul/Div over the shapes real models use (same shape, a scalar, a per-channel
+// or trailing-suffix operand) through the ISA-dispatched loops; false leaves the node to the
+// generic path. Each output element is the same single operation, so results equal that path's.
+bool binaryFloatFast(KernelContext& ctx, vec::BinOp op) {
+  const Tensor& a = ctx.input(0);
+  if (a.dtype() != DType::Float32 || ctx.input(1).dtype() != DType::Float32) return false;
+  const Tensor b = legacyBroadcastOperand(ctx, a, ctx.input(1));
+  auto dims = broadcastShapes(a.dims(), b.dims());
+  if (!dims) return false;
+  const uint64_t n = countOf(*dims), na = a.elementCount(), nb = b.elementCount();
+  const float* pa = reinterpret_cast<const float*>(a.data());
+  const float* pb = reinterpret_cast<const float*>(b.data());
+  uint64_t inner = 0;
+  auto run = [&](auto body) {
+    OutTensor out(DType::Float32, *dims);
+    body(out.data<float>());
+    ctx.setOutput(0, std::move(out).finish());
+    return true;
+  };
+  const auto len = static_cast<int64_t>(n);
+  if (n == 0) return false;
+  if (na == n && nb == n && a.dims() == b.dims())
+    return run([&](float* po) { vec::binarySame(op, pa, pb, po, len); });
+  if (na == n && nb == 1)
+    return run([&](float* po) { vec::binaryScalarRight(op, pa, pb[0], po, len); });
+  if (nb == n && na == 1)
+    return run([&](float* po) { vec::binaryScalarLeft(op, pa[0], pb, po, len); });
+  if (na == n && blockBroadcast(*dims, b.dims(), inner))
+    return run([&](float* po) {
+      for (uint64_t j = 0, o = 0; o < n; ++j, o += inner)
+        vec::binaryScalarRight(op, pa + o, pb[j], po + o, static_cast<int64_t>(inner));
+    });
+  if (nb == n && blockBroadcast(*dims, a.dims(), inner))
+    return run([&](float* po) {
+      for (uint64_t j = 0, o = 0; o < n; ++j, o += inner)
+        vec::binaryScalarLeft(op, pa[j], pb + o, po + o, static_cast<int64_t>(inner));
+    });
+  return false;
+}
+
 Status addKernel(KernelContext& ctx) {
+  if (binaryFloatFast(ctx, vec::BinOp::Add)) return Status::ok();
   return binarySameTypeKernel(ctx, true, [](auto a, auto b) { return a + b; });
 }
 Status subKernel(KernelContext& ctx) {
+  if (binaryFloatFast(ctx, vec::BinOp::Sub)) return Status::ok();
   return binarySameTypeKernel(ctx, true, [](auto a, auto b) { return a - b; });
 }
 Status mulKernel(KernelContext& ctx) {
+  if (binaryFloatFast(ctx, vec::BinOp::Mul)) return Status::ok();
   return binarySameTypeKernel(ctx, true, [](auto a, auto b) { return a * b; });
 }
 
 // Integer division truncates toward zero as in C; x/0 gives 0 rather than trapping.
 Status divKernel(KernelContext& ctx) {
+  if (binaryFloatFast(ctx, vec::BinOp::Div)) return Status::ok();
   return binarySameTypeKernel(ctx, true, [](auto a, auto b) {
     using T = decltype(a);
     if constexpr (std::is_integral_v<T>) {
