@@ -90,6 +90,17 @@ std::vector<Case> cases() {
                 {{"hidden_size", Attribute::ofInt(256)}},
                 2.0 * 32 * 8 * 1024 * (128 + 256),
                 3});
+  // 3x3 layers of PP-OCR det whose unfolded rows are long (few output rows per GEMM).
+  cs.push_back({"conv3x3 1x96x160x160 -> 24",
+                "Conv",
+                {{1, 96, 160, 160}, {24, 96, 3, 3}, {24}},
+                {{"pads", Attribute::ofInts({1, 1, 1, 1})}},
+                convFlops(1, 96, 24, 160, 160, 3, 1)});
+  cs.push_back({"conv3x3 1x256x40x40 -> 96",
+                "Conv",
+                {{1, 256, 40, 40}, {96, 256, 3, 3}, {96}},
+                {{"pads", Attribute::ofInts({1, 1, 1, 1})}},
+                convFlops(1, 256, 96, 40, 40, 3, 1)});
   // Elementwise and activation kernels on feature-map sizes of the OCR models ("GFLOP/s" here is
   // giga-elements per second).
   const std::vector<int64_t> fm = {1, 64, 24, 160}, big = {1, 32, 160, 160};

@@ -2,6 +2,7 @@
 // integer ConvInteger and QLinearConv (same unfolding, plain-loop integer GEMM).
 #include <algorithm>
 
+#include "conv_dnnl.h"
 #include "nn_util.h"
 
 namespace kiln::rt {
@@ -170,6 +171,26 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
   const int64_t ks = nn::product(win.kernel), inSize = nn::product(win.in);
   const int64_t outSize = nn::product(win.out), rows = cg * ks;
   const bool pointwise = isPointwise(win);
+  // Float 2-D convolutions with a spatial kernel go to oneDNN when it is built in (several times
+  // faster than im2col + GEMM on 3x3 layers, bench/results.md); 1x1 stays a plain GEMM.
+  if constexpr (std::is_same_v<T, float>) {
+    if (dnnl_conv::available() && win.rank() == 2 && s.group == 1 && !pointwise &&
+        s.batch * s.channels * inSize * outSize * s.filters > 0) {
+      const dnnl_conv::Conv2d c{s.batch,
+                                s.channels,
+                                win.in[0],
+                                win.in[1],
+                                s.filters,
+                                win.out[0],
+                                win.out[1],
+                                {win.kernel[0], win.kernel[1]},
+                                {win.strides[0], win.strides[1]},
+                                {win.dilations[0], win.dilations[1]},
+                                {win.padBegin[0], win.padBegin[1]},
+                                {win.padEnd[0], win.padEnd[1]}};
+      if (dnnl_conv::run(threads, c, x, w, bias, y)) return;
+    }
+  }
   // 2-D convs unfold a band of output rows at a time; other ranks unfold the whole image.
   const bool tiled = !pointwise && win.rank() == 2;
   const int64_t ow = tiled ? win.out[1] : outSize, oh = tiled ? win.out[0] : 1;
