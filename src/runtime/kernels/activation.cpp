@@ -6,6 +6,7 @@
 
 #include "kiln/runtime/kernel.h"
 #include "math_util.h"
+#include "thread_pool.h"
 #include "vec_loops.h"
 
 namespace kiln::rt {
@@ -18,8 +19,11 @@ bool unaryFloatFast(KernelContext& ctx, vec::UnOp op, float p0 = 0.0f, float p1 
   const Tensor& x = ctx.input(0);
   if (x.dtype() != DType::Float32) return false;
   OutTensor out(DType::Float32, x.dims());
-  vec::unary(op, reinterpret_cast<const float*>(x.data()), out.data<float>(),
-             static_cast<int64_t>(x.elementCount()), p0, p1);
+  const auto n = static_cast<int64_t>(x.elementCount());
+  const float* in = reinterpret_cast<const float*>(x.data());
+  float* po = out.data<float>();
+  pool::parallelFor(n >= vec::kParallelElements ? ctx.threads() : 1, n, vec::kParallelGrain,
+                    [&](int64_t i0, int64_t i1) { vec::unary(op, in + i0, po + i0, i1 - i0, p0, p1); });
   ctx.setOutput(0, std::move(out).finish());
   return true;
 }

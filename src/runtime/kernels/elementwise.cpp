@@ -6,6 +6,7 @@
 
 #include "kiln/runtime/kernel.h"
 #include "math_util.h"
+#include "thread_pool.h"
 #include "vec_loops.h"
 
 namespace kiln::rt {
@@ -179,21 +180,41 @@ bool binaryFloatFast(KernelContext& ctx, vec::BinOp op) {
   };
   const auto len = static_cast<int64_t>(n);
   if (n == 0) return false;
+  // Large tensors are cut into element ranges over the pool (each element is computed alike).
+  const int threads = len >= vec::kParallelElements ? ctx.threads() : 1;
   if (na == n && nb == n && a.dims() == b.dims())
-    return run([&](float* po) { vec::binarySame(op, pa, pb, po, len); });
+    return run([&](float* po) {
+      pool::parallelFor(threads, len, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+        vec::binarySame(op, pa + i0, pb + i0, po + i0, i1 - i0);
+      });
+    });
   if (na == n && nb == 1)
-    return run([&](float* po) { vec::binaryScalarRight(op, pa, pb[0], po, len); });
+    return run([&](float* po) {
+      pool::parallelFor(threads, len, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+        vec::binaryScalarRight(op, pa + i0, pb[0], po + i0, i1 - i0);
+      });
+    });
   if (nb == n && na == 1)
-    return run([&](float* po) { vec::binaryScalarLeft(op, pa[0], pb, po, len); });
+    return run([&](float* po) {
+      pool::parallelFor(threads, len, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+        vec::binaryScalarLeft(op, pa[0], pb + i0, po + i0, i1 - i0);
+      });
+    });
   if (na == n && blockBroadcast(*dims, b.dims(), inner))
     return run([&](float* po) {
-      for (uint64_t j = 0, o = 0; o < n; ++j, o += inner)
-        vec::binaryScalarRight(op, pa + o, pb[j], po + o, static_cast<int64_t>(inner));
+      const auto blocks = static_cast<int64_t>(n / inner), in = static_cast<int64_t>(inner);
+      pool::parallelFor(threads, blocks, 1, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j)
+          vec::binaryScalarRight(op, pa + j * in, pb[j], po + j * in, in);
+      });
     });
   if (nb == n && blockBroadcast(*dims, a.dims(), inner))
     return run([&](float* po) {
-      for (uint64_t j = 0, o = 0; o < n; ++j, o += inner)
-        vec::binaryScalarLeft(op, pa[j], pb + o, po + o, static_cast<int64_t>(inner));
+      const auto blocks = static_cast<int64_t>(n / inner), in = static_cast<int64_t>(inner);
+      pool::parallelFor(threads, blocks, 1, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j)
+          vec::binaryScalarLeft(op, pa[j], pb + j * in, po + j * in, in);
+      });
     });
   return false;
 }

@@ -8,6 +8,11 @@
 
 namespace kiln::rt::vec {
 
+// Tensors of at least kParallelElements are split over the executor's pool in ranges that are
+// multiples of kParallelGrain elements.
+constexpr int64_t kParallelElements = int64_t{1} << 16;
+constexpr int64_t kParallelGrain = int64_t{1} << 12;
+
 enum class BinOp { Add, Sub, Mul, Div };
 
 // out[i] = a[i] op b[i].

@@ -182,12 +182,12 @@ TEST(NnKernels, BinaryFloatBroadcastPaths) {
 // Conv (GEMM and full-kernel paths), depthwise conv, elementwise and Resize give the same bytes
 // with one thread and with two.
 TEST(NnKernels, OutputsDoNotDependOnThreadCount) {
-  auto x = randomValues(2 * 16 * 40 * 48, 31);
+  auto x = randomValues(2 * 16 * 48 * 48, 31);
   auto w3 = randomValues(32 * 16 * 9, 32);
   auto w1 = randomValues(32 * 16, 33);
   auto wd = randomValues(16 * 9, 34);
   auto b = randomValues(32, 35);
-  const Tensor tx = floats({2, 16, 40, 48}, x);
+  const Tensor tx = floats({2, 16, 48, 48}, x);
   auto both = [&](const std::string& op, const std::vector<Arg>& args,
                   const std::vector<std::pair<std::string, Attribute>>& attrs) {
     auto one = runNode(op, args, attrs, 1, 17, 1);
@@ -207,6 +207,8 @@ TEST(NnKernels, OutputsDoNotDependOnThreadCount) {
   both("Add", {{"x", tx}, {"y", floats({16, 1, 1}, std::vector<float>(b.begin(), b.begin() + 16))}},
        {});
   both("HardSwish", {{"x", tx}}, {});
+  both("Mul", {{"x", tx}, {"y", tx}}, {});
+  both("Div", {{"x", tx}, {"y", floats({}, {3.0f})}}, {});
 }
 
 TEST(NnKernels, ConvDepthwiseSameLower) {
