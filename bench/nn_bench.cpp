@@ -90,6 +90,31 @@ std::vector<Case> cases() {
                 {{"hidden_size", Attribute::ofInt(256)}},
                 2.0 * 32 * 8 * 1024 * (128 + 256),
                 3});
+  // 3x3 layers of PP-OCR det whose unfolded rows are long (few output rows per GEMM).
+  cs.push_back({"conv3x3 1x96x160x160 -> 24",
+                "Conv",
+                {{1, 96, 160, 160}, {24, 96, 3, 3}, {24}},
+                {{"pads", Attribute::ofInts({1, 1, 1, 1})}},
+                convFlops(1, 96, 24, 160, 160, 3, 1)});
+  cs.push_back({"conv3x3 1x256x40x40 -> 96",
+                "Conv",
+                {{1, 256, 40, 40}, {96, 256, 3, 3}, {96}},
+                {{"pads", Attribute::ofInts({1, 1, 1, 1})}},
+                convFlops(1, 256, 96, 40, 40, 3, 1)});
+  // Elementwise and activation kernels on feature-map sizes of the OCR models ("GFLOP/s" here is
+  // giga-elements per second).
+  const std::vector<int64_t> fm = {1, 64, 24, 160}, big = {1, 32, 160, 160};
+  const double fmN = 64.0 * 24 * 160, bigN = 32.0 * 160 * 160;
+  cs.push_back({"add same 1x64x24x160", "Add", {fm, fm}, {}, fmN});
+  cs.push_back({"mul scalar 1x64x24x160", "Mul", {fm, {}}, {}, fmN});
+  cs.push_back({"div scalar 1x32x160x160", "Div", {big, {}}, {}, bigN});
+  cs.push_back({"add per-channel 1x32x160x160", "Add", {big, {1, 32, 1, 1}}, {}, bigN});
+  cs.push_back({"clip 1x64x24x160", "Clip", {fm, {}, {}}, {}, fmN});
+  cs.push_back({"relu 1x32x160x160", "Relu", {big}, {}, bigN});
+  cs.push_back({"hardswish 1x32x160x160", "HardSwish", {big}, {}, bigN});
+  cs.push_back({"depthwise3x3 1x32x160x160", "Conv", {big, {32, 1, 3, 3}, {32}},
+                {{"pads", Attribute::ofInts({1, 1, 1, 1})}, {"group", Attribute::ofInt(32)}},
+                convFlops(1, 32, 32, 160, 160, 3, 32)});
   return cs;
 }
 

@@ -9,6 +9,7 @@ packages=(
   libflatbuffers-dev flatbuffers-compiler
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev llvm-14-tools libonnx-testdata libopenblas-dev
+  libdnnl-dev # oneDNN: the executor's 2-D convolutions (src/runtime/kernels/conv_dnnl.cpp)
   time # GNU time: peak RSS in bench/convert_vs_peer.sh
   python3 # tests/cli/atc.sh reads the mode-1 JSON dumps (scripts/om_formats_count.py)
   dpkg-dev file # cpack -G DEB reads the .deb's dependencies off the binaries (dpkg-shlibdeps)

@@ -6,18 +6,36 @@
 
 #include "kiln/runtime/kernel.h"
 #include "math_util.h"
+#include "thread_pool.h"
+#include "vec_loops.h"
 
 namespace kiln::rt {
 namespace {
 
 using namespace math;
 
+// Float32 input through the ISA-dispatched loop (vec_loops.h); false for other dtypes.
+bool unaryFloatFast(KernelContext& ctx, vec::UnOp op, float p0 = 0.0f, float p1 = 0.0f) {
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DType::Float32) return false;
+  OutTensor out(DType::Float32, x.dims());
+  const auto n = static_cast<int64_t>(x.elementCount());
+  const float* in = reinterpret_cast<const float*>(x.data());
+  float* po = out.data<float>();
+  pool::parallelFor(n >= vec::kParallelElements ? ctx.threads() : 1, n, vec::kParallelGrain,
+                    [&](int64_t i0, int64_t i1) { vec::unary(op, in + i0, po + i0, i1 - i0, p0, p1); });
+  ctx.setOutput(0, std::move(out).finish());
+  return true;
+}
+
 Status reluKernel(KernelContext& ctx) {
+  if (unaryFloatFast(ctx, vec::UnOp::Relu)) return Status::ok();
   return unaryArithKernel(ctx, [](auto v) { return v > decltype(v)(0) ? v : decltype(v)(0); });
 }
 
 Status leakyReluKernel(KernelContext& ctx) {
   const float alpha = ctx.attrFloat("alpha", 0.01f);
+  if (unaryFloatFast(ctx, vec::UnOp::LeakyRelu, alpha)) return Status::ok();
   return unaryFloatKernel(ctx, [alpha](auto v) {
     using T = decltype(v);
     return v < T(0) ? static_cast<T>(T(alpha) * v) : v;
@@ -99,6 +117,7 @@ Status sigmoidKernel(KernelContext& ctx) {
 Status hardSigmoidKernel(KernelContext& ctx) {
   const float alpha = ctx.attrFloat("alpha", 0.2f);
   const float beta = ctx.attrFloat("beta", 0.5f);
+  if (unaryFloatFast(ctx, vec::UnOp::HardSigmoid, alpha, beta)) return Status::ok();
   return unaryFloatKernel(ctx, [alpha, beta](auto v) {
     using T = decltype(v);
     return std::max(T(0), std::min(T(1), static_cast<T>(T(alpha) * v + T(beta))));
@@ -106,6 +125,7 @@ Status hardSigmoidKernel(KernelContext& ctx) {
 }
 
 Status hardSwishKernel(KernelContext& ctx) {
+  if (unaryFloatFast(ctx, vec::UnOp::HardSwish)) return Status::ok();
   return unaryFloatKernel(ctx, [](auto v) {
     using T = decltype(v);
     return static_cast<T>(v * std::max(T(0), std::min(T(1), static_cast<T>(v / T(6) + T(0.5)))));
@@ -194,6 +214,15 @@ Status clipKernel(KernelContext& ctx) {
         if (lo) l = *reinterpret_cast<const T*>(lo->data());
         if (hi) h = *reinterpret_cast<const T*>(hi->data());
         // np.clip order: min first, then max (so max wins when min > max).
+        if constexpr (std::is_same_v<T, float>) {
+          if (dt == DType::Float32) {
+            OutTensor out(DType::Float32, x.dims());
+            vec::unary(vec::UnOp::Clip, reinterpret_cast<const float*>(x.data()),
+                       out.data<float>(), static_cast<int64_t>(x.elementCount()), l, h);
+            r = std::move(out).finish();
+            return;
+          }
+        }
         r = mapUnary<T, T>(x, x.dtype(), [l, h](T v) {
           if (v < l) v = l;
           if (v > h) v = h;

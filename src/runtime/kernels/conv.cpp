@@ -2,7 +2,9 @@
 // integer ConvInteger and QLinearConv (same unfolding, plain-loop integer GEMM).
 #include <algorithm>
 
+#include "conv_dnnl.h"
 #include "nn_util.h"
+#include "thread_pool.h"
 
 namespace kiln::rt {
 namespace {
@@ -77,7 +79,7 @@ void axpyStrided(T* row, const T* in, T wv, int64_t lo, int64_t hi, int64_t stri
 // 1-row products dominated by call and unfolding overhead. Each output row is finished before the
 // next so that it stays in L1 while its kh * kw taps are added in a fixed order.
 template <typename T>
-void depthwise2d(const ConvShape& s, const T* x, const T* w, const T* bias, T* y) {
+void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y) {
   const Window& win = s.window;
   const int64_t h = win.in[0], wd = win.in[1], oh = win.out[0], ow = win.out[1];
   const int64_t kh = win.kernel[0], kw = win.kernel[1], sh = win.strides[0], sw = win.strides[1];
@@ -86,8 +88,12 @@ void depthwise2d(const ConvShape& s, const T* x, const T* w, const T* bias, T* y
   std::vector<int64_t> lo(static_cast<size_t>(kw)), hi(static_cast<size_t>(kw));
   for (int64_t kx = 0; kx < kw; ++kx)
     validColumns(kx * dw - pl, sw, wd, ow, lo[kx], hi[kx]);
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t m = 0; m < s.filters; ++m) {
+  // Planes are independent: the pool takes contiguous ranges of (batch, filter) planes.
+  const int64_t planeWork = oh * ow * kh * kw;
+  pool::parallelFor(planeWork * s.filters * s.batch >= (int64_t{1} << 18) ? threads : 1,
+                    s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
+  for (int64_t p = p0; p < p1; ++p) {
+      const int64_t b = p / s.filters, m = p % s.filters;
       const T* src = x + (b * s.channels + m / mg) * h * wd;
       const T* wk = w + m * kh * kw;
       T* dst = y + (b * s.filters + m) * oh * ow;
@@ -104,7 +110,8 @@ void depthwise2d(const ConvShape& s, const T* x, const T* w, const T* bias, T* y
               axpyStrided(row, inRow + (kx * dw - pl), wk[ky * kw + kx], lo[kx], hi[kx], sw);
         }
       }
-    }
+  }
+  });
 }
 
 // Unfolds output rows [oy0, oy1) of a 2-D conv over `channels` input planes into a
@@ -163,13 +170,33 @@ template <typename T>
 void convForward(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y) {
   const Window& win = s.window;
   if (win.rank() == 2 && s.group > 1 && s.channels == s.group) {
-    depthwise2d(s, x, w, bias, y);
+    depthwise2d(threads, s, x, w, bias, y);
     return;
   }
   const int64_t cg = s.channels / s.group, mg = s.filters / s.group;
   const int64_t ks = nn::product(win.kernel), inSize = nn::product(win.in);
   const int64_t outSize = nn::product(win.out), rows = cg * ks;
   const bool pointwise = isPointwise(win);
+  // Float 2-D convolutions with a spatial kernel go to oneDNN when it is built in (several times
+  // faster than im2col + GEMM on 3x3 layers, bench/results.md); 1x1 stays a plain GEMM.
+  if constexpr (std::is_same_v<T, float>) {
+    if (dnnl_conv::available() && win.rank() == 2 && s.group == 1 && !pointwise &&
+        s.batch * s.channels * inSize * outSize * s.filters > 0) {
+      const dnnl_conv::Conv2d c{s.batch,
+                                s.channels,
+                                win.in[0],
+                                win.in[1],
+                                s.filters,
+                                win.out[0],
+                                win.out[1],
+                                {win.kernel[0], win.kernel[1]},
+                                {win.strides[0], win.strides[1]},
+                                {win.dilations[0], win.dilations[1]},
+                                {win.padBegin[0], win.padBegin[1]},
+                                {win.padEnd[0], win.padEnd[1]}};
+      if (dnnl_conv::run(threads, c, x, w, bias, y)) return;
+    }
+  }
   // 2-D convs unfold a band of output rows at a time; other ranks unfold the whole image.
   const bool tiled = !pointwise && win.rank() == 2;
   const int64_t ow = tiled ? win.out[1] : outSize, oh = tiled ? win.out[0] : 1;

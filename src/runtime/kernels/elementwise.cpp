@@ -6,6 +6,8 @@
 
 #include "kiln/runtime/kernel.h"
 #include "math_util.h"
+#include "thread_pool.h"
+#include "vec_loops.h"
 
 namespace kiln::rt {
 namespace {
@@ -157,18 +159,82 @@ Status bitwiseNotKernel(KernelContext& ctx) {
 
 // ---- binary arithmetic ----
 
+// Float32 Add/Sub/Mul/Div over the shapes real models use (same shape, a scalar, a per-channel
+// or trailing-suffix operand) through the ISA-dispatched loops; false leaves the node to the
+// generic path. Each output element is the same single operation, so results equal that path's.
+bool binaryFloatFast(KernelContext& ctx, vec::BinOp op) {
+  const Tensor& a = ctx.input(0);
+  if (a.dtype() != DType::Float32 || ctx.input(1).dtype() != DType::Float32) return false;
+  const Tensor b = legacyBroadcastOperand(ctx, a, ctx.input(1));
+  auto dims = broadcastShapes(a.dims(), b.dims());
+  if (!dims) return false;
+  const uint64_t n = countOf(*dims), na = a.elementCount(), nb = b.elementCount();
+  const float* pa = reinterpret_cast<const float*>(a.data());
+  const float* pb = reinterpret_cast<const float*>(b.data());
+  uint64_t inner = 0;
+  auto run = [&](auto body) {
+    OutTensor out(DType::Float32, *dims);
+    body(out.data<float>());
+    ctx.setOutput(0, std::move(out).finish());
+    return true;
+  };
+  const auto len = static_cast<int64_t>(n);
+  if (n == 0) return false;
+  // Large tensors are cut into element ranges over the pool (each element is computed alike).
+  const int threads = len >= vec::kParallelElements ? ctx.threads() : 1;
+  if (na == n && nb == n && a.dims() == b.dims())
+    return run([&](float* po) {
+      pool::parallelFor(threads, len, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+        vec::binarySame(op, pa + i0, pb + i0, po + i0, i1 - i0);
+      });
+    });
+  if (na == n && nb == 1)
+    return run([&](float* po) {
+      pool::parallelFor(threads, len, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+        vec::binaryScalarRight(op, pa + i0, pb[0], po + i0, i1 - i0);
+      });
+    });
+  if (nb == n && na == 1)
+    return run([&](float* po) {
+      pool::parallelFor(threads, len, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+        vec::binaryScalarLeft(op, pa[0], pb + i0, po + i0, i1 - i0);
+      });
+    });
+  if (na == n && blockBroadcast(*dims, b.dims(), inner))
+    return run([&](float* po) {
+      const auto blocks = static_cast<int64_t>(n / inner), in = static_cast<int64_t>(inner);
+      pool::parallelFor(threads, blocks, 1, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j)
+          vec::binaryScalarRight(op, pa + j * in, pb[j], po + j * in, in);
+      });
+    });
+  if (nb == n && blockBroadcast(*dims, a.dims(), inner))
+    return run([&](float* po) {
+      const auto blocks = static_cast<int64_t>(n / inner), in = static_cast<int64_t>(inner);
+      pool::parallelFor(threads, blocks, 1, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j)
+          vec::binaryScalarLeft(op, pa[j], pb + j * in, po + j * in, in);
+      });
+    });
+  return false;
+}
+
 Status addKernel(KernelContext& ctx) {
+  if (binaryFloatFast(ctx, vec::BinOp::Add)) return Status::ok();
   return binarySameTypeKernel(ctx, true, [](auto a, auto b) { return a + b; });
 }
 Status subKernel(KernelContext& ctx) {
+  if (binaryFloatFast(ctx, vec::BinOp::Sub)) return Status::ok();
   return binarySameTypeKernel(ctx, true, [](auto a, auto b) { return a - b; });
 }
 Status mulKernel(KernelContext& ctx) {
+  if (binaryFloatFast(ctx, vec::BinOp::Mul)) return Status::ok();
   return binarySameTypeKernel(ctx, true, [](auto a, auto b) { return a * b; });
 }
 
 // Integer division truncates toward zero as in C; x/0 gives 0 rather than trapping.
 Status divKernel(KernelContext& ctx) {
+  if (binaryFloatFast(ctx, vec::BinOp::Div)) return Status::ok();
   return binarySameTypeKernel(ctx, true, [](auto a, auto b) {
     using T = decltype(a);
     if constexpr (std::is_integral_v<T>) {

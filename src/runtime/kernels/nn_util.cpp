@@ -1,22 +1,46 @@
 // BLAS wrappers and sliding-window geometry shared by the NN kernels.
 #include "nn_util.h"
 
-#include <atomic>
+#include <algorithm>
+#include <mutex>
 
 #include <cblas.h>
 
 #include "ops/conv.h"
+#include "thread_pool.h"
 
 namespace kiln::rt::nn {
 namespace {
 
-// OpenBLAS keeps one global thread count; only touch it when a caller asks for a different one.
-// Small products (recurrent steps, depthwise groups) run faster on one thread than on a woken pool;
-// the choice depends only on the sizes, so results stay a function of the requested count.
-void useThreads(int threads, int64_t m, int64_t n, int64_t k) {
-  static std::atomic<int> current{-1};
-  if (threads < 1 || m * n * k < (int64_t{1} << 18)) threads = 1;
-  if (current.exchange(threads) != threads) openblas_set_num_threads(threads);
+// OpenBLAS always runs single-threaded: GEMMs are cut into fixed blocks of columns of C that the
+// executor's pool (thread_pool.h) spreads over its threads, so OpenBLAS's own threads never spin
+// against it. The blocks depend only on the sizes, never on the thread count, so every column is
+// computed by the same call whatever the count (OpenBLAS's threaded GEMM, and even a different
+// column split, does not give the same bits).
+void singleThreadedBlas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+constexpr int64_t kColumnBlock = 512;
+
+template <typename T, typename Call>
+void gemmColumns(int threads, bool transB, int64_t m, int64_t n, int64_t k, const T* b,
+                 int64_t ldb, T* c, Call call) {
+  singleThreadedBlas();
+  if (n <= kColumnBlock) {
+    call(n, b, c);
+    return;
+  }
+  const int64_t blocks = (n + kColumnBlock - 1) / kColumnBlock;
+  // Products below 2^18 multiply-adds stay on the calling thread (waking workers costs more).
+  const int useThreads = m * n * k >= (int64_t{1} << 18) ? threads : 1;
+  pool::parallelFor(useThreads, blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t j0 = blk * kColumnBlock, cols = std::min(kColumnBlock, n - j0);
+      call(cols, transB ? b + j0 * ldb : b + j0, c + j0);
+    }
+  });
 }
 
 } // namespace
@@ -31,11 +55,13 @@ void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k
         c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  useThreads(threads, m, n, k);
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
-              static_cast<blasint>(ldc));
+  gemmColumns(threads, transB, m, n, k, b, ldb, c, [&](int64_t cols, const float* bj, float* cj) {
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+                static_cast<blasint>(cols), static_cast<blasint>(k), alpha, a,
+                static_cast<blasint>(lda), bj, static_cast<blasint>(ldb), beta, cj,
+                static_cast<blasint>(ldc));
+  });
 }
 
 void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
@@ -48,11 +74,13 @@ void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k
         c[i * ldc + j] = beta == 0.0 ? 0.0 : beta * c[i * ldc + j];
     return;
   }
-  useThreads(threads, m, n, k);
-  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
-              static_cast<blasint>(ldc));
+  gemmColumns(threads, transB, m, n, k, b, ldb, c, [&](int64_t cols, const double* bj, double* cj) {
+    cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+                static_cast<blasint>(cols), static_cast<blasint>(k), alpha, a,
+                static_cast<blasint>(lda), bj, static_cast<blasint>(ldb), beta, cj,
+                static_cast<blasint>(ldc));
+  });
 }
 
 Status resolveWindow(const KernelContext& ctx, const std::vector<int64_t>& in,

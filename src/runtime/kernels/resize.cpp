@@ -233,18 +233,44 @@ Status runResize(KernelContext& ctx, const Tensor& x, const std::vector<int64_t>
       shape::ElemOut<T> out(x.dtype(), outDims);
       const T* src = shape::elements<T>(x);
       T* dst = out.data();
+      // Per-axis source offsets, then one gather loop per output row (all axes but the last);
+      // a row whose source row equals the previous one's (upsampling) is a copy of it.
       const std::vector<int64_t> strides = stridesOf(x.dims());
+      std::vector<std::vector<int64_t>> offsets(rank);
+      for (size_t a = 0; a < rank; ++a)
+        for (int64_t o = 0; o < outDims[a]; ++o)
+          offsets[a].push_back(
+              plans[a].index[static_cast<size_t>(plans[a].tapStart[static_cast<size_t>(o)])] *
+              strides[a]);
+      const int64_t rowLen = rank == 0 ? 1 : outDims[rank - 1];
+      const int64_t* last = rank == 0 ? nullptr : offsets[rank - 1].data();
+      const uint64_t total = out.size();
       std::vector<int64_t> idx(rank, 0);
-      for (uint64_t i = 0; i < out.size(); ++i) {
-        int64_t off = 0;
-        for (size_t a = 0; a < rank; ++a)
-          off +=
-              plans[a].index[static_cast<size_t>(plans[a].tapStart[static_cast<size_t>(idx[a])])] *
-              strides[a];
-        dst[i] = src[off];
-        for (size_t a = rank; a-- > 0;) {
-          if (++idx[a] < outDims[a]) break;
+      int64_t base = 0, previous = -1;
+      for (size_t a = 0; a + 1 < rank; ++a)
+        base += outDims[a] > 0 ? offsets[a][0] : 0;
+      for (uint64_t i = 0; rowLen > 0 && i < total; i += static_cast<uint64_t>(rowLen)) {
+        T* row = dst + i;
+        if (rank == 0) {
+          row[0] = src[0];
+          break;
+        }
+        if (base == previous) {
+          std::copy(row - rowLen, row, row);
+        } else {
+          const T* in = src + base;
+          for (int64_t k = 0; k < rowLen; ++k)
+            row[k] = in[last[k]];
+        }
+        previous = base;
+        for (size_t a = rank - 1; a-- > 0;) {
+          base -= offsets[a][static_cast<size_t>(idx[a])];
+          if (++idx[a] < outDims[a]) {
+            base += offsets[a][static_cast<size_t>(idx[a])];
+            break;
+          }
           idx[a] = 0;
+          base += offsets[a][0];
         }
       }
       ctx.setOutput(0, std::move(out).finish());

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "kiln/ir/graph.h"
@@ -22,7 +23,7 @@ struct Arg {
 // Runs one node whose inputs are initializers; returns its outputs.
 std::vector<Tensor> runNode(const std::string& op, const std::vector<Arg>& args,
                             const std::vector<std::pair<std::string, Attribute>>& attrs,
-                            size_t outputs, int64_t opset = 17) {
+                            size_t outputs, int64_t opset = 17, int threads = 1) {
   Model model;
   model.opsets = {{"", opset}};
   model.graph = std::make_shared<Graph>("g");
@@ -38,7 +39,9 @@ std::vector<Tensor> runNode(const std::string& op, const std::vector<Arg>& args,
     n->setAttribute(name, value);
   for (size_t i = 0; i < outputs; ++i)
     g.addOutput(n->output(i));
-  rt::Executor exec(model);
+  rt::ExecutorOptions options;
+  options.threads = threads;
+  rt::Executor exec(model, options);
   auto result = exec.run({});
   EXPECT_TRUE(result.hasValue()) << (result ? "" : result.status().toString());
   std::vector<Tensor> out;
@@ -115,6 +118,97 @@ TEST(NnKernels, ConvGroupsDilationsStridesPads) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{n, m, oh, ow}));
   expectNear(out[0], naiveConv2d(x, w, b, n, c, h, wd, m, kh, kw, group, 2, 1, 2, 3, 1, 2, oh, ow));
+}
+
+// Group 1 takes the full-kernel path (oneDNN where built in) rather than per-group GEMMs:
+// asymmetric pads, strides and dilations, with and without bias.
+TEST(NnKernels, ConvGroupOneDilationsStridesPads) {
+  const int64_t n = 2, c = 5, h = 11, wd = 9, m = 7, kh = 3, kw = 2;
+  auto x = randomValues(static_cast<size_t>(n * c * h * wd), 11);
+  auto w = randomValues(static_cast<size_t>(m * c * kh * kw), 12);
+  auto b = randomValues(static_cast<size_t>(m), 13);
+  const int64_t oh = (h + 1 + 0 - ((kh - 1) * 2 + 1)) / 2 + 1;
+  const int64_t ow = (wd + 2 + 1 - ((kw - 1) * 3 + 1)) / 1 + 1;
+  const std::vector<std::pair<std::string, Attribute>> attrs = {
+      {"strides", Attribute::ofInts({2, 1})},
+      {"dilations", Attribute::ofInts({2, 3})},
+      {"pads", Attribute::ofInts({1, 2, 0, 1})}};
+  auto out = runNode("Conv",
+                     {{"x", floats({n, c, h, wd}, x)},
+                      {"w", floats({m, c, kh, kw}, w)},
+                      {"b", floats({m}, b)}},
+                     attrs, 1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{n, m, oh, ow}));
+  expectNear(out[0], naiveConv2d(x, w, b, n, c, h, wd, m, kh, kw, 1, 2, 1, 2, 3, 1, 2, oh, ow));
+  auto noBias = runNode("Conv", {{"x", floats({n, c, h, wd}, x)}, {"w", floats({m, c, kh, kw}, w)}},
+                        attrs, 1);
+  ASSERT_EQ(noBias.size(), 1u);
+  expectNear(noBias[0], naiveConv2d(x, w, std::vector<float>(static_cast<size_t>(m), 0.0f), n, c,
+                                    h, wd, m, kh, kw, 1, 2, 1, 2, 3, 1, 2, oh, ow));
+}
+
+// Elementwise fast paths (same shape, scalar either side, per-channel either side) against the
+// definition, on float32.
+TEST(NnKernels, BinaryFloatBroadcastPaths) {
+  const std::vector<int64_t> full = {2, 3, 4, 5};
+  auto a = randomValues(120, 21);
+  auto b = randomValues(120, 22);
+  auto ch = randomValues(3, 23);
+  const float s = 0.75f;
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+    auto f = [op](float u, float v) {
+      const std::string o = op;
+      return o == "Add" ? u + v : o == "Sub" ? u - v : o == "Mul" ? u * v : u / v;
+    };
+    std::vector<float> same(120), right(120), left(120), chanR(120), chanL(120);
+    for (size_t i = 0; i < 120; ++i) {
+      const float c = ch[(i / 20) % 3];
+      same[i] = f(a[i], b[i]);
+      right[i] = f(a[i], s);
+      left[i] = f(s, b[i]);
+      chanR[i] = f(a[i], c);
+      chanL[i] = f(c, b[i]);
+    }
+    auto run = [&](const Tensor& x, const Tensor& y) { return runNode(op, {{"a", x}, {"b", y}}, {}, 1); };
+    expectNear(run(floats(full, a), floats(full, b))[0], same, 0.0f);
+    expectNear(run(floats(full, a), floats({}, {s}))[0], right, 0.0f);
+    expectNear(run(floats({1}, {s}), floats(full, b))[0], left, 0.0f);
+    expectNear(run(floats(full, a), floats({3, 1, 1}, ch))[0], chanR, 0.0f);
+    expectNear(run(floats({1, 3, 1, 1}, ch), floats(full, b))[0], chanL, 0.0f);
+  }
+}
+
+// Conv (GEMM and full-kernel paths), depthwise conv, elementwise and Resize give the same bytes
+// with one thread and with two.
+TEST(NnKernels, OutputsDoNotDependOnThreadCount) {
+  auto x = randomValues(2 * 16 * 48 * 48, 31);
+  auto w3 = randomValues(32 * 16 * 9, 32);
+  auto w1 = randomValues(32 * 16, 33);
+  auto wd = randomValues(16 * 9, 34);
+  auto b = randomValues(32, 35);
+  const Tensor tx = floats({2, 16, 48, 48}, x);
+  auto both = [&](const std::string& op, const std::vector<Arg>& args,
+                  const std::vector<std::pair<std::string, Attribute>>& attrs) {
+    auto one = runNode(op, args, attrs, 1, 17, 1);
+    auto two = runNode(op, args, attrs, 1, 17, 2);
+    ASSERT_EQ(one.size(), 1u);
+    ASSERT_EQ(two.size(), 1u);
+    ASSERT_EQ(one[0].byteSize(), two[0].byteSize());
+    EXPECT_EQ(0, std::memcmp(one[0].data(), two[0].data(), one[0].byteSize()))
+        << op << " with " << args.size() << " inputs, " << attrs.size() << " attributes";
+  };
+  const Attribute pads = Attribute::ofInts({1, 1, 1, 1});
+  both("Conv", {{"x", tx}, {"w", floats({32, 16, 3, 3}, w3)}, {"b", floats({32}, b)}},
+       {{"pads", pads}});
+  both("Conv", {{"x", tx}, {"w", floats({32, 16, 1, 1}, w1)}}, {});
+  both("Conv", {{"x", tx}, {"w", floats({16, 1, 3, 3}, wd)}},
+       {{"pads", pads}, {"group", Attribute::ofInt(16)}});
+  both("Add", {{"x", tx}, {"y", floats({16, 1, 1}, std::vector<float>(b.begin(), b.begin() + 16))}},
+       {});
+  both("HardSwish", {{"x", tx}}, {});
+  both("Mul", {{"x", tx}, {"y", tx}}, {});
+  both("Div", {{"x", tx}, {"y", floats({}, {3.0f})}}, {});
 }
 
 TEST(NnKernels, ConvDepthwiseSameLower) {

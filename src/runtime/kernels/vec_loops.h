@@ -1,0 +1,31 @@
+// Float32 loops of the elementwise and activation kernels, built for AVX-512, AVX2 and the x86-64
+// baseline and picked at load time (the binary runs on any x86-64). The file is compiled with
+// floating-point contraction off, so every clone rounds each operation alike and results do not
+// depend on the machine.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::rt::vec {
+
+// Tensors of at least kParallelElements are split over the executor's pool in ranges that are
+// multiples of kParallelGrain elements.
+constexpr int64_t kParallelElements = int64_t{1} << 16;
+constexpr int64_t kParallelGrain = int64_t{1} << 12;
+
+enum class BinOp { Add, Sub, Mul, Div };
+
+// out[i] = a[i] op b[i].
+void binarySame(BinOp op, const float* a, const float* b, float* out, int64_t n);
+// out[i] = a[i] op s.
+void binaryScalarRight(BinOp op, const float* a, float s, float* out, int64_t n);
+// out[i] = s op b[i].
+void binaryScalarLeft(BinOp op, float s, const float* b, float* out, int64_t n);
+
+enum class UnOp { Relu, LeakyRelu, Clip, HardSigmoid, HardSwish };
+
+// out[i] = op(in[i]) with parameters p0, p1 (LeakyRelu: alpha; Clip: lo, hi; HardSigmoid: alpha,
+// beta); the per-element formulas are the kernels' own.
+void unary(UnOp op, const float* in, float* out, int64_t n, float p0, float p1);
+
+} // namespace kiln::rt::vec
