@@ -88,15 +88,20 @@ size_t BufferPool::sizeClass(size_t bytes) {
 }
 
 std::shared_ptr<void> BufferPool::allocate(size_t bytes, uint8_t** data) {
-  const size_t capacity = sizeClass(bytes);
+  size_t capacity = sizeClass(bytes);
   uint8_t* block = nullptr;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     ++state_->stats.requests;
-    auto it = state_->free.find(capacity);
-    if (it != state_->free.end() && !it->second.empty()) {
+    // The smallest free block that fits, up to twice the size class: tensors of neighbouring
+    // sizes share blocks instead of each size keeping its own (the peak held stays near the peak
+    // in use). Lists are LIFO; the choice depends only on the order of requests and releases.
+    auto it = state_->free.lower_bound(capacity);
+    if (it != state_->free.end() && it->first <= 2 * capacity) {
       block = it->second.back();
       it->second.pop_back();
+      capacity = it->first;
+      if (it->second.empty()) state_->free.erase(it);
       ++state_->stats.reused;
     }
     state_->stats.liveBytes += capacity;

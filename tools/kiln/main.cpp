@@ -135,6 +135,12 @@ int runModel(const RunFlags& flags) {
     std::cout << fmt::format("{:<24} {:>10} {:>8}  (last run)\n", "op", "ms", "calls");
     for (const auto& [op, p] : ops)
       std::cout << fmt::format("{:<24} {:>10.2f} {:>8}\n", op, p.millis, p.calls);
+    const auto memory = executor.memoryStats();
+    std::cout << fmt::format(
+        "kiln: buffer pool {:.1f} MiB (peak in use {:.1f} MiB), {} of {} allocations reused; "
+        "fp16 weights widened once: {:.1f} MiB\n",
+        memory.pooledBytes / 1048576.0, memory.peakLiveBytes / 1048576.0, memory.reused,
+        memory.requests, memory.widenedWeightBytes / 1048576.0);
   }
   if (flags.repeat > 1) {
     std::sort(millis.begin(), millis.end());
