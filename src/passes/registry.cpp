@@ -26,6 +26,8 @@ std::unique_ptr<Pass> makeFuseMatMulAddPass();
 std::unique_ptr<Pass> makeMergeTransposeReshapePass();
 std::unique_ptr<Pass> makeEliminateCommonSubexpressionsPass();
 std::unique_ptr<Pass> makeExpandRnnPass();
+std::unique_ptr<Pass> makeExpandConvPoolPass();
+std::unique_ptr<Pass> makeExpandGridSamplePass();
 std::unique_ptr<Pass> makeExpandFunctionsPass();
 
 namespace {
@@ -36,6 +38,8 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"convert-fp16", makeConvertFp16Pass},
       {"decompose-quant", makeDecomposeQuantPass},
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
+      {"expand-conv-pool", makeExpandConvPoolPass},
+      {"expand-grid-sample", makeExpandGridSamplePass},
       {"expand-rnn", makeExpandRnnPass},
       {"fix-input-shapes", makeFixInputShapesPass},
       {"fold-constants", makeFoldConstantsPass},
