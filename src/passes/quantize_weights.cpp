@@ -168,6 +168,8 @@ class QuantizeWeights : public Pass {
       return Status(ErrorCode::BadFlag, fmt::format("bit_num {} is outside 1..16", options.bitNum),
                     "set bit_num between 1 and 16");
     std::map<Value*, Value*> dequantized; // one DequantizeLinear per weight, shared by its users
+    std::map<std::string, std::pair<size_t, std::string>> skipped; // kind → count, first node
+    std::map<std::string, size_t> otherFloat; // weights of another float type, by type
     size_t count = 0;
     uint64_t floatBytes = 0, quantBytes = 0;
     std::vector<Node*> order;
@@ -178,6 +180,12 @@ class QuantizeWeights : public Pass {
       if (!target) continue;
       Value* weight = node->input(target->input);
       const Tensor* tensor = rewrite::constantTensor(weight);
+      if (tensor && tensor->dtype() != DType::Float32 && isFloatingPoint(tensor->dtype())) {
+        ++otherFloat[tensor->dtype() == DType::Float16    ? "float16"
+                     : tensor->dtype() == DType::BFloat16 ? "bfloat16"
+                                                          : std::string(dtypeName(tensor->dtype()))];
+        continue;
+      }
       if (!tensor || tensor->dtype() != DType::Float32) continue;
       const auto& dims = tensor->dims();
       if (static_cast<size_t>(target->axis) >= dims.size() ||
@@ -188,8 +196,10 @@ class QuantizeWeights : public Pass {
       // output's name (as keep_dtype files do).
       const std::string nodeName = keepDtypeNodeName(*node);
       auto skip = [&](const char* reason, const std::string& why) {
-        context.notes.push_back(
-            fmt::format("weight quant: node '{}' ({}) skipped: {}", nodeName, node->opType(), why));
+        // One note per kind of skip (with a count and the first node), not one per node.
+        auto& kind = skipped[reason];
+        if (kind.first++ == 0)
+          kind.second = fmt::format("'{}' ({}): {}", nodeName, node->opType(), why);
         if (context.precisionReport)
           context.precisionReport->skipped.push_back(
               {weight->name(), nodeName, node->opType(), reason});
@@ -258,6 +268,17 @@ class QuantizeWeights : public Pass {
       }
       node->setInput(target->input, it->second);
     }
+    for (const auto& [kind, seen] : skipped)
+      context.notes.push_back(fmt::format("weight quant: {} weight(s) left float by {} (first: {})",
+                                          seen.first, kind, seen.second));
+    for (const auto& [type, n] : otherFloat)
+      context.notes.push_back(fmt::format(
+          "weight quant: {} weight(s) are {} already, not float32: weight quant leaves them as "
+          "they are",
+          n, type));
+    if (!count)
+      context.notes.push_back(
+          "weight quant: no weight was quantized, so the model keeps its float weights and size");
     if (count)
       context.notes.push_back(fmt::format(
           "weight quant: {} weight(s) to {}-bit {} per-channel{}, {} -> {} bytes", count,

@@ -20,12 +20,23 @@ const char* kFailLine =
 int fail(const kiln::Status& status, const std::vector<kiln::Status>& errors, bool afterRun) {
   if (afterRun) std::cout << "...\n";
   std::cout << kFailLine << "\n";
-  std::cout << kiln::formatAtcErrorBlock(errors.empty() ? std::vector<kiln::Status>{status}
-                                                        : errors,
-                                         static_cast<long>(getpid()), kiln::atcTimestamp())
-            << "\n"
-            << std::flush;
-  if (!status.isOk()) std::cerr << "atc: error " << status.toString() << "\n";
+  std::string block = kiln::formatAtcErrorBlock(
+      errors.empty() ? std::vector<kiln::Status>{status} : errors, static_cast<long>(getpid()),
+      kiln::atcTimestamp());
+  std::cout << block << "\n" << std::flush;
+  if (status.isOk()) return kFailed;
+  // Each error is printed once: when the block on stdout already holds the message, stderr adds
+  // only kiln's code and the fix.
+  if (block.find(status.message()) == std::string::npos) {
+    std::cerr << "atc: error " << status.toString() << "\n";
+  } else {
+    std::string code = kiln::codeString(status.code());
+    if (!status.peerCode().empty()) code += " (" + status.peerCode() + ")";
+    std::cerr << "atc: error " << code
+              << (status.hint().empty() ? std::string(": see the message above")
+                                        : ": fix: " + status.hint())
+              << "\n";
+  }
   return kFailed;
 }
 

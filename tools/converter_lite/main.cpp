@@ -14,7 +14,7 @@ namespace {
 // converter_lite's closing line on stdout, kiln's coded line on stderr; the
 // exit status is the converter_lite status code (the shell sees it modulo 256).
 int fail(const kiln::Status& status) {
-  std::fprintf(stderr, "kiln: error %s\n", status.toString().c_str());
+  std::fprintf(stderr, "converter_lite: error %s\n", status.toString().c_str());
   int code = kiln::msStatusCode(status);
   std::cout << "CONVERT RESULT FAILED:" << code << " " << kiln::msStatusDescription(code) << "\n";
   return code;
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   kiln::MsConvertReport report;
   kiln::Status status = kiln::convertToMs(*options, &report);
   for (const std::string& note : report.notes)
-    std::cerr << "kiln: note: " << note << "\n";
+    std::cerr << "converter_lite: note: " << note << "\n";
   if (!report.unsupported.empty()) {
     std::set<std::string> opTypes;
     std::cout << "===========================================\n";
