@@ -5,7 +5,7 @@
 # isnet_fp16 model against ONNX Runtime optimize + save (bench/ort_optimize.mjs) in the same run,
 # interleaved. Peak RSS is the child's own wait4() ru_maxrss; ratio = peak RSS / model bytes.
 #
-# Usage: bench/convert_memory.sh [BUILD_DIR] [SIZE_MIB...]   (default sizes: 200 1600 6144)
+# Usage: bench/convert_memory.sh [BUILD_DIR] [SIZE_MIB...]   (default sizes: 200 1600 6144; - for none)
 # A size is skipped when the work folder's disk cannot hold the model and its largest output.
 # Env: WORK (default /tmp/kiln-convert-memory), NODE_MODULES (onnxruntime-node and the real models,
 # default /work/scratch/rm/node_modules), ISNET (default /work/scratch/npm/m/medium.onnx), REPEAT (3).
@@ -42,6 +42,7 @@ row() {
     printf "| %s | %s%s | %s | %s | %s | %s |\n", l, s, bad, v["peak_rss_mib"], v["ratio"], v["wall_s"], v["cpu_s"] }'
 }
 for size in "${sizes[@]}"; do
+  [ "$size" = "-" ] && continue # "-": the real model only
   avail_mib=$(df -Pm "$work" | awk 'NR == 2 {print $4}')
   if [ "$avail_mib" -lt $((size * 2 + 1024)) ]; then
     echo "| ${size} MiB | skipped: ${avail_mib} MiB free in $work, needs $((size * 2 + 1024)) | | | | |"
