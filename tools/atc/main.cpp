@@ -10,6 +10,7 @@
 
 #include "kiln/backends/atc.h"
 #include "kiln/support/version.h"
+#include "kiln/support/progress.h"
 
 namespace {
 
@@ -59,6 +60,7 @@ void setLogLevel(const std::string& level) {
 } // namespace
 
 int main(int argc, char** argv) {
+  kiln::enableProgress(); // long conversions show progress on a terminal's stderr
   if (kiln::asksForVersion(argc, argv)) {
     std::cout << kiln::versionBanner("atc") << kiln::omNotDeviceRunnableNote() << "\n";
     return 0;

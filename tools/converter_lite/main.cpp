@@ -8,6 +8,7 @@
 
 #include "kiln/backends/ms_convert.h"
 #include "kiln/support/version.h"
+#include "kiln/support/progress.h"
 
 namespace {
 
@@ -23,6 +24,7 @@ int fail(const kiln::Status& status) {
 } // namespace
 
 int main(int argc, char** argv) {
+  kiln::enableProgress(); // long conversions show progress on a terminal's stderr
   if (kiln::asksForVersion(argc, argv)) {
     std::cout << kiln::versionBanner("converter_lite");
     return 0;

@@ -37,6 +37,7 @@
 #include "kiln/shape_spec.h"
 #include "kiln/support/atomic_file.h"
 #include "kiln/support/version.h"
+#include "kiln/support/progress.h"
 
 namespace {
 
@@ -610,6 +611,7 @@ int optimizeModel(const OptFlags& flags) {
 } // namespace
 
 int main(int argc, char** argv) {
+  kiln::enableProgress(); // long conversions show progress on a terminal's stderr
   CLI::App app{"kiln — ONNX to Ascend .om / MindSpore Lite .ms conversion toolchain"};
   app.set_version_flag("--version", [] { return kiln::versionBanner("kiln"); }, "print the version and exit");
   app.require_subcommand(1);

@@ -23,6 +23,8 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/passes/pass.h"
 #include "kiln/runtime/executor.h"
+#include "kiln/runtime/half_block.h"
+#include "kiln/runtime/tensor_util.h"
 #include "kiln_proto/ms_model_generated.h"
 #include "onnx_text.h"
 
@@ -691,4 +693,78 @@ g (float[1,2] a) => (float[1,3] y) <int8[2,3] q = {-8, 7, 1, -1, 0, 3}, float[3]
   ASSERT_FALSE(read);
   EXPECT_EQ(read.status().code(), ErrorCode::MsFileInvalid);
   EXPECT_EQ(read.status().message(), "damaged.ms: tensor 'q': quant numBits 20 is outside 1..16");
+}
+
+namespace {
+
+std::vector<uint8_t> readAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), {});
+}
+
+} // namespace
+
+// writeMsFile streams each constant into its place in the file (never holding the whole buffer);
+// the bytes must be exactly buildMsBuffer's, plain and with float16 weights.
+TEST(MsWriter, StreamedFileMatchesBuffer) {
+  char tmpl[] = "/tmp/ms_writer_stream_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::filesystem::path dir = tmpl;
+  Model model = modelFromOnnxText(kConvRelu);
+  for (bool fp16 : {false, true}) {
+    MsWriteOptions options;
+    options.fp16Weights = fp16;
+    auto buffer = buildMsBuffer(model, options);
+    ASSERT_TRUE(buffer) << buffer.status().toString();
+    const std::string path = (dir / (fp16 ? "h.ms" : "f.ms")).string();
+    ASSERT_TRUE(writeMsFile(model, options, path).isOk());
+    EXPECT_EQ(readAll(path), *buffer) << (fp16 ? "fp16" : "fp32");
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Float16 weights in the .msw: converted while the side file is written; the ExternalData
+// "checksum" is the first stored (float16) byte.
+TEST(MsWriter, ExternalFloat16Weights) {
+  char tmpl[] = "/tmp/ms_writer_ext16_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::filesystem::path dir = tmpl;
+  Model model = modelFromOnnxText(kConvRelu);
+  MsWriteOptions options;
+  options.fp16Weights = true;
+  options.externalDataThreshold = 64;
+  const std::string path = (dir / "c.ms").string();
+  ASSERT_TRUE(writeMsFile(model, options, path).isOk());
+  std::vector<uint8_t> msw = readAll(path + "w"), ms = readAll(path);
+  const auto* w = tensorNamed(root(ms), "w");
+  ASSERT_NE(w, nullptr);
+  ASSERT_NE(w->externalData(), nullptr);
+  const auto* ext = w->externalData()->Get(0);
+  EXPECT_EQ(ext->length(), 24 * 2);
+  ASSERT_LE(static_cast<size_t>(ext->offset() + ext->length()), msw.size());
+  uint16_t second;
+  std::memcpy(&second, msw.data() + ext->offset() + 2, 2);
+  EXPECT_EQ(second, rt::floatToHalf(100.0f)); // KHWC order, float16
+  EXPECT_EQ(ext->checkSum()->str(), std::to_string(msw[static_cast<size_t>(ext->offset())]));
+  std::filesystem::remove_all(dir);
+}
+
+// The block converter is the scalar one, value for value (every exponent, both signs, NaN
+// payloads, rounding ties): a stride through all 2^32 bit patterns plus the edges.
+TEST(MsWriter, FloatsToHalvesMatchesScalar) {
+  std::vector<uint32_t> bits;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 65521)
+    bits.push_back(static_cast<uint32_t>(b));
+  for (uint32_t edge : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7f800001u,
+                        0x7fc00000u, 0x477fefffu, 0x477ff000u, 0x47800000u, 0x38800000u,
+                        0x387fffffu, 0x33000000u, 0x33000001u, 0x32ffffffu, 0x3f801000u,
+                        0x3f803000u, 0x00000001u})
+    bits.push_back(edge);
+  std::vector<uint16_t> halves(bits.size());
+  rt::floatsToHalves(reinterpret_cast<const uint8_t*>(bits.data()), halves.data(), bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) {
+    float f;
+    std::memcpy(&f, &bits[i], 4);
+    ASSERT_EQ(halves[i], rt::floatToHalf(f)) << std::hex << bits[i];
+  }
 }
