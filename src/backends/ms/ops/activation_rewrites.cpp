@@ -85,7 +85,8 @@ Status lowerShrink(LoweringContext& ctx, const Node& n) {
   const int type = ch.typeOf(*x);
   uint32_t below = ch.binary(PT::PrimitiveType_Less, *x, ch.scalar(-lambd, type), kTypeBool);
   uint32_t raised = ch.binary(PT::PrimitiveType_AddFusion, *x, ch.scalar(bias, type));
-  uint32_t lower = ch.op(PT::PrimitiveType_Where, {below, raised, ch.scalar(0, type)}, ch.tmpLike(*x));
+  uint32_t lower =
+      ch.op(PT::PrimitiveType_Where, {below, raised, ch.scalar(0, type)}, ch.tmpLike(*x));
   uint32_t above = ch.binary(PT::PrimitiveType_Greater, *x, ch.scalar(lambd, type), kTypeBool);
   uint32_t cut = ch.binary(PT::PrimitiveType_SubFusion, *x, ch.scalar(bias, type));
   auto y = ctx.output(n.output(0), Layout::Onnx);

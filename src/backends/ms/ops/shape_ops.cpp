@@ -1,7 +1,7 @@
 // .ms rules of the shape_ops family, layout half (Reshape, Flatten, Squeeze, Unsqueeze, Transpose,
-// Concat, Split, DepthToSpace, SpaceToDepth, ReverseSequence); slicing, padding and generated tensors are in
-// shape_ops_slice_pad.cpp. Lowering (ONNX → .ms: a pure check and the lower that emits ops) and
-// raising (the reader's rules for the .ms ops this family emits) side by side.
+// Concat, Split, DepthToSpace, SpaceToDepth, ReverseSequence); slicing, padding and generated
+// tensors are in shape_ops_slice_pad.cpp. Lowering (ONNX → .ms: a pure check and the lower that
+// emits ops) and raising (the reader's rules for the .ms ops this family emits) side by side.
 #include <algorithm>
 #include <cstdint>
 #include <fmt/format.h>
