@@ -53,6 +53,23 @@ Status lowerReshape(LoweringContext& ctx, const Node& n) {
       outShape && std::find(outShape->begin(), outShape->end(), 0) != outShape->end();
   if (allowZero != 0 && (!outShape || outHasZero)) {
     // A known output shape without zeros means the same to .ms whatever allowzero says.
+    if (outHasZero && !c) {
+      // A known output of no elements holds nothing of x: ConstantOfShape makes it.
+      const int type = ctx.tensor(*x).dataType;
+      if (type != kTypeFloat32 && type != kTypeInt32 && type != kTypeFloat16 && type != kTypeBool)
+        return bad("allowzero=1 with a run-time shape, to an empty {} output",
+                   dtypeName(n.output(0)->dtype()));
+      uint32_t s = ctx.intConst(*outShape, n.output(0)->name() + "_shape");
+      auto y = ctx.output(n.output(0), Layout::Onnx);
+      if (!y) return y.status();
+      ctx.emit(fb::PrimitiveType_ConstantOfShape,
+               [=](FBB& b) {
+                 return fb::CreateConstantOfShape(b, type, b.CreateVector(std::vector<float>{0}))
+                     .Union();
+               },
+               {s}, {*y});
+      return Status::ok();
+    }
     if (!c) return bad("allowzero=1 with a run-time shape");
     for (int64_t d : intValues(c->tensor))
       if (d == 0) return bad("allowzero=1 with a 0 in the shape (.ms copies the input dim)");
