@@ -333,22 +333,18 @@ std::vector<Status> prepareErrors(const Prepared& p, const std::string& soc) {
   return errors;
 }
 
-Status runConvert(const AtcOptions& o, AtcResult& result) {
-  KILN_ASSIGN_OR_RETURN(Prepared p, prepare(o, result));
-  if (!p.inputProblems.empty() || !p.unsupported.empty() || !p.conflicts.empty()) {
-    // As ATC: a model that does not parse gets the pre-check report as well.
-    Status reportStatus = writeCheckReport(o, p, result);
-    if (!reportStatus) spdlog::warn("{}", reportStatus.toString());
-    return failWith(prepareErrors(p, o.socVersion), result);
-  }
+// Writes the .om of `model` (or of `gears` when set) as atc's mode 0 names it.
+Status writeAtcOm(const AtcOptions& o, const Model& model, std::shared_ptr<const OmGears> gears,
+                  AtcResult& result) {
   OmWriteOptions write;
   write.socVersion = o.socVersion;
   // ATC names the model after the last path component without its last extension.
   write.modelName = fs::path(o.output).stem().string();
   write.externalWeight = o.externalWeight == 1;
   write.modelAttributes["atc_cmdline"] = o.commandLine;
+  write.gears = std::move(gears);
   std::string path = o.output + ".om";
-  if (Status st = writeOmFile(p.model, write, path); !st) {
+  if (Status st = writeOmFile(model, write, path); !st) {
     if (st.peerCode().empty()) {
       const char* peer = st.code() == ErrorCode::FileWriteFailed ? "E13004" : "E19999";
       std::string msg =
@@ -368,8 +364,103 @@ Status runConvert(const AtcOptions& o, AtcResult& result) {
   return Status::ok();
 }
 
-Status runPrecheck(const AtcOptions& o, AtcResult& result) {
+// --input_shape with its -1 dims set to one gear's values: every -1 is the batch for
+// --dynamic_batch_size, the H and W axes (by --input_format) for --dynamic_image_size, and the
+// -1s in order for --dynamic_dims.
+std::string gearInputShape(const AtcOptions& o, const std::vector<int64_t>& gear) {
+  const bool nhwc = o.inputFormat == "NHWC";
+  size_t next = 0; // --dynamic_dims: the gear value the next -1 takes
+  std::vector<std::string> entries;
+  std::stringstream all(o.inputShape);
+  for (std::string entry; std::getline(all, entry, ';');) {
+    if (entry.empty()) continue;
+    const size_t colon = entry.rfind(':');
+    std::string head = colon == std::string::npos ? "" : entry.substr(0, colon + 1);
+    std::string dims = colon == std::string::npos ? entry : entry.substr(colon + 1);
+    std::vector<std::string> parts;
+    std::stringstream dimStream(dims);
+    for (std::string d; std::getline(dimStream, d, ',');)
+      parts.push_back(d);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      std::string trimmed = parts[i];
+      trimmed.erase(0, trimmed.find_first_not_of(" []"));
+      trimmed.erase(trimmed.find_last_not_of(" []") + 1);
+      if (trimmed != "-1") continue;
+      int64_t value = gear.front();
+      if (!o.dynamicImageSize.empty())
+        value = i == (nhwc ? 1u : 2u) ? gear[0] : gear[1];
+      else if (!o.dynamicDims.empty())
+        value = next < gear.size() ? gear[next++] : gear.back();
+      parts[i] = std::to_string(value);
+    }
+    std::string joined;
+    for (size_t i = 0; i < parts.size(); ++i)
+      joined += (i ? "," : "") + parts[i];
+    entries.push_back(head + joined);
+  }
+  std::string text;
+  for (size_t i = 0; i < entries.size(); ++i)
+    text += (i ? ";" : "") + entries[i];
+  return text;
+}
+
+// The options of one gear: a static --input_shape and no gear flags.
+AtcOptions gearOptions(const AtcOptions& o, const std::vector<int64_t>& gear) {
+  AtcOptions one = o;
+  one.inputShape = gearInputShape(o, gear);
+  one.dynamicBatchSize.clear();
+  one.dynamicImageSize.clear();
+  one.dynamicDims.clear();
+  one.gears.clear();
+  spdlog::debug("gear {}: --input_shape={}", fmt::join(gear, ","), one.inputShape);
+  return one;
+}
+
+// Gear models: one static model per gear (each through the whole pipeline), written as one
+// .om whose Case op picks the gear's branch.
+Status runGearConvert(const AtcOptions& o, AtcResult& result) {
+  auto gears = std::make_shared<OmGears>();
+  gears->dynamicType = !o.dynamicBatchSize.empty() ? 1 : !o.dynamicImageSize.empty() ? 2 : 3;
+  gears->gears = o.gears;
+  if (auto spec = parseShapeSpec(o.inputShape, ShapeDialect::Atc))
+    for (const InputShapeSpec& entry : spec->inputs)
+      gears->shapeOrder.push_back(entry.name);
+  for (const std::vector<int64_t>& gear : o.gears) {
+    KILN_ASSIGN_OR_RETURN(Prepared p, prepare(gearOptions(o, gear), result));
+    if (!p.inputProblems.empty() || !p.unsupported.empty() || !p.conflicts.empty()) {
+      Status reportStatus = writeCheckReport(o, p, result);
+      if (!reportStatus) spdlog::warn("{}", reportStatus.toString());
+      return failWith(prepareErrors(p, o.socVersion), result);
+    }
+    gears->models.push_back(std::move(p.model));
+  }
+  const Model& first = gears->models.front();
+  return writeAtcOm(o, first, gears, result);
+}
+
+Status runConvert(const AtcOptions& o, AtcResult& result) {
+  if (!o.gears.empty()) return runGearConvert(o, result);
   KILN_ASSIGN_OR_RETURN(Prepared p, prepare(o, result));
+  if (!p.inputProblems.empty() || !p.unsupported.empty() || !p.conflicts.empty()) {
+    // As ATC: a model that does not parse gets the pre-check report as well.
+    Status reportStatus = writeCheckReport(o, p, result);
+    if (!reportStatus) spdlog::warn("{}", reportStatus.toString());
+    return failWith(prepareErrors(p, o.socVersion), result);
+  }
+  return writeAtcOm(o, p.model, nullptr, result);
+}
+
+Status runPrecheck(const AtcOptions& o, AtcResult& result) {
+  // With gears every gear is checked; the report is the first failing gear's (else the last's).
+  for (size_t g = 0; g + 1 < o.gears.size(); ++g) {
+    KILN_ASSIGN_OR_RETURN(Prepared p, prepare(gearOptions(o, o.gears[g]), result));
+    if (!p.inputProblems.empty() || !p.unsupported.empty() || !p.conflicts.empty()) {
+      KILN_TRY(writeCheckReport(o, p, result));
+      return failWith(prepareErrors(p, o.socVersion), result);
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Prepared p,
+                        prepare(o.gears.empty() ? o : gearOptions(o, o.gears.back()), result));
   KILN_TRY(writeCheckReport(o, p, result));
   if (p.inputProblems.empty() && p.unsupported.empty() && p.conflicts.empty()) return Status::ok();
   return failWith(prepareErrors(p, o.socVersion), result);

@@ -359,6 +359,7 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
   profiles.inputFormat = o.inputFormat;
   if (!profiles.batchSize.empty() || !profiles.imageSize.empty() || !profiles.dims.empty())
     KILN_TRY(validateDynamicProfiles(profiles, o.inputShape, spec ? &*spec : nullptr));
+  o.gears = profiles.gears;
 
   // Step 13.
   o.insertOpConf = args.get("insert_op_conf");
@@ -424,15 +425,6 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
   KILN_TRY(rejected("out_nodes"));
   KILN_TRY(rejected("compression_optimize_conf"));
   KILN_TRY(rejected("customize_dtypes"));
-
-  // Gear models need one graph per profile behind a Case op, which the .om writer does not build.
-  if (!o.dynamicBatchSize.empty() || !o.dynamicImageSize.empty() || !o.dynamicDims.empty())
-    return notSupported(
-        fmt::format("--{} is not supported by kiln's atc: the .om writer builds no gear branches.",
-                    !o.dynamicBatchSize.empty()   ? "dynamic_batch_size"
-                    : !o.dynamicImageSize.empty() ? "dynamic_image_size"
-                                                  : "dynamic_dims"),
-        "convert one static model per shape with --input_shape");
 
   // Values kiln uses.
   o.externalWeight = std::stoi(args.get("external_weight"));

@@ -5,6 +5,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kiln/backends/lowering.h"
 
@@ -52,6 +53,26 @@ std::string graphReason(const Graph& g, const std::string& where,
 }
 
 } // namespace
+
+std::string boundaryKindReason(const Graph& graph, const std::string& format) {
+  std::vector<std::string> parts;
+  auto add = [&](const Value* v, const char* what) {
+    if (!v) return;
+    const char* kind = v->type().kind == TypeKind::Sequence ? "sequence"
+                       : v->type().kind == TypeKind::Optional ? "optional"
+                       : v->type().kind == TypeKind::Map      ? "map"
+                                                              : nullptr;
+    if (!kind) return;
+    parts.push_back(fmt::format("{} '{}' is {} {}; {} has no {} tensors", what, v->name(),
+                                v->type().kind == TypeKind::Optional ? "an" : "a", kind, format,
+                                kind));
+  };
+  for (const Value* v : graph.inputs())
+    if (!v->isInitializer()) add(v, "graph input");
+  for (const Value* v : graph.outputs())
+    add(v, "graph output");
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
 
 std::vector<const Value*> capturedValues(const Graph& g) {
   std::vector<const Value*> out;

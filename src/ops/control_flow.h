@@ -35,4 +35,10 @@ LoopParts loopParts(const Node& loop, std::string* reason);
 std::string controlFlowReason(const Node& node,
                               const std::function<std::string(const Node&)>& nodeReason);
 
+// Why a target without sequence, optional or map tensors cannot take `graph` as it is ("" when
+// it can): each graph input and output of such a type, as "graph input 'x' is a sequence; .ms has
+// no sequence tensors". `format` is the target's file extension (".ms", ".om"). A sequence built
+// inside the model is flattened by eliminate-static-sequences; one at the boundary cannot be.
+std::string boundaryKindReason(const Graph& graph, const std::string& format);
+
 } // namespace kiln::ops

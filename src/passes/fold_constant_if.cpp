@@ -9,6 +9,16 @@
 // names where a branch name is already taken there. Subgraphs of moved nodes (a nested If or
 // Loop) are kept and rewired to the moved values. Both targets then see plain ops, and neither
 // lowers a branch that can never run.
+//
+// A branch that cannot run on the settled shapes counts as never taken: when a node at its top
+// level has static input shapes that its op refuses (ONNX's inference, strict: an LSTM whose X is
+// 5-D, say), every run that takes the branch fails, in ONNX Runtime as in kiln's executor, so the
+// If becomes its other branch. This decides on shapes only (the fixed input shapes make them
+// static), never on input values, and it leaves a note naming the If, the branch and the node:
+//
+//   %y = If(%sr_is_16k) {then_branch = <runs on these shapes>,
+//                        else_branch = <LSTM(X: f32[1,1,1,128,2]) ...>}
+//     →  the then branch, and "note: If 'i': its else branch cannot run on these input shapes ..."
 #include <algorithm>
 #include <unordered_map>
 
@@ -16,6 +26,7 @@
 
 #include "kiln/ir/constant.h"
 #include "kiln/passes/pass.h"
+#include "kiln/passes/shape_conflicts.h"
 #include "rewrite_util.h"
 
 namespace kiln {
@@ -136,6 +147,38 @@ bool inlineBranch(Node* ifNode, bool taken, bool explain) {
   return true;
 }
 
+// The first top-level node of `branch` that cannot run on its static input shapes, with why.
+std::optional<std::pair<const Node*, std::string>> failingNode(const Graph& branch,
+                                                                const Model& model) {
+  for (const auto& node : branch.nodes())
+    if (std::string why = staticShapeConflict(*node, model); !why.empty())
+      return std::make_pair(node.get(), why);
+  return std::nullopt;
+}
+
+// The branch an If on a computed condition always takes because the other cannot run, with a
+// note for the user; nullopt when both can (or neither can: then the model always fails there,
+// and the conversion's shape check reports it).
+std::optional<bool> onlyRunnableBranch(const Node& ifNode, PassContext& context,
+                                       std::string& note) {
+  if (!context.model) return std::nullopt;
+  std::optional<std::pair<const Node*, std::string>> failing[2];
+  for (int taken = 0; taken < 2; ++taken) {
+    const Attribute* a = ifNode.attribute(taken ? "then_branch" : "else_branch");
+    if (!a || a->kind() != AttrKind::Graph || !a->asGraph()) return std::nullopt;
+    failing[taken] = failingNode(*a->asGraph(), *context.model);
+  }
+  if (failing[0].has_value() == failing[1].has_value()) return std::nullopt;
+  const bool taken = !failing[1].has_value();
+  const auto& [node, why] = *failing[taken ? 0 : 1];
+  note = fmt::format(
+      "If '{}': its {} branch cannot run on these input shapes (node '{}' ({}): {}), so every "
+      "run that takes it fails; the converted model always runs the {} branch",
+      ifNode.name(), taken ? "else" : "then", node->name(), node->opType(), why,
+      taken ? "then" : "else");
+  return taken;
+}
+
 class FoldConstantIf : public Pass {
  public:
   std::string_view name() const override { return "fold-constant-if"; }
@@ -143,7 +186,11 @@ class FoldConstantIf : public Pass {
     return rewrite::rewriteEachNode(graph, [&](Node* node) {
       if (node->opType() != "If" || !node->domain().empty()) return false;
       auto cond = constantCondition(node->input(0));
-      return cond && inlineBranch(node, *cond, context.explain);
+      std::string note;
+      if (!cond) cond = onlyRunnableBranch(*node, context, note);
+      if (!cond || !inlineBranch(node, *cond, context.explain)) return false;
+      if (!note.empty()) context.notes.push_back(note);
+      return true;
     });
   }
 };

@@ -2,6 +2,9 @@
 //
 //   %y = Conv(%x: f32[1,3,640,640], %w)       →  %y: f32[1,16,320,320] = Conv(...)
 // Only makes types more specific: a static dim is never replaced by an unknown one.
+#include <set>
+
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 #include <spdlog/spdlog.h>
@@ -56,12 +59,17 @@ ValueType merged(const ValueType& inferred, const ValueType& current) {
   return out;
 }
 
-bool apply(Graph& graph, const onnx::GraphProto& proto) {
+bool apply(Graph& graph, const onnx::GraphProto& proto, bool subgraph = false) {
   std::unordered_map<std::string, const onnx::TypeProto*> types;
   for (const auto& v : proto.value_info())
     types[v.name()] = &v.type();
   for (const auto& v : proto.output())
     types[v.name()] = &v.type();
+  // A body's inputs get their types from the node that holds it (If has none; a Loop's iteration
+  // count and condition, a Scan's slices), merged into the body's declared inputs.
+  if (subgraph)
+    for (const auto& v : proto.input())
+      types[v.name()] = &v.type();
   bool changed = false;
   auto update = [&](Value* value) {
     auto it = types.find(value->name());
@@ -75,6 +83,9 @@ bool apply(Graph& graph, const onnx::GraphProto& proto) {
       graph.addAnnotatedValue(value);
     changed = true;
   };
+  if (subgraph)
+    for (Value* in : graph.inputs())
+      if (!in->isInitializer()) update(in);
   // Node order is the export order, so proto nodes and IR nodes line up one to one.
   auto protoNode = proto.node().begin();
   for (const auto& node : graph.nodes()) {
@@ -86,11 +97,11 @@ bool apply(Graph& graph, const onnx::GraphProto& proto) {
       if (attrIndex < static_cast<size_t>(protoNode->attribute_size())) {
         const auto& protoAttr = protoNode->attribute(static_cast<int>(attrIndex));
         if (attr.kind() == AttrKind::Graph && protoAttr.has_g())
-          changed |= apply(*attr.asGraph(), protoAttr.g());
+          changed |= apply(*attr.asGraph(), protoAttr.g(), true);
         if (attr.kind() == AttrKind::Graphs)
           for (size_t g = 0;
                g < attr.asGraphs().size() && g < static_cast<size_t>(protoAttr.graphs_size()); ++g)
-            changed |= apply(*attr.asGraphs()[g], protoAttr.graphs(static_cast<int>(g)));
+            changed |= apply(*attr.asGraphs()[g], protoAttr.graphs(static_cast<int>(g)), true);
       }
       ++attrIndex;
     }
@@ -123,6 +134,51 @@ class InferShapes : public Pass {
 } // namespace
 
 std::unique_ptr<Pass> makeInferShapesPass() { return std::make_unique<InferShapes>(); }
+
+std::string staticShapeConflict(const Node& node, const Model& model) {
+  if (!(node.domain().empty() || node.domain() == "ai.onnx") || !node.subgraphs().empty())
+    return "";
+  const int64_t opset = model.opsetVersion("");
+  if (!onnx::OpSchemaRegistry::Schema(node.opType(), static_cast<int>(opset), ""))
+    return "";
+  onnx::ModelProto proto;
+  proto.set_ir_version(8);
+  auto* import = proto.add_opset_import();
+  import->set_domain("");
+  import->set_version(opset);
+  onnx::GraphProto* graph = proto.mutable_graph();
+  graph->set_name("node");
+  std::set<const Value*> added;
+  for (const Value* in : node.inputs()) {
+    if (!in) continue;
+    if (in->type().kind != TypeKind::Tensor || in->dtype() == DType::Undefined ||
+        !in->shape().isStatic())
+      return "";
+    if (!added.insert(in).second) continue;
+    if (in->isInitializer() && !in->isGraphInput() &&
+        in->initializer().byteSize() <= kInlineInitializerBytes) {
+      tensorToOnnx(in->initializer(), in->name(), *graph->add_initializer());
+      continue;
+    }
+    auto* input = graph->add_input();
+    input->set_name(in->name());
+    valueTypeToOnnx(in->type(), *input->mutable_type());
+  }
+  nodeToOnnx(node, *graph->add_node());
+  try {
+    onnx::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/1,
+                                        /*data_propagation=*/true);
+    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    std::string text = e.what();
+    // "... (op_type:T, node name: N): [ShapeInferenceError] text": keep the text.
+    if (size_t kind = text.rfind("Error] "); kind != std::string::npos) text = text.substr(kind + 7);
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+      text.pop_back();
+    return text;
+  }
+  return "";
+}
 
 std::vector<ShapeConflict> shapeConflicts(const Model& model) {
   const char* hint = "fix the input shapes (--input-shape) or the model: this node cannot run on "

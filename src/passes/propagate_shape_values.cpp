@@ -14,7 +14,8 @@
 // - a computed Reshape target becomes a constant when each element is static, equal to the
 //   input's dim at the same position (written 0: "copy", allowzero = 0) or, once, unknown
 //   (written -1); a computed Expand shape likewise, with 1 where the input's dim is kept.
-// Types only get more specific: a dim already static is never replaced.
+// Types only get more specific: a dim already static is never replaced. If branches and Loop/Scan
+// bodies are walked too, seeing the shape values of the outer values they read.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -98,13 +99,20 @@ Dim quotient(const Product& total, const Product& part) {
 
 class Propagation {
  public:
-  Propagation(Graph& graph, PassContext& context) : graph_(graph), context_(context) {}
+  // `outer` is the propagation of the enclosing graph when `graph` is an If branch or a Loop/Scan
+  // body: the shape values it tracked are what the body's reads of outer values see.
+  Propagation(Graph& graph, PassContext& context, const Propagation* outer = nullptr)
+      : graph_(graph), context_(context), outer_(outer) {}
 
   bool run() {
     std::vector<Node*> order;
     for (const auto& node : graph_.nodes())
       order.push_back(node.get());
     for (Node* node : order) {
+      // Bodies after the producers of the outer values they read (the graph's order), so those
+      // values are known by now.
+      for (Graph* sub : node->subgraphs())
+        changed_ |= Propagation(*sub, context_, this).run();
       if (!isOnnx(*node) || !node->subgraphs().empty()) continue;
       propagate(*node);
       refineOutputs(*node);
@@ -118,8 +126,10 @@ class Propagation {
  private:
   std::optional<Elems> elemsOf(const Value* v) const {
     if (!v) return std::nullopt;
-    auto it = known_.find(v);
-    if (it != known_.end()) return it->second;
+    for (const Propagation* p = this; p; p = p->outer_) {
+      auto it = p->known_.find(v);
+      if (it != p->known_.end()) return it->second;
+    }
     const Tensor* t = rewrite::constantTensor(v);
     if (!t || t->dims().size() > 1 || t->elementCount() > kMaxElems) return std::nullopt;
     auto ints = rewrite::constantInts(v);
@@ -540,6 +550,7 @@ class Propagation {
 
   Graph& graph_;
   PassContext& context_;
+  const Propagation* outer_ = nullptr;
   std::map<const Value*, Elems> known_;
   bool changed_ = false;
 };

@@ -16,6 +16,7 @@ std::unique_ptr<Pass> makeEliminateDeadNodesPass();
 std::unique_ptr<Pass> makeFixInputShapesPass();
 std::unique_ptr<Pass> makeFoldConstantsPass();
 std::unique_ptr<Pass> makeFoldConstantIfPass();
+std::unique_ptr<Pass> makeEliminateStaticSequencesPass();
 std::unique_ptr<Pass> makeCarryLoopScanOutputsPass();
 std::unique_ptr<Pass> makeScanToLoopPass();
 std::unique_ptr<Pass> makeInferShapesPass();
@@ -27,6 +28,8 @@ std::unique_ptr<Pass> makeFuseMatMulAddPass();
 std::unique_ptr<Pass> makeMergeTransposeReshapePass();
 std::unique_ptr<Pass> makeEliminateCommonSubexpressionsPass();
 std::unique_ptr<Pass> makeExpandRnnPass();
+std::unique_ptr<Pass> makeExpandConvPoolPass();
+std::unique_ptr<Pass> makeExpandGridSamplePass();
 std::unique_ptr<Pass> makeExpandFunctionsPass();
 
 namespace {
@@ -38,6 +41,9 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"decompose-quant", makeDecomposeQuantPass},
       {"demote-float64", makeDemoteFloat64Pass},
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
+      {"expand-conv-pool", makeExpandConvPoolPass},
+      {"expand-grid-sample", makeExpandGridSamplePass},
+      {"eliminate-static-sequences", makeEliminateStaticSequencesPass},
       {"expand-rnn", makeExpandRnnPass},
       {"fix-input-shapes", makeFixInputShapesPass},
       {"fold-constants", makeFoldConstantsPass},

@@ -1,7 +1,10 @@
 // settle-shapes: alternates shape inference (ONNX's, then kiln's propagate-shape-values for the
-// shape tensors of dynamic models) and constant folding until nothing changes, so shape
-// sub-graphs (Shape → Gather → Unsqueeze → Concat → Reshape) fold away; then reports every tensor
-// that stays dynamic with the node that makes it so.
+// shape tensors of dynamic models), constant folding and constant-If folding until nothing
+// changes, so shape sub-graphs (Shape → Gather → Unsqueeze → Concat → Reshape) fold away; then
+// reports every tensor that stays dynamic with the node that makes it so. Every step works inside
+// If branches and Loop/Scan bodies as well, with the outer values' shapes: an If on a shape test
+// inside a branch (exporters write rank tests so) folds there, and inference only gets through
+// it once it has, which is why fold-constant-if is part of the round.
 //
 //   %s = Shape(%x: f32[1,3,8,8]); %g = Gather(%s, 0); ...; %r = Reshape(%y, %c)
 //     →  init %c = i64[2] {1, 192};  %r: f32[1,192] = Reshape(%y, %c)
@@ -59,7 +62,7 @@ class SettleShapes : public Pass {
   std::string_view name() const override { return "settle-shapes"; }
   Expected<bool> run(Graph& graph, PassContext& context) override {
     const std::vector<std::string> round = {"infer-shapes", "propagate-shape-values",
-                                            "fold-constants", "remove-noops",
+                                            "fold-constants", "fold-constant-if", "remove-noops",
                                             "eliminate-dead-nodes"};
     std::vector<std::unique_ptr<Pass>> passes;
     for (const auto& name : round)

@@ -30,7 +30,12 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
   PipelineResult result;
   PipelineOptions shapes;
   shapes.inputShapes = options.inputShapes;
+  // Passes that read an input's default as a constant (as both targets write it) only do so when
+  // converting for a target.
+  shapes.targetName = options.target;
   KILN_ASSIGN_OR_RETURN(PipelineResult simplified, runPipeline(model, simplify, shapes));
+  PipelineOptions resimplify; // after a later stage changed the graph: shapes are fixed already
+  resimplify.targetName = options.target;
   append(result, std::move(simplified));
   if (!options.target.empty()) {
     const TargetHooks* target = findTarget(options.target);
@@ -51,7 +56,7 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
     append(result, std::move(expanded));
     // The bodies' ops get settled, fused and cleaned like the rest of the graph.
     if (changed) {
-      KILN_ASSIGN_OR_RETURN(PipelineResult again, runPipeline(model, simplify));
+      KILN_ASSIGN_OR_RETURN(PipelineResult again, runPipeline(model, simplify, resimplify));
       append(result, std::move(again));
     }
   }
@@ -59,7 +64,7 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
     KILN_ASSIGN_OR_RETURN(bool changed, options.afterSimplify(model));
     // The new ops get their shapes settled like the rest of the graph.
     if (changed) {
-      KILN_ASSIGN_OR_RETURN(PipelineResult again, runPipeline(model, simplify));
+      KILN_ASSIGN_OR_RETURN(PipelineResult again, runPipeline(model, simplify, resimplify));
       append(result, std::move(again));
     }
   }

@@ -33,6 +33,11 @@ Expected<std::vector<std::string>> pipelineByName(const std::string& name) {
         // Again, for conditions that only folding made constant (a shape test, say); the moved
         // nodes keep the types inference gave them inside the branch.
         "fold-constant-if",
+        // Sequences whose length and element positions are now known become the tensors they
+        // hold (neither target has a sequence type): after inference (static split counts) and
+        // both If folds (a branch's sequence); before the loop rewrites, since a Loop that only
+        // appends to a sequence is unrolled here.
+        "eliminate-static-sequences",
         // A Scan becomes the Loop it is (a Gather per scan input), before its scan outputs are
         // carried below; it needs the sequence length inference just settled.
         "scan-to-loop",

@@ -75,6 +75,7 @@ struct AtcOptions {
   std::string dynamicBatchSize;
   std::string dynamicImageSize;
   std::string dynamicDims;
+  std::vector<std::vector<int64_t>> gears; // the gear flag's profiles, validated
   std::string insertOpConf;
   std::string keepDtype;
   std::vector<std::string> inputFp16Nodes;

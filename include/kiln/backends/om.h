@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,11 +15,24 @@
 
 namespace kiln {
 
+// ATC's dynamic gears (--dynamic_batch_size / --dynamic_image_size / --dynamic_dims, om.md §2.6):
+// one static model per gear, written as GraphEngine writes them — a Case op with one branch per
+// gear, picked by MapIndex from the extra input `ascend_mbatch_shape_data`; weights every gear
+// shares are Consts of the root graph passed into the branches.
+struct OmGears {
+  int dynamicType = 1; // ACL's DynamicType: 1 batch, 2 height/width, 3 dims
+  std::vector<std::vector<int64_t>> gears; // the profiles, in flag order
+  std::vector<std::string> shapeOrder;     // the --input_shape entry names
+  std::vector<Model> models;               // one per gear: same inputs and outputs, static shapes
+};
+
 struct OmWriteOptions {
   std::string socVersion = "Ascend310P3";
   std::string modelName; // header name / ModelDef.name (ATC: basename of --output), ≤ 31 bytes
   bool externalWeight = false; // --external_weight: weights in files beside the .om (om.md §1.16)
   std::map<std::string, std::string> modelAttributes; // extra ModelDef attrs the caller sets
+  // When set, the model written is these gears (the `model` argument is not lowered).
+  std::shared_ptr<const OmGears> gears;
 };
 
 // A built model: the .om bytes and, with externalWeight, the weight files that go beside it

@@ -20,4 +20,10 @@ struct ShapeConflict {
 // input shapes are fixed (after the default pipeline), as `kiln check` and `atc --mode=3` run it.
 std::vector<ShapeConflict> shapeConflicts(const Model& model);
 
+// Why `node` cannot run on the types its inputs have now (ONNX's inference for its op, strict),
+// or "" when it can or that is not certain: only a standard op without subgraphs whose every
+// input is a tensor of static shape is judged, so the answer holds for every run of the node.
+// Small constant inputs are passed with their values (Reshape targets, Slice bounds ...).
+std::string staticShapeConflict(const Node& node, const Model& model);
+
 } // namespace kiln

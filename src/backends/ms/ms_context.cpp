@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kiln/ir/constant.h"
+#include "kiln/passes/expand_conv_pool.h"
 #include "kiln/runtime/tensor_util.h"
 #include "ms_type_ids.h"
 #include "ops/attributes.h"
@@ -406,6 +407,14 @@ std::optional<Padding> convPadding(const Node& n, const std::vector<int64_t>& in
     p.list.push_back(same.end);
   }
   return p;
+}
+
+std::string withConvPoolExpansion(const Node& n, const lowering::OpContext& context,
+                                  std::string why) {
+  if (why.empty() || !isNdConvPool(n)) return why;
+  const std::string blocker = convPoolExpansionBlocker(n, context.opset);
+  if (blocker.empty()) return why + "; the conversion pipeline rewrites it into 2-D ops";
+  return why + "; it cannot be rewritten into 2-D ops either: " + blocker;
 }
 
 std::vector<int64_t> inputHW(const Value* v) {

@@ -82,6 +82,12 @@ inline int declaredRank(const Value* v) {
   return v && v->shape().hasRank() ? static_cast<int>(v->shape().rank()) : -1;
 }
 
+// A conv/pool refusal (`why`, "" when taken) with what the conversion pipeline does about it:
+// expand-conv-pool rewrites 3-D Conv/ConvTranspose/pooling and 1-D ConvTranspose into 2-D ops
+// (kiln/passes/expand_conv_pool.h), or says why it cannot.
+std::string withConvPoolExpansion(const Node& n, const lowering::OpContext& context,
+                                  std::string why);
+
 // ONNX pads [x1_begin, x2_begin, x1_end, x2_end] → .ms [top, bottom, left, right], resolving
 // auto_pad SAME_* from static spatial sizes.
 struct Padding {

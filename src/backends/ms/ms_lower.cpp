@@ -4,6 +4,7 @@
 
 #include "ms_context.h"
 #include "ops/attributes.h"
+#include "ops/control_flow.h"
 
 namespace kiln::ms {
 
@@ -99,6 +100,11 @@ std::vector<lowering::Refusal> checkGraph(const Graph& graph, int64_t opset) {
 }
 
 } // namespace
+
+// What to do about a sequence or optional at the graph's boundary (ops::boundaryKindReason).
+constexpr const char* kBoundaryFix =
+    "export the sequence's tensors as separate inputs/outputs (a sequence built and read inside "
+    "the model with constant positions converts), or run the model on the CPU (kiln run)";
 
 MsLoweringRules& msLoweringRules() {
   static MsLoweringRules rules(".ms lowering");
@@ -293,6 +299,11 @@ Expected<uint32_t> LoweringContext::subgraphResult(const Value* v,
 }
 
 Expected<MsGraph> LoweringContext::run(std::vector<lowering::Refusal>* refusalsOut) {
+  // 0. Inputs and outputs no .ms tensor can hold: nothing else matters until they are tensors.
+  if (std::string r = ops::boundaryKindReason(graph_, ".ms"); !r.empty()) {
+    if (refusalsOut) refusalsOut->clear();
+    return Status(ErrorCode::MsLowerBadAttribute, r, kBoundaryFix);
+  }
   // 1. What the rules refuse from the nodes alone, all at once.
   std::vector<lowering::Refusal> refusals = checkGraph(graph_, opset_);
   std::set<const Node*> refused;

@@ -6,6 +6,8 @@
 #include "kiln/backends/ms_reader.h"
 #include "kiln/backends/ms_writer.h"
 #include "kiln/backends/target.h"
+#include "kiln/passes/expand_conv_pool.h"
+#include "kiln/passes/expand_grid_sample.h"
 #include "kiln/passes/expand_rnn.h"
 #include "ms_context.h"
 #include "ms_lower.h"
@@ -46,10 +48,14 @@ TargetHooks makeMsTarget() {
   hooks.prepare = [](Model& model, const std::string&) -> Expected<bool> {
     // RNNs the .ms LSTM/GRU cannot take (ops/rnn.cpp says why) become standard ops.
     const int64_t opset = model.opsetVersion("");
-    KILN_ASSIGN_OR_RETURN(size_t unrolled, unrollRnnNodes(*model.graph, [&](const Node& node) {
-                            return !msUnsupportedReason(node, opset).empty();
-                          }));
-    return unrolled > 0;
+    auto refused = [&](const Node& node) { return !msUnsupportedReason(node, opset).empty(); };
+    KILN_ASSIGN_OR_RETURN(size_t unrolled, unrollRnnNodes(*model.graph, refused));
+    // 3-D Conv/ConvTranspose/pooling and 1-D ConvTranspose (.ms ops are 2-D) become 2-D ops
+    // over reshaped views.
+    KILN_ASSIGN_OR_RETURN(size_t expanded, expandConvPoolNodes(*model.graph, opset, refused));
+    // GridSample (no .ms op) becomes Gather + elementwise arithmetic.
+    KILN_ASSIGN_OR_RETURN(size_t sampled, expandGridSampleNodes(*model.graph, opset, refused));
+    return unrolled + expanded + sampled > 0;
   };
   // The .ms Cast neither takes nor makes float64 (ms.md §4.6): a graph with such a Cast carries
   // float64 as float32 throughout, as converter_lite does with float64 graph inputs (§5.1).

@@ -8,6 +8,7 @@
 
 #include "kiln/ir/constant.h"
 #include "kiln/runtime/tensor_util.h"
+#include "ops/control_flow.h"
 #include "ops/conv.h"
 
 namespace kiln::om {
@@ -540,6 +541,16 @@ std::vector<lowering::Refusal> omRefusals(const Graph& g, const OpContext& conte
 
 Expected<LoweredModel> Lowerer::run(std::vector<lowering::Refusal>* refusalsOut) {
   const Graph& g = *model_.graph;
+  // Inputs and outputs no GraphEngine tensor can hold: nothing else matters until they are
+  // tensors.
+  if (std::string r = ops::boundaryKindReason(g, ".om"); !r.empty()) {
+    if (refusalsOut) refusalsOut->clear();
+    return Status(ErrorCode::OmLowerBadAttribute,
+                  fmt::format("{}: {}", model_.sourcePath.empty() ? g.name() : model_.sourcePath, r),
+                  "export the sequence's tensors as separate inputs/outputs (a sequence built and "
+                  "read inside the model with constant positions converts), or run the model on "
+                  "the CPU (kiln run)");
+  }
   opset = model_.opsetVersion("");
   narrowF64_ = narrowsFloat64(soc_);
   // Every problem at once: unsupported ops (K8101) take precedence over bad values (K8102).

@@ -154,6 +154,9 @@ constexpr size_t kWeightAlign = 32;
 Expected<LoweredModel> lowerModel(const Model& model, const OmWriteOptions& options,
                                   std::vector<lowering::Refusal>* refusals = nullptr);
 
+// Lowers each gear's model and joins them as GraphEngine lays out gear models (om_gears.cpp).
+Expected<LoweredModel> lowerGearModels(const OmGears& gears, const OmWriteOptions& options);
+
 // Puts convolution chains in the layouts ATC gives them (om_heavy_formats.cpp, om.md §5.3):
 // NC1HWC0 feature maps, FRACTAL_Z weights (rearranged in WEIGHTS_DATA / the external files) and
 // TransData ops where a heavy-format tensor meets an op that reads NCHW.

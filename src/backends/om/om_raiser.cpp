@@ -181,6 +181,11 @@ Status Raiser::raise(const ge::proto::GraphDef& g) {
   });
   for (const OpDef* op : datas) {
     const int64_t index = getI(*op, "index", -1);
+    // A gear model's selector: kiln picks the gear from the input shapes (ops/control_flow.cpp).
+    if (boundData_.empty() && getB(*op, "_insert_by_mbatch", false)) {
+      sources_[op->name() + ":0"] = nullptr; // read by MapIndex only, which raises to nothing
+      continue;
+    }
     if (index >= 0 && static_cast<size_t>(index) < boundData_.size() &&
         boundData_[static_cast<size_t>(index)]) {
       sources_[op->name() + ":0"] = boundData_[static_cast<size_t>(index)];

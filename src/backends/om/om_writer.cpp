@@ -94,7 +94,8 @@ const char* hostCpu() {
 namespace kiln {
 
 Expected<OmArtifact> buildOmArtifact(const Model& model, const OmWriteOptions& options) {
-  auto lowered = om::lowerModel(model, options);
+  auto lowered = options.gears ? om::lowerGearModels(*options.gears, options)
+                               : om::lowerModel(model, options);
   if (!lowered) return lowered.status();
   om::LoweredModel& l = *lowered;
 

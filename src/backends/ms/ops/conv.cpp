@@ -24,7 +24,7 @@ std::string spatialReason(const Node& n, std::initializer_list<const char*> name
   return {};
 }
 
-std::string checkConv(const Node& n, const lowering::OpContext&) {
+std::string checkConvNative(const Node& n) {
   if (auto group = ops::intAttr(n, "group", 1); !group) return group.status().message();
   if (auto autoPad = ops::stringAttr(n, "auto_pad", "NOTSET"); !autoPad)
     return autoPad.status().message();
@@ -45,6 +45,10 @@ std::string checkConv(const Node& n, const lowering::OpContext&) {
     if (strides->size() != 2 || dilations->size() != 2) return "strides/dilations need 2 values";
   }
   return {};
+}
+
+std::string checkConv(const Node& n, const lowering::OpContext& context) {
+  return withConvPoolExpansion(n, context, checkConvNative(n));
 }
 
 Status lowerConv1d(LoweringContext& ctx, const Node& n) {
@@ -162,7 +166,7 @@ Expected<ConvTransposeAttrs> convTransposeAttrs(const Node& n) {
   return a;
 }
 
-std::string checkConvTranspose(const Node& n, const lowering::OpContext&) {
+std::string checkConvTransposeNative(const Node& n) {
   auto a = convTransposeAttrs(n);
   if (!a) return a.status().message();
   if (a->strides.size() != 2 || a->dilations.size() != 2 || a->outPad.size() != 2)
@@ -170,6 +174,10 @@ std::string checkConvTranspose(const Node& n, const lowering::OpContext&) {
   if (const int wRank = declaredRank(n.input(1)); wRank >= 0 && wRank != 4)
     return fmt::format("{}-D transposed convolution; .ms supports 2-D", wRank - 2);
   return {};
+}
+
+std::string checkConvTranspose(const Node& n, const lowering::OpContext& context) {
+  return withConvPoolExpansion(n, context, checkConvTransposeNative(n));
 }
 
 Status lowerConvTranspose(LoweringContext& ctx, const Node& n) {

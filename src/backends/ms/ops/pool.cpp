@@ -16,7 +16,7 @@ namespace {
 
 // ---- Lowering (ONNX → .ms): one check + lower per ONNX op, registered at the end of the block.
 
-std::string checkPool(const Node& n, const lowering::OpContext&) {
+std::string checkPoolNative(const Node& n) {
   if (outputUsed(n, 1)) return "the Indices output of MaxPool";
   const bool global = n.opType() == "GlobalAveragePool" || n.opType() == "GlobalMaxPool";
   if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4 && (global || rank != 3))
@@ -35,6 +35,10 @@ std::string checkPool(const Node& n, const lowering::OpContext&) {
   for (int64_t d : *dil)
     if (d != 1 && n.opType() != "MaxPool") return fmt::format("dilations [{}]", fmt::join(*dil, ","));
   return {};
+}
+
+std::string checkPool(const Node& n, const lowering::OpContext& context) {
+  return withConvPoolExpansion(n, context, checkPoolNative(n));
 }
 
 // Taps a dilated MaxPool whose strides are no multiples of its dilations may have: each becomes

@@ -8,6 +8,7 @@
 //   If(cond) {then, else}          →  If(cond, captured...) subgraph_name [then, else]
 //   Loop(M, c, v...) {body}        →  While(0, M, c, v..., captured...) subgraph_name [cond, body]
 //      cond: Less(iter, M) && c;   body: ONNX body, then iter + 1; every other value passes on.
+#include <functional>
 #include <limits>
 
 #include "../om_context.h"
@@ -245,6 +246,132 @@ KILN_OM_RAISING("While", [](Raiser& r, const OpDef& op) -> Status {
   // Loop outputs are the While's carried outputs 3...; its other outputs are read by nothing.
   Node* node = r.emitOutputs(op, "Loop", inputs, 3, carried);
   node->setAttribute("body", Attribute::ofGraph(*body));
+  return Status::ok();
+});
+
+// Gear models (om_gears.cpp): the root's MapIndex turns ascend_mbatch_shape_data into the branch
+// index. kiln runs a gear model on the shapes it is given, as ACL's set-gear call picks the branch
+// on a device: the raised graph has no selector input (the raiser skips that Data), MapIndex
+// raises to nothing and the Case picks the branch whose Data shapes equal the inputs' shapes.
+KILN_OM_RAISING("MapIndex", [](Raiser& r, const OpDef& op) -> Status {
+  if (r.in(op, 0))
+    return r.unsupported(op, "a MapIndex that does not read a gear model's ascend_mbatch_shape_data");
+  r.rebind(op, 0, nullptr); // the Case reads it: it picks its branch from the shapes instead
+  return Status::ok();
+});
+
+KILN_OM_RAISING("Case", [](Raiser& r, const OpDef& op) -> Status {
+  if (!getB(op, "_insert_by_mbatch", false) || r.in(op, 0))
+    return r.unsupported(op, "a Case that is not a gear model's (kiln reads those only)");
+  const int branches = op.subgraph_name_size();
+  if (branches < 2) return r.unsupported(op, "fewer than 2 branches");
+  std::vector<Value*> args;
+  for (int i = 1; i < op.input_size(); ++i)
+    args.push_back(r.in(op, i));
+  // Each branch's Data shapes (per Case input) and output shapes.
+  std::vector<std::vector<std::vector<int64_t>>> inShapes(branches), outShapes(branches);
+  std::vector<std::shared_ptr<Graph>> graphs;
+  for (int b = 0; b < branches; ++b) {
+    const ge::proto::GraphDef* def = r.findGraph(op.subgraph_name(b));
+    if (!def) return r.unsupported(op, fmt::format("branch '{}' is not in the model", op.subgraph_name(b)));
+    inShapes[b].resize(args.size());
+    for (const auto& o : def->op()) {
+      const int64_t index = getI(o, "index", -1);
+      if (o.type() == "Data" && index >= 0 && static_cast<size_t>(index) < args.size() &&
+          o.output_desc_size())
+        inShapes[b][index] = Raiser::plainDims(o.output_desc(0));
+      if (o.type() == "NetOutput")
+        for (const auto& d : o.input_desc())
+          outShapes[b].push_back(Raiser::plainDims(d));
+    }
+    auto g = raiseBody(r, op, b, args, {});
+    if (!g) return g.status();
+    graphs.push_back(*g);
+  }
+  // The dims that change with the gear become symbolic in the raised graph.
+  auto varying = [&](const std::vector<std::vector<std::vector<int64_t>>>& shapes, size_t k,
+                     const Shape& declared) {
+    std::vector<Dim> dims;
+    const auto& base = shapes[0][k];
+    for (size_t a = 0; a < base.size(); ++a) {
+      bool same = true;
+      for (int b = 1; b < branches; ++b)
+        same = same && k < shapes[b].size() && a < shapes[b][k].size() && shapes[b][k][a] == base[a];
+      dims.push_back(same ? Dim::known(base[a]) : Dim::symbol(fmt::format("gear_dim{}", a)));
+    }
+    return base.empty() && declared.hasRank() ? declared : Shape(dims);
+  };
+  // The selector: the inputs whose shapes differ between gears, compared with each gear's.
+  std::vector<Value*> shapeParts;
+  std::vector<std::vector<int64_t>> table(branches);
+  for (size_t k = 0; k < args.size(); ++k) {
+    Value* v = args[k];
+    if (!v || v->isInitializer()) continue;
+    bool differs = false;
+    for (int b = 1; b < branches; ++b)
+      differs = differs || inShapes[b][k] != inShapes[0][k];
+    if (!differs) continue;
+    if (v->isGraphInput()) v->setShape(varying(inShapes, k, v->shape()));
+    shapeParts.push_back(r.helper(v->name() + "_shape", "Shape", {v}));
+    for (int b = 0; b < branches; ++b)
+      table[b].insert(table[b].end(), inShapes[b][k].begin(), inShapes[b][k].end());
+  }
+  if (shapeParts.empty()) return r.unsupported(op, "its branches take the same input shapes");
+  Value* shapes = shapeParts.size() == 1 ? shapeParts[0] : [&] {
+    Node* concat = r.graph().appendNode("Concat", shapeParts, {r.graph().uniqueName("gear_shapes")});
+    concat->setAttribute("axis", Attribute::ofInt(0));
+    return concat->output(0);
+  }();
+  std::vector<int64_t> flat;
+  for (const auto& row : table)
+    flat.insert(flat.end(), row.begin(), row.end());
+  Value* gearTable = r.constTensor(
+      "gear_table", Tensor::fromValues<int64_t>(DType::Int64,
+                                                {branches, static_cast<int64_t>(table[0].size())}, flat));
+  Value* equal = r.helper("gear_matches", "Equal", {gearTable, shapes});
+  Node* cast = equal->owner()->appendNode("Cast", {equal}, {r.graph().uniqueName("gear_matches_i32")});
+  cast->setAttribute("to", Attribute::ofInt(6)); // INT32
+  Node* all = r.graph().appendNode("ReduceMin", {cast->output(0), r.constInts("gear_axis", {1})},
+                                   {r.graph().uniqueName("gear_all_match")});
+  all->setAttribute("keepdims", Attribute::ofInt(0));
+  Node* pick = r.graph().appendNode("ArgMax", {all->output(0)}, {r.graph().uniqueName("gear_index")});
+  pick->setAttribute("axis", Attribute::ofInt(0));
+  pick->setAttribute("keepdims", Attribute::ofInt(0));
+  std::vector<Value*> isGear;
+  for (int b = 0; b + 1 < branches; ++b)
+    isGear.push_back(r.helper(fmt::format("is_gear{}", b), "Equal",
+                              {pick->output(0), r.constTensor(fmt::format("gear{}", b),
+                                                              Tensor::fromValues<int64_t>(
+                                                                  DType::Int64, {}, {b}))}));
+  // Branch b, else the rest: If(is_gear0) {gear 0} else {If(is_gear1) {gear 1} else {...}}.
+  std::vector<Shape> outTypes;
+  for (size_t j = 0; j < outShapes[0].size(); ++j)
+    outTypes.push_back(varying(outShapes, j, Shape()));
+  Node* top = r.emit(op, "If", {isGear[0]});
+  for (size_t j = 0; j < top->outputs().size() && j < outTypes.size(); ++j)
+    top->output(j)->setShape(outTypes[j]);
+  std::function<std::shared_ptr<Graph>(int, Graph*)> rest = [&](int b, Graph* parent) {
+    if (b == branches - 1) {
+      graphs[b]->setParent(parent);
+      return graphs[b];
+    }
+    auto g = std::make_shared<Graph>(fmt::format("{}_gears_from_{}", op.name(), b), parent);
+    std::vector<std::string> names;
+    for (size_t j = 0; j < top->outputs().size(); ++j)
+      names.push_back(g->uniqueName(fmt::format("{}_gear{}_out{}", op.name(), b, j)));
+    Node* n = g->appendNode("If", {isGear[b]}, names);
+    n->setName(fmt::format("{}_gear{}", op.name(), b));
+    for (size_t j = 0; j < names.size(); ++j) {
+      n->output(j)->setType(top->output(j)->type());
+      g->addOutput(n->output(j));
+    }
+    graphs[b]->setParent(g.get());
+    n->setAttribute("then_branch", Attribute::ofGraph(graphs[b]));
+    n->setAttribute("else_branch", Attribute::ofGraph(rest(b + 1, g.get())));
+    return g;
+  };
+  top->setAttribute("then_branch", Attribute::ofGraph(graphs[0]));
+  top->setAttribute("else_branch", Attribute::ofGraph(rest(1, &r.graph())));
   return Status::ok();
 });
 
