@@ -3,6 +3,7 @@
 // Lowering (ONNX → .ms: a pure check and the lower that emits ops) and raising (the reader's
 // rules for the .ms ops this family emits, back to ONNX ops) side by side.
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -242,6 +243,12 @@ Status lowerTrainingDropout(LoweringContext& ctx, const Node& n, std::optional<d
   if (ratio && (*ratio < 0 || *ratio >= 1)) return bad("ratio {} outside [0, 1)", *ratio);
   KILN_ASSIGN_OR_RETURN(const int64_t seed, ops::intAttr(n, "seed", 0));
   const std::vector<double> draws = ops::dropoutDraws(seed, count);
+  // The .ms has no random op kiln can match, so the mask's draws are fixed: say so once per node.
+  std::fprintf(stderr,
+               "kiln: note: Dropout '%s' may run in training mode: its random draws are made once "
+               "at conversion (seed %lld) and stored in the .ms, so every training-mode run drops "
+               "the same elements\n",
+               n.name().c_str(), static_cast<long long>(seed));
   Chain ch(ctx, n);
   auto xin = ctx.input(n.input(0), Layout::Onnx);
   if (!xin) return xin.status();
