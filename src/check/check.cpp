@@ -2,6 +2,7 @@
 #include "kiln/check.h"
 
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -165,10 +166,28 @@ std::string CheckReport::toText() const {
     out += "problem: " + p.toString() + "\n";
   for (const Status& w : warnings)
     out += "warning: " + w.toString() + "\n";
+  // One line per node, except a reason many nodes share (an unknown chip, a missing kernel for
+  // a common op): that is one line with the count, the op types and the first node.
+  constexpr size_t kGroupFrom = 4;
+  std::map<std::string, std::vector<const NodeCheck*>> byReason;
   for (const NodeCheck& n : nodes)
-    if (!n.supported)
+    if (!n.supported) byReason[n.reason].push_back(&n);
+  std::set<std::string> grouped;
+  for (const NodeCheck& n : nodes) {
+    if (n.supported) continue;
+    const auto& same = byReason[n.reason];
+    if (same.size() < kGroupFrom) {
       out += fmt::format("unsupported: {} ({}, opset {}): {}\n", n.label(), n.opType, n.opset,
                          n.reason);
+      continue;
+    }
+    if (!grouped.insert(n.reason).second) continue;
+    std::set<std::string> types;
+    for (const NodeCheck* m : same)
+      types.insert(m->opType);
+    out += fmt::format("unsupported: {} nodes ({}; first {}): {}\n", same.size(),
+                       fmt::join(types, ", "), n.label(), n.reason);
+  }
   out += fmt::format("{} nodes checked, {} unsupported, {} other problem(s): {}\n", nodes.size(),
                      unsupportedNodes, problems.size(), ok() ? "PASS" : "FAIL");
   return out;

@@ -264,14 +264,23 @@ struct Prepared {
 
 Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
   KILN_ASSIGN_OR_RETURN(Model model, loadOnnx(o.model, result));
+  spdlog::info("loaded {}: {} nodes, opset {}, {} input(s)", o.model, model.graph->nodes().size(),
+               model.opsetVersion(""), modelInputs(*model.graph).size());
+  for (const Value* v : modelInputs(*model.graph))
+    spdlog::debug("input '{}': {} {}", v->name(), dtypeName(v->dtype()), v->shape().toString());
   Prepared p{std::move(model), {}, {}, {}, false};
   std::optional<ShapeSpec> spec;
   p.inputProblems = shapeProblems(o, *p.model.graph, spec);
   for (auto& problem : fp16NodeProblems(o, *p.model.graph))
     p.inputProblems.push_back(std::move(problem));
   if (!p.inputProblems.empty()) {
-    // Node support can still be judged on the model as stored (mode 3 lists both).
-    collectUnsupported(*p.model.graph, o.socVersion, p.model.opsetVersion(""), p.unsupported);
+    // Without valid shapes only ops with no lowering at all can be judged: an op refused on the
+    // model as stored may only lack the shapes the user meant to give (mode 3 lists both).
+    std::vector<Unsupported> stored;
+    collectUnsupported(*p.model.graph, o.socVersion, p.model.opsetVersion(""), stored);
+    for (Unsupported& u : stored)
+      if (u.reason.find("has no GraphEngine") != std::string::npos)
+        p.unsupported.push_back(std::move(u));
     return p;
   }
   PrecisionOptions precision;
@@ -300,8 +309,10 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
       if (Status st = insertAipp(aippModel, *config, context); !st) return failWith({st}, result);
       return true;
     };
+  spdlog::debug("running kiln's conversion pipeline for {}", conversion.target);
   auto ran = runConversionPipeline(p.model, conversion);
   if (!ran) return ran.status();
+  spdlog::info("after simplification: {} nodes", p.model.graph->nodes().size());
   for (const std::string& note : ran->notes)
     spdlog::info("{}", note);
   // ATC fails these in InferShape; its message for them is an inner error.
@@ -341,6 +352,7 @@ Status writeAtcOm(const AtcOptions& o, const Model& model, std::shared_ptr<const
   // ATC names the model after the last path component without its last extension.
   write.modelName = fs::path(o.output).stem().string();
   write.externalWeight = o.externalWeight == 1;
+  write.coreType = o.coreType == CoreType::VectorCore ? 1 : 0;
   write.modelAttributes["atc_cmdline"] = o.commandLine;
   write.gears = std::move(gears);
   std::string path = o.output + ".om";
@@ -356,6 +368,7 @@ Status writeAtcOm(const AtcOptions& o, const Model& model, std::shared_ptr<const
     return failWith({st}, result);
   }
   result.written.push_back(path);
+  spdlog::info("wrote {} ({} bytes)", path, fs::file_size(path));
   if (o.displayModelInfo) {
     auto info = omInfoText(path);
     if (!info) return failWith({info.status()}, result);
@@ -445,6 +458,13 @@ Status runConvert(const AtcOptions& o, AtcResult& result) {
     // As ATC: a model that does not parse gets the pre-check report as well.
     Status reportStatus = writeCheckReport(o, p, result);
     if (!reportStatus) spdlog::warn("{}", reportStatus.toString());
+    // A shape or input-name mistake is the one cause: ATC stops at it before judging ops.
+    if (!p.inputProblems.empty()) {
+      std::vector<Status> errors;
+      for (const auto& [name, st] : p.inputProblems)
+        errors.push_back(st);
+      return failWith(std::move(errors), result);
+    }
     return failWith(prepareErrors(p, o.socVersion), result);
   }
   return writeAtcOm(o, p.model, nullptr, result);

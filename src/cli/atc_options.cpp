@@ -471,6 +471,10 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
         "--core_type=VectorCore has no effect on {}: only Ascend310P* chips have vector cores.",
         o.socVersion));
     o.coreType = CoreType::AiCore;
+  } else if (o.coreType == CoreType::VectorCore) {
+    o.warnings.push_back("--core_type=VectorCore is recorded in the .om (model attribute "
+                         "core_type=1); kiln writes no kernels, so no code is built for vector "
+                         "cores.");
   }
 
   // Accepted flags without effect: say so, once each.

@@ -411,6 +411,28 @@ Expected<BenchmarkOptions> parseBenchmarkArgs(const std::vector<std::string>& ar
   options.inputShapes = get("inputShapes");
   options.inputShape = get("inputShape");
   options.timeProfiling = get("timeProfiling", "false") == "true";
+  // Accepted for compatibility, with no effect: say so instead of ignoring them silently.
+  static const std::set<std::string> used = {
+      "modelFile",   "modelType",  "inDataFile", "benchmarkDataFile", "benchmarkDataType",
+      "accuracyThreshold", "cosineDistanceThreshold", "loopCount", "warmUpLoopCount",
+      "numThreads",  "device",     "inputShapes", "inputShape",       "timeProfiling"};
+  for (const auto& [name, value] : given) {
+    if (used.count(name)) continue;
+    if (name == "enableFp16" && value == "true")
+      options.notes.push_back("--enableFp16=true has no effect: kiln's benchmark computes in "
+                              "the model's own types (a float32 model runs in float32); convert "
+                              "with --fp16=on to store and run float16");
+    else if (name == "enableFp16")
+      continue;
+    else if (name == "provider")
+      options.notes.push_back(fmt::format("--provider={} has no effect: kiln's benchmark has one "
+                                          "executor, kiln's CPU reference executor",
+                                          value));
+    else
+      options.notes.push_back(fmt::format(
+          "--{}={} is accepted for compatibility and has no effect in kiln's benchmark", name,
+          value));
+  }
   return options;
 }
 

@@ -256,6 +256,37 @@ Expected<MsConvertOptions> parseConverterLiteArgs(const std::vector<std::string>
       wantsHelp = true;
       return MsConvertOptions{};
     }
+  // MindSpore Lite 1.x took quantization as flags; today's converter_lite reads it from the
+  // [common_quant_param] section of --configFile. Say so with the lines to write.
+  {
+    static const std::vector<std::pair<std::string, std::string>> legacy = {
+        {"quantType", "quant_type"},
+        {"bitNum", "bit_num"},
+        {"quantWeightSize", "min_quant_weight_size"},
+        {"quantWeightChannel", "min_quant_weight_channel"}};
+    std::vector<std::string> flags, lines;
+    for (const std::string& arg : args)
+      for (const auto& [flag, key] : legacy) {
+        if (arg.rfind("--" + flag, 0) != 0) continue;
+        size_t eq = arg.find('=');
+        if (arg.size() != flag.size() + 2 && eq != flag.size() + 2) continue;
+        std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+        if (flag == "quantType")
+          value = value == "WeightQuant"    ? "WEIGHT_QUANT"
+                  : value == "PostTraining" ? "FULL_QUANT"
+                                            : value;
+        flags.push_back("--" + flag);
+        lines.push_back(fmt::format("{}={}", key, value.empty() ? "<value>" : value));
+      }
+    if (!flags.empty())
+      return badFlag(
+          fmt::format("{} {} MindSpore Lite 1.x flag(s); converter_lite now reads quantization "
+                      "settings from the [common_quant_param] section of --configFile",
+                      fmt::join(flags, ", "), flags.size() == 1 ? "is a" : "are"),
+          fmt::format("drop {} and pass --configFile=FILE, FILE holding the lines "
+                      "'[common_quant_param]', '{}'",
+                      fmt::join(flags, " "), fmt::join(lines, "', '")));
+  }
   std::vector<std::string> known;
   for (const FlagSpec& f : flagSpecs())
     known.push_back(f.name);
@@ -424,6 +455,19 @@ Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
     }
   }
 
+  if (options.fp16) {
+    // Say what --fp16=on changed: weights that are float16 already keep the file's size.
+    size_t half = 0, single = 0;
+    for (const Value* v : model.graph->initializers()) {
+      if (v->dtype() == DType::Float16) ++half;
+      if (v->dtype() == DType::Float32) ++single;
+    }
+    if (half)
+      out.notes.push_back(fmt::format(
+          "--fp16=on: {} float weight(s) were float16 already and stay so; {} float32 "
+          "weight(s) stored as float16{}",
+          half, single, single ? "" : ", so the file keeps the size of the given weights"));
+  }
   MsWriteOptions write;
   write.fp16Weights = options.fp16;
   write.weightQuantBits = quantizeWeights ? weightQuant.bitNum : 0;

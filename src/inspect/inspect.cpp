@@ -29,6 +29,13 @@ void accumulate(const Graph& graph, Summary& summary) {
   }
   for (const auto& node : graph.nodes()) {
     ++summary.nodeCount;
+    // Weights stored as Constant nodes count as parameters too (many exporters write them so).
+    if (node->opType() == "Constant" && (node->domain().empty() || node->domain() == "ai.onnx"))
+      if (const Attribute* value = node->attribute("value");
+          value && value->kind() == AttrKind::Tensor) {
+        summary.parameterCount += value->asTensor().elementCount();
+        summary.parameterBytes += value->asTensor().byteSize();
+      }
     std::string op = node->domain().empty() || node->domain() == "ai.onnx"
                          ? node->opType()
                          : node->domain() + "::" + node->opType();
@@ -119,6 +126,85 @@ std::string inspectJson(const Model& model) {
   out["ops"] = summary.opCounts;
   out["parameters"] = {{"elements", summary.parameterCount}, {"bytes", summary.parameterBytes}};
   return out.dump(2) + "\n";
+}
+
+namespace {
+
+std::string dotQuote(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n')
+      out += "\\n"; // a line break inside a dot label
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
+std::string valueLabel(const Value* v) {
+  return fmt::format("{}\n{}", v->name(), typeToText(v->type()));
+}
+
+void dotGraph(const Graph& graph, const std::string& prefix, std::string& out,
+              std::map<const Value*, std::string>& producers, size_t& clusters) {
+  for (const Value* in : realInputs(graph)) {
+    std::string id = prefix + "in_" + std::to_string(producers.size());
+    producers[in] = id;
+    out += fmt::format("  {} [shape=ellipse, style=filled, fillcolor=lightblue, label={}];\n",
+                       dotQuote(id), dotQuote(valueLabel(in)));
+  }
+  size_t index = 0;
+  for (const auto& node : graph.nodes()) {
+    std::string id = prefix + "n" + std::to_string(index++);
+    std::string op = node->domain().empty() || node->domain() == "ai.onnx"
+                         ? node->opType()
+                         : node->domain() + "::" + node->opType();
+    std::string name = node->name();
+    if (name.empty() && !node->outputs().empty() && node->output(0)) name = node->output(0)->name();
+    std::string label = name.empty() ? op : fmt::format("{}\n{}", op, name);
+    out += fmt::format("  {} [shape=box, label={}];\n", dotQuote(id), dotQuote(label));
+    for (const Value* in : node->inputs()) {
+      if (!in) continue;
+      auto it = producers.find(in);
+      if (it == producers.end()) {
+        if (!in->isInitializer()) continue; // an outer-scope value seen from a subgraph
+        std::string wid = prefix + "w_" + std::to_string(producers.size());
+        it = producers.emplace(in, wid).first;
+        out += fmt::format("  {} [shape=note, fontsize=9, label={}];\n", dotQuote(wid),
+                           dotQuote(valueLabel(in)));
+      }
+      out += fmt::format("  {} -> {} [label={}];\n", dotQuote(it->second), dotQuote(id),
+                         dotQuote(typeToText(in->type())));
+    }
+    for (const Value* o : node->outputs())
+      if (o) producers[o] = id;
+    for (const Graph* sub : node->subgraphs()) {
+      std::string subPrefix = prefix + "s" + std::to_string(clusters) + "_";
+      out += fmt::format("  subgraph cluster_{} {{\n  label={};\n", clusters++,
+                         dotQuote(fmt::format("{} of {}", sub->name(), label)));
+      dotGraph(*sub, subPrefix, out, producers, clusters);
+      out += "  }\n";
+    }
+  }
+  for (const Value* o : graph.outputs()) {
+    std::string id = prefix + "out_" + std::to_string(producers.size());
+    out += fmt::format("  {} [shape=ellipse, style=filled, fillcolor=palegreen, label={}];\n",
+                       dotQuote(id), dotQuote(valueLabel(o)));
+    if (auto it = producers.find(o); it != producers.end())
+      out += fmt::format("  {} -> {};\n", dotQuote(it->second), dotQuote(id));
+  }
+}
+
+} // namespace
+
+std::string inspectDot(const Model& model) {
+  std::string out = fmt::format("digraph {} {{\n  rankdir=TB;\n  node [fontname=\"Helvetica\"];\n",
+                                dotQuote(model.graph->name().empty() ? "model" : model.graph->name()));
+  std::map<const Value*, std::string> producers;
+  size_t clusters = 0;
+  dotGraph(*model.graph, "", out, producers, clusters);
+  return out + "}\n";
 }
 
 Expected<Model> loadModel(const std::string& path) {

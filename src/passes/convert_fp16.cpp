@@ -14,6 +14,7 @@
 // reported in a note).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -22,7 +23,9 @@
 #include "kiln/passes/keep_dtype.h"
 #include "kiln/passes/pass.h"
 #include "kiln/passes/precision_report.h"
+#include "kiln/runtime/half_block.h"
 #include "kiln/runtime/tensor_util.h"
+#include "kiln/support/page_release.h"
 #include "ops/control_flow.h"
 #include "ops/precision.h"
 
@@ -64,12 +67,28 @@ struct WeightCheck {
   float maxAbs = 0;
 };
 
+// Reads `t`'s float values a block at a time (no copy of the whole tensor): f(values, count).
+template <typename F> void forFloatBlocks(const Tensor& t, F&& f) {
+  constexpr size_t kBlock = 4096;
+  float block[kBlock];
+  const size_t count = t.byteSize() / 4;
+  for (size_t start = 0; start < count; start += kBlock) {
+    const size_t n = std::min(kBlock, count - start);
+    std::memcpy(block, t.data() + start * 4, n * 4);
+    f(static_cast<const float*>(block), n);
+  }
+}
+
 WeightCheck checkWeight(const Tensor& t) {
   WeightCheck check;
-  for (float v : t.copyValues<float>()) {
-    check.maxAbs = std::max(check.maxAbs, std::fabs(v));
-    if (std::fabs(v) > kFp16Max) check.inRange = false;
-  }
+  forFloatBlocks(t, [&](const float* values, size_t n) {
+    float maxAbs = check.maxAbs;
+    for (size_t i = 0; i < n; ++i)
+      maxAbs = std::max(maxAbs, std::fabs(values[i]));
+    check.maxAbs = maxAbs;
+  });
+  // NaN never raises maxAbs, and beyond fp16's range is exactly maxAbs > kFp16Max.
+  check.inRange = !(check.maxAbs > kFp16Max);
   return check;
 }
 
@@ -199,15 +218,21 @@ class Lowering {
   Value* fp16Constant(Value* weight) {
     auto it = constants_.find(weight);
     if (it != constants_.end()) return it->second;
-    std::vector<float> values = weight->initializer().copyValues<float>();
-    std::vector<uint16_t> halves(values.size());
-    for (size_t i = 0; i < values.size(); ++i) {
-      halves[i] = rt::floatToHalf(values[i]);
-      countTiny(values[i]);
-    }
+    // float16 bytes straight from the source, which is read once and then given back.
+    const Tensor& source = weight->initializer();
+    std::vector<uint8_t> halves(source.byteSize() / 2);
+    size_t done = 0;
+    forFloatBlocks(source, [&](const float* values, size_t n) {
+      rt::floatsToHalves(reinterpret_cast<const uint8_t*>(values),
+                         reinterpret_cast<uint16_t*>(halves.data()) + done, n);
+      for (size_t i = 0; i < n; ++i)
+        countTiny(values[i]);
+      done += n;
+    });
+    releasePages(source.buffer().get());
     Value* converted = graph_.addInitializer(
         graph_.uniqueName(weight->name() + "_fp16"),
-        Tensor::fromValues<uint16_t>(DType::Float16, weight->initializer().dims(), halves));
+        Tensor(DType::Float16, weight->initializer().dims(), Buffer::owned(std::move(halves))));
     constants_[weight] = converted;
     return converted;
   }

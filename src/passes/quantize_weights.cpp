@@ -19,12 +19,15 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "kiln/passes/keep_dtype.h"
 #include "kiln/passes/pass.h"
 #include "kiln/passes/precision_report.h"
+#include "kiln/support/page_release.h"
+#include "kiln/support/progress.h"
 #include "rewrite_util.h"
 
 namespace kiln {
@@ -59,43 +62,76 @@ struct Quantized {
   std::optional<Tensor> meanCorrection; // shaped to broadcast along the channel axis
 };
 
-// Flat indices of channel `c` in a tensor laid out outer × channels × inner, in order.
+// Runs fn(first, last) over channel ranges on up to a few threads. Every channel's work is
+// done by one thread in the same element order, so the result does not depend on the thread count.
+template <typename F> void forChannelRanges(int64_t channels, uint64_t elements, F&& fn) {
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t threads =
+      std::min<int64_t>({static_cast<int64_t>(std::min(hw, 8u)), channels,
+                         static_cast<int64_t>(elements >> 18) + 1}); // ≥ 256 Ki values each
+  if (threads <= 1) {
+    fn(int64_t{0}, channels);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] { fn(channels * t / threads, channels * (t + 1) / threads); });
+  for (auto& thread : pool)
+    thread.join();
+}
+
+// Visits channels [c0, c1) of a tensor laid out outer × channels × inner in memory order:
+// f(channel, flat index). Each channel sees its elements in the same order as a loop over that
+// channel alone, so per-channel sums come out the same.
 template <typename F>
-void forEachInChannel(int64_t outer, int64_t channels, int64_t inner, int64_t c, F&& f) {
+void forEachInChannels(int64_t outer, int64_t channels, int64_t inner, int64_t c0, int64_t c1,
+                       F&& f) {
   for (int64_t o = 0; o < outer; ++o)
-    for (int64_t k = 0; k < inner; ++k)
-      f(static_cast<size_t>((o * channels + c) * inner + k));
+    for (int64_t c = c0; c < c1; ++c) {
+      const size_t base = static_cast<size_t>((o * channels + c) * inner);
+      for (int64_t k = 0; k < inner; ++k)
+        f(c, base + static_cast<size_t>(k));
+    }
 }
 
 // Per channel of `w` (laid out outer × channels × inner): the factor and offset that give the
 // dequantized values the original mean and standard deviation. Sums in double: channels can hold
 // many thousands of values.
-void correctBias(const std::vector<float>& w, const std::vector<int64_t>& q,
-                 const std::vector<int64_t>& zeros, int64_t outer, int64_t channels, int64_t inner,
-                 std::vector<float>& scales, std::vector<float>& offsets) {
+template <typename Code>
+void correctBias(const std::vector<float>& w, const Code* q, const std::vector<int64_t>& zeros,
+                 int64_t outer, int64_t channels, int64_t inner, std::vector<float>& scales,
+                 std::vector<float>& offsets) {
   offsets.assign(static_cast<size_t>(channels), 0.0f);
-  for (int64_t c = 0; c < channels; ++c) {
-    double sumW = 0, sumD = 0, sumWW = 0, sumDD = 0;
-    const double scale = scales[static_cast<size_t>(c)];
-    const int64_t zero = zeros[static_cast<size_t>(c)];
-    forEachInChannel(outer, channels, inner, c, [&](size_t i) {
-      double d = static_cast<double>(q[i] - zero) * scale;
-      sumW += w[i];
-      sumD += d;
-      sumWW += static_cast<double>(w[i]) * w[i];
-      sumDD += d * d;
+  forChannelRanges(channels, w.size(), [&](int64_t c0, int64_t c1) {
+    const size_t n = static_cast<size_t>(c1 - c0);
+    std::vector<double> sumW(n), sumD(n), sumWW(n), sumDD(n);
+    forEachInChannels(outer, channels, inner, c0, c1, [&](int64_t c, size_t i) {
+      const size_t j = static_cast<size_t>(c - c0);
+      const double scale = scales[static_cast<size_t>(c)];
+      double d = static_cast<double>(q[i] - zeros[static_cast<size_t>(c)]) * scale;
+      sumW[j] += w[i];
+      sumD[j] += d;
+      sumWW[j] += static_cast<double>(w[i]) * w[i];
+      sumDD[j] += d * d;
     });
-    const double n = static_cast<double>(outer * inner);
-    const double meanW = sumW / n, meanD = sumD / n;
-    const double varW = std::max(0.0, sumWW / n - meanW * meanW);
-    const double varD = std::max(0.0, sumDD / n - meanD * meanD);
-    const double factor = varD > 0 && varW > 0 ? std::sqrt(varW / varD) : 1.0;
-    scales[static_cast<size_t>(c)] = static_cast<float>(scale * factor);
-    offsets[static_cast<size_t>(c)] = static_cast<float>(meanW - meanD * factor);
-  }
+    for (int64_t c = c0; c < c1; ++c) {
+      const size_t j = static_cast<size_t>(c - c0);
+      const double scale = scales[static_cast<size_t>(c)];
+      const double count = static_cast<double>(outer * inner);
+      const double meanW = sumW[j] / count, meanD = sumD[j] / count;
+      const double varW = std::max(0.0, sumWW[j] / count - meanW * meanW);
+      const double varD = std::max(0.0, sumDD[j] / count - meanD * meanD);
+      const double factor = varD > 0 && varW > 0 ? std::sqrt(varW / varD) : 1.0;
+      scales[static_cast<size_t>(c)] = static_cast<float>(scale * factor);
+      offsets[static_cast<size_t>(c)] = static_cast<float>(meanW - meanD * factor);
+    }
+  });
 }
 
-Quantized quantize(const Tensor& weight, int64_t axis, const WeightQuantOptions& options) {
+// The codes go straight into the bytes of the result tensor (int8 for ≤ 8 bits, else int16).
+template <typename Code>
+Quantized quantizeAs(const Tensor& weight, int64_t axis, const WeightQuantOptions& options,
+                     DType codeType) {
   const auto& dims = weight.dims();
   const int64_t channels = dims[static_cast<size_t>(axis)];
   int64_t inner = 1, outer = 1;
@@ -104,36 +140,45 @@ Quantized quantize(const Tensor& weight, int64_t axis, const WeightQuantOptions&
   for (size_t i = 0; i < static_cast<size_t>(axis); ++i)
     outer *= dims[i];
   std::vector<float> w = weight.copyValues<float>();
+  // The float copy is what is read from here on: the source's mapped pages can go.
+  releasePages(weight.buffer().get());
   const int bits = options.bitNum;
   const int64_t qmin =
       options.symmetric ? -((int64_t{1} << (bits - 1)) - 1) : -(int64_t{1} << (bits - 1));
   const int64_t qmax = (int64_t{1} << (bits - 1)) - 1;
   std::vector<float> scales(static_cast<size_t>(channels));
   std::vector<int64_t> zeros(static_cast<size_t>(channels), 0);
-  std::vector<int64_t> q(w.size());
-  for (int64_t c = 0; c < channels; ++c) {
-    float lo = 0, hi = 0; // the range always includes 0 so zero stays exact
-    forEachInChannel(outer, channels, inner, c, [&](size_t i) {
-      lo = std::min(lo, w[i]);
-      hi = std::max(hi, w[i]);
+  std::vector<uint8_t> bytes(w.size() * sizeof(Code));
+  Code* q = reinterpret_cast<Code*>(bytes.data());
+  forChannelRanges(channels, w.size(), [&](int64_t c0, int64_t c1) {
+    const size_t n = static_cast<size_t>(c1 - c0);
+    std::vector<float> lo(n, 0.0f), hi(n, 0.0f); // the range always includes 0 so zero stays exact
+    forEachInChannels(outer, channels, inner, c0, c1, [&](int64_t c, size_t i) {
+      const size_t j = static_cast<size_t>(c - c0);
+      lo[j] = std::min(lo[j], w[i]);
+      hi[j] = std::max(hi[j], w[i]);
     });
-    float scale;
-    int64_t zero = 0;
-    if (options.symmetric) {
-      scale = std::max(std::fabs(lo), std::fabs(hi)) / static_cast<float>(qmax);
-    } else {
-      scale = (hi - lo) / static_cast<float>(qmax - qmin);
-      zero = scale > 0 ? qmin - static_cast<int64_t>(std::nearbyint(lo / scale)) : 0;
-      zero = std::clamp(zero, qmin, qmax);
+    for (int64_t c = c0; c < c1; ++c) {
+      const size_t j = static_cast<size_t>(c - c0);
+      float scale;
+      int64_t zero = 0;
+      if (options.symmetric) {
+        scale = std::max(std::fabs(lo[j]), std::fabs(hi[j])) / static_cast<float>(qmax);
+      } else {
+        scale = (hi[j] - lo[j]) / static_cast<float>(qmax - qmin);
+        zero = scale > 0 ? qmin - static_cast<int64_t>(std::nearbyint(lo[j] / scale)) : 0;
+        zero = std::clamp(zero, qmin, qmax);
+      }
+      if (scale == 0) scale = 1; // an all-zero channel: any scale represents it exactly
+      scales[static_cast<size_t>(c)] = scale;
+      zeros[static_cast<size_t>(c)] = zero;
     }
-    if (scale == 0) scale = 1; // an all-zero channel: any scale represents it exactly
-    scales[static_cast<size_t>(c)] = scale;
-    zeros[static_cast<size_t>(c)] = zero;
-    forEachInChannel(outer, channels, inner, c, [&](size_t i) {
-      int64_t code = static_cast<int64_t>(std::nearbyint(w[i] / scale)) + zero;
-      q[i] = std::clamp(code, qmin, qmax);
+    forEachInChannels(outer, channels, inner, c0, c1, [&](int64_t c, size_t i) {
+      const float scale = scales[static_cast<size_t>(c)];
+      int64_t code = static_cast<int64_t>(std::nearbyint(w[i] / scale)) + zeros[static_cast<size_t>(c)];
+      q[i] = static_cast<Code>(std::clamp(code, qmin, qmax));
     });
-  }
+  });
   Quantized out;
   if (options.biasCorrection) {
     std::vector<float> offsets;
@@ -146,16 +191,15 @@ Quantized quantize(const Tensor& weight, int64_t axis, const WeightQuantOptions&
   }
   std::vector<int64_t> channelDims = {channels};
   out.scales = Tensor::fromValues<float>(DType::Float32, channelDims, scales);
-  if (bits <= 8) {
-    std::vector<int8_t> codes(q.begin(), q.end()), zp(zeros.begin(), zeros.end());
-    out.values = Tensor::fromValues<int8_t>(DType::Int8, dims, codes);
-    out.zeroPoints = Tensor::fromValues<int8_t>(DType::Int8, channelDims, zp);
-  } else {
-    std::vector<int16_t> codes(q.begin(), q.end()), zp(zeros.begin(), zeros.end());
-    out.values = Tensor::fromValues<int16_t>(DType::Int16, dims, codes);
-    out.zeroPoints = Tensor::fromValues<int16_t>(DType::Int16, channelDims, zp);
-  }
+  std::vector<Code> zp(zeros.begin(), zeros.end());
+  out.values = Tensor(codeType, dims, Buffer::owned(std::move(bytes)));
+  out.zeroPoints = Tensor::fromValues<Code>(codeType, channelDims, zp);
   return out;
+}
+
+Quantized quantize(const Tensor& weight, int64_t axis, const WeightQuantOptions& options) {
+  if (options.bitNum <= 8) return quantizeAs<int8_t>(weight, axis, options, DType::Int8);
+  return quantizeAs<int16_t>(weight, axis, options, DType::Int16);
 }
 
 class QuantizeWeights : public Pass {
@@ -168,17 +212,32 @@ class QuantizeWeights : public Pass {
       return Status(ErrorCode::BadFlag, fmt::format("bit_num {} is outside 1..16", options.bitNum),
                     "set bit_num between 1 and 16");
     std::map<Value*, Value*> dequantized; // one DequantizeLinear per weight, shared by its users
+    std::map<std::string, std::pair<size_t, std::string>> skipped; // kind → count, first node
+    std::map<std::string, size_t> otherFloat; // weights of another float type, by type
     size_t count = 0;
     uint64_t floatBytes = 0, quantBytes = 0;
     std::vector<Node*> order;
-    for (const auto& node : graph.nodes())
+    uint64_t candidateBytes = 0;
+    for (const auto& node : graph.nodes()) {
       order.push_back(node.get());
+      if (auto target = targetOf(*node))
+        if (const Tensor* t = rewrite::constantTensor(node->input(target->input)))
+          if (t->dtype() == DType::Float32) candidateBytes += t->byteSize();
+    }
+    WriteProgress progress("quantizing weights", candidateBytes);
     for (Node* node : order) {
       auto target = targetOf(*node);
       if (!target) continue;
       Value* weight = node->input(target->input);
       const Tensor* tensor = rewrite::constantTensor(weight);
+      if (tensor && tensor->dtype() != DType::Float32 && isFloatingPoint(tensor->dtype())) {
+        ++otherFloat[tensor->dtype() == DType::Float16    ? "float16"
+                     : tensor->dtype() == DType::BFloat16 ? "bfloat16"
+                                                          : std::string(dtypeName(tensor->dtype()))];
+        continue;
+      }
       if (!tensor || tensor->dtype() != DType::Float32) continue;
+      progress.advance(tensor->byteSize());
       const auto& dims = tensor->dims();
       if (static_cast<size_t>(target->axis) >= dims.size() ||
           (node->opType() == "MatMul" && dims.size() != 2) ||
@@ -188,8 +247,10 @@ class QuantizeWeights : public Pass {
       // output's name (as keep_dtype files do).
       const std::string nodeName = keepDtypeNodeName(*node);
       auto skip = [&](const char* reason, const std::string& why) {
-        context.notes.push_back(
-            fmt::format("weight quant: node '{}' ({}) skipped: {}", nodeName, node->opType(), why));
+        // One note per kind of skip (with a count and the first node), not one per node.
+        auto& kind = skipped[reason];
+        if (kind.first++ == 0)
+          kind.second = fmt::format("'{}' ({}): {}", nodeName, node->opType(), why);
         if (context.precisionReport)
           context.precisionReport->skipped.push_back(
               {weight->name(), nodeName, node->opType(), reason});
@@ -258,6 +319,17 @@ class QuantizeWeights : public Pass {
       }
       node->setInput(target->input, it->second);
     }
+    for (const auto& [kind, seen] : skipped)
+      context.notes.push_back(fmt::format("weight quant: {} weight(s) left float by {} (first: {})",
+                                          seen.first, kind, seen.second));
+    for (const auto& [type, n] : otherFloat)
+      context.notes.push_back(fmt::format(
+          "weight quant: {} weight(s) are {} already, not float32: weight quant leaves them as "
+          "they are",
+          n, type));
+    if (!count)
+      context.notes.push_back(
+          "weight quant: no weight was quantized, so the model keeps its float weights and size");
     if (count)
       context.notes.push_back(fmt::format(
           "weight quant: {} weight(s) to {}-bit {} per-channel{}, {} -> {} bytes", count,

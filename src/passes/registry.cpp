@@ -11,6 +11,7 @@ std::unique_ptr<Pass> makeRewriteCastLikePass();
 std::unique_ptr<Pass> makeExpandNewOpsPass();
 std::unique_ptr<Pass> makeConvertFp16Pass();
 std::unique_ptr<Pass> makeDecomposeQuantPass();
+std::unique_ptr<Pass> makeDemoteFloat64Pass();
 std::unique_ptr<Pass> makeEliminateDeadNodesPass();
 std::unique_ptr<Pass> makeFixInputShapesPass();
 std::unique_ptr<Pass> makeFoldConstantsPass();
@@ -38,6 +39,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"carry-loop-scan-outputs", makeCarryLoopScanOutputsPass},
       {"convert-fp16", makeConvertFp16Pass},
       {"decompose-quant", makeDecomposeQuantPass},
+      {"demote-float64", makeDemoteFloat64Pass},
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
       {"expand-conv-pool", makeExpandConvPoolPass},
       {"expand-grid-sample", makeExpandGridSamplePass},

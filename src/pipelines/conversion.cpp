@@ -79,6 +79,13 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
       KILN_ASSIGN_OR_RETURN(bool changed, target->prepare(model, variant));
       (void)changed;
     }
+    if (target && !target->preparePasses.empty()) {
+      PipelineOptions prepared;
+      prepared.targetName = options.target;
+      KILN_ASSIGN_OR_RETURN(PipelineResult ran,
+                            runPipeline(model, target->preparePasses, prepared));
+      append(result, std::move(ran));
+    }
   }
   if (options.precision && needsFp16Conversion(*options.precision)) {
     PipelineOptions fp16;

@@ -44,8 +44,8 @@ failsWith() {
   run "$@"
   if [ "$status" -ne 255 ]; then
     fail "$name" "exit $status, expected 255"
-  elif ! grep -Eq "^kiln: error ${code} \(-?[0-9]+\): " "$work/stderr"; then
-    fail "$name" "stderr lacks 'kiln: error $code (..): '"
+  elif ! grep -Eq "^benchmark: error ${code} \(-?[0-9]+\): " "$work/stderr"; then
+    fail "$name" "stderr lacks 'benchmark: error $code (..): '"
   elif ! grep -qF -- "$text" "$work/stderr"; then
     fail "$name" "stderr lacks '$text'"
   elif ! grep -q "Fix: " "$work/stderr"; then

@@ -45,7 +45,7 @@ converts() {
 }
 
 # failsWith NAME CODE KCODE TEXT ARGS...: exit status CODE (mod 256), the line
-# "CONVERT RESULT FAILED:CODE <description>" on stdout, a "kiln: error KCODE (CODE): " line on
+# "CONVERT RESULT FAILED:CODE <description>" on stdout, a "converter_lite: error KCODE (CODE): " line on
 # stderr that holds TEXT and a fix hint.
 failsWith() {
   local name=$1 code=$2 kcode=$3 text=$4
@@ -55,8 +55,8 @@ failsWith() {
     fail "$name" "exit $status, expected $(((code % 256 + 256) % 256)) ($code)"
   elif ! grep -Eq "^CONVERT RESULT FAILED:$code [A-Z]" "$work/stdout"; then
     fail "$name" "stdout lacks 'CONVERT RESULT FAILED:$code ...'"
-  elif ! grep -Eq "^kiln: error ${kcode}[0-9]* \($code\): " "$work/stderr"; then
-    fail "$name" "stderr lacks 'kiln: error $kcode ($code): '"
+  elif ! grep -Eq "^converter_lite: error ${kcode}[0-9]* \($code\): " "$work/stderr"; then
+    fail "$name" "stderr lacks 'converter_lite: error $kcode ($code): '"
   elif ! grep -qF -- "$text" "$work/stderr"; then
     fail "$name" "stderr lacks '$text'"
   elif ! grep -q "Fix: " "$work/stderr"; then

@@ -10,6 +10,7 @@
 
 #include "kiln/backends/atc.h"
 #include "kiln/support/version.h"
+#include "kiln/support/progress.h"
 
 namespace {
 
@@ -20,12 +21,23 @@ const char* kFailLine =
 int fail(const kiln::Status& status, const std::vector<kiln::Status>& errors, bool afterRun) {
   if (afterRun) std::cout << "...\n";
   std::cout << kFailLine << "\n";
-  std::cout << kiln::formatAtcErrorBlock(errors.empty() ? std::vector<kiln::Status>{status}
-                                                        : errors,
-                                         static_cast<long>(getpid()), kiln::atcTimestamp())
-            << "\n"
-            << std::flush;
-  if (!status.isOk()) std::cerr << "atc: error " << status.toString() << "\n";
+  std::string block = kiln::formatAtcErrorBlock(
+      errors.empty() ? std::vector<kiln::Status>{status} : errors, static_cast<long>(getpid()),
+      kiln::atcTimestamp());
+  std::cout << block << "\n" << std::flush;
+  if (status.isOk()) return kFailed;
+  // Each error is printed once: when the block on stdout already holds the message, stderr adds
+  // only kiln's code and the fix.
+  if (block.find(status.message()) == std::string::npos) {
+    std::cerr << "atc: error " << status.toString() << "\n";
+  } else {
+    std::string code = kiln::codeString(status.code());
+    if (!status.peerCode().empty()) code += " (" + status.peerCode() + ")";
+    std::cerr << "atc: error " << code
+              << (status.hint().empty() ? std::string(": see the message above")
+                                        : ": fix: " + status.hint())
+              << "\n";
+  }
   return kFailed;
 }
 
@@ -48,6 +60,7 @@ void setLogLevel(const std::string& level) {
 } // namespace
 
 int main(int argc, char** argv) {
+  kiln::enableProgress(); // long conversions show progress on a terminal's stderr
   if (kiln::asksForVersion(argc, argv)) {
     std::cout << kiln::versionBanner("atc") << kiln::omNotDeviceRunnableNote() << "\n";
     return 0;

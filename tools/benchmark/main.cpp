@@ -26,12 +26,15 @@ int main(int argc, char** argv) {
     std::cout << kiln::benchmarkUsage();
     return 0;
   }
+  if (options)
+    for (const std::string& note : options->notes)
+      std::cerr << "benchmark: note: " << note << "\n";
   kiln::Status status = options ? kiln::runBenchmark(*options, std::cout) : options.status();
   std::cout.flush();
   if (status) return 0;
   // benchmark ends every failure with RET_ERROR (-1; the shell sees 255).
   if (status.peerCode().empty()) status = status.withPeerCode("-1");
-  std::fprintf(stderr, "kiln: error %s\n", status.toString().c_str());
+  std::fprintf(stderr, "benchmark: error %s\n", status.toString().c_str());
   std::cout << "Run Benchmark "
             << (options ? std::filesystem::path(options->modelFile).filename().string() + " "
                         : std::string())

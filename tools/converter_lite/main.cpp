@@ -8,13 +8,14 @@
 
 #include "kiln/backends/ms_convert.h"
 #include "kiln/support/version.h"
+#include "kiln/support/progress.h"
 
 namespace {
 
 // converter_lite's closing line on stdout, kiln's coded line on stderr; the
 // exit status is the converter_lite status code (the shell sees it modulo 256).
 int fail(const kiln::Status& status) {
-  std::fprintf(stderr, "kiln: error %s\n", status.toString().c_str());
+  std::fprintf(stderr, "converter_lite: error %s\n", status.toString().c_str());
   int code = kiln::msStatusCode(status);
   std::cout << "CONVERT RESULT FAILED:" << code << " " << kiln::msStatusDescription(code) << "\n";
   return code;
@@ -23,6 +24,7 @@ int fail(const kiln::Status& status) {
 } // namespace
 
 int main(int argc, char** argv) {
+  kiln::enableProgress(); // long conversions show progress on a terminal's stderr
   if (kiln::asksForVersion(argc, argv)) {
     std::cout << kiln::versionBanner("converter_lite");
     return 0;
@@ -38,7 +40,7 @@ int main(int argc, char** argv) {
   kiln::MsConvertReport report;
   kiln::Status status = kiln::convertToMs(*options, &report);
   for (const std::string& note : report.notes)
-    std::cerr << "kiln: note: " << note << "\n";
+    std::cerr << "converter_lite: note: " << note << "\n";
   if (!report.unsupported.empty()) {
     std::set<std::string> opTypes;
     std::cout << "===========================================\n";

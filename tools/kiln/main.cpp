@@ -1,6 +1,8 @@
 // `kiln` command line: thin front-end over the kiln library (flags → one library call).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -35,6 +37,7 @@
 #include "kiln/shape_spec.h"
 #include "kiln/support/atomic_file.h"
 #include "kiln/support/version.h"
+#include "kiln/support/progress.h"
 
 namespace {
 
@@ -510,6 +513,26 @@ int sensitivityCommand(const SensitivityFlags& flags) {
   return options.target && !r.targetMet ? 1 : 0;
 }
 
+// Renders dot text to SVG with Graphviz (`dot -Tsvg`), which kiln does not bundle.
+int writeSvg(const std::string& dot, const std::string& path) {
+  if (std::system("command -v dot >/dev/null 2>&1") != 0)
+    return report(kiln::Status(kiln::ErrorCode::BadFlag,
+                               "--svg needs Graphviz's `dot`, which is not on PATH",
+                               "install graphviz (apt-get install graphviz), or use --dot > "
+                               "model.dot and render it elsewhere"));
+  std::string tmp = path + ".dot.tmp";
+  if (auto s = kiln::writeFileAtomically(tmp, dot); !s) return report(s);
+  std::string command = "dot -Tsvg -o '" + path + "' '" + tmp + "'";
+  int rc = std::system(command.c_str());
+  std::filesystem::remove(tmp);
+  if (rc != 0)
+    return report(kiln::Status(kiln::ErrorCode::FileWriteFailed,
+                               fmt::format("`dot -Tsvg` failed writing '{}'", path),
+                               "check the output path, or use --dot"));
+  std::cerr << "kiln: wrote " << path << "\n";
+  return 0;
+}
+
 int optimizeModel(const OptFlags& flags) {
   auto model = kiln::loadModel(flags.model);
   if (!model) return report(model.status());
@@ -528,6 +551,13 @@ int optimizeModel(const OptFlags& flags) {
     if (!parsed) return report(parsed.status());
     spec = parsed.take();
     options.inputShapes = &*spec;
+    // --input-shape is what fix-input-shapes applies: run it first when no pass list has it.
+    if (std::find(passes.begin(), passes.end(), "fix-input-shapes") == passes.end()) {
+      passes.insert(passes.begin(), "fix-input-shapes");
+      if (flags.pipeline.empty())
+        std::cerr << "kiln: note: --input-shape runs the fix-input-shapes pass first; add "
+                     "--pipeline default to simplify the fixed model too\n";
+    }
   }
   kiln::PrecisionOptions precision;
   kiln::PrecisionReport precisionReport;
@@ -587,6 +617,7 @@ int optimizeModel(const OptFlags& flags) {
 } // namespace
 
 int main(int argc, char** argv) {
+  kiln::enableProgress(); // long conversions show progress on a terminal's stderr
   CLI::App app{"kiln — ONNX to Ascend .om / MindSpore Lite .ms conversion toolchain"};
   app.set_version_flag("--version", [] { return kiln::versionBanner("kiln"); }, "print the version and exit");
   app.require_subcommand(1);
@@ -601,6 +632,12 @@ int main(int argc, char** argv) {
   inspect->add_option("model", inspectPath, "model file (.onnx, .onnxtxt, .ms, .om)")->required();
   inspect->add_flag("--json", inspectAsJson, "print JSON");
   inspect->add_flag("--ir", inspectIr, "print the whole graph in kiln's text IR");
+  bool inspectDot = false;
+  std::string inspectSvg;
+  inspect->add_flag("--dot", inspectDot,
+                    "print the graph as Graphviz dot (node names, op types, tensor shapes)");
+  inspect->add_option("--svg", inspectSvg,
+                      "write the graph as SVG to this file (needs Graphviz `dot` on PATH)");
 
   std::string convertPath, convertOutput, convertTo = "onnx";
   std::vector<std::string> convertExpose;
@@ -801,6 +838,22 @@ int main(int argc, char** argv) {
   if (inspect->parsed()) {
     // .ms files: the summary/JSON come from the FlatBuffer itself; --ir shows what readMsFile
     // builds.
+    const bool picture = inspectDot || !inspectSvg.empty();
+    if (picture) {
+      auto model = kiln::loadModel(inspectPath);
+      if (!model) return report(model.status());
+      // Shapes on every edge: infer what the file does not store (a model that does not infer
+      // is drawn with the shapes it has).
+      kiln::PipelineOptions inferOptions;
+      if (auto inferred = kiln::runPipeline(*model, {"infer-shapes"}, inferOptions); !inferred)
+        spdlog::info("shape inference: {}", inferred.status().toString());
+      std::string dot = kiln::inspectDot(*model);
+      if (inspectSvg.empty()) {
+        std::cout << dot;
+        return 0;
+      }
+      return writeSvg(dot, inspectSvg);
+    }
     if (std::filesystem::path(inspectPath).extension() == ".ms" && !inspectIr) {
       auto dump =
           inspectAsJson ? kiln::dumpMsFile(inspectPath) : kiln::summarizeMsFile(inspectPath);

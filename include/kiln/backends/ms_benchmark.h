@@ -23,6 +23,8 @@ struct BenchmarkOptions {
   std::string inputShapes; // legacy positional "1,32,32,3:1,10"
   std::string inputShape;  // named "in1:1,32,32,3;in2:1,10" (wins when both are given)
   bool timeProfiling = false;
+  // Flags benchmark accepts that change nothing here, each with what it would have done.
+  std::vector<std::string> notes;
 };
 
 // Parses benchmark's command line (argv without the program name): strictly --name=value, every

@@ -31,6 +31,7 @@ struct OmWriteOptions {
   std::string modelName; // header name / ModelDef.name (ATC: basename of --output), ≤ 31 bytes
   bool externalWeight = false; // --external_weight: weights in files beside the .om (om.md §1.16)
   std::map<std::string, std::string> modelAttributes; // extra ModelDef attrs the caller sets
+  int coreType = 0; // ModelDef attr core_type: 0 AiCore, 1 VectorCore (atc --core_type)
   // When set, the model written is these gears (the `model` argument is not lowered).
   std::shared_ptr<const OmGears> gears;
 };

@@ -50,6 +50,10 @@ struct TargetHooks {
   // place; the conversion pipeline runs it after simplification when it converts for this target
   // (ConversionOptions::target). Returns whether the model changed.
   std::function<Expected<bool>(Model& model, const std::string& variant)> prepare;
+  // Passes (by registry name) the conversion pipeline runs after `prepare` when it converts for
+  // this target, their notes collected with the others: what the target's own converter does to
+  // the models it takes (.ms: demote-float64).
+  std::vector<std::string> preparePasses;
   // Lowers `model` (ONNX-semantics IR, pipeline already run), serializes it, reads the bytes back
   // and returns executable IR. A model with ops that do not lower fails with the backend's
   // "unsupported op" code (conformance counts that as a skip that names the ops).

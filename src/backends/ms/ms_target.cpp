@@ -57,6 +57,9 @@ TargetHooks makeMsTarget() {
     KILN_ASSIGN_OR_RETURN(size_t sampled, expandGridSampleNodes(*model.graph, opset, refused));
     return unrolled + expanded + sampled > 0;
   };
+  // The .ms Cast neither takes nor makes float64 (ms.md §4.6): a graph with such a Cast carries
+  // float64 as float32 throughout, as converter_lite does with float64 graph inputs (§5.1).
+  hooks.preparePasses = {"demote-float64"};
   hooks.unsupportedReason = [](const Node& node, const std::string&, int64_t opset) {
     return msUnsupportedReason(node, opset);
   };

@@ -2,6 +2,7 @@
 // params with bit packing, .msw external weights) and writes it atomically.
 #include "kiln/backends/ms_writer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -11,7 +12,10 @@
 
 #include <fmt/format.h>
 
+#include "kiln/runtime/half_block.h"
 #include "kiln/support/atomic_file.h"
+#include "kiln/support/page_release.h"
+#include "kiln/support/progress.h"
 #include "kiln_proto/ms_model_generated.h"
 #include "ms_lower.h"
 #include "weight_coding.h"
@@ -27,141 +31,166 @@ using ms::MsTensor;
 constexpr uint32_t kMswMagic = 0x12345678;
 constexpr uint64_t kMswHeaderSize = 4096;
 
-uint16_t floatToHalf(float value) {
-  uint32_t f;
-  std::memcpy(&f, &value, 4);
-  const uint32_t sign = (f >> 16) & 0x8000;
-  const int32_t exp = static_cast<int32_t>((f >> 23) & 0xff);
-  uint32_t mant = f & 0x7fffff;
-  if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mant ? 0x200 : 0));
-  const int32_t e = exp - 127 + 15;
-  if (e >= 0x1f) return static_cast<uint16_t>(sign | 0x7c00); // overflow → inf
-  if (e <= 0) {
-    if (e < -10) return static_cast<uint16_t>(sign); // underflow → ±0
-    mant |= 0x800000;
-    const uint32_t shift = static_cast<uint32_t>(14 - e);
-    uint32_t half = mant >> shift;
-    const uint32_t rest = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-    if (rest > mid || (rest == mid && (half & 1))) ++half;
-    return static_cast<uint16_t>(sign | half);
-  }
-  uint32_t half = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
-  const uint32_t rest = mant & 0x1fff;
-  if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) ++half; // may carry into the exponent: ok
-  return static_cast<uint16_t>(sign | half);
-}
-
 // The bytes a tensor stores: float16 for fp16 weights, bit-packed codes for odd bit widths.
+// Nothing is copied here for weights stored as they are lowered or converted to float16: those
+// bytes are produced while the output is written (emitStored), one tensor at a time, straight from
+// the lowered buffer (for imported weights, the mapped model file). Only packed and encoded codes,
+// already a fraction of the float weights, are materialised.
 struct StoredData {
-  std::vector<uint8_t> converted; // when the bytes differ from the lowered ones
-  const uint8_t* data = nullptr;
-  size_t size = 0;
+  std::vector<uint8_t> converted; // packed / encoded codes
+  const Buffer* source = nullptr; // the lowered bytes
+  const uint8_t* data = nullptr;  // the stored bytes, unless toHalf
+  size_t size = 0;                // stored size
+  bool toHalf = false;            // stored = float16 of the float32 source
   int dataType = 0;
   int compressType = 0;
+
+  uint8_t firstByte() const {
+    if (!toHalf) return data[0];
+    uint16_t half;
+    rt::floatsToHalves(source->data(), &half, 1);
+    return static_cast<uint8_t>(half & 0xff); // little endian: the low byte first
+  }
 };
+
+// Writes `s` through `sink(bytes, count)` in pieces; float16 conversion happens here, a chunk at a
+// time. Gives the source's mapped pages back once they are written.
+template <typename Sink> bool emitStored(const StoredData& s, Sink&& sink) {
+  bool ok = true;
+  if (s.toHalf) {
+    constexpr size_t kChunk = size_t{1} << 19; // values per chunk: 1 MiB of float16
+    std::vector<uint16_t> halves(std::min(kChunk, s.size / 2));
+    const uint8_t* src = s.source->data();
+    for (size_t done = 0, count = s.size / 2; ok && done < count;) {
+      const size_t n = std::min(kChunk, count - done);
+      rt::floatsToHalves(src + done * 4, halves.data(), n);
+      ok = sink(reinterpret_cast<const uint8_t*>(halves.data()), n * 2);
+      done += n;
+    }
+  } else {
+    ok = sink(s.data, s.size);
+  }
+  releasePages(s.source);
+  return ok;
+}
 
 Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options) {
   StoredData s;
   s.dataType = t.dataType;
   s.compressType = t.compressType;
   if (!t.data) return s;
+  s.source = t.data.get();
   s.data = t.data->data();
   s.size = t.data->size();
   if (options.fp16Weights && t.dataType == ms::kTypeFloat32 && !t.isQuantizedWeight) {
-    const size_t count = s.size / 4;
-    s.converted.resize(count * 2);
-    for (size_t i = 0; i < count; ++i) {
-      float f;
-      std::memcpy(&f, s.data + i * 4, 4);
-      uint16_t h = floatToHalf(f);
-      std::memcpy(s.converted.data() + i * 2, &h, 2);
-    }
+    s.toHalf = true;
+    s.size = s.size / 4 * 2;
+    s.data = nullptr;
     s.dataType = ms::kTypeFloat16;
   }
   if (t.isQuantizedWeight && !t.quantParams.empty()) {
     const int bits = t.quantParams[0].numBits;
     const bool wide = t.dataType == ms::kTypeInt16;
     const size_t count = s.size / (wide ? 2 : 1);
-    const int64_t lo = -(int64_t{1} << (bits - 1)), hi = (int64_t{1} << (bits - 1)) - 1;
-    std::vector<int64_t> codes(count);
+    const int32_t lo = -(int32_t{1} << (bits - 1)), hi = (int32_t{1} << (bits - 1)) - 1;
+    auto code = [&](size_t i) -> int32_t {
+      if (!wide) return static_cast<int8_t>(s.data[i]);
+      int16_t v;
+      std::memcpy(&v, s.data + i * 2, 2);
+      return v;
+    };
     for (size_t i = 0; i < count; ++i) {
-      if (wide) {
-        int16_t v;
-        std::memcpy(&v, s.data + i * 2, 2);
-        codes[i] = v;
-      } else {
-        codes[i] = static_cast<int8_t>(s.data[i]);
-      }
-      if (codes[i] < lo || codes[i] > hi)
+      const int32_t c = code(i);
+      if (c < lo || c > hi)
         return Status(ErrorCode::MsLowerBadAttribute,
                       fmt::format("weight '{}' holds code {} outside the {}-bit range [{}, {}]",
-                                  t.name, codes[i], bits, lo, hi),
+                                  t.name, c, bits, lo, hi),
                       "pass the bit_num the weights were quantized with");
     }
-    if (bits != 8 && bits != 16) {
-      // BITPACKING (ms.md §3.3): biased to unsigned, LSB-first stream, bytes (≤ 7 bits) or
-      // little-endian uint16 words (9..15 bits), last unit zero-padded.
-      const uint64_t totalBits = static_cast<uint64_t>(count) * static_cast<uint64_t>(bits);
-      const size_t unitBits = bits < 8 ? 8 : 16;
-      const size_t units = static_cast<size_t>((totalBits + unitBits - 1) / unitBits);
-      std::vector<uint8_t> packed(units * (unitBits / 8), 0);
-      uint64_t pos = 0;
-      for (int64_t code : codes) {
-        const uint64_t u = static_cast<uint64_t>(code - lo);
-        for (int b = 0; b < bits; ++b, ++pos)
-          if ((u >> b) & 1) {
-            // Stream bit `pos` → unit pos/unitBits, bit pos%unitBits; units are little endian.
-            const uint64_t unit = pos / unitBits, bit = pos % unitBits;
-            packed[static_cast<size_t>(unit * (unitBits / 8) + bit / 8)] |=
-                static_cast<uint8_t>(1u << (bit % 8));
-          }
+    const bool pack = bits != 8 && bits != 16;
+    if (pack || options.encodeWeights) {
+      std::vector<int32_t> codes(count);
+      for (size_t i = 0; i < count; ++i)
+        codes[i] = code(i);
+      if (pack) {
+        // BITPACKING (ms.md §3.3): biased to unsigned, LSB-first stream, bytes (≤ 7 bits) or
+        // little-endian uint16 words (9..15 bits), last unit zero-padded.
+        const uint64_t totalBits = static_cast<uint64_t>(count) * static_cast<uint64_t>(bits);
+        const size_t unitBits = bits < 8 ? 8 : 16;
+        const size_t units = static_cast<size_t>((totalBits + unitBits - 1) / unitBits);
+        std::vector<uint8_t> packed(units * (unitBits / 8), 0);
+        uint64_t pos = 0;
+        for (int32_t c : codes) {
+          const uint64_t u = static_cast<uint64_t>(static_cast<int64_t>(c) - lo);
+          for (int b = 0; b < bits; ++b, ++pos)
+            if ((u >> b) & 1) {
+              // Stream bit `pos` → unit pos/unitBits, bit pos%unitBits; units are little endian.
+              const uint64_t unit = pos / unitBits, bit = pos % unitBits;
+              packed[static_cast<size_t>(unit * (unitBits / 8) + bit / 8)] |=
+                  static_cast<uint8_t>(1u << (bit % 8));
+            }
+        }
+        s.converted = std::move(packed);
+        s.dataType = bits < 8 ? ms::kTypeInt8 : ms::kTypeInt16;
+        s.compressType = fb::WeightQuantCompressType_BITPACKING;
       }
-      s.converted = std::move(packed);
-      s.dataType = bits < 8 ? ms::kTypeInt8 : ms::kTypeInt16;
-      s.compressType = fb::WeightQuantCompressType_BITPACKING;
-    }
-    if (options.encodeWeights) {
-      // converter_lite's enable_encode: INDEXING or SPARSE when smaller (ms.md §3.4); the stream
-      // replaces the data, dataType stays int8 (≤ 8 bits) or int16.
-      std::vector<int32_t> codes32(codes.begin(), codes.end());
-      std::vector<int32_t> zeroPoints;
-      for (const auto& q : t.quantParams)
-        zeroPoints.push_back(q.zeroPoint);
-      const size_t current = s.converted.empty() ? s.size : s.converted.size();
-      auto indexing = ms::encodeIndexing(codes32, bits);
-      auto sparse = ms::encodeSparse(codes32, bits, zeroPoints);
-      bool sparseWins = sparse.size() < indexing.size();
-      std::vector<uint8_t>& smaller = sparseWins ? sparse : indexing;
-      if (smaller.size() < current) {
-        s.converted = std::move(smaller);
-        s.dataType = bits <= 8 ? ms::kTypeInt8 : ms::kTypeInt16;
-        s.compressType =
-            sparseWins ? fb::WeightQuantCompressType_SPARSE : fb::WeightQuantCompressType_INDEXING;
+      if (options.encodeWeights) {
+        // converter_lite's enable_encode: INDEXING or SPARSE when smaller (ms.md §3.4); the
+        // stream replaces the data, dataType stays int8 (≤ 8 bits) or int16.
+        std::vector<int32_t> zeroPoints;
+        for (const auto& q : t.quantParams)
+          zeroPoints.push_back(q.zeroPoint);
+        const size_t current = s.converted.empty() ? s.size : s.converted.size();
+        auto indexing = ms::encodeIndexing(codes, bits);
+        auto sparse = ms::encodeSparse(codes, bits, zeroPoints);
+        bool sparseWins = sparse.size() < indexing.size();
+        std::vector<uint8_t>& smaller = sparseWins ? sparse : indexing;
+        if (smaller.size() < current) {
+          s.converted = std::move(smaller);
+          s.dataType = bits <= 8 ? ms::kTypeInt8 : ms::kTypeInt16;
+          s.compressType = sparseWins ? fb::WeightQuantCompressType_SPARSE
+                                      : fb::WeightQuantCompressType_INDEXING;
+        }
       }
     }
   }
-  if (!s.converted.empty() || (s.size && s.dataType != t.dataType)) {
+  if (!s.converted.empty()) {
+    s.toHalf = false;
     s.data = s.converted.data();
     s.size = s.converted.size();
   }
   return s;
 }
 
-struct External {
-  std::string location; // file name of the .msw beside the .ms
-  std::vector<std::pair<const uint8_t*, size_t>> chunks;
+// Where a constant's bytes go in the serialized FlatBuffer: left unwritten by the builder (the
+// builder reserves them without touching the pages) and filled while the file is written.
+struct Hole {
+  uint64_t position; // in the finished buffer
+  const StoredData* stored;
 };
 
-// Serializes `g`; with `external` set, constant data goes to the .msw chunks instead.
+struct External {
+  std::string location; // file name of the .msw beside the .ms
+  std::vector<const StoredData*> chunks;
+};
+
+// Serializes `g`. With `external` set, constant data goes to the .msw chunks instead; otherwise
+// the data vectors are reserved in the buffer and listed in `holes` for the caller to fill.
 Expected<flatbuffers::DetachedBuffer> serialize(const MsGraph& g, const MsWriteOptions& options,
                                                 const std::vector<StoredData>& stored,
-                                                External* external) {
+                                                External* external, std::vector<Hole>& holes) {
   uint64_t dataBytes = 0;
   for (const auto& s : stored)
     dataBytes += s.size;
-  flatbuffers::FlatBufferBuilder b(external ? 1 << 20 : static_cast<size_t>(dataBytes) + (1 << 20));
+  // Reserve room for everything up front: a growing builder copies what it holds, which would
+  // touch (and so make resident) the reserved data pages.
+  const uint64_t metaEstimate =
+      (uint64_t{2} << 20) + 1024 * (g.tensors.size() + g.nodes.size());
+  flatbuffers::FlatBufferBuilder b(
+      external ? 1 << 20 : static_cast<size_t>(dataBytes + 16 * g.tensors.size() + metaEstimate));
   uint64_t offset = kMswHeaderSize;
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
+  std::vector<std::pair<flatbuffers::uoffset_t, const StoredData*>> reserved;
   for (size_t i = 0; i < g.tensors.size(); ++i) {
     const MsTensor& t = g.tensors[i];
     const StoredData& s = stored[i];
@@ -170,14 +199,18 @@ Expected<flatbuffers::DetachedBuffer> serialize(const MsGraph& g, const MsWriteO
     flatbuffers::Offset<flatbuffers::Vector<uint8_t>> data;
     flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::ExternalData>>> ext;
     if (s.size && external && t.nodeType == ms::kNodeValue) {
-      external->chunks.push_back({s.data, s.size});
+      external->chunks.push_back(&s);
       auto entry = fb::CreateExternalData(
-          b, b.CreateString(std::to_string(s.data[0])), b.CreateString(external->location),
+          b, b.CreateString(std::to_string(s.firstByte())), b.CreateString(external->location),
           static_cast<int64_t>(offset), static_cast<int64_t>(s.size));
       ext = b.CreateVector(std::vector<flatbuffers::Offset<fb::ExternalData>>{entry});
       offset += s.size;
     } else if (s.size) {
-      data = b.CreateVector(s.data, s.size);
+      // The same layout CreateVector(bytes) gives, without writing the bytes.
+      uint8_t* unused = nullptr;
+      const flatbuffers::uoffset_t at = b.CreateUninitializedVector(s.size, 1, &unused);
+      reserved.emplace_back(at, &s);
+      data = flatbuffers::Offset<flatbuffers::Vector<uint8_t>>(at);
     }
     flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::QuantParam>>> quant;
     if (!t.quantParams.empty()) {
@@ -237,6 +270,11 @@ Expected<flatbuffers::DetachedBuffer> serialize(const MsGraph& g, const MsWriteO
                                   allNodes, allTensors, subgraphs);
   fb::FinishMetaGraphBuffer(b, root);
   flatbuffers::DetachedBuffer out = b.Release();
+  // An offset counts from the end of the buffer; a vector's bytes follow its 4-byte length.
+  for (const auto& [at, data] : reserved)
+    holes.push_back({out.size() - at + 4, data});
+  std::sort(holes.begin(), holes.end(),
+            [](const Hole& a, const Hole& b) { return a.position < b.position; });
   // The same check the runtime runs before it loads anything (and `kiln inspect` runs).
   flatbuffers::Verifier verifier(out.data(), out.size());
   if (!fb::VerifyMetaGraphBuffer(verifier))
@@ -246,8 +284,11 @@ Expected<flatbuffers::DetachedBuffer> serialize(const MsGraph& g, const MsWriteO
 }
 
 struct Built {
-  std::vector<uint8_t> model;
-  std::vector<uint8_t> weights; // .msw contents; empty when the weights are inline
+  ms::MsGraph lowered;             // owns the buffers `stored` points into
+  std::vector<StoredData> stored;  // one per tensor; `holes` and `external` point into it
+  flatbuffers::DetachedBuffer model;
+  std::vector<Hole> holes;         // inline constant data, written with the model
+  std::unique_ptr<External> external; // set when the weights go to a .msw file
 };
 
 Expected<Built> build(const Model& model, const MsWriteOptions& options,
@@ -259,27 +300,29 @@ Expected<Built> build(const Model& model, const MsWriteOptions& options,
         "pass bit_num between 1 and 16");
   auto lowered = ms::lowerToMs(model, options);
   if (!lowered) return lowered.status();
-  std::vector<StoredData> stored;
+  Built out;
+  out.lowered = std::move(*lowered);
   uint64_t dataBytes = 0;
-  for (const MsTensor& t : lowered->tensors) {
+  out.stored.reserve(out.lowered.tensors.size());
+  for (const MsTensor& t : out.lowered.tensors) {
     auto s = storedData(t, options);
     if (!s) return s.status();
     dataBytes += s->size;
-    stored.push_back(std::move(*s));
+    out.stored.push_back(std::move(*s));
   }
   // Room for everything but the data (names, dims, nodes), so the inline build never overflows.
   const uint64_t metaEstimate =
-      (uint64_t{1} << 16) + 512 * (lowered->tensors.size() + lowered->nodes.size());
+      (uint64_t{1} << 16) + 512 * (out.lowered.tensors.size() + out.lowered.nodes.size());
   const uint64_t limit =
       std::min<uint64_t>(options.externalDataThreshold, std::numeric_limits<int32_t>::max());
-  Built out;
   if (dataBytes + metaEstimate < limit) {
-    auto buffer = serialize(*lowered, options, stored, nullptr);
+    auto buffer = serialize(out.lowered, options, out.stored, nullptr, out.holes);
     if (!buffer) return buffer.status();
     if (buffer->size() < limit) {
-      out.model.assign(buffer->data(), buffer->data() + buffer->size());
+      out.model = std::move(*buffer);
       return out;
     }
+    out.holes.clear();
   }
   if (mswLocation.empty())
     return Status(ErrorCode::MsModelTooLarge,
@@ -288,41 +331,65 @@ Expected<Built> build(const Model& model, const MsWriteOptions& options,
                               dataBytes, limit),
                   "write the model to a file (kiln convert --to ms), which puts the weights in a "
                   ".msw file beside it");
-  External external;
-  external.location = mswLocation;
-  auto buffer = serialize(*lowered, options, stored, &external);
+  out.external = std::make_unique<External>();
+  out.external->location = mswLocation;
+  auto buffer = serialize(out.lowered, options, out.stored, out.external.get(), out.holes);
   if (!buffer) return buffer.status();
   // Without weights only the FlatBuffers offset range (2 GiB) bounds the graph itself.
   if (buffer->size() >= static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
     return Status(ErrorCode::MsModelTooLarge,
                   fmt::format("the .ms graph without weights still needs {} bytes", buffer->size()),
                   "split the model");
-  out.model.assign(buffer->data(), buffer->data() + buffer->size());
-  // .msw: 4096-byte header (magic, "checksum" = first model byte), then every constant's bytes in
-  // tensor order (ms.md §6.3).
-  uint64_t total = kMswHeaderSize;
-  for (const auto& c : external.chunks)
-    total += c.second;
-  out.weights.assign(static_cast<size_t>(total), 0);
-  const uint32_t checksum = out.model.empty() ? 0 : out.model[0];
-  std::memcpy(out.weights.data(), &kMswMagic, 4);
-  std::memcpy(out.weights.data() + 4, &checksum, 4);
-  size_t pos = kMswHeaderSize;
-  for (const auto& c : external.chunks) {
-    std::memcpy(out.weights.data() + pos, c.first, c.second);
-    pos += c.second;
-  }
+  out.model = std::move(*buffer);
   return out;
 }
 
-Status writeBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+// Streams pieces of output to `os`; counts what went through for the progress line.
+struct StreamSink {
+  std::ostream& os;
+  WriteProgress* progress;
+  bool operator()(const uint8_t* bytes, size_t count) {
+    os.write(reinterpret_cast<const char*>(bytes), static_cast<std::streamsize>(count));
+    if (progress) progress->advance(count);
+    return static_cast<bool>(os);
+  }
+};
+
+Status writeFailed(const std::string& path) {
+  return Status(ErrorCode::FileWriteFailed, fmt::format("{}: write failed", path),
+                "check free space and permissions");
+}
+
+// The .ms file: the serialized model with each constant's bytes written into its place.
+Status writeModel(const std::string& path, const Built& built, WriteProgress* progress) {
   return writeFileAtomically(path, [&](std::ostream& os) {
-    os.write(reinterpret_cast<const char*>(bytes.data()),
-             static_cast<std::streamsize>(bytes.size()));
-    if (!os)
-      return Status(ErrorCode::FileWriteFailed, fmt::format("{}: write failed", path),
-                    "check free space and permissions");
-    return Status::ok();
+    StreamSink sink{os, progress};
+    const uint8_t* buffer = built.model.data();
+    uint64_t pos = 0;
+    bool ok = true;
+    for (const Hole& h : built.holes) {
+      ok = ok && sink(buffer + pos, static_cast<size_t>(h.position - pos)) &&
+           emitStored(*h.stored, sink);
+      pos = h.position + h.stored->size;
+    }
+    ok = ok && sink(buffer + pos, static_cast<size_t>(built.model.size() - pos));
+    return ok ? Status::ok() : writeFailed(path);
+  });
+}
+
+// .msw: 4096-byte header (magic, "checksum" = first model byte), then every constant's bytes in
+// tensor order (ms.md §6.3), each streamed from its source.
+Status writeWeights(const std::string& path, const Built& built, WriteProgress* progress) {
+  return writeFileAtomically(path, [&](std::ostream& os) {
+    StreamSink sink{os, progress};
+    std::vector<uint8_t> header(kMswHeaderSize, 0);
+    const uint32_t checksum = built.model.size() == 0 ? 0 : built.model.data()[0];
+    std::memcpy(header.data(), &kMswMagic, 4);
+    std::memcpy(header.data() + 4, &checksum, 4);
+    bool ok = sink(header.data(), header.size());
+    for (const StoredData* chunk : built.external->chunks)
+      ok = ok && emitStored(*chunk, sink);
+    return ok ? Status::ok() : writeFailed(path);
   });
 }
 
@@ -331,7 +398,16 @@ Status writeBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
 Expected<std::vector<uint8_t>> buildMsBuffer(const Model& model, const MsWriteOptions& options) {
   auto built = build(model, options, "");
   if (!built) return built.status();
-  return std::move(built->model);
+  std::vector<uint8_t> out(built->model.data(), built->model.data() + built->model.size());
+  for (const Hole& h : built->holes) {
+    uint8_t* at = out.data() + h.position;
+    emitStored(*h.stored, [&](const uint8_t* bytes, size_t count) {
+      std::memcpy(at, bytes, count);
+      at += count;
+      return true;
+    });
+  }
+  return out;
 }
 
 Status writeMsFile(const Model& model, const MsWriteOptions& options, const std::string& path) {
@@ -339,15 +415,20 @@ Status writeMsFile(const Model& model, const MsWriteOptions& options, const std:
   const std::string location = std::filesystem::path(mswPath).filename().string();
   auto built = build(model, options, location);
   if (!built) return built.status();
-  if (!built->weights.empty()) {
-    Status s = writeBytes(mswPath, built->weights);
+  uint64_t total = built->model.size();
+  for (const StoredData& s : built->stored)
+    total += s.size;
+  WriteProgress progress("writing " + path, total);
+  if (built->external) {
+    Status s = writeWeights(mswPath, *built, &progress);
     if (!s) return s;
   }
-  Status s = writeBytes(path, built->model);
-  if (!s && !built->weights.empty()) {
+  Status s = writeModel(path, *built, &progress);
+  if (!s && built->external) {
     std::error_code ec;
     std::filesystem::remove(mswPath, ec); // no half-written model pair
   }
+  progress.finish();
   return s;
 }
 

@@ -2,7 +2,6 @@
 // bit layouts, which no general-purpose library produces.
 #include "weight_coding.h"
 
-#include <algorithm>
 
 #include <fmt/format.h>
 

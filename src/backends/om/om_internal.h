@@ -146,8 +146,17 @@ struct LoweredModel {
   uint64_t memorySize = 0; // feature-map bytes (no reuse)
 };
 
-// WEIGHTS_DATA constants start on this boundary.
+// WEIGHTS_DATA constants start on this boundary while lowering (layOutAsAtc moves them).
 constexpr size_t kWeightAlign = 32;
+
+// The platform version ATC stamps into the header (platform_version) and ModelDef.custom_version:
+// GraphEngine's framework version "1.11.z" plus ".0" (om.md §1.2, §1.11).
+constexpr const char* kPlatformVersion = "1.11.z.0";
+
+// What ATC's builder does to every model before saving it (om_layout.cpp): scalar shapes
+// present, padded tensor sizes, weights on 512-byte boundaries from byte 512, custom_version,
+// and the input/output name-index attributes.
+void layOutAsAtc(LoweredModel& model);
 
 // ONNX-semantics IR → GraphEngine ops (om_context.cpp, rules in ops/<family>.cpp). When given,
 // `refusals` receives every node that cannot lower (before the error is returned).

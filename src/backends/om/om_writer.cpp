@@ -98,6 +98,7 @@ Expected<OmArtifact> buildOmArtifact(const Model& model, const OmWriteOptions& o
                                : om::lowerModel(model, options);
   if (!lowered) return lowered.status();
   om::LoweredModel& l = *lowered;
+  om::layOutAsAtc(l);
 
   domi::ModelTaskDef task;
   task.set_memory_size(l.memorySize);
@@ -117,7 +118,7 @@ Expected<OmArtifact> buildOmArtifact(const Model& model, const OmWriteOptions& o
   attrs["stream_num"] = om::attrI(1);
   attrs["event_num"] = om::attrI(0);
   attrs["label_num"] = om::attrI(0);
-  attrs["core_type"] = om::attrI(0);
+  attrs["core_type"] = om::attrI(options.coreType);
   {
     ge::proto::AttrDef info;
     auto* list = info.mutable_list();
@@ -163,6 +164,7 @@ Expected<OmArtifact> buildOmArtifact(const Model& model, const OmWriteOptions& o
   header.omIrVersion = om::kOmProtoVersion;
   header.modelNum = 1;
   header.platformType = 1; // TARGET_TYPE_MINI_8BIT: Linux targets
+  header.platformVersion = om::kPlatformVersion;
   header.modelLength = table.size() + offset;
 
   OmArtifact artifact;

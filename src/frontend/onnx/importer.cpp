@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <queue>
@@ -701,9 +702,24 @@ bool looksLikeText(const uint8_t* data, size_t size) {
   return n > 0;
 }
 
+// Files users pass by mistake where an ONNX model belongs, by their leading bytes: an Ascend
+// offline model ("IMOD"), a MindSpore Lite model (flatbuffer identifier "MSL" at byte 4).
+std::string otherModelFormat(const uint8_t* data, size_t size) {
+  if (size >= 4 && std::memcmp(data, "IMOD", 4) == 0)
+    return "an Ascend .om (offline model: IMOD header)";
+  if (size >= 8 && std::memcmp(data + 4, "MSL", 3) == 0)
+    return "a MindSpore Lite .ms model";
+  return "";
+}
+
 Expected<Model> importScanned(const uint8_t* data, size_t size, std::shared_ptr<const void> owner,
                               const MappedFile* file, const std::string& displayName,
                               const std::string& baseDir, const OnnxImportOptions& options) {
+  if (std::string other = otherModelFormat(data, size); !other.empty())
+    return Status(ErrorCode::NotProtobuf,
+                  fmt::format("{}: this is {}, not an ONNX model", displayName, other),
+                  "pass the ONNX model it was made from; to get ONNX back from it, run `kiln "
+                  "convert FILE --to onnx -o model.onnx`");
   auto scanned = onnx_import::scanModel(data, size);
   if ((!scanned || !scanned->hasGraph) && looksLikeText(data, size))
     return Status(ErrorCode::NotProtobuf,

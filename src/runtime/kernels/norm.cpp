@@ -5,6 +5,7 @@
 #include <random>
 
 #include "nn_util.h"
+#include "ops/norm.h"
 
 namespace kiln::rt {
 namespace {
@@ -455,20 +456,16 @@ Status groupNormOp(KernelContext& ctx) {
   return Status::ok();
 }
 
-// Training-mode Dropout keeps x / (1 - ratio) where a uniform [0, 1) draw is >= ratio. The draws
-// come from MT19937 seeded with the seed attribute (0 when absent, so runs are reproducible),
-// each a 53-bit double from two 32-bit outputs: the convention of the ONNX reference generator.
+// Training-mode Dropout keeps x / (1 - ratio) where a uniform [0, 1) draw is >= ratio; the draws
+// are ops::dropoutDraws (seeded: reproducible, the ONNX reference generator's convention).
 Status trainingDropout(KernelContext& ctx, double ratio) {
   const Tensor& x = ctx.input(0);
   if (ratio < 0.0 || ratio >= 1.0) return ctx.fail("ratio {} outside [0, 1)", ratio);
-  std::mt19937 gen(static_cast<uint32_t>(ctx.attrInt("seed", 0)));
   OutTensor mask(DType::Bool, x.dims());
   uint8_t* keep = mask.bytes();
-  for (uint64_t i = 0; i < mask.elementCount(); ++i) {
-    const uint32_t a = gen() >> 5, b = gen() >> 6;
-    const double u = (a * 67108864.0 + b) / 9007199254740992.0;
-    keep[i] = u >= ratio ? 1 : 0;
-  }
+  const std::vector<double> draws = ops::dropoutDraws(ctx.attrInt("seed", 0), mask.elementCount());
+  for (uint64_t i = 0; i < mask.elementCount(); ++i)
+    keep[i] = draws[i] >= ratio ? 1 : 0;
   bool done = nn::dispatchFloat(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     Staged<T> xv(x);

@@ -1,6 +1,7 @@
-// .ms rules of the activation family, rewritten half: Softsign (no .ms activation type the runtime
-// populates) and Hardmax (no .ms op), built from ops .ms has. Lowering only: the ops emitted are
-// read back by the elementwise, reduce and shape_ops files.
+// .ms rules of the activation family, rewritten half: Softsign, Selu and ThresholdedRelu (.ms has
+// activation types for them, but the runtime populates none of the three: ms.md §4.6), Shrink and
+// Hardmax (no .ms op), built from ops .ms has. Lowering only: the ops emitted are read back by the
+// activation, elementwise, reduce and shape_ops files.
 #include <fmt/format.h>
 #include <string>
 #include <vector>
@@ -33,6 +34,64 @@ Status lowerSoftsign(LoweringContext& ctx, const Node& n) {
   auto y = ctx.output(n.output(0), Layout::Onnx);
   if (!y) return y.status();
   ch.op(PT::PrimitiveType_DivFusion, {*x, den}, *y);
+  return Status::ok();
+}
+
+// The float attributes of Selu, ThresholdedRelu and Shrink, kind-checked, and a float input.
+std::string checkFloatActivation(const Node& n, const lowering::OpContext& context) {
+  for (const char* name : {"alpha", "gamma", "lambd", "bias"})
+    if (auto v = ops::floatAttr(n, name, 0); !v) return v.status().message();
+  return checkFloatInput(n, context);
+}
+
+// Selu → gamma · Elu(x, alpha): Activation ELU (a type the runtime populates, with its alpha)
+// then MulFusion by gamma. For x > 0 both give gamma · x; below, gamma · alpha · (eˣ − 1).
+Status lowerSelu(LoweringContext& ctx, const Node& n) {
+  KILN_ASSIGN_OR_RETURN(const float alpha, ops::floatAttr(n, "alpha", 1.67326319217681884765625f));
+  KILN_ASSIGN_OR_RETURN(const float gamma, ops::floatAttr(n, "gamma", 1.05070102214813232421875f));
+  Chain ch(ctx, n);
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  uint32_t elu = ch.unary(PT::PrimitiveType_Activation, *x, std::nullopt, [=](FBB& b) {
+    return fb::CreateActivation(b, fb::ActivationType_ELU, alpha, 0, 0, false).Union();
+  });
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  ch.op(PT::PrimitiveType_MulFusion, {elu, ch.scalar(gamma, ch.typeOf(*x))}, *y);
+  return Status::ok();
+}
+
+// ThresholdedRelu → Where(x > alpha, x, 0).
+Status lowerThresholdedRelu(LoweringContext& ctx, const Node& n) {
+  KILN_ASSIGN_OR_RETURN(const float alpha, ops::floatAttr(n, "alpha", 1.0f));
+  Chain ch(ctx, n);
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  const int type = ch.typeOf(*x);
+  uint32_t above = ch.binary(PT::PrimitiveType_Greater, *x, ch.scalar(alpha, type), kTypeBool);
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  ch.op(PT::PrimitiveType_Where, {above, *x, ch.scalar(0, type)}, *y);
+  return Status::ok();
+}
+
+// Shrink → Where(x > lambd, x − bias, Where(x < −lambd, x + bias, 0)).
+Status lowerShrink(LoweringContext& ctx, const Node& n) {
+  KILN_ASSIGN_OR_RETURN(const float lambd, ops::floatAttr(n, "lambd", 0.5f));
+  KILN_ASSIGN_OR_RETURN(const float bias, ops::floatAttr(n, "bias", 0.0f));
+  Chain ch(ctx, n);
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  const int type = ch.typeOf(*x);
+  uint32_t below = ch.binary(PT::PrimitiveType_Less, *x, ch.scalar(-lambd, type), kTypeBool);
+  uint32_t raised = ch.binary(PT::PrimitiveType_AddFusion, *x, ch.scalar(bias, type));
+  uint32_t lower =
+      ch.op(PT::PrimitiveType_Where, {below, raised, ch.scalar(0, type)}, ch.tmpLike(*x));
+  uint32_t above = ch.binary(PT::PrimitiveType_Greater, *x, ch.scalar(lambd, type), kTypeBool);
+  uint32_t cut = ch.binary(PT::PrimitiveType_SubFusion, *x, ch.scalar(bias, type));
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  ch.op(PT::PrimitiveType_Where, {above, cut, lower}, *y);
   return Status::ok();
 }
 
@@ -83,6 +142,9 @@ Status lowerHardmax(LoweringContext& ctx, const Node& n) {
 
 KILN_MS_LOWERING("Softsign", checkFloatInput, lowerSoftsign);
 KILN_MS_LOWERING("Hardmax", checkFloatInput, lowerHardmax);
+KILN_MS_LOWERING("Selu", checkFloatActivation, lowerSelu);
+KILN_MS_LOWERING("ThresholdedRelu", checkFloatActivation, lowerThresholdedRelu);
+KILN_MS_LOWERING("Shrink", checkFloatActivation, lowerShrink);
 
 } // namespace
 } // namespace kiln::ms

@@ -2,12 +2,17 @@
 // LayerNormalization, LpNormalization, LRN, Dropout).
 // Lowering (ONNX → .ms: a pure check and the lower that emits ops) and raising (the reader's
 // rules for the .ms ops this family emits, back to ONNX ops) side by side.
+#include <cmath>
+#include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_raise_context.h"
 #include "ops/attributes.h"
+#include "ops/norm.h"
 
 namespace kiln::ms {
 
@@ -214,16 +219,104 @@ std::string checkDropout(const Node& n, const lowering::OpContext&) {
   return attributeReason(n);
 }
 
-// Dropout at inference is the identity.
+// Elements a training-mode Dropout may draw for: its draws are a constant of this many floats.
+constexpr uint64_t kMaxDropoutDraws = uint64_t(1) << 20;
+
+// Training-mode Dropout (training_mode not a constant false, ratio not a constant 0): the
+// executor draws its keep mask from a seeded generator (ops::dropoutDraws: the same draws on
+// every run), so the draws are a constant and the mask is keep = draws >= ratio; then
+// y = Where(keep, x · 1/(1 − ratio), 0). A constant ratio makes keep itself a constant; a run-time
+// one is compared at run time against the draws rounded down to float32 (exact for a float32 or
+// float16 ratio: u >= r ⇔ ⌊u⌋ >= r). A run-time training_mode t selects:
+// y = Where(t, dropped, x), mask = keep | !t. A ratio of 0 keeps every element (scale 1).
+Status lowerTrainingDropout(LoweringContext& ctx, const Node& n, std::optional<double> ratio,
+                            std::optional<double> training) {
+  auto shape = ctx.staticShape(n.input(0));
+  if (!shape)
+    return dynamicShape("training-mode Dropout over a dynamic shape (its draws are a constant)");
+  uint64_t count = 1;
+  for (int64_t d : *shape)
+    count *= uint64_t(d);
+  if (count > kMaxDropoutDraws)
+    return bad("training-mode Dropout over {} elements (its draws are a constant, at most {})",
+               count, kMaxDropoutDraws);
+  if (ratio && (*ratio < 0 || *ratio >= 1)) return bad("ratio {} outside [0, 1)", *ratio);
+  KILN_ASSIGN_OR_RETURN(const int64_t seed, ops::intAttr(n, "seed", 0));
+  const std::vector<double> draws = ops::dropoutDraws(seed, count);
+  // The .ms has no random op kiln can match, so the mask's draws are fixed: say so once per node.
+  std::fprintf(stderr,
+               "kiln: note: Dropout '%s' may run in training mode: its random draws are made once "
+               "at conversion (seed %lld) and stored in the .ms, so every training-mode run drops "
+               "the same elements\n",
+               n.name().c_str(), static_cast<long long>(seed));
+  Chain ch(ctx, n);
+  auto xin = ctx.input(n.input(0), Layout::Onnx);
+  if (!xin) return xin.status();
+  const uint32_t x = *xin;
+  const int type = ch.typeOf(x);
+  if (type != kTypeFloat32 && type != kTypeFloat16 && type != kTypeFloat64)
+    return bad("training-mode Dropout over {} data", dtypeName(n.input(0)->dtype()));
+  const std::vector<int32_t> dims(shape->begin(), shape->end());
+  uint32_t keep, scale;
+  if (ratio) {
+    std::vector<double> kept(count);
+    for (uint64_t i = 0; i < count; ++i)
+      kept[i] = draws[i] >= *ratio ? 1 : 0;
+    keep = ch.constant(kept, kTypeBool, dims);
+    scale = ch.scalar(double(static_cast<float>(1.0 / (1.0 - *ratio))), type);
+  } else {
+    std::vector<double> lowered(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      float f = static_cast<float>(draws[i]);
+      if (double(f) > draws[i]) f = std::nextafter(f, -1.0f);
+      lowered[i] = f;
+    }
+    auto rin = ctx.input(n.input(1), Layout::Onnx);
+    if (!rin) return rin.status();
+    const uint32_t r = ch.cast(*rin, kTypeFloat32);
+    keep = ch.binary(fb::PrimitiveType_GreaterEqual, ch.constant(lowered, kTypeFloat32, dims), r,
+                     kTypeBool);
+    uint32_t rest = ch.binary(fb::PrimitiveType_SubFusion, ch.scalar(1, kTypeFloat32), r);
+    scale = ch.cast(ch.unary(fb::PrimitiveType_Reciprocal, rest), type);
+  }
+  std::optional<uint32_t> t;
+  if (!training) {
+    auto tin = ctx.input(n.input(2), Layout::Onnx);
+    if (!tin) return tin.status();
+    t = *tin;
+  }
+  const uint32_t scaled = ch.binary(fb::PrimitiveType_MulFusion, x, scale);
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  const uint32_t dropped = t ? ch.tmp(type, dims) : *y;
+  ch.op(fb::PrimitiveType_Where, {keep, scaled, ch.scalar(0, type)}, dropped);
+  if (t) ch.op(fb::PrimitiveType_Where, {*t, dropped, x}, *y);
+  if (outputUsed(n, 1)) {
+    auto m = ctx.output(n.output(1), Layout::Onnx);
+    if (!m) return m.status();
+    if (t)
+      ch.op(fb::PrimitiveType_LogicalOr, {keep, ch.unary(fb::PrimitiveType_LogicalNot, *t)}, *m);
+    else
+      ch.op(fb::PrimitiveType_Reshape, {keep, ctx.intConst(*shape, n.output(1)->name() + "_shape")},
+            *m);
+  }
+  return Status::ok();
+}
+
+// Dropout at inference is the identity; in training mode, lowerTrainingDropout.
 Status lowerDropout(LoweringContext& ctx, const Node& n) {
   if (n.input(2)) {
     auto c = ctx.constOf(n.input(2));
-    auto on = c ? scalarValue(c->tensor) : std::nullopt;
-    auto r = n.input(1) ? ctx.constOf(n.input(1)) : std::nullopt;
-    auto ratio = r ? scalarValue(r->tensor) : std::nullopt;
+    std::optional<double> on;
+    if (c && c->tensor.elementCount() == 1) on = rt::elementAsDouble(c->tensor, 0); // bool
+    std::optional<double> ratio = 0.5; // opset 12's default when the input is omitted
+    if (n.input(1)) {
+      auto r = ctx.constOf(n.input(1));
+      ratio = r ? scalarValue(r->tensor) : std::nullopt;
+    }
     // Training mode drops elements unless the ratio is 0.
     if ((!on || *on != 0) && (!ratio || *ratio != 0))
-      return bad("training_mode that is not a constant false, with a non-zero ratio");
+      return lowerTrainingDropout(ctx, n, ratio, on);
   }
   ctx.setAlias(n.output(0), n.input(0));
   if (outputUsed(n, 1)) {

@@ -41,6 +41,10 @@ std::string checkPool(const Node& n, const lowering::OpContext& context) {
   return withConvPoolExpansion(n, context, checkPoolNative(n));
 }
 
+// Taps a dilated MaxPool whose strides are no multiples of its dilations may have: each becomes
+// a StridedSlice.
+constexpr int64_t kMaxDilatedTaps = 64;
+
 // MaxPool with dilation d and a stride s that is a multiple of it: every tap sits on the grid
 // d·t of the padded input, so it is Pad(−inf) → StridedSlice(step d) → MaxPoolFusion(kernel k,
 // stride s/d, no pad), in NHWC over a 4-D view ([N, C, 1, L] for 1-D). The end pad grows to the
@@ -72,14 +76,19 @@ Status lowerDilatedMaxPool(LoweringContext& ctx, const Node& n) {
     outHW = {(*out)[2], (*out)[3]};
   }
   len = {view[2], view[3]};
+  // A stride that is no multiple of the dilation puts the taps off any one grid: each of the
+  // k_h·k_w taps is then a StridedSlice (step s) of its own and a Maximum chain reduces them.
+  const bool perTap = ss[0] % dd[0] != 0 || ss[1] % dd[1] != 0;
+  if (perTap && kk[0] * kk[1] > kMaxDilatedTaps)
+    return bad("dilations [{}] with strides [{}] that are not multiples of them, over {} taps "
+               "(at most {} become slices)",
+               fmt::join(dl, ","), fmt::join(st, ","), kk[0] * kk[1], kMaxDilatedTaps);
   std::vector<int64_t> m(2), taps(2), padEnd(2), sliceEnd(2);
   for (size_t a = 0; a < 2; ++a) {
-    if (ss[a] % dd[a] != 0)
-      return bad("dilations [{}] with strides [{}] that are not multiples of them",
-                 fmt::join(dl, ","), fmt::join(st, ","));
-    m[a] = ss[a] / dd[a];
+    m[a] = perTap ? 1 : ss[a] / dd[a];
     taps[a] = (outHW[a] - 1) * m[a] + kk[a];
-    sliceEnd[a] = dd[a] * (taps[a] - 1) + 1;
+    sliceEnd[a] =
+        perTap ? dd[a] * (kk[a] - 1) + (outHW[a] - 1) * ss[a] + 1 : dd[a] * (taps[a] - 1) + 1;
     padEnd[a] = std::max(pe[a], sliceEnd[a] - len[a] - pb[a]);
   }
   const std::string base = n.output(0)->name();
@@ -100,6 +109,39 @@ Status lowerDilatedMaxPool(LoweringContext& ctx, const Node& n) {
   ctx.emit(fb::PrimitiveType_PadFusion,
            [=](FBB& b) { return fb::CreatePadFusion(b, 0, fb::PaddingMode_CONSTANT, negInf).Union(); },
            {x4, tp}, {xp});
+  if (perTap) {
+    // Tap (i, j) of every window: rows i·d_h + s_h·r, columns j·d_w + s_w·c.
+    std::optional<uint32_t> acc;
+    for (int64_t i = 0; i < kk[0]; ++i)
+      for (int64_t j = 0; j < kk[1]; ++j) {
+        const std::string tap = fmt::format("{}_tap{}_{}", base, i, j);
+        const int64_t r0 = i * dd[0], c0 = j * dd[1];
+        uint32_t tb = ctx.intConst({0, 0, r0, c0}, tap + "_begin");
+        uint32_t te = ctx.intConst(
+            {view[0], view[1], r0 + (outHW[0] - 1) * ss[0] + 1, c0 + (outHW[1] - 1) * ss[1] + 1},
+            tap + "_end");
+        uint32_t ts = ctx.intConst({1, 1, ss[0], ss[1]}, tap + "_steps");
+        MsTensor t = ctx.tensor(xp);
+        t.name = tap;
+        t.dims = {int32_t(view[0]), int32_t(view[1]), int32_t(outHW[0]), int32_t(outHW[1])};
+        uint32_t sliced = ctx.addTensor(std::move(t));
+        ctx.emit(fb::PrimitiveType_StridedSlice,
+                 [](FBB& b) { return fb::CreateStridedSlice(b, 0, 0, 0, 0, 0).Union(); },
+                 {xp, tb, te, ts}, {sliced});
+        if (!acc) {
+          acc = sliced;
+          continue;
+        }
+        uint32_t merged = ctx.intermediate(sliced, ctx.uniqueName(tap + "_max"));
+        ctx.emit(fb::PrimitiveType_Maximum, emptyTable<fb::Maximum>(), {*acc, sliced}, {merged});
+        acc = merged;
+      }
+    uint32_t s = ctx.intConst(*out, base + "_shape");
+    auto y = ctx.output(n.output(0), Layout::Onnx);
+    if (!y) return y.status();
+    ctx.emit(fb::PrimitiveType_Reshape, emptyTable<fb::Reshape>(), {*acc, s}, {*y});
+    return Status::ok();
+  }
   uint32_t tb = ctx.intConst({0, 0, 0, 0}, base + "_dil_begin");
   uint32_t te = ctx.intConst({view[0], view[1], sliceEnd[0], sliceEnd[1]}, base + "_dil_end");
   uint32_t ts = ctx.intConst({1, 1, dd[0], dd[1]}, base + "_dil_steps");

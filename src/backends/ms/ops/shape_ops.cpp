@@ -1,7 +1,7 @@
 // .ms rules of the shape_ops family, layout half (Reshape, Flatten, Squeeze, Unsqueeze, Transpose,
-// Concat, Split, DepthToSpace, SpaceToDepth); slicing, padding and generated tensors are in
-// shape_ops_slice_pad.cpp. Lowering (ONNX → .ms: a pure check and the lower that emits ops) and
-// raising (the reader's rules for the .ms ops this family emits) side by side.
+// Concat, Split, DepthToSpace, SpaceToDepth, ReverseSequence); slicing, padding and generated
+// tensors are in shape_ops_slice_pad.cpp. Lowering (ONNX → .ms: a pure check and the lower that
+// emits ops) and raising (the reader's rules for the .ms ops this family emits) side by side.
 #include <algorithm>
 #include <cstdint>
 #include <fmt/format.h>
@@ -53,6 +53,23 @@ Status lowerReshape(LoweringContext& ctx, const Node& n) {
       outShape && std::find(outShape->begin(), outShape->end(), 0) != outShape->end();
   if (allowZero != 0 && (!outShape || outHasZero)) {
     // A known output shape without zeros means the same to .ms whatever allowzero says.
+    if (outHasZero && !c) {
+      // A known output of no elements holds nothing of x: ConstantOfShape makes it.
+      const int type = ctx.tensor(*x).dataType;
+      if (type != kTypeFloat32 && type != kTypeInt32 && type != kTypeFloat16 && type != kTypeBool)
+        return bad("allowzero=1 with a run-time shape, to an empty {} output",
+                   dtypeName(n.output(0)->dtype()));
+      uint32_t s = ctx.intConst(*outShape, n.output(0)->name() + "_shape");
+      auto y = ctx.output(n.output(0), Layout::Onnx);
+      if (!y) return y.status();
+      ctx.emit(fb::PrimitiveType_ConstantOfShape,
+               [=](FBB& b) {
+                 return fb::CreateConstantOfShape(b, type, b.CreateVector(std::vector<float>{0}))
+                     .Union();
+               },
+               {s}, {*y});
+      return Status::ok();
+    }
     if (!c) return bad("allowzero=1 with a run-time shape");
     for (int64_t d : intValues(c->tensor))
       if (d == 0) return bad("allowzero=1 with a 0 in the shape (.ms copies the input dim)");
@@ -302,10 +319,43 @@ Status lowerSpaceDepth(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
+// ReverseSequence → ReverseSequence {seq_dim = time_axis, batch_dim = batch_axis}(x, lengths), the
+// lengths as int32 (the runtime's index type).
+std::string checkReverseSequence(const Node& n, const lowering::OpContext&) {
+  auto time = ops::intAttr(n, "time_axis", 0);
+  if (!time) return time.status().message();
+  auto batch = ops::intAttr(n, "batch_axis", 1);
+  if (!batch) return batch.status().message();
+  if (*time == *batch || *time < 0 || *time > 1 || *batch < 0 || *batch > 1)
+    return fmt::format("time_axis {} and batch_axis {} (ONNX takes 0 and 1, one each)", *time,
+                       *batch);
+  return {};
+}
+
+Status lowerReverseSequence(LoweringContext& ctx, const Node& n) {
+  KILN_ASSIGN_OR_RETURN(const int64_t time, ops::intAttr(n, "time_axis", 0));
+  KILN_ASSIGN_OR_RETURN(const int64_t batch, ops::intAttr(n, "batch_axis", 1));
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  Expected<uint32_t> lengths = 0u;
+  if (auto c = ctx.constOf(n.input(1)); c && c->tensor.dims().size() == 1)
+    lengths = ctx.intConst(intValues(c->tensor), n.output(0)->name() + "_lengths");
+  else
+    lengths = ctx.int32Input(n.input(1));
+  if (!lengths) return lengths.status();
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  ctx.emit(fb::PrimitiveType_ReverseSequence,
+           [=](FBB& b) { return fb::CreateReverseSequence(b, time, batch).Union(); },
+           {*x, *lengths}, {*y});
+  return Status::ok();
+}
+
 KILN_MS_LOWERING("Concat", checkShapeOp, lowerConcat);
 KILN_MS_LOWERING("DepthToSpace", checkSpaceDepth, lowerSpaceDepth);
 KILN_MS_LOWERING("Flatten", checkShapeOp, lowerFlatten);
 KILN_MS_LOWERING("Reshape", checkShapeOp, lowerReshape);
+KILN_MS_LOWERING("ReverseSequence", checkReverseSequence, lowerReverseSequence);
 KILN_MS_LOWERING("SpaceToDepth", checkSpaceDepth, lowerSpaceDepth);
 KILN_MS_LOWERING("Split", checkSplit, lowerSplit);
 KILN_MS_LOWERING("Squeeze", checkShapeOp, lowerSqueeze);
@@ -432,6 +482,20 @@ Status raiseNonZero(RaisingContext& ctx, const msfb::Primitive&) {
   return ctx.bind(0, y);
 }
 
+Status raiseReverseSequence(RaisingContext& ctx, const msfb::Primitive& p) {
+  const msfb::ReverseSequence* r = p.value_as_ReverseSequence();
+  if (ctx.inputCount() != 2) return ctx.nodeUnsupported("needs x and the sequence lengths");
+  const int64_t time = r ? r->seq_dim() : 0, batch = r ? r->batch_dim() : 0;
+  if (time == batch || time < 0 || time > 1 || batch < 0 || batch > 1)
+    return ctx.nodeUnsupported(
+        fmt::format("seq_dim {} with batch_dim {} (ONNX takes 0 and 1, one each)", time, batch));
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  KILN_ASSIGN_OR_RETURN(Value * lengths, ctx.int64Input(1));
+  return ctx.bind(0, ctx.emit("ReverseSequence", {x, lengths},
+                              {{"time_axis", Attribute::ofInt(time)},
+                               {"batch_axis", Attribute::ofInt(batch)}}));
+}
+
 Status raiseTriuOrTril(RaisingContext& ctx, const msfb::Primitive& p) {
   KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
   std::vector<Value*> ins{x};
@@ -458,6 +522,7 @@ KILN_MS_RAISING(Unstack, raiseUnstack);
 KILN_MS_RAISING(DepthToSpace, raiseDepthToSpaceOrSpaceToDepth);
 KILN_MS_RAISING(SpaceToDepth, raiseDepthToSpaceOrSpaceToDepth);
 KILN_MS_RAISING(NonZero, raiseNonZero);
+KILN_MS_RAISING(ReverseSequence, raiseReverseSequence);
 KILN_MS_RAISING(Triu, raiseTriuOrTril);
 KILN_MS_RAISING(Tril, raiseTriuOrTril);
 

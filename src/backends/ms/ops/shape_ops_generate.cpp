@@ -1,4 +1,5 @@
-// .ms rules of the shape_ops family, generated-pattern half: Trilu, EyeLike, OneHot and Compress,
+// .ms rules of the shape_ops family, generated-pattern half: Trilu, EyeLike, OneHot, Compress and
+// NonZero,
 // which .ms has no stable primitive for (Triu/Tril ids moved between releases) or which need
 // ONNX's index rules made explicit. Lowering only: they emit ops other families read back.
 #include <cstdint>
@@ -212,7 +213,42 @@ Status lowerCompress(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
+// NonZero → NonZero, whose int32 [rank, count] indices (the runtime kernel's layout, as ONNX's)
+// are cast to ONNX's int64. The kernel reads its input as bool: other dtypes go through
+// NotEqual(x, 0) first.
+std::string checkNonZero(const Node& n, const lowering::OpContext&) {
+  if (!n.input(0)) return "an omitted input";
+  const DType t = n.input(0)->dtype();
+  if (t == DType::String || t == DType::BFloat16 || t == DType::Complex64 || t == DType::Complex128)
+    return fmt::format("{} input", dtypeName(t));
+  return {};
+}
+
+Status lowerNonZero(LoweringContext& ctx, const Node& n) {
+  Chain ch(ctx, n);
+  auto xin = ctx.input(n.input(0), Layout::Onnx);
+  if (!xin) return xin.status();
+  const int rank = ctx.rankOf(n.input(0));
+  if (rank < 1) return bad("NonZero over a scalar or an unknown rank");
+  uint32_t x = *xin;
+  if (ch.typeOf(x) != kTypeBool)
+    x = ch.binary(fb::PrimitiveType_NotEqual, x, ch.scalar(0, ch.typeOf(x)), kTypeBool);
+  uint32_t nz = ch.op(fb::PrimitiveType_NonZero, {x}, ch.tmp(kTypeInt32, {rank, -1}));
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  const int type = ch.typeOf(*y);
+  if (type == kTypeInt32) {
+    ch.op(fb::PrimitiveType_Reshape, {nz, ctx.intConst({rank, -1}, n.output(0)->name() + "_shape")},
+          *y);
+    return Status::ok();
+  }
+  uint32_t to = ctx.intConst({type}, n.output(0)->name() + "_to", std::vector<int32_t>{});
+  ch.op(fb::PrimitiveType_Cast, {nz, to}, *y);
+  return Status::ok();
+}
+
 KILN_MS_LOWERING("Compress", checkCompress, lowerCompress);
+KILN_MS_LOWERING("NonZero", checkNonZero, lowerNonZero);
 KILN_MS_LOWERING("Trilu", checkTrilu, lowerTrilu);
 KILN_MS_LOWERING("EyeLike", checkEyeLike, lowerEyeLike);
 KILN_MS_LOWERING("OneHot", checkOneHot, lowerOneHot);

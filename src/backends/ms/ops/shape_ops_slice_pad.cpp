@@ -160,7 +160,10 @@ Status lowerSlice(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
-// Pad's mode as the .ms PaddingMode; "" reason when it has one.
+// Pad mode 'edge', which no .ms PaddingMode is: lowered as Gathers (lowerEdgePad).
+constexpr int kEdgeMode = -1;
+
+// Pad's mode as the .ms PaddingMode (or kEdgeMode); "" reason when it has one.
 std::string padMode(const Node& n, int* mode) {
   auto name = ops::stringAttr(n, "mode", "constant");
   if (!name) return name.status().message();
@@ -168,9 +171,84 @@ std::string padMode(const Node& n, int* mode) {
     *mode = fb::PaddingMode_CONSTANT;
   else if (*name == "reflect")
     *mode = fb::PaddingMode_REFLECT;
+  else if (*name == "edge")
+    *mode = kEdgeMode;
   else
-    return fmt::format("mode '{}' (.ms pads take constant or reflect)", *name);
+    return fmt::format("mode '{}' (.ms pads take constant, reflect or edge)", *name);
   return {};
+}
+
+// Pad mode 'edge' → one Gather per padded axis, whose indices are the source position of each
+// output position clamped into the axis: [0]·b ++ 0..n−1 ++ [n−1]·e. Exact (every output element
+// is a copy of one input element). `pads` ([begin…, end…]) known: the indices are constants and
+// only padded axes are gathered. Fed at run time (`pads` empty): on every axis the indices are
+// Range(−b, n + e) clamped with Maximum(·, 0) and Minimum(·, n − 1), b and e picked out of the
+// int32 pads — which also crops for negative pads. Every dim of x must be static.
+Status lowerEdgePad(LoweringContext& ctx, const Node& n, const std::vector<int64_t>& pads) {
+  auto shape = ctx.staticShape(n.input(0));
+  if (!shape) return dynamicShape("edge padding needs the input's static shape");
+  const int rank = static_cast<int>(shape->size());
+  const bool runtime = pads.empty();
+  std::vector<int> axes;
+  for (int i = 0; i < rank; ++i)
+    if (runtime || pads[size_t(i)] != 0 || pads[size_t(i + rank)] != 0) axes.push_back(i);
+  for (int i : axes)
+    if ((*shape)[size_t(i)] == 0) return bad("edge padding of the empty axis {}", i);
+  Chain ch(ctx, n);
+  auto xin = ctx.input(n.input(0), Layout::Onnx);
+  if (!xin) return xin.status();
+  uint32_t cur = *xin;
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  if (axes.empty()) { // nothing padded: a copy through Reshape, so the output is produced
+    ch.op(fb::PrimitiveType_Reshape, {cur, ctx.intConst(*shape, n.output(0)->name() + "_shape")},
+          *y);
+    return Status::ok();
+  }
+  std::optional<uint32_t> p32;
+  if (runtime) {
+    auto p = ctx.int32Input(n.input(1));
+    if (!p) return p.status();
+    p32 = *p;
+  }
+  std::vector<int32_t> dims(shape->begin(), shape->end());
+  const std::string& base = n.output(0)->name();
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int axis = axes[k];
+    const int64_t size = (*shape)[size_t(axis)];
+    uint32_t idx;
+    if (!runtime) {
+      const int64_t b = pads[size_t(axis)], e = pads[size_t(axis + rank)];
+      std::vector<int64_t> source;
+      for (int64_t j = -b; j < size + e; ++j)
+        source.push_back(std::clamp<int64_t>(j, 0, size - 1));
+      idx = ctx.intConst(source, fmt::format("{}_edge{}", base, axis));
+      dims[size_t(axis)] = static_cast<int32_t>(source.size());
+    } else {
+      auto pick = [&](int64_t at) {
+        uint32_t i = ctx.intConst({at}, fmt::format("{}_pad{}", base, at), std::vector<int32_t>{});
+        return ch.op(fb::PrimitiveType_Gather,
+                     {*p32, i, ctx.intConst({0}, fmt::format("{}_pad{}_axis", base, at))},
+                     ch.tmp(kTypeInt32, {}));
+      };
+      uint32_t start = ch.binary(fb::PrimitiveType_SubFusion, ch.scalar(0, kTypeInt32), pick(axis));
+      uint32_t limit = ch.binary(fb::PrimitiveType_AddFusion, pick(axis + rank),
+                                 ch.scalar(double(size), kTypeInt32));
+      uint32_t range = ch.op(fb::PrimitiveType_Range, {start, limit, ch.scalar(1, kTypeInt32)},
+                             ch.tmp(kTypeInt32, {-1}), [](FBB& b) {
+                               return fb::CreateRange(b, kTypeInt32, 0, 0, 1).Union();
+                             });
+      uint32_t low = ch.binary(fb::PrimitiveType_Maximum, range, ch.scalar(0, kTypeInt32));
+      idx = ch.binary(fb::PrimitiveType_Minimum, low, ch.scalar(double(size - 1), kTypeInt32));
+      dims[size_t(axis)] = -1;
+    }
+    const bool last = k + 1 == axes.size();
+    uint32_t out = last ? *y : ch.tmp(ch.typeOf(cur), dims);
+    ch.op(fb::PrimitiveType_Gather,
+          {cur, idx, ctx.intConst({axis}, fmt::format("{}_edge{}_axis", base, axis))}, out);
+    cur = out;
+  }
+  return Status::ok();
 }
 
 std::string checkPad(const Node& n, const lowering::OpContext&) {
@@ -186,6 +264,7 @@ Status lowerRuntimePad(LoweringContext& ctx, const Node& n, int rank) {
   if (n.input(3)) return bad("run-time pads with axes");
   int mode = 0;
   if (std::string reason = padMode(n, &mode); !reason.empty()) return bad("{}", reason);
+  if (mode == kEdgeMode) return lowerEdgePad(ctx, n, {});
   const int paddingMode = mode;
   auto x = ctx.input(n.input(0), Layout::Onnx);
   if (!x) return x.status();
@@ -262,6 +341,7 @@ Status lowerPad(LoweringContext& ctx, const Node& n) {
   const int paddingMode = mode;
   for (int64_t p : pads)
     if (p < 0) return bad("negative pad {} (cropping)", p);
+  if (mode == kEdgeMode) return lowerEdgePad(ctx, n, pads);
   const bool nhwc = rank == 4 && ctx.availableNhwc(n.input(0));
   std::vector<int64_t> pairs; // [rank, 2]
   for (int i = 0; i < rank; ++i) {

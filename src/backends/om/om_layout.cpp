@@ -1,0 +1,201 @@
+// The last touches before a lowered model is written: what ATC's model builder and serializer do
+// to every ModelDef, so tools that read ATC's files read kiln's the same way.
+//  - every TensorDescriptor carries `shape`, an empty one for a scalar (readers call it blindly);
+//  - tensor `size` is padded the way GraphEngine pads memory: rounded up to 32 bytes plus 32;
+//  - WEIGHTS_DATA starts constants at byte 512, each on a 512-byte boundary, and ends 32 bytes
+//    past the last one rounded up to 512;
+//  - ModelDef.custom_version and the header's platform_version hold the platform version;
+//  - each op names its inputs and outputs (`_input_name_key` / `_input_name_value`, and the
+//    output pair), the IR port names where kiln knows them, GraphEngine's generic names otherwise.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "om_internal.h"
+
+namespace kiln::om {
+namespace {
+
+using ge::proto::AttrDef;
+using ge::proto::OpDef;
+using ge::proto::TensorDescriptor;
+
+constexpr int64_t kMemPad = 32;
+constexpr uint64_t kWeightsStart = 512;
+constexpr uint64_t kWeightsBoundary = 512;
+
+int64_t paddedSize(int64_t bytes) { return (bytes + kMemPad - 1) / kMemPad * kMemPad + kMemPad; }
+uint64_t roundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+void finishDesc(TensorDescriptor* d) {
+  d->mutable_shape(); // present even with no dims (a scalar)
+  if (d->size() > 0) d->set_size(paddedSize(d->size()));
+}
+
+template <typename Fn> void forEachDesc(OpDef& op, Fn fn) {
+  for (TensorDescriptor& d : *op.mutable_input_desc())
+    fn(&d);
+  for (TensorDescriptor& d : *op.mutable_output_desc())
+    fn(&d);
+  for (auto& [name, attr] : *op.mutable_attr()) {
+    if (attr.value_case() == AttrDef::kT) fn(attr.mutable_t()->mutable_desc());
+    if (attr.value_case() == AttrDef::kTd) fn(attr.mutable_td());
+  }
+}
+
+// IR port names of the GraphEngine ops kiln writes most ("" ends a fixed list; a name ending in
+// '*' is a dynamic port: x0, x1, ...).
+struct Ports {
+  std::vector<std::string> inputs, outputs;
+};
+const std::map<std::string, Ports>& irPorts() {
+  static const std::map<std::string, Ports> table = [] {
+    std::map<std::string, Ports> t;
+    for (const char* unary :
+         {"Relu", "Relu6", "Sigmoid", "Tanh", "Abs", "Exp", "Log", "Sqrt", "Rsqrt", "Neg", "Floor",
+          "Ceil", "Round", "Sign", "Reciprocal", "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
+          "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softplus", "Softsign", "HardSwish", "Mish",
+          "Elu", "Celu", "Selu", "LeakyRelu", "HardSigmoid", "ThresholdedRelu", "Gelu", "Swish",
+          "LogicalNot", "IsNan", "IsInf", "Cast", "Identity", "Muls", "Adds", "Square",
+          "SoftmaxV2", "LogSoftmaxV2", "MaxPool", "MaxPoolV3", "AvgPool", "AvgPoolV2",
+          "GlobalAveragePool", "GlobalMaxPool", "LRN", "Flatten", "SpaceToDepth",
+          "DepthToSpace", "Shape", "Size", "NonZero", "Invert", "ZerosLike", "OnesLike"})
+      t[unary] = {{"x"}, {"y"}};
+    for (const char* binary :
+         {"Add", "Sub", "Mul", "RealDiv", "Div", "Pow", "Maximum", "Minimum", "Equal",
+          "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr",
+          "FloorMod", "Mod", "FloorDiv", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Xlogy",
+          "SquaredDifference", "Atan2"})
+      t[binary] = {{"x1", "x2"}, {"y"}};
+    t["Data"] = {{"x"}, {"y"}};
+    t["Const"] = {{}, {"y"}};
+    t["NetOutput"] = {{"x*"}, {}};
+    t["AddN"] = {{"x*"}, {"y"}};
+    t["ConcatD"] = {{"x*"}, {"y"}};
+    t["Conv2D"] = {{"x", "filter", "bias", "offset_w"}, {"y"}};
+    t["Conv3D"] = {{"x", "filter", "bias", "offset_w"}, {"y"}};
+    t["DepthwiseConv2D"] = {{"x", "filter", "bias", "offset_w"}, {"y"}};
+    t["MatMul"] = {{"x1", "x2", "bias"}, {"y"}};
+    t["MatMulV2"] = {{"x1", "x2", "bias", "offset_w"}, {"y"}};
+    t["BatchMatMul"] = {{"x1", "x2", "bias"}, {"y"}};
+    t["BatchMatMulV2"] = {{"x1", "x2", "bias", "offset_w"}, {"y"}};
+    t["Reshape"] = {{"x", "shape"}, {"y"}};
+    t["Transpose"] = {{"x", "perm"}, {"y"}};
+    t["GatherV2"] = {{"x", "indices", "axis"}, {"y"}};
+    t["GatherElements"] = {{"x", "index"}, {"y"}};
+    t["GatherNd"] = {{"x", "indices"}, {"y"}};
+    t["Tile"] = {{"x", "multiples"}, {"y"}};
+    t["Expand"] = {{"x", "shape"}, {"y"}};
+    t["Select"] = {{"condition", "x1", "x2"}, {"y"}};
+    t["SelectV2"] = {{"condition", "then", "else"}, {"y"}};
+    t["ClipByValue"] = {{"x", "clip_value_min", "clip_value_max"}, {"y"}};
+    t["PRelu"] = {{"x", "weight"}, {"y"}};
+    t["Squeeze"] = {{"x"}, {"y"}};
+    t["Unsqueeze"] = {{"x"}, {"y"}};
+    t["SqueezeV3"] = {{"x", "axes"}, {"y"}};
+    t["UnsqueezeV3"] = {{"x", "axes"}, {"y"}};
+    t["Range"] = {{"start", "limit", "delta"}, {"y"}};
+    t["Fill"] = {{"dims", "value"}, {"y"}};
+    t["TransData"] = {{"src"}, {"dst"}};
+    t["BatchNorm"] = {{"x", "scale", "offset", "mean", "variance"},
+                      {"y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"}};
+    t["LayerNorm"] = {{"x", "gamma", "beta"}, {"y", "mean", "variance"}};
+    t["TopKV2"] = {{"x", "k"}, {"values", "indices"}};
+    t["ArgMaxV2"] = {{"x", "dimension"}, {"y"}};
+    t["Cumsum"] = {{"x", "axis"}, {"y"}};
+    t["OneHot"] = {{"x", "depth", "on_value", "off_value"}, {"y"}};
+    t["ReverseV2"] = {{"x", "axis"}, {"y"}};
+    t["StridedSliceV2"] = {{"x", "begin", "end", "axes", "strides"}, {"y"}};
+    t["PadV3"] = {{"x", "paddings", "constant_values"}, {"y"}};
+    t["SplitVD"] = {{"x"}, {"y*"}};
+    return t;
+  }();
+  return table;
+}
+
+std::vector<std::string> portNames(const std::vector<std::string>* ir, size_t count,
+                                   const char* generic) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < count; ++i) {
+    if (ir && !ir->empty() && ir->back().back() == '*' && i + 1 >= ir->size()) {
+      const std::string& stem = ir->back();
+      names.push_back(fmt::format("{}{}", stem.substr(0, stem.size() - 1), i + 1 - ir->size()));
+    } else if (ir && i < ir->size()) {
+      names.push_back((*ir)[i]);
+    } else {
+      names.push_back(fmt::format("{}{}", generic, i));
+    }
+  }
+  return names;
+}
+
+void nameIndexAttrs(OpDef& op) {
+  auto it = irPorts().find(op.type());
+  const Ports* ports = it == irPorts().end() ? nullptr : &it->second;
+  size_t inputs = 0;
+  for (const std::string& in : op.input())
+    if (!isControlInput(in)) ++inputs;
+  auto put = [&](const char* keyAttr, const char* valueAttr, const std::vector<std::string>& names) {
+    if (names.empty()) return;
+    std::vector<int64_t> indices(names.size());
+    for (size_t i = 0; i < names.size(); ++i)
+      indices[i] = static_cast<int64_t>(i);
+    (*op.mutable_attr())[keyAttr] = attrStrings(names);
+    (*op.mutable_attr())[valueAttr] = attrInts(indices);
+  };
+  put("_input_name_key", "_input_name_value",
+      portNames(ports ? &ports->inputs : nullptr, inputs, "__input"));
+  put("_output_name_key", "_output_name_value",
+      portNames(ports ? &ports->outputs : nullptr, static_cast<size_t>(op.output_desc_size()),
+                "__output"));
+}
+
+void relayWeights(LoweredModel& model) {
+  if (model.weights.empty()) return;
+  struct Stored {
+    std::vector<TensorDescriptor*> descs;
+    uint64_t offset = 0, size = 0;
+  };
+  std::map<uint64_t, Stored> byOffset; // constants may share bytes only if they share an offset
+  for (auto& g : *model.modelDef.mutable_graph())
+    for (OpDef& op : *g.mutable_op()) {
+      if (op.type() != "Const" || op.output_desc_size() == 0) continue;
+      TensorDescriptor* out = op.mutable_output_desc(0);
+      Stored& s = byOffset[static_cast<uint64_t>(out->data_offset())];
+      s.offset = static_cast<uint64_t>(out->data_offset());
+      s.size = std::max<uint64_t>(s.size, static_cast<uint64_t>(out->weight_size()));
+      s.descs.push_back(out);
+      auto value = op.mutable_attr()->find("value");
+      if (value != op.mutable_attr()->end() && value->second.value_case() == AttrDef::kT)
+        s.descs.push_back(value->second.mutable_t()->mutable_desc());
+    }
+  std::vector<uint8_t> laid;
+  uint64_t end = kWeightsStart;
+  for (auto& [old, s] : byOffset) {
+    uint64_t at = roundUp(end, kWeightsBoundary);
+    laid.resize(at + s.size, 0);
+    if (s.size) std::memcpy(laid.data() + at, model.weights.data() + old, s.size);
+    for (TensorDescriptor* d : s.descs)
+      d->set_data_offset(static_cast<int64_t>(at));
+    end = at + s.size;
+  }
+  laid.resize(roundUp(end + kMemPad, kWeightsBoundary), 0);
+  model.weights = std::move(laid);
+}
+
+} // namespace
+
+void layOutAsAtc(LoweredModel& model) {
+  relayWeights(model);
+  model.modelDef.set_custom_version(kPlatformVersion);
+  for (auto& g : *model.modelDef.mutable_graph())
+    for (OpDef& op : *g.mutable_op()) {
+      forEachDesc(op, finishDesc);
+      nameIndexAttrs(op);
+    }
+}
+
+} // namespace kiln::om
