@@ -93,11 +93,12 @@ std::shared_ptr<void> BufferPool::allocate(size_t bytes, uint8_t** data) {
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     ++state_->stats.requests;
-    // The smallest free block that fits, up to twice the size class: tensors of neighbouring
-    // sizes share blocks instead of each size keeping its own (the peak held stays near the peak
-    // in use). Lists are LIFO; the choice depends only on the order of requests and releases.
+    // The smallest free block that fits, up to four times the size class: tensors of different
+    // sizes share blocks instead of each size keeping its own (PP-OCR det: 69 MiB held for a
+    // 51 MiB peak in use, against 77 MiB at twice and 89 MiB unbounded). Lists are LIFO; the
+    // choice depends only on the order of requests and releases.
     auto it = state_->free.lower_bound(capacity);
-    if (it != state_->free.end() && it->first <= 2 * capacity) {
+    if (it != state_->free.end() && it->first <= 4 * capacity) {
       block = it->second.back();
       it->second.pop_back();
       capacity = it->first;
