@@ -17,6 +17,7 @@
 #include "kiln/passes/pass.h"
 #include "kiln/runtime/executor.h"
 #include "onnx_text.h"
+#include "run_model.h"
 #include <onnx/defs/parser.h>
 
 using namespace kiln;
@@ -65,18 +66,7 @@ Model modelWithSequences(const std::string& text, const std::set<std::string>& s
   return model ? model.take() : Model{};
 }
 
-std::vector<Tensor> runModel(const Model& model, const std::map<std::string, rt::RtValue>& feeds) {
-  rt::Executor executor(model);
-  auto result = executor.run(feeds);
-  EXPECT_TRUE(result) << result.status().toString();
-  std::vector<Tensor> out;
-  if (result)
-    for (const rt::RtValue& v : result->outputs) {
-      EXPECT_TRUE(v.isTensor());
-      out.push_back(v.tensor);
-    }
-  return out;
-}
+using kiln::testing::runModel;
 
 size_t countOps(const Graph& graph, const std::string& prefix) {
   size_t n = 0;

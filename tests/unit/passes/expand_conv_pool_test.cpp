@@ -13,6 +13,7 @@
 #include "kiln/passes/pass.h"
 #include "kiln/runtime/executor.h"
 #include "onnx_text.h"
+#include "run_model.h"
 
 using namespace kiln;
 
@@ -39,16 +40,7 @@ stress (float[2,4,5,6,7] x1, float[6,2,3,2,3] w1, float[6] b1, float[1,3,7,5,6] 
 }
 )";
 
-std::vector<Tensor> runModel(const Model& model, const std::map<std::string, rt::RtValue>& feeds) {
-  rt::Executor executor(model);
-  auto result = executor.run(feeds);
-  EXPECT_TRUE(result) << result.status().toString();
-  std::vector<Tensor> out;
-  if (result)
-    for (const rt::RtValue& v : result->outputs)
-      out.push_back(v.tensor);
-  return out;
-}
+using kiln::testing::runModel;
 
 // Nodes of `op` whose input has rank `rank`.
 size_t countOps(const Graph& graph, const std::string& op, size_t rank) {

@@ -13,6 +13,7 @@
 #include "kiln/passes/expand_grid_sample.h"
 #include "kiln/runtime/executor.h"
 #include "onnx_text.h"
+#include "run_model.h"
 
 using namespace kiln;
 
@@ -44,16 +45,7 @@ gs (float[2,3,4,6] x, float[2,5,7,2] g) => (float[2,3,5,7] y0, float[2,3,5,7] y1
 }
 )";
 
-std::vector<Tensor> runModel(const Model& model, const std::map<std::string, rt::RtValue>& feeds) {
-  rt::Executor executor(model);
-  auto result = executor.run(feeds);
-  EXPECT_TRUE(result) << result.status().toString();
-  std::vector<Tensor> out;
-  if (result)
-    for (const rt::RtValue& v : result->outputs)
-      out.push_back(v.tensor);
-  return out;
-}
+using kiln::testing::runModel;
 
 } // namespace
 

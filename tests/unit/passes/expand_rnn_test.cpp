@@ -13,6 +13,7 @@
 #include "kiln/passes/pass.h"
 #include "kiln/runtime/executor.h"
 #include "onnx_text.h"
+#include "run_model.h"
 
 using namespace kiln;
 
@@ -33,16 +34,7 @@ stress (float[4,3,2] x, float[3,4,2] xb, int32[3] lens, float[2,9,2] gwi) => (fl
 }
 )";
 
-std::vector<Tensor> runModel(const Model& model, const std::map<std::string, rt::RtValue>& feeds) {
-  rt::Executor executor(model);
-  auto result = executor.run(feeds);
-  EXPECT_TRUE(result) << result.status().toString();
-  std::vector<Tensor> out;
-  if (result)
-    for (const rt::RtValue& v : result->outputs)
-      out.push_back(v.tensor);
-  return out;
-}
+using kiln::testing::runModel;
 
 size_t countOps(const Graph& graph, const std::string& op) {
   size_t n = 0;

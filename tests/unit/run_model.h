@@ -1,0 +1,29 @@
+// Runs a model in kiln's executor for unit tests: the tensor outputs in graph order (a failed run
+// is a test failure and gives none).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kiln/runtime/executor.h"
+
+namespace kiln::testing {
+
+inline std::vector<Tensor> runModel(const Model& model,
+                                    const std::map<std::string, rt::RtValue>& feeds) {
+  rt::Executor executor(model);
+  auto result = executor.run(feeds);
+  EXPECT_TRUE(result) << result.status().toString();
+  std::vector<Tensor> out;
+  if (result)
+    for (const rt::RtValue& v : result->outputs) {
+      EXPECT_TRUE(v.isTensor());
+      out.push_back(v.tensor);
+    }
+  return out;
+}
+
+} // namespace kiln::testing
