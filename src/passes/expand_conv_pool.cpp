@@ -37,6 +37,7 @@
 #include "kiln/runtime/tensor_util.h"
 #include "ops/attributes.h"
 #include "ops/conv.h"
+#include "rewrite_util.h"
 
 namespace kiln {
 namespace {
@@ -403,20 +404,13 @@ class Expander {
 };
 
 size_t expandIn(Graph& graph, int64_t opset, const std::function<bool(const Node&)>& select) {
-  size_t count = 0;
-  std::vector<Node*> order;
-  for (const auto& node : graph.nodes())
-    order.push_back(node.get());
-  for (Node* node : order) {
-    for (Graph* sub : node->subgraphs())
-      count += expandIn(*sub, opset, select);
-    if (!isNdConvPool(*node) || !select(*node)) continue;
+  return rewrite::countEachRewrite(graph, [&](Node* node) {
+    if (!isNdConvPool(*node) || !select(*node)) return false;
     auto plan = planOf(*node, opset);
-    if (!plan) continue;
-    Expander(graph, *node, plan.take(), opset).run();
-    ++count;
-  }
-  return count;
+    if (!plan) return false;
+    Expander(*node->owner(), *node, plan.take(), opset).run();
+    return true;
+  });
 }
 
 class ExpandConvPoolPass : public Pass {

@@ -25,6 +25,7 @@
 #include "kiln/passes/pass.h"
 #include "kiln/runtime/tensor_util.h"
 #include "ops/attributes.h"
+#include "rewrite_util.h"
 
 namespace kiln {
 namespace {
@@ -309,20 +310,13 @@ class Expander {
 };
 
 size_t expandIn(Graph& graph, int64_t opset, const std::function<bool(const Node&)>& select) {
-  size_t count = 0;
-  std::vector<Node*> order;
-  for (const auto& node : graph.nodes())
-    order.push_back(node.get());
-  for (Node* node : order) {
-    for (Graph* sub : node->subgraphs())
-      count += expandIn(*sub, opset, select);
-    if (node->opType() != "GridSample" || !select(*node)) continue;
+  return rewrite::countEachRewrite(graph, [&](Node* node) {
+    if (node->opType() != "GridSample" || !select(*node)) return false;
     auto plan = planOf(*node, opset);
-    if (!plan) continue;
-    Expander(graph, *node, plan.take()).run();
-    ++count;
-  }
-  return count;
+    if (!plan) return false;
+    Expander(*node->owner(), *node, plan.take()).run();
+    return true;
+  });
 }
 
 class ExpandGridSamplePass : public Pass {

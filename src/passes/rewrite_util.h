@@ -26,6 +26,17 @@ template <typename Visit> bool rewriteEachNode(Graph& graph, Visit&& visit) {
   return changed;
 }
 
+// As rewriteEachNode, counting the calls that returned true.
+template <typename Visit> size_t countEachRewrite(Graph& graph, Visit&& visit) {
+  size_t count = 0;
+  rewriteEachNode(graph, [&](Node* node) {
+    const bool changed = visit(node);
+    count += changed ? 1 : 0;
+    return changed;
+  });
+  return count;
+}
+
 // A tensor the pass may bake into new weights: an initializer the user cannot override as an input.
 inline const Tensor* constantTensor(const Value* v) {
   if (!v || !v->isInitializer() || v->isGraphInput()) return nullptr;
