@@ -5,6 +5,11 @@
 #include <mutex>
 
 #include <cblas.h>
+#ifdef KILN_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+// oneDNN's CPU runtime here is OpenMP: each column block's sgemm runs on one OpenMP thread.
+extern "C" void omp_set_num_threads(int) __attribute__((weak));
+#endif
 
 #include "ops/conv.h"
 #include "thread_pool.h"
@@ -56,6 +61,15 @@ void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k
     return;
   }
   gemmColumns(threads, transB, m, n, k, b, ldb, c, [&](int64_t cols, const float* bj, float* cj) {
+#ifdef KILN_HAVE_DNNL
+    // oneDNN's sgemm (AVX-512 kernels where the CPU has them, about twice OpenBLAS 0.3.21's AVX2
+    // ones there) on one OpenMP thread per column block, so each block is computed alike whatever
+    // the thread count. It only refuses malformed arguments; OpenBLAS then takes the block.
+    if (omp_set_num_threads) omp_set_num_threads(1);
+    if (dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, cols, k, alpha, a, lda, bj, ldb,
+                   beta, cj, ldc) == dnnl_success)
+      return;
+#endif
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
                 transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
                 static_cast<blasint>(cols), static_cast<blasint>(k), alpha, a,
