@@ -31,10 +31,11 @@ constexpr int64_t kColumnBlock = 512;
 
 template <typename T, typename Call>
 void gemmColumns(int threads, bool transB, int64_t m, int64_t n, int64_t k, const T* b,
-                 int64_t ldb, T* c, Call call) {
+                 int64_t ldb, T* c, Call call, const GemmBlockDone* blockDone = nullptr) {
   singleThreadedBlas();
   if (n <= kColumnBlock) {
     call(n, b, c);
+    if (blockDone) (*blockDone)(0, n);
     return;
   }
   const int64_t blocks = (n + kColumnBlock - 1) / kColumnBlock;
@@ -44,6 +45,7 @@ void gemmColumns(int threads, bool transB, int64_t m, int64_t n, int64_t k, cons
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t j0 = blk * kColumnBlock, cols = std::min(kColumnBlock, n - j0);
       call(cols, transB ? b + j0 * ldb : b + j0, c + j0);
+      if (blockDone) (*blockDone)(j0, cols);
     }
   });
 }
@@ -52,12 +54,13 @@ void gemmColumns(int threads, bool transB, int64_t m, int64_t n, int64_t k, cons
 
 void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-          int64_t ldc) {
+          int64_t ldc, const GemmBlockDone* blockDone) {
   if (m == 0 || n == 0) return;
   if (k == 0) { // BLAS leaves C untouched by the product; scale it ourselves
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j)
         c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    if (blockDone) (*blockDone)(0, n);
     return;
   }
   gemmColumns(threads, transB, m, n, k, b, ldb, c, [&](int64_t cols, const float* bj, float* cj) {
@@ -75,7 +78,7 @@ void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k
                 static_cast<blasint>(cols), static_cast<blasint>(k), alpha, a,
                 static_cast<blasint>(lda), bj, static_cast<blasint>(ldb), beta, cj,
                 static_cast<blasint>(ldc));
-  });
+  }, blockDone);
 }
 
 void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
