@@ -93,6 +93,7 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
     validColumns(kx * dw - pl, sw, wd, ow, lo[kx], hi[kx]);
   // Planes are independent: the pool takes contiguous ranges of (batch, filter) planes.
   const int64_t planeWork = oh * ow * kh * kw;
+  if (oh <= 0 || ow <= 0) return;
   if constexpr (std::is_same_v<T, float>) {
     // Float: vector loops over a zero-padded copy of each input plane (conv_loops.h).
     convloops::DepthwisePlane g{oh, ow, kh, kw, sh, sw, dh, dw, 0, 0, 0, 0};
