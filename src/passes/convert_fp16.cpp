@@ -89,6 +89,9 @@ WeightCheck checkWeight(const Tensor& t) {
   });
   // NaN never raises maxAbs, and beyond fp16's range is exactly maxAbs > kFp16Max.
   check.inRange = !(check.maxAbs > kFp16Max);
+  // Every weight is checked before any is converted: give the pages back, or all of a mapped
+  // model would be resident at once.
+  releasePages(t.buffer().get());
   return check;
 }
 
