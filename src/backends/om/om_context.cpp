@@ -313,13 +313,11 @@ Port Lowerer::emitConst(const std::string& name, const Tensor& given) {
     attrs["shape"] = attrInts(t.dims());
     attrs["dtype"] =
         attrI(geProtoToCxxDType(toGeDType(t.dtype()).value_or(ge::proto::DT_UNDEFINED)));
-    out_.externalFiles.emplace_back(file, std::vector<uint8_t>(t.data(), t.data() + t.byteSize()));
+    out_.externalFiles.emplace_back(file, WeightSource::of(t.buffer()));
   } else {
+    // The bytes stay in the tensor's buffer until the file is written (WeightsLayout).
     o->set_type("Const");
-    while (out_.weights.size() % kWeightAlign)
-      out_.weights.push_back(0);
-    int64_t offset = static_cast<int64_t>(out_.weights.size());
-    out_.weights.insert(out_.weights.end(), t.data(), t.data() + t.byteSize());
+    int64_t offset = static_cast<int64_t>(out_.weights.append(WeightSource::of(t.buffer())));
     for (TensorDescriptor* d : {value->mutable_desc(), desc}) {
       d->set_data_offset(offset);
       d->set_weight_size(static_cast<int64_t>(t.byteSize()));
