@@ -338,7 +338,32 @@ Status globalPoolOp(KernelContext& ctx, GlobalKind kind) {
     using T = decltype(tag);
     Staged<T> xv(x);
     StagedOut<T> y(x.dtype(), yd);
-    for (int64_t pl = 0; pl < planes; ++pl) {
+    int64_t pl = 0;
+    if (kind != GlobalKind::Lp) {
+      // Eight planes at a time, each still accumulated in its own order (same bits): the eight
+      // dependency chains overlap instead of waiting on one add after another.
+      constexpr int64_t kLanes = 8;
+      for (; pl + kLanes <= planes; pl += kLanes) {
+        const T* src = xv.data() + pl * size;
+        T acc[kLanes];
+        for (int64_t l = 0; l < kLanes; ++l)
+          acc[l] = kind == GlobalKind::Max ? -std::numeric_limits<T>::infinity() : T{0};
+        if (kind == GlobalKind::Max) {
+          for (int64_t i = 0; i < size; ++i)
+            for (int64_t l = 0; l < kLanes; ++l)
+              acc[l] = std::max(acc[l], src[l * size + i]);
+        } else {
+          for (int64_t i = 0; i < size; ++i)
+            for (int64_t l = 0; l < kLanes; ++l)
+              acc[l] += src[l * size + i];
+          for (int64_t l = 0; l < kLanes; ++l)
+            acc[l] /= static_cast<T>(size);
+        }
+        for (int64_t l = 0; l < kLanes; ++l)
+          y.data()[pl + l] = acc[l];
+      }
+    }
+    for (; pl < planes; ++pl) {
       const T* src = xv.data() + pl * size;
       T acc = kind == GlobalKind::Max ? -std::numeric_limits<T>::infinity() : T{0};
       if (kind == GlobalKind::Max) {
