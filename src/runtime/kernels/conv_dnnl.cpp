@@ -54,6 +54,8 @@ const Prepared& prepare(int threads, const Conv2d& c, bool hasBias) {
                    c.padEnd[0],    c.padEnd[1],    hasBias ? 1 : 0, threads,   0};
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;
+  // Inputs whose shapes change on every run would grow the cache without bound: start over.
+  if (cache.size() >= 512) cache.clear();
   const engine& eng = cpuEngine();
   const memory::dims src = {c.batch, c.channels, c.height, c.width};
   const memory::dims dst = {c.batch, c.filters, c.outHeight, c.outWidth};
