@@ -164,6 +164,8 @@ Executor::runGraph(const Graph& graph, const std::vector<RtValue>& inputs, const
   scope.parent = parent;
   scope.slotOf = &plan.slotOf;
   scope.slots.resize(plan.slotValue.size());
+  // Every initializer a node of this graph reads was resolved by planFor.
+  scope.initializers = &initializers_;
   // Subgraph inputs are positional; a body may declare fewer inputs than the caller passes.
   // Graph inputs take the first slots, in order.
   for (size_t i = 0; i < graph.inputs().size() && i < inputs.size(); ++i)

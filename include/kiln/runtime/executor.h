@@ -37,17 +37,22 @@ struct RunResult {
 
 // Values visible while a graph runs; subgraph scopes chain to their parent. A graph's own inputs
 // and node outputs live in `slots` (numbered once per graph, `slotOf`); initializers are not
-// copied in (the executor hands them to kernels directly).
+// copied in per run: find() falls back to the executor's initializer values (`initializers`).
 struct Scope {
   const Scope* parent = nullptr;
   const std::unordered_map<const Value*, uint32_t>* slotOf = nullptr;
   std::vector<RtValue> slots;
+  const std::unordered_map<const Value*, RtValue>* initializers = nullptr;
   const RtValue* find(const Value* value) const {
     for (const Scope* s = this; s; s = s->parent) {
       if (!s->slotOf) continue;
       auto it = s->slotOf->find(value);
       if (it != s->slotOf->end() && s->slots[it->second].kind != RtValue::Kind::Missing)
         return &s->slots[it->second];
+    }
+    if (initializers) {
+      auto it = initializers->find(value);
+      if (it != initializers->end()) return &it->second;
     }
     return nullptr;
   }
