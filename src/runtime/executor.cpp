@@ -160,20 +160,26 @@ Expected<RunResult> Executor::run(const std::map<std::string, RtValue>& feeds) {
 
 Expected<std::vector<RtValue>>
 Executor::runGraph(const Graph& graph, const std::vector<RtValue>& inputs, const Scope* parent) {
+  const GraphPlan& plan = planFor(graph);
   Scope scope;
   scope.parent = parent;
+  scope.slotOf = &plan.slotOf;
+  scope.slots.resize(plan.slotValue.size());
+  // Every initializer a node of this graph reads was resolved by planFor.
+  scope.initializers = &initializers_;
   // Subgraph inputs are positional; a body may declare fewer inputs than the caller passes.
+  // Graph inputs take the first slots, in order.
   for (size_t i = 0; i < graph.inputs().size() && i < inputs.size(); ++i)
-    scope.values[graph.inputs()[i]] = inputs[i];
+    scope.slots[i] = inputs[i];
   for (size_t i = inputs.size(); i < graph.inputs().size(); ++i)
     if (graph.inputs()[i]->isInitializer())
-      scope.values[graph.inputs()[i]] = initializerValue(graph.inputs()[i]);
-  for (const Value* init : graph.initializers())
-    if (!scope.values.count(init)) scope.values[init] = initializerValue(init);
-  KILN_TRY(runNodes(graph, scope));
+      scope.slots[i] = initializerValue(graph.inputs()[i]);
+  KILN_TRY(runNodes(plan, scope));
   std::vector<RtValue> outputs;
+  outputs.reserve(graph.outputs().size());
   for (const Value* out : graph.outputs()) {
     const RtValue* v = scope.find(out);
+    if (!v && out->isInitializer()) v = &initializerValue(out);
     if (!v)
       return Status(ErrorCode::Internal,
                     fmt::format("graph output '{}' was not computed", out->name()), "");
@@ -186,8 +192,24 @@ const Executor::GraphPlan& Executor::planFor(const Graph& graph) {
   auto found = plans_.find(&graph);
   if (found != plans_.end()) return found->second;
   GraphPlan plan;
-  plan.kernels.reserve(graph.nodeCount());
-  plan.releaseAfter.resize(graph.nodeCount());
+  auto addSlot = [&](const Value* v) {
+    auto [it, added] = plan.slotOf.try_emplace(v, static_cast<uint32_t>(plan.slotValue.size()));
+    if (added) plan.slotValue.push_back(v);
+    return it->second;
+  };
+  // Graph inputs first (runGraph fills slots 0..n-1 positionally), then node outputs in order.
+  for (const Value* in : graph.inputs())
+    addSlot(in);
+  for (const auto& node : graph.nodes())
+    for (const Value* out : node->outputs())
+      if (out) addSlot(out);
+  const bool captureAll = options_.captureIntermediates;
+  auto captured = [&](const Value* v) {
+    return captureAll || std::find(options_.captureNames.begin(), options_.captureNames.end(),
+                                   v->name()) != options_.captureNames.end();
+  };
+  plan.steps.reserve(graph.nodeCount());
+  std::vector<std::vector<uint32_t>> releaseAfter(graph.nodeCount());
   // Each local value is released after the node that reads it last (in topological order), or
   // right after the node that makes it when nothing reads it; graph outputs and initializers stay.
   std::unordered_set<const Value*> keep(graph.outputs().begin(), graph.outputs().end());
@@ -195,7 +217,37 @@ const Executor::GraphPlan& Executor::planFor(const Graph& graph) {
   std::vector<const Value*> order(graph.inputs().begin(), graph.inputs().end());
   size_t index = 0;
   for (const auto& node : graph.nodes()) {
-    plan.kernels.push_back(findKernel(node->domain(), node->opType()));
+    Step step;
+    step.node = node.get();
+    step.kernel = findKernel(node->domain(), node->opType());
+    step.firstInput = static_cast<uint32_t>(plan.inputs.size());
+    for (const Value* in : node->inputs()) {
+      InputRef ref;
+      ref.value = in;
+      if (!in) {
+        ref.kind = InputRef::Kind::Omitted;
+      } else if (auto slot = plan.slotOf.find(in); slot != plan.slotOf.end()) {
+        ref.kind = InputRef::Kind::Slot;
+        ref.slot = slot->second;
+      } else if (in->isInitializer() && !in->isGraphInput()) {
+        // Kept by the executor for its whole life (unordered_map elements do not move).
+        ref.kind = InputRef::Kind::Constant;
+        ref.constant = &initializerValue(in);
+      } else {
+        ref.kind = InputRef::Kind::Outer;
+      }
+      plan.inputs.push_back(ref);
+    }
+    step.inputCount = static_cast<uint32_t>(plan.inputs.size()) - step.firstInput;
+    step.firstOutput = static_cast<uint32_t>(plan.outputs.size());
+    for (const Value* out : node->outputs()) {
+      OutputRef ref;
+      if (out) ref = {out, plan.slotOf.at(out), captured(out)};
+      plan.outputs.push_back(ref);
+    }
+    step.outputCount = static_cast<uint32_t>(plan.outputs.size()) - step.firstOutput;
+    plan.steps.push_back(step);
+
     std::unordered_set<const Value*> nodeReads(node->inputs().begin(), node->inputs().end());
     for (const Graph* sub : node->subgraphs())
       collectOuterReads(*sub, graph, nodeReads);
@@ -213,9 +265,15 @@ const Executor::GraphPlan& Executor::planFor(const Graph& graph) {
   for (const Value* v : order) {
     auto it = lastUse.find(v);
     if (it != lastUse.end() && v->owner() == &graph && !keep.count(v) && !v->isInitializer()) {
-      plan.releaseAfter[it->second].push_back(v);
+      if (auto slot = plan.slotOf.find(v); slot != plan.slotOf.end())
+        releaseAfter[it->second].push_back(slot->second);
       lastUse.erase(it);
     }
+  }
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    plan.steps[i].firstRelease = static_cast<uint32_t>(plan.releases.size());
+    plan.releases.insert(plan.releases.end(), releaseAfter[i].begin(), releaseAfter[i].end());
+    plan.steps[i].releaseCount = static_cast<uint32_t>(releaseAfter[i].size());
   }
   // Elementwise chains after Conv nodes run inside the Conv (fusion.h); not while every
   // intermediate is captured, and never through a value captured by name.
@@ -224,46 +282,54 @@ const Executor::GraphPlan& Executor::planFor(const Graph& graph) {
   return plans_.emplace(&graph, std::move(plan)).first->second;
 }
 
-Status Executor::runNodes(const Graph& graph, Scope& scope) {
-  const GraphPlan& plan = planFor(graph);
-  size_t index = 0;
-  const bool captureAll = options_.captureIntermediates && current_ != nullptr;
-  auto wanted = [&](const Value* v) {
-    if (captureAll) return true;
-    if (!current_ || options_.captureNames.empty()) return false;
-    return std::find(options_.captureNames.begin(), options_.captureNames.end(), v->name()) !=
-           options_.captureNames.end();
-  };
+Status Executor::runNodes(const GraphPlan& plan, Scope& scope) {
+  std::vector<const RtValue*> inputs;
+  std::vector<RtValue> outputs;
   // Nodes whose work a fused Conv already did in this run.
-  std::vector<char> fusedAway(plan.fusion ? graph.nodeCount() : 0, 0);
-  for (const auto& nodePtr : graph.nodes()) {
-    const Node& node = *nodePtr;
+  std::vector<char> fusedAway(plan.fusion ? plan.steps.size() : 0, 0);
+  auto release = [&](const Step& step) {
+    for (uint32_t i = 0; i < step.releaseCount; ++i)
+      scope.slots[plan.releases[step.firstRelease + i]] = RtValue();
+  };
+  for (size_t index = 0; index < plan.steps.size(); ++index) {
+    const Step& step = plan.steps[index];
+    const Node& node = *step.node;
     if (!fusedAway.empty() && fusedAway[index]) {
-      for (const Value* v : plan.releaseAfter[index])
-        scope.values.erase(v);
-      ++index;
+      release(step);
       continue;
     }
-    KernelFn kernel = plan.kernels[index];
-    if (!kernel)
+    if (!step.kernel)
       return Status(ErrorCode::RuntimeUnsupported,
                     fmt::format("node '{}': no CPU kernel for op {}{}", node.name(),
                                 node.domain().empty() ? "" : node.domain() + "::", node.opType()),
                     "this op cannot be executed yet");
-    std::vector<const RtValue*> inputs;
-    for (const Value* in : node.inputs()) {
-      if (!in) {
-        inputs.push_back(nullptr);
+    inputs.resize(step.inputCount);
+    for (uint32_t i = 0; i < step.inputCount; ++i) {
+      const InputRef& ref = plan.inputs[step.firstInput + i];
+      const RtValue* v = nullptr;
+      switch (ref.kind) {
+      case InputRef::Kind::Omitted:
+        inputs[i] = nullptr;
         continue;
+      case InputRef::Kind::Slot:
+        v = &scope.slots[ref.slot];
+        if (v->kind == RtValue::Kind::Missing) v = nullptr;
+        break;
+      case InputRef::Kind::Constant:
+        v = ref.constant;
+        break;
+      case InputRef::Kind::Outer:
+        v = scope.find(ref.value);
+        break;
       }
-      const RtValue* v = scope.find(in);
       if (!v)
         return Status(ErrorCode::Internal,
-                      fmt::format("node '{}': input '{}' has no value", node.name(), in->name()),
+                      fmt::format("node '{}': input '{}' has no value", node.name(),
+                                  ref.value->name()),
                       "");
-      inputs.push_back(v);
+      inputs[i] = v;
     }
-    KernelContext context(*this, node, std::move(inputs), scope, opset_);
+    KernelContext context(*this, node, std::move(inputs), scope, opset_, std::move(outputs));
     const FusedChain* chain = nullptr;
     std::optional<Epilogue> epilogue;
     if (plan.fusion && plan.fusion->chainAt[index] >= 0) {
@@ -272,7 +338,7 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
     }
     auto start = options_.profile ? std::chrono::steady_clock::now()
                                   : std::chrono::steady_clock::time_point{};
-    Status status = callKernel(kernel, context, node);
+    Status status = callKernel(step.kernel, context, node);
     if (options_.profile && current_) {
       OpProfile& entry = current_->profile[node.opType()];
       entry.millis +=
@@ -280,26 +346,27 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
               .count();
       ++entry.calls;
     }
-    if (!status) return status;
     const bool fused = chain && context.epilogueApplied();
+    context.takeStorage(inputs, outputs);
+    if (!status) return status;
     if (fused)
       for (size_t j : chain->nodes)
         fusedAway[j] = 1;
-    for (size_t i = 0; i < node.outputs().size(); ++i) {
-      const Value* out = i == 0 && fused ? chain->result : node.output(i);
-      if (!out) continue;
-      RtValue& produced = context.outputs()[i];
+    for (uint32_t i = 0; i < step.outputCount; ++i) {
+      // A fused Conv's output 0 is the chain's result: the last absorbed node's output.
+      const OutputRef& ref = i == 0 && fused ? plan.outputs[plan.steps[chain->nodes.back()].firstOutput]
+                                             : plan.outputs[step.firstOutput + i];
+      if (!ref.value) continue;
+      RtValue& produced = outputs[i];
       if (produced.kind == RtValue::Kind::Missing)
         return Status(ErrorCode::Internal,
                       fmt::format("node '{}' ({}) did not produce output '{}'", node.name(),
-                                  node.opType(), out->name()),
+                                  node.opType(), ref.value->name()),
                       "");
-      if (wanted(out)) current_->captured[out->name()] = produced;
-      scope.values[out] = std::move(produced);
+      if (ref.capture && current_) current_->captured[ref.value->name()] = produced;
+      scope.slots[ref.slot] = std::move(produced);
     }
-    for (const Value* v : plan.releaseAfter[index])
-      scope.values.erase(v);
-    ++index;
+    release(step);
   }
   return Status::ok();
 }

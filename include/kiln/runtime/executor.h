@@ -38,14 +38,24 @@ struct RunResult {
   std::map<std::string, OpProfile> profile; // by op type
 };
 
-// Values visible while a graph runs; subgraph scopes chain to their parent.
+// Values visible while a graph runs; subgraph scopes chain to their parent. A graph's own inputs
+// and node outputs live in `slots` (numbered once per graph, `slotOf`); initializers are not
+// copied in per run: find() falls back to the executor's initializer values (`initializers`).
 struct Scope {
   const Scope* parent = nullptr;
-  std::unordered_map<const Value*, RtValue> values;
+  const std::unordered_map<const Value*, uint32_t>* slotOf = nullptr;
+  std::vector<RtValue> slots;
+  const std::unordered_map<const Value*, RtValue>* initializers = nullptr;
   const RtValue* find(const Value* value) const {
     for (const Scope* s = this; s; s = s->parent) {
-      auto it = s->values.find(value);
-      if (it != s->values.end()) return &it->second;
+      if (!s->slotOf) continue;
+      auto it = s->slotOf->find(value);
+      if (it != s->slotOf->end() && s->slots[it->second].kind != RtValue::Kind::Missing)
+        return &s->slots[it->second];
+    }
+    if (initializers) {
+      auto it = initializers->find(value);
+      if (it != initializers->end()) return &it->second;
     }
     return nullptr;
   }
@@ -83,15 +93,38 @@ class Executor {
   MemoryStats memoryStats() const;
 
  private:
-  // What runNodes needs of a graph, worked out on its first run: each node's kernel and the
-  // values whose last reader it is (released after it runs).
+  // What runNodes needs of a graph, worked out on its first run and reused by every later one:
+  // each node's kernel, where each of its inputs comes from (a slot of this graph's scope, an
+  // initializer, or an outer scope), the slots its outputs go to, and the slots whose last reader
+  // it is (released after it runs).
+  struct InputRef {
+    enum class Kind : uint8_t { Omitted, Slot, Constant, Outer } kind = Kind::Omitted;
+    uint32_t slot = 0;
+    const RtValue* constant = nullptr; // Kind::Constant
+    const Value* value = nullptr;      // Kind::Outer (and for messages)
+  };
+  struct OutputRef {
+    const Value* value = nullptr; // nullptr: an omitted optional output
+    uint32_t slot = 0;
+    bool capture = false; // kept in RunResult::captured
+  };
+  struct Step {
+    const Node* node = nullptr;
+    KernelFn kernel = nullptr;
+    uint32_t firstInput = 0, inputCount = 0, firstOutput = 0, outputCount = 0;
+    uint32_t firstRelease = 0, releaseCount = 0;
+  };
   struct GraphPlan {
-    std::vector<KernelFn> kernels;
-    std::vector<std::vector<const Value*>> releaseAfter;
+    std::unordered_map<const Value*, uint32_t> slotOf;
+    std::vector<const Value*> slotValue; // by slot
+    std::vector<Step> steps;
+    std::vector<InputRef> inputs;
+    std::vector<OutputRef> outputs;
+    std::vector<uint32_t> releases;
     std::shared_ptr<const FusionPlan> fusion; // null when nothing fuses
   };
   const GraphPlan& planFor(const Graph& graph);
-  Status runNodes(const Graph& graph, Scope& scope);
+  Status runNodes(const GraphPlan& plan, Scope& scope);
   const RtValue& initializerValue(const Value* value);
 
   const Model& model_;

@@ -23,6 +23,21 @@ class KernelContext {
                 const Scope& scope, int64_t opset)
       : executor_(executor), node_(node), inputs_(std::move(inputs)), scope_(scope), opset_(opset),
         outputs_(node.outputs().size()) {}
+  // The same, filling `inputs` and `outputs` storage handed back by a previous context (see
+  // takeStorage): the executor runs node after node without allocating these vectors.
+  KernelContext(Executor& executor, const Node& node, std::vector<const RtValue*> inputs,
+                const Scope& scope, int64_t opset, std::vector<RtValue> outputs)
+      : executor_(executor), node_(node), inputs_(std::move(inputs)), scope_(scope), opset_(opset),
+        outputs_(std::move(outputs)) {
+    outputs_.clear();
+    outputs_.resize(node.outputs().size());
+  }
+  // Gives the input and output vectors back (their capacity) for the next node's context.
+  void takeStorage(std::vector<const RtValue*>& inputs, std::vector<RtValue>& outputs) {
+    inputs = std::move(inputs_);
+    inputs.clear();
+    outputs = std::move(outputs_);
+  }
 
   const Node& node() const { return node_; }
   // ai.onnx opset version of the model (kernels switch behaviour on it where ONNX changed).

@@ -422,8 +422,11 @@ enum class Variadic { Max, Min, Sum, Mean };
 
 template <Variadic kind, typename T> T combine(T a, T b) {
   if constexpr (kind == Variadic::Max || kind == Variadic::Min) {
-    if constexpr (isFloatT<T>)
-      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+    if constexpr (isFloatT<T>) {
+      // NaN in, NaN out; written as selects (a != a is isnan) so the loops vectorize.
+      const T m = kind == Variadic::Max ? (a < b ? b : a) : (b < a ? b : a);
+      return (a != a || b != b) ? std::numeric_limits<T>::quiet_NaN() : m;
+    }
     if constexpr (kind == Variadic::Max)
       return a < b ? b : a;
     else

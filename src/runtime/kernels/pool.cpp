@@ -144,6 +144,98 @@ void maxPool(const PoolShape& s, const T* x, T* y, int64_t* indices, bool column
   }
 }
 
+// Tap range of each output position along one spatial axis: kernel taps [lo, hi) land inside
+// the input, tap k reading start + k * dilation (the same bounds forEachOutput works out).
+struct AxisTaps {
+  std::vector<int64_t> start, lo, hi;
+  AxisTaps(const Window& w, size_t d) : start(w.out[d]), lo(w.out[d]), hi(w.out[d]) {
+    const int64_t dil = w.dilations[d];
+    for (int64_t o = 0; o < w.out[d]; ++o) {
+      const int64_t s = o * w.strides[d] - w.padBegin[d];
+      start[o] = s;
+      lo[o] = s >= 0 ? 0 : (-s + dil - 1) / dil;
+      int64_t h = w.in[d] - s <= 0 ? 0 : (w.in[d] - s + dil - 1) / dil;
+      hi[o] = std::max(std::min(h, w.kernel[d]), lo[o]);
+    }
+  }
+};
+
+// MaxPool over two spatial axes without Indices: the tap ranges are worked out once per call
+// (not per output), and the columns whose whole window lies inside the row run as one loop over
+// output columns per tap. Every output visits its taps in the generic path's row-major order and
+// keeps the first tap unless a later one is greater, so the results are the same bits.
+template <typename T> void maxPool2d(const PoolShape& s, const T* x, T* y) {
+  const Window& w = s.window;
+  const int64_t inH = w.in[0], inW = w.in[1], outH = w.out[0], outW = w.out[1];
+  const int64_t kw = w.kernel[1], sw = w.strides[1], dh = w.dilations[0], dw = w.dilations[1];
+  const AxisTaps rows(w, 0), cols(w, 1);
+  // Output columns [fullBegin, fullEnd) have every kernel column inside the input row.
+  int64_t fullBegin = outW, fullEnd = outW;
+  for (int64_t ox = 0; ox < outW; ++ox)
+    if (kw > 0 && cols.lo[ox] == 0 && cols.hi[ox] == kw) {
+      if (fullBegin == outW) fullBegin = ox;
+      fullEnd = ox + 1;
+    } else if (fullBegin != outW) {
+      break;
+    }
+  const T lowest = std::numeric_limits<T>::lowest();
+  for (int64_t p = 0; p < s.planes; ++p) {
+    const T* plane = x + p * inH * inW;
+    for (int64_t oy = 0; oy < outH; ++oy) {
+      T* yrow = y + (p * outH + oy) * outW;
+      const int64_t kyLo = rows.lo[oy], kyHi = rows.hi[oy];
+      if (kyHi <= kyLo) {
+        std::fill(yrow, yrow + outW, lowest);
+        continue;
+      }
+      auto scalar = [&](int64_t ox) {
+        const int64_t kxLo = cols.lo[ox], kxHi = cols.hi[ox];
+        if (kxHi <= kxLo) {
+          yrow[ox] = lowest;
+          return;
+        }
+        bool first = true;
+        T best = lowest;
+        for (int64_t ky = kyLo; ky < kyHi; ++ky) {
+          const T* in = plane + (rows.start[oy] + ky * dh) * inW + cols.start[ox];
+          for (int64_t kx = kxLo; kx < kxHi; ++kx) {
+            const T v = in[kx * dw];
+            if (first || v > best) best = v;
+            first = false;
+          }
+        }
+        yrow[ox] = best;
+      };
+      for (int64_t ox = 0; ox < fullBegin; ++ox)
+        scalar(ox);
+      if (fullEnd > fullBegin) {
+        const int64_t n = fullEnd - fullBegin;
+        T* out = yrow + fullBegin;
+        const int64_t base = cols.start[fullBegin];
+        bool first = true;
+        for (int64_t ky = kyLo; ky < kyHi; ++ky) {
+          const T* in = plane + (rows.start[oy] + ky * dh) * inW + base;
+          for (int64_t kx = 0; kx < kw; ++kx) {
+            const T* tap = in + kx * dw;
+            if (first) {
+              for (int64_t i = 0; i < n; ++i)
+                out[i] = tap[i * sw];
+              first = false;
+            } else {
+              for (int64_t i = 0; i < n; ++i) {
+                const T v = tap[i * sw];
+                out[i] = v > out[i] ? v : out[i];
+              }
+            }
+          }
+        }
+      }
+      for (int64_t ox = fullEnd; ox < outW; ++ox)
+        scalar(ox);
+    }
+  }
+}
+
 Status maxPoolOp(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   PoolShape s;
@@ -156,7 +248,10 @@ Status maxPoolOp(KernelContext& ctx) {
     using T = decltype(tag);
     Staged<T> xv(x);
     StagedOut<T> y(x.dtype(), s.outDims);
-    maxPool<T>(s, xv.data(), y.data(), idx, columnMajor);
+    if (!idx && s.window.rank() == 2)
+      maxPool2d<T>(s, xv.data(), y.data());
+    else
+      maxPool<T>(s, xv.data(), y.data(), idx, columnMajor);
     ctx.setOutput(0, std::move(y).finish());
   };
   switch (x.dtype()) {
@@ -243,7 +338,32 @@ Status globalPoolOp(KernelContext& ctx, GlobalKind kind) {
     using T = decltype(tag);
     Staged<T> xv(x);
     StagedOut<T> y(x.dtype(), yd);
-    for (int64_t pl = 0; pl < planes; ++pl) {
+    int64_t pl = 0;
+    if (kind != GlobalKind::Lp) {
+      // Eight planes at a time, each still accumulated in its own order (same bits): the eight
+      // dependency chains overlap instead of waiting on one add after another.
+      constexpr int64_t kLanes = 8;
+      for (; pl + kLanes <= planes; pl += kLanes) {
+        const T* src = xv.data() + pl * size;
+        T acc[kLanes];
+        for (int64_t l = 0; l < kLanes; ++l)
+          acc[l] = kind == GlobalKind::Max ? -std::numeric_limits<T>::infinity() : T{0};
+        if (kind == GlobalKind::Max) {
+          for (int64_t i = 0; i < size; ++i)
+            for (int64_t l = 0; l < kLanes; ++l)
+              acc[l] = std::max(acc[l], src[l * size + i]);
+        } else {
+          for (int64_t i = 0; i < size; ++i)
+            for (int64_t l = 0; l < kLanes; ++l)
+              acc[l] += src[l * size + i];
+          for (int64_t l = 0; l < kLanes; ++l)
+            acc[l] /= static_cast<T>(size);
+        }
+        for (int64_t l = 0; l < kLanes; ++l)
+          y.data()[pl + l] = acc[l];
+      }
+    }
+    for (; pl < planes; ++pl) {
       const T* src = xv.data() + pl * size;
       T acc = kind == GlobalKind::Max ? -std::numeric_limits<T>::infinity() : T{0};
       if (kind == GlobalKind::Max) {
