@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <onnx/defs/parser.h>
 
+#include "../../../src/backends/ms/ms_context.h"
 #include "../../../src/backends/ms/ms_lower.h"
 #include "kiln/backends/ms.h"
 #include "kiln/backends/ms_reader.h"
@@ -764,5 +765,47 @@ TEST(MsWriter, FloatsToHalvesMatchesScalar) {
     float f;
     std::memcpy(&f, &bits[i], 4);
     ASSERT_EQ(halves[i], rt::floatToHalf(f)) << std::hex << bits[i];
+  }
+}
+
+// Conv weights are stored KHWC: the writer permutes them while writing, a chunk of 256 Ki values at
+// a time, instead of keeping a permuted copy. A weight of more than two chunks whose innermost
+// runs straddle the chunk bounds must come out exactly as permuteTensor gives it, as float32
+// and as float16.
+TEST(MsWriter, PermutedWeightsStreamedAcrossChunks) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,129,9,11] x, float[37,129,7,9] w) => (float[1,37,3,3] y) {
+  y = Conv (x, w)
+}
+)");
+  const std::vector<int64_t> dims = {37, 129, 7, 9};
+  std::vector<float> values(37 * 129 * 7 * 9);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<float>(i % 2039) - 1000.0f;
+  Tensor w = Tensor::fromValues<float>(DType::Float32, dims, values);
+  Graph& g = *model.graph;
+  Value* init = g.addInitializer(g.uniqueName("w_init"), w);
+  g.nodes().front()->setInput(1, init);
+  Tensor expected = ms::permuteTensor(w, {0, 2, 3, 1});
+  std::vector<float> want(values.size());
+  std::memcpy(want.data(), expected.data(), want.size() * 4);
+  for (bool half : {false, true}) {
+    MsWriteOptions options;
+    options.fp16Weights = half;
+    auto bytes = build(model, options);
+    const auto* stored = g.nodes().front()->input(1);
+    const auto* t = tensorNamed(root(bytes), stored->name());
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(std::vector<int32_t>(t->dims()->begin(), t->dims()->end()),
+              (std::vector<int32_t>{37, 7, 9, 129}));
+    if (!half) {
+      EXPECT_EQ(dataOf<float>(t), want);
+    } else {
+      std::vector<uint16_t> halves(want.size());
+      rt::floatsToHalves(reinterpret_cast<const uint8_t*>(want.data()), halves.data(),
+                         want.size());
+      EXPECT_EQ(dataOf<uint16_t>(t), halves);
+    }
   }
 }
