@@ -218,12 +218,13 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
         for (const auto& q : t.quantParams)
           zeroPoints.push_back(q.zeroPoint);
         const size_t current = s.converted.empty() ? s.size : s.converted.size();
-        auto indexing = ms::encodeIndexing(codes, bits);
-        auto sparse = ms::encodeSparse(codes, bits, zeroPoints);
-        bool sparseWins = sparse.size() < indexing.size();
-        std::vector<uint8_t>& smaller = sparseWins ? sparse : indexing;
-        if (smaller.size() < current) {
-          s.converted = std::move(smaller);
+        // Sizes first (exact): a stream is written only when it is the one kept.
+        const size_t indexing = ms::indexingSize(codes, bits);
+        const size_t sparse = ms::sparseSize(codes, bits, zeroPoints);
+        bool sparseWins = sparse < indexing;
+        if ((sparseWins ? sparse : indexing) < current) {
+          s.converted = sparseWins ? ms::encodeSparse(codes, bits, zeroPoints)
+                                   : ms::encodeIndexing(codes, bits);
           s.dataType = bits <= 8 ? ms::kTypeInt8 : ms::kTypeInt16;
           s.compressType = sparseWins ? fb::WeightQuantCompressType_SPARSE
                                       : fb::WeightQuantCompressType_INDEXING;

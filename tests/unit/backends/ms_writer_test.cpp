@@ -12,12 +12,14 @@
 #include <vector>
 
 #include <flatbuffers/flatbuffers.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <onnx/defs/parser.h>
 
 #include "../../../src/backends/ms/ms_context.h"
 #include "../../../src/backends/ms/ms_lower.h"
+#include "../../../src/backends/ms/weight_coding.h"
 #include "kiln/backends/ms.h"
 #include "kiln/backends/ms_reader.h"
 #include "kiln/backends/ms_writer.h"
@@ -806,6 +808,40 @@ g (float[1,129,9,11] x, float[37,129,7,9] w) => (float[1,37,3,3] y) {
       rt::floatsToHalves(reinterpret_cast<const uint8_t*>(want.data()), halves.data(),
                          want.size());
       EXPECT_EQ(dataOf<uint16_t>(t), halves);
+    }
+  }
+}
+
+// INDEXING and SPARSE streams decode back to their codes, and the sizes the writer decides with
+// (indexingSize / sparseSize, computed without writing) are the streams' exact sizes: dense,
+// sparse, all-zero-point and long-run codes, 2..16 bits, per-channel zero points.
+TEST(MsWriter, WeightCodingRoundTripsAndSizesAreExact) {
+  std::mt19937 rng(7);
+  for (int bits : {2, 4, 7, 8, 12, 16}) {
+    for (double zeroShare : {0.0, 0.5, 0.97, 0.999}) {
+      const size_t channels = 5, perChannel = 1000 + static_cast<size_t>(bits) * 37;
+      std::vector<int32_t> zeroPoints;
+      const int32_t lo = -(1 << (bits - 1)), hi = (1 << (bits - 1)) - 1;
+      std::uniform_int_distribution<int32_t> any(lo, hi);
+      for (size_t c = 0; c < channels; ++c)
+        zeroPoints.push_back(any(rng));
+      std::vector<int32_t> codes;
+      std::uniform_real_distribution<double> u(0, 1);
+      for (size_t c = 0; c < channels; ++c)
+        for (size_t k = 0; k < perChannel; ++k)
+          codes.push_back(u(rng) < zeroShare ? zeroPoints[c] : any(rng));
+      codes.push_back(zeroPoints.back()); // a remainder the last channel takes
+      const std::string where = fmt::format("{} bits, {} zero points", bits, zeroShare);
+      auto indexing = ms::encodeIndexing(codes, bits);
+      EXPECT_EQ(indexing.size(), ms::indexingSize(codes, bits)) << where;
+      auto back = ms::decodeIndexing(indexing.data(), indexing.size(), bits, codes.size(), where);
+      ASSERT_TRUE(back) << back.status().toString();
+      EXPECT_EQ(*back, codes) << where;
+      auto sparse = ms::encodeSparse(codes, bits, zeroPoints);
+      EXPECT_EQ(sparse.size(), ms::sparseSize(codes, bits, zeroPoints)) << where;
+      back = ms::decodeSparse(sparse.data(), sparse.size(), bits, codes.size(), zeroPoints, where);
+      ASSERT_TRUE(back) << back.status().toString();
+      EXPECT_EQ(*back, codes) << where;
     }
   }
 }
