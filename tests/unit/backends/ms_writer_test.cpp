@@ -845,3 +845,77 @@ TEST(MsWriter, WeightCodingRoundTripsAndSizesAreExact) {
     }
   }
 }
+
+// Weight quant splits channels over the worker pool: the .ms bytes (codes, scales, zero points,
+// bias corrections) are the same for 1 and 3 threads, for a Conv weight (channels outermost) and a
+// MatMul weight (channels innermost), symmetric and asymmetric. Without bias correction every code
+// is clamp(nearbyint(w / scale) + zero point), the scalar rule the vectorised loop replaces.
+TEST(MsWriter, WeightQuantBytesDoNotDependOnThreadCount) {
+  auto makeModel = [] {
+    Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,64,9,9] x, float[128,64,9,9] w, float[1,512] a, float[512,1536] m) => (float[1,128,1,1] y, float[1,1536] z) {
+  y = Conv (x, w)
+  z = MatMul (a, m)
+}
+)");
+    Graph& g = *model.graph;
+    std::mt19937 rng(11);
+    std::normal_distribution<float> dist(0.0f, 0.05f);
+    for (size_t input = 0; input < 2; ++input) {
+      Node* node = std::next(g.nodes().begin(), static_cast<long>(input))->get();
+      const std::vector<int64_t> dims = input == 0 ? std::vector<int64_t>{128, 64, 9, 9}
+                                                   : std::vector<int64_t>{512, 1536};
+      std::vector<float> values(static_cast<size_t>(dims[0] * dims[1] *
+                                                    (dims.size() == 4 ? dims[2] * dims[3] : 1)));
+      for (float& v : values)
+        v = dist(rng) + (input == 1 ? 0.01f : 0.0f);
+      values[17] = 0.5f; // channel maxima that round exactly at .5 steps
+      node->setInput(1, g.addInitializer(g.uniqueName("w_init"),
+                                         Tensor::fromValues<float>(DType::Float32, dims, values)));
+    }
+    return model;
+  };
+  for (bool symmetric : {true, false}) {
+    for (bool bias : {true, false}) {
+      std::vector<uint8_t> first;
+      for (int threads : {1, 3}) {
+        Model model = makeModel();
+        WeightQuantOptions quant;
+        quant.symmetric = symmetric;
+        quant.biasCorrection = bias;
+        quant.threads = threads;
+        PipelineOptions pipeline;
+        pipeline.weightQuant = &quant;
+        ASSERT_TRUE(runPipeline(model, {"quantize-weights"}, pipeline));
+        auto bytes = build(model);
+        if (first.empty()) first = bytes;
+        EXPECT_EQ(bytes, first) << "threads " << threads << " symmetric " << symmetric
+                                << " bias correction " << bias;
+        if (bias) continue;
+        // The codes against the scalar rule, per channel.
+        Model source = makeModel();
+        for (const auto& node : model.graph->nodes()) {
+          if (node->opType() != "DequantizeLinear") continue;
+          const Tensor& q = node->input(0)->initializer();
+          const auto scales = node->input(1)->initializer().copyValues<float>();
+          const auto zeros = node->input(2)->initializer().copyValues<int8_t>();
+          const int64_t axis = node->attribute("axis")->asInt();
+          const bool conv = q.dims().size() == 4;
+          const Tensor& w = (conv ? source.graph->nodes().front() : source.graph->nodes().back())
+                                ->input(1)
+                                ->initializer();
+          const auto wv = w.copyValues<float>();
+          const auto codes = q.copyValues<int8_t>();
+          const int64_t qmin = symmetric ? -127 : -128;
+          for (size_t i = 0; i < wv.size(); ++i) {
+            const size_t c = axis == 0 ? i / (wv.size() / scales.size()) : i % scales.size();
+            const int64_t want = std::clamp<int64_t>(
+                static_cast<int64_t>(std::nearbyint(wv[i] / scales[c])) + zeros[c], qmin, 127);
+            ASSERT_EQ(codes[i], want) << "element " << i << (conv ? " of the Conv" : " of the MatMul");
+          }
+        }
+      }
+    }
+  }
+}
