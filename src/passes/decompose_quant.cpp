@@ -307,18 +307,39 @@ Value* shifted(Rewriter& r, Value* codes, Value* zeroPoint, int64_t axis) {
   const Tensor* c = constantTensor(codes);
   const Tensor* z = zeroPoint ? constantTensor(zeroPoint) : nullptr;
   if (c && (!zeroPoint || z)) {
-    std::vector<float> values(c->elementCount());
+    const uint64_t count = c->elementCount();
+    std::vector<uint8_t> bytes(count * sizeof(float));
+    float* values = reinterpret_cast<float*>(bytes.data());
     const uint64_t zn = z ? z->elementCount() : 0;
     uint64_t inner = 1;
     for (size_t d = static_cast<size_t>(axis) + 1; d < c->dims().size(); ++d)
       inner *= static_cast<uint64_t>(c->dims()[d]);
-    for (uint64_t i = 0; i < values.size(); ++i) {
-      double zv = 0;
-      if (zn == 1) zv = elementAsDouble(*z, 0);
-      else if (zn > 1) zv = elementAsDouble(*z, (i / inner) % zn);
-      values[i] = static_cast<float>(elementAsDouble(*c, i) - zv);
+    std::vector<double> zeros(zn);
+    for (uint64_t k = 0; k < zn; ++k)
+      zeros[k] = elementAsDouble(*z, k);
+    // code - zero point for run [i, i + n) of one zero point; 8-bit codes (the common case) read
+    // directly, other types element by element.
+    auto run = [&](uint64_t i, uint64_t n, double zv) {
+      if (c->dtype() == DType::Int8 || c->dtype() == DType::UInt8) {
+        const bool isSigned = c->dtype() == DType::Int8;
+        const uint8_t* p = c->data() + i;
+        for (uint64_t k = 0; k < n; ++k) {
+          const double code = isSigned ? static_cast<double>(static_cast<int8_t>(p[k]))
+                                       : static_cast<double>(p[k]);
+          values[i + k] = static_cast<float>(code - zv);
+        }
+        return;
+      }
+      for (uint64_t k = 0; k < n; ++k)
+        values[i + k] = static_cast<float>(elementAsDouble(*c, i + k) - zv);
+    };
+    if (zn <= 1) {
+      run(0, count, zn == 1 ? zeros[0] : 0.0);
+    } else {
+      for (uint64_t i = 0; i < count; i += inner)
+        run(i, std::min(inner, count - i), zeros[(i / inner) % zn]);
     }
-    return r.constant("shifted", Tensor::fromValues(DType::Float32, c->dims(), values));
+    return r.constant("shifted", Tensor(DType::Float32, c->dims(), Buffer::owned(std::move(bytes))));
   }
   Value* f = r.floatOf(codes);
   if (!zeroPoint) return f;

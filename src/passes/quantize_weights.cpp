@@ -28,6 +28,7 @@
 #include "kiln/passes/precision_report.h"
 #include "kiln/support/page_release.h"
 #include "kiln/support/progress.h"
+#include "../runtime/kernels/thread_pool.h"
 #include "rewrite_util.h"
 
 namespace kiln {
@@ -62,62 +63,76 @@ struct Quantized {
   std::optional<Tensor> meanCorrection; // shaped to broadcast along the channel axis
 };
 
-// Runs fn(first, last) over channel ranges on up to a few threads. Every channel's work is
+// Runs fn(first, last) over channel ranges on the project's worker pool. Every channel's work is
 // done by one thread in the same element order, so the result does not depend on the thread count.
-template <typename F> void forChannelRanges(int64_t channels, uint64_t elements, F&& fn) {
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const int64_t threads =
-      std::min<int64_t>({static_cast<int64_t>(std::min(hw, 8u)), channels,
-                         static_cast<int64_t>(elements >> 18) + 1}); // ≥ 256 Ki values each
-  if (threads <= 1) {
+template <typename F>
+void forChannelRanges(int threads, int64_t channels, uint64_t elements, F&& fn) {
+  if (threads <= 0) threads = static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+  // ≥ 256 Ki values per range: smaller tensors are not worth a hand-off.
+  const int64_t parts = std::min<int64_t>({threads, channels, static_cast<int64_t>(elements >> 18) + 1});
+  if (parts <= 1) {
     fn(int64_t{0}, channels);
     return;
   }
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] { fn(channels * t / threads, channels * (t + 1) / threads); });
-  for (auto& thread : pool)
-    thread.join();
+  rt::pool::parallelFor(static_cast<int>(parts), channels, 1,
+                        [&](int64_t c0, int64_t c1) { fn(c0, c1); });
 }
 
-// Visits channels [c0, c1) of a tensor laid out outer × channels × inner in memory order:
-// f(channel, flat index). Each channel sees its elements in the same order as a loop over that
-// channel alone, so per-channel sums come out the same.
-template <typename F>
-void forEachInChannels(int64_t outer, int64_t channels, int64_t inner, int64_t c0, int64_t c1,
-                       F&& f) {
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t c = c0; c < c1; ++c) {
-      const size_t base = static_cast<size_t>((o * channels + c) * inner);
-      for (int64_t k = 0; k < inner; ++k)
-        f(c, base + static_cast<size_t>(k));
-    }
-}
+// A tensor laid out outer × channels × inner in memory order. Two loop shapes, both in memory
+// order: inner > 1 (Conv: a channel is a contiguous run) reduces along each run; inner == 1
+// (MatMul B, Gemm B: channels are the fastest axis) works across channels, one lane per channel.
+// Either way each channel sees its elements in the same order as a loop over that channel alone,
+// so per-channel sums come out the same.
+struct Layout {
+  int64_t outer, channels, inner;
+  size_t at(int64_t o, int64_t c) const { return static_cast<size_t>((o * channels + c) * inner); }
+};
 
-// Per channel of `w` (laid out outer × channels × inner): the factor and offset that give the
-// dequantized values the original mean and standard deviation. Sums in double: channels can hold
-// many thousands of values.
+// Per channel of `w`: the factor and offset that give the dequantized values the original mean
+// and standard deviation. Sums in double: channels can hold many thousands of values.
 template <typename Code>
-void correctBias(const std::vector<float>& w, const Code* q, const std::vector<int64_t>& zeros,
-                 int64_t outer, int64_t channels, int64_t inner, std::vector<float>& scales,
+void correctBias(int threads, const std::vector<float>& w, const Code* q,
+                 const std::vector<int32_t>& zeros, const Layout& l, std::vector<float>& scales,
                  std::vector<float>& offsets) {
-  offsets.assign(static_cast<size_t>(channels), 0.0f);
-  forChannelRanges(channels, w.size(), [&](int64_t c0, int64_t c1) {
+  offsets.assign(static_cast<size_t>(l.channels), 0.0f);
+  forChannelRanges(threads, l.channels, w.size(), [&](int64_t c0, int64_t c1) {
     const size_t n = static_cast<size_t>(c1 - c0);
     std::vector<double> sumW(n), sumD(n), sumWW(n), sumDD(n);
-    forEachInChannels(outer, channels, inner, c0, c1, [&](int64_t c, size_t i) {
-      const size_t j = static_cast<size_t>(c - c0);
-      const double scale = scales[static_cast<size_t>(c)];
-      double d = static_cast<double>(q[i] - zeros[static_cast<size_t>(c)]) * scale;
-      sumW[j] += w[i];
-      sumD[j] += d;
-      sumWW[j] += static_cast<double>(w[i]) * w[i];
-      sumDD[j] += d * d;
-    });
+    const float* wp = w.data();
+    for (int64_t o = 0; o < l.outer; ++o) {
+      if (l.inner == 1) {
+        const size_t base = l.at(o, c0);
+        for (size_t j = 0; j < n; ++j) {
+          const double x = wp[base + j];
+          const double d = static_cast<double>(q[base + j] - zeros[c0 + j]) *
+                           static_cast<double>(scales[c0 + j]);
+          sumW[j] += x;
+          sumD[j] += d;
+          sumWW[j] += x * x;
+          sumDD[j] += d * d;
+        }
+        continue;
+      }
+      for (int64_t c = c0; c < c1; ++c) {
+        const size_t j = static_cast<size_t>(c - c0), base = l.at(o, c);
+        const double scale = scales[static_cast<size_t>(c)];
+        const int32_t zero = zeros[static_cast<size_t>(c)];
+        double sw = sumW[j], sd = sumD[j], sww = sumWW[j], sdd = sumDD[j];
+        for (int64_t k = 0; k < l.inner; ++k) {
+          const double x = wp[base + static_cast<size_t>(k)];
+          const double d = static_cast<double>(q[base + static_cast<size_t>(k)] - zero) * scale;
+          sw += x;
+          sd += d;
+          sww += x * x;
+          sdd += d * d;
+        }
+        sumW[j] = sw, sumD[j] = sd, sumWW[j] = sww, sumDD[j] = sdd;
+      }
+    }
     for (int64_t c = c0; c < c1; ++c) {
       const size_t j = static_cast<size_t>(c - c0);
       const double scale = scales[static_cast<size_t>(c)];
-      const double count = static_cast<double>(outer * inner);
+      const double count = static_cast<double>(l.outer * l.inner);
       const double meanW = sumW[j] / count, meanD = sumD[j] / count;
       const double varW = std::max(0.0, sumWW[j] / count - meanW * meanW);
       const double varD = std::max(0.0, sumDD[j] / count - meanD * meanD);
@@ -128,36 +143,67 @@ void correctBias(const std::vector<float>& w, const Code* q, const std::vector<i
   });
 }
 
+// round-half-even(x / scale) + zero, clamped to [qmin, qmax]; the same value as
+// clamp(nearbyint(x / scale) + zero) for every finite quotient, written so the compiler vectorises
+// it: the quotient is first limited to ±2^20 (the clamp decides beyond that anyway), then rounded
+// by adding and taking away 1.5·2^23 (exact round to nearest even below 2^22).
+inline int32_t quantCode(float x, float scale, int32_t zero, int32_t qmin, int32_t qmax) {
+  constexpr float kLimit = 1048576.0f, kMagic = 12582912.0f;
+  float v = x / scale;
+  v = v < -kLimit ? -kLimit : v;
+  v = v > kLimit ? kLimit : v;
+  v = (v + kMagic) - kMagic;
+  int32_t code = static_cast<int32_t>(v) + zero;
+  code = code < qmin ? qmin : code;
+  return code > qmax ? qmax : code;
+}
+
 // The codes go straight into the bytes of the result tensor (int8 for ≤ 8 bits, else int16).
 template <typename Code>
 Quantized quantizeAs(const Tensor& weight, int64_t axis, const WeightQuantOptions& options,
                      DType codeType) {
   const auto& dims = weight.dims();
-  const int64_t channels = dims[static_cast<size_t>(axis)];
-  int64_t inner = 1, outer = 1;
+  Layout l{1, dims[static_cast<size_t>(axis)], 1};
   for (size_t i = static_cast<size_t>(axis) + 1; i < dims.size(); ++i)
-    inner *= dims[i];
+    l.inner *= dims[i];
   for (size_t i = 0; i < static_cast<size_t>(axis); ++i)
-    outer *= dims[i];
+    l.outer *= dims[i];
+  const int64_t channels = l.channels;
   std::vector<float> w = weight.copyValues<float>();
   // The float copy is what is read from here on: the source's mapped pages can go.
   releasePages(weight.buffer().get());
   const int bits = options.bitNum;
-  const int64_t qmin =
-      options.symmetric ? -((int64_t{1} << (bits - 1)) - 1) : -(int64_t{1} << (bits - 1));
-  const int64_t qmax = (int64_t{1} << (bits - 1)) - 1;
+  const int32_t qmin =
+      options.symmetric ? -((int32_t{1} << (bits - 1)) - 1) : -(int32_t{1} << (bits - 1));
+  const int32_t qmax = (int32_t{1} << (bits - 1)) - 1;
   std::vector<float> scales(static_cast<size_t>(channels));
-  std::vector<int64_t> zeros(static_cast<size_t>(channels), 0);
+  std::vector<int32_t> zeros(static_cast<size_t>(channels), 0);
   std::vector<uint8_t> bytes(w.size() * sizeof(Code));
   Code* q = reinterpret_cast<Code*>(bytes.data());
-  forChannelRanges(channels, w.size(), [&](int64_t c0, int64_t c1) {
+  const float* wp = w.data();
+  forChannelRanges(options.threads, channels, w.size(), [&](int64_t c0, int64_t c1) {
     const size_t n = static_cast<size_t>(c1 - c0);
     std::vector<float> lo(n, 0.0f), hi(n, 0.0f); // the range always includes 0 so zero stays exact
-    forEachInChannels(outer, channels, inner, c0, c1, [&](int64_t c, size_t i) {
-      const size_t j = static_cast<size_t>(c - c0);
-      lo[j] = std::min(lo[j], w[i]);
-      hi[j] = std::max(hi[j], w[i]);
-    });
+    for (int64_t o = 0; o < l.outer; ++o) {
+      if (l.inner == 1) {
+        const float* row = wp + l.at(o, c0);
+        for (size_t j = 0; j < n; ++j) {
+          lo[j] = row[j] < lo[j] ? row[j] : lo[j];
+          hi[j] = hi[j] < row[j] ? row[j] : hi[j];
+        }
+        continue;
+      }
+      for (int64_t c = c0; c < c1; ++c) {
+        const size_t j = static_cast<size_t>(c - c0);
+        const float* run = wp + l.at(o, c);
+        float mn = lo[j], mx = hi[j];
+        for (int64_t k = 0; k < l.inner; ++k) {
+          mn = run[k] < mn ? run[k] : mn;
+          mx = mx < run[k] ? run[k] : mx;
+        }
+        lo[j] = mn, hi[j] = mx;
+      }
+    }
     for (int64_t c = c0; c < c1; ++c) {
       const size_t j = static_cast<size_t>(c - c0);
       float scale;
@@ -167,22 +213,35 @@ Quantized quantizeAs(const Tensor& weight, int64_t axis, const WeightQuantOption
       } else {
         scale = (hi[j] - lo[j]) / static_cast<float>(qmax - qmin);
         zero = scale > 0 ? qmin - static_cast<int64_t>(std::nearbyint(lo[j] / scale)) : 0;
-        zero = std::clamp(zero, qmin, qmax);
+        zero = std::clamp<int64_t>(zero, qmin, qmax);
       }
       if (scale == 0) scale = 1; // an all-zero channel: any scale represents it exactly
       scales[static_cast<size_t>(c)] = scale;
-      zeros[static_cast<size_t>(c)] = zero;
+      zeros[static_cast<size_t>(c)] = static_cast<int32_t>(zero);
     }
-    forEachInChannels(outer, channels, inner, c0, c1, [&](int64_t c, size_t i) {
-      const float scale = scales[static_cast<size_t>(c)];
-      int64_t code = static_cast<int64_t>(std::nearbyint(w[i] / scale)) + zeros[static_cast<size_t>(c)];
-      q[i] = static_cast<Code>(std::clamp(code, qmin, qmax));
-    });
+    for (int64_t o = 0; o < l.outer; ++o) {
+      if (l.inner == 1) {
+        const size_t base = l.at(o, c0);
+        const float* sc = scales.data() + c0;
+        const int32_t* zp = zeros.data() + c0;
+        for (size_t j = 0; j < n; ++j)
+          q[base + j] = static_cast<Code>(quantCode(wp[base + j], sc[j], zp[j], qmin, qmax));
+        continue;
+      }
+      for (int64_t c = c0; c < c1; ++c) {
+        const size_t base = l.at(o, c);
+        const float scale = scales[static_cast<size_t>(c)];
+        const int32_t zero = zeros[static_cast<size_t>(c)];
+        for (int64_t k = 0; k < l.inner; ++k)
+          q[base + static_cast<size_t>(k)] =
+              static_cast<Code>(quantCode(wp[base + static_cast<size_t>(k)], scale, zero, qmin, qmax));
+      }
+    }
   });
   Quantized out;
   if (options.biasCorrection) {
     std::vector<float> offsets;
-    correctBias(w, q, zeros, outer, channels, inner, scales, offsets);
+    correctBias(options.threads, w, q, zeros, l, scales, offsets);
     if (std::any_of(offsets.begin(), offsets.end(), [](float m) { return m != 0; })) {
       std::vector<int64_t> broadcastDims(dims.size(), 1);
       broadcastDims[static_cast<size_t>(axis)] = channels;

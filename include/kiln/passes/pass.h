@@ -48,6 +48,9 @@ struct WeightQuantOptions {
   // [weight_quant_param] bias_correction: per channel, the dequantized weights get the original
   // mean and standard deviation back (the runtime's varCorr/meanCorr, formats/ms.md §3.2).
   bool biasCorrection = true;
+  // Worker threads for the per-channel work (0: one per CPU, at most 8). The codes, scales and
+  // corrections are the same bytes whatever the count.
+  int threads = 0;
 };
 
 // What passes share during one pipeline run.

@@ -211,6 +211,29 @@ Expected<uint32_t> LoweringContext::constTensor(const Tensor& t, const std::stri
   return addTensor(std::move(m));
 }
 
+Expected<uint32_t> LoweringContext::permutedConstTensor(const Tensor& t,
+                                                        const std::vector<int64_t>& perm,
+                                                        const std::string& name, int format) {
+  const auto& dims = t.dims();
+  if (perm.size() != dims.size() || dims.size() < 2 || !t.buffer())
+    return constTensor(permuteTensor(t, perm), name, format);
+  std::vector<int64_t> outDims(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i)
+    outDims[i] = dims[static_cast<size_t>(perm[i])];
+  // Same dims and type as the permuted copy; the bytes stay the source's until written.
+  KILN_ASSIGN_OR_RETURN(uint32_t id,
+                        constTensor(Tensor(t.dtype(), outDims, t.buffer()), name, format));
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i)
+    identity = identity && perm[i] == static_cast<int64_t>(i);
+  if (!identity) {
+    MsTensor& m = out_.tensors[id];
+    m.writePerm = perm;
+    m.sourceDims = dims;
+  }
+  return id;
+}
+
 Expected<uint32_t> LoweringContext::broadcastConstNhwc(const Const& c) {
   Tensor t = c.quantized ? dequantize(c) : c.tensor;
   const size_t rank = t.dims().size();
@@ -239,7 +262,7 @@ Expected<uint32_t> LoweringContext::input(const Value* v, Layout layout) {
     auto it = constCache_.find(key);
     if (it != constCache_.end()) return it->second;
     Tensor t = c->quantized ? dequantize(*c) : c->tensor;
-    auto id = permute ? constTensor(permuteTensor(t, kToNhwc), c->name + "_nhwc", kFormatNHWC)
+    auto id = permute ? permutedConstTensor(t, kToNhwc, c->name + "_nhwc", kFormatNHWC)
                       : constTensor(t, c->name);
     if (!id) return id;
     constCache_[key] = *id;
@@ -357,7 +380,7 @@ Expected<uint32_t> LoweringContext::weightTensor(const Value* v, const std::vect
     }
   }
   Tensor t = c->quantized ? dequantize(*c) : c->tensor;
-  if (doPermute) t = permuteTensor(t, perm);
+  if (doPermute) return permutedConstTensor(t, perm, c->name, format);
   return constTensor(t, c->name, format);
 }
 

@@ -195,6 +195,10 @@ class LoweringContext {
     usedNames_.insert(name);
   }
   Expected<uint32_t> constTensor(const Tensor& t, const std::string& name, int format = 0);
+  // constTensor of `t` permuted by `perm` (permuteTensor's meaning), without the copy: the writer
+  // permutes the bytes while writing them (MsTensor::writePerm).
+  Expected<uint32_t> permutedConstTensor(const Tensor& t, const std::vector<int64_t>& perm,
+                                         const std::string& name, int format = 0);
   uint32_t intConst(const std::vector<int64_t>& values, const std::string& name,
                     std::optional<std::vector<int32_t>> dims = std::nullopt);
   uint32_t floatConst(const std::vector<float>& values, const std::string& name,

@@ -49,6 +49,13 @@ struct MsTensor {
   std::vector<int32_t> dims;
   int format = kFormatNCHW;
   std::shared_ptr<const Buffer> data; // constants only
+  // Set for a constant stored in another dimension order (Conv weights to KHWC, 4-D constants to
+  // NHWC): `data` holds the source bytes in `sourceDims` order and the stored element i of `dims`
+  // order comes from source index permuted by `writePerm` (dims[k] = sourceDims[writePerm[k]]).
+  // The writer permutes while it writes, a chunk at a time, so the permuted copy of the weights
+  // never exists whole.
+  std::vector<int64_t> writePerm;
+  std::vector<int64_t> sourceDims;
   std::vector<MsQuantParam> quantParams;
   int compressType = 0; // WeightQuantCompressType
   // Weight-quant codes before packing (int8 or int16 element bytes in `data`); the writer packs

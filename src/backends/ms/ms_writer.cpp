@@ -9,6 +9,7 @@
 #include <limits>
 #include <ostream>
 #include <set>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -44,6 +45,8 @@ struct StoredData {
   bool toHalf = false;            // stored = float16 of the float32 source
   int dataType = 0;
   int compressType = 0;
+  // Stored in another dimension order than the source (MsTensor::writePerm); empty: as is.
+  std::vector<int64_t> perm, sourceDims;
 
   uint8_t firstByte() const {
     if (!toHalf) return data[0];
@@ -53,14 +56,84 @@ struct StoredData {
   }
 };
 
-// Writes `s` through `sink(bytes, count)` in pieces; float16 conversion happens here, a chunk at a
-// time. Gives the source's mapped pages back once they are written.
+// Element `first` onwards of a source tensor read in permuted order: out axis k walks source axis
+// perm[k]. Copies `count` elements of `elem` bytes to `dst`, an odometer over the out index.
+void gatherPermuted(const uint8_t* src, const std::vector<int64_t>& sourceDims,
+                    const std::vector<int64_t>& perm, size_t elem, uint64_t first, size_t count,
+                    uint8_t* dst) {
+  const size_t rank = perm.size();
+  std::vector<int64_t> srcStride(rank, 1), outDims(rank), stride(rank), idx(rank);
+  for (size_t i = rank; i-- > 1;)
+    srcStride[i - 1] = srcStride[i] * sourceDims[i];
+  for (size_t k = 0; k < rank; ++k) {
+    outDims[k] = sourceDims[static_cast<size_t>(perm[k])];
+    stride[k] = srcStride[static_cast<size_t>(perm[k])];
+  }
+  uint64_t rest = first;
+  int64_t offset = 0;
+  for (size_t k = rank; k-- > 0;) {
+    idx[k] = static_cast<int64_t>(rest % static_cast<uint64_t>(outDims[k]));
+    rest /= static_cast<uint64_t>(outDims[k]);
+    offset += idx[k] * stride[k];
+  }
+  const int64_t inner = outDims[rank - 1], innerStride = stride[rank - 1];
+  auto run = [&](auto width) {
+    constexpr size_t w = decltype(width)::value;
+    size_t done = 0;
+    while (done < count) {
+      // The rest of the innermost axis, one strided run.
+      const size_t n = std::min<size_t>(count - done, static_cast<size_t>(inner - idx[rank - 1]));
+      const uint8_t* from = src + static_cast<size_t>(offset) * w;
+      for (size_t i = 0; i < n; ++i)
+        std::memcpy(dst + (done + i) * w, from + i * static_cast<size_t>(innerStride) * w, w);
+      done += n;
+      offset += static_cast<int64_t>(n) * innerStride;
+      idx[rank - 1] += static_cast<int64_t>(n);
+      for (size_t k = rank; k-- > 1 && idx[k] == outDims[k];) {
+        offset -= idx[k] * stride[k];
+        idx[k] = 0;
+        ++idx[k - 1];
+        offset += stride[k - 1];
+      }
+    }
+  };
+  switch (elem) {
+  case 1: run(std::integral_constant<size_t, 1>{}); break;
+  case 2: run(std::integral_constant<size_t, 2>{}); break;
+  case 4: run(std::integral_constant<size_t, 4>{}); break;
+  default: run(std::integral_constant<size_t, 8>{}); break;
+  }
+}
+
+// Writes `s` through `sink(bytes, count)` in pieces; float16 conversion and the dimension
+// permutation happen here, a chunk at a time. Gives the source's mapped pages back once they are
+// written.
 template <typename Sink> bool emitStored(const StoredData& s, Sink&& sink) {
   bool ok = true;
-  if (s.toHalf) {
+  const uint8_t* src = s.source ? s.source->data() : s.data;
+  if (!s.perm.empty()) {
+    uint64_t count = 1;
+    for (int64_t d : s.sourceDims)
+      count *= static_cast<uint64_t>(d);
+    const size_t elem = count ? s.source->size() / count : 1;
+    constexpr size_t kChunk = size_t{1} << 18; // elements per chunk
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(kChunk, count));
+    std::vector<uint8_t> gathered(chunk * elem);
+    std::vector<uint16_t> halves(s.toHalf ? chunk : 0);
+    for (uint64_t done = 0; ok && done < count;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, count - done));
+      gatherPermuted(src, s.sourceDims, s.perm, elem, done, n, gathered.data());
+      if (s.toHalf) {
+        rt::floatsToHalves(gathered.data(), halves.data(), n);
+        ok = sink(reinterpret_cast<const uint8_t*>(halves.data()), n * 2);
+      } else {
+        ok = sink(gathered.data(), n * elem);
+      }
+      done += n;
+    }
+  } else if (s.toHalf) {
     constexpr size_t kChunk = size_t{1} << 19; // values per chunk: 1 MiB of float16
     std::vector<uint16_t> halves(std::min(kChunk, s.size / 2));
-    const uint8_t* src = s.source->data();
     for (size_t done = 0, count = s.size / 2; ok && done < count;) {
       const size_t n = std::min(kChunk, count - done);
       rt::floatsToHalves(src + done * 4, halves.data(), n);
@@ -82,6 +155,10 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
   s.source = t.data.get();
   s.data = t.data->data();
   s.size = t.data->size();
+  if (!t.writePerm.empty() && !t.isQuantizedWeight) {
+    s.perm = t.writePerm;
+    s.sourceDims = t.sourceDims;
+  }
   if (options.fp16Weights && t.dataType == ms::kTypeFloat32 && !t.isQuantizedWeight) {
     s.toHalf = true;
     s.size = s.size / 4 * 2;
@@ -141,12 +218,13 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
         for (const auto& q : t.quantParams)
           zeroPoints.push_back(q.zeroPoint);
         const size_t current = s.converted.empty() ? s.size : s.converted.size();
-        auto indexing = ms::encodeIndexing(codes, bits);
-        auto sparse = ms::encodeSparse(codes, bits, zeroPoints);
-        bool sparseWins = sparse.size() < indexing.size();
-        std::vector<uint8_t>& smaller = sparseWins ? sparse : indexing;
-        if (smaller.size() < current) {
-          s.converted = std::move(smaller);
+        // Sizes first (exact): a stream is written only when it is the one kept.
+        const size_t indexing = ms::indexingSize(codes, bits);
+        const size_t sparse = ms::sparseSize(codes, bits, zeroPoints);
+        bool sparseWins = sparse < indexing;
+        if ((sparseWins ? sparse : indexing) < current) {
+          s.converted = sparseWins ? ms::encodeSparse(codes, bits, zeroPoints)
+                                   : ms::encodeIndexing(codes, bits);
           s.dataType = bits <= 8 ? ms::kTypeInt8 : ms::kTypeInt16;
           s.compressType = sparseWins ? fb::WeightQuantCompressType_SPARSE
                                       : fb::WeightQuantCompressType_INDEXING;

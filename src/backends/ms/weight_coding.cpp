@@ -2,6 +2,7 @@
 // bit layouts, which no general-purpose library produces.
 #include "weight_coding.h"
 
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -11,20 +12,39 @@ namespace {
 constexpr int kGapWidthBits = 8;
 constexpr int kEntryCountBits = 32;
 
-// Appends values most significant bit first, bytes filled from their top bit.
+// Appends values most significant bit first, bytes filled from their top bit. `reserve` sizes the
+// stream up front (the encoders know their exact size).
 class BitWriter {
  public:
+  explicit BitWriter(uint64_t reserveBits = 0) { bytes_.reserve((reserveBits + 7) / 8); }
   void put(uint64_t value, int bits) {
-    for (int b = bits - 1; b >= 0; --b, ++pos_) {
-      if (pos_ % 8 == 0) bytes_.push_back(0);
-      if ((value >> b) & 1) bytes_.back() |= static_cast<uint8_t>(0x80u >> (pos_ % 8));
+    if (bits == 0) return;
+    value &= bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+    // Whole bytes leave the accumulator as soon as they are full; it holds fewer than 8 bits
+    // between calls, so up to 56 new bits fit.
+    while (bits > 0) {
+      const int take = std::min(bits, 56);
+      bits -= take;
+      acc_ = (acc_ << take) | ((value >> bits) & ((uint64_t{1} << take) - 1));
+      accBits_ += take;
+      while (accBits_ >= 8) {
+        accBits_ -= 8;
+        bytes_.push_back(static_cast<uint8_t>(acc_ >> accBits_));
+      }
+      acc_ &= (uint64_t{1} << accBits_) - 1;
     }
   }
-  std::vector<uint8_t> take() { return std::move(bytes_); }
+  std::vector<uint8_t> take() {
+    if (accBits_ > 0) bytes_.push_back(static_cast<uint8_t>(acc_ << (8 - accBits_)));
+    accBits_ = 0;
+    acc_ = 0;
+    return std::move(bytes_);
+  }
 
  private:
   std::vector<uint8_t> bytes_;
-  uint64_t pos_ = 0;
+  uint64_t acc_ = 0;
+  int accBits_ = 0;
 };
 
 class BitReader {
@@ -109,34 +129,115 @@ int32_t zeroPointAt(const std::vector<int32_t>& zeroPoints, uint64_t perChannel,
   return zeroPoints[std::min<uint64_t>(k / perChannel, zeroPoints.size() - 1)];
 }
 
-// (code, gap) entries for a gap width: a run of zero points longer than the width holds is cut
-// by writing one zero point as an entry.
-struct Entry {
-  int32_t code;
-  uint64_t gap;
+// What a SPARSE stream of `codes` holds, worked out without writing it: the gap width, the entry
+// count and the unique entry codes. Pick the gap width from the runs of zero points: a run of L
+// before an entry costs floor(L / 2^w) extra zero-point entries at width w. The table size is
+// estimated for the choice (zero points that become entries are counted once per channel); the
+// entry set is then exact.
+struct SparsePlan {
+  int gapBits = 1;
+  uint64_t entries = 0;
+  UniqueSet unique; // of the entry codes
+  uint64_t totalBits = 0;
 };
-std::vector<Entry> sparseEntries(const std::vector<int32_t>& codes,
-                                 const std::vector<int32_t>& zeroPoints, int gapBits) {
-  const uint64_t maxGap = (uint64_t{1} << gapBits) - 1;
+SparsePlan planSparse(const std::vector<int32_t>& codes, int bits,
+                      const std::vector<int32_t>& zeroPoints) {
   const uint64_t perChannel = std::max<uint64_t>(1, codes.size() / zeroPoints.size());
-  std::vector<Entry> entries;
-  uint64_t gap = 0;
+  // Runs of zero points before each non-zero entry, then the trailing run, as a histogram (most
+  // runs are short) plus the long ones.
+  constexpr uint64_t kShort = uint64_t{1} << 16;
+  std::vector<uint64_t> shortRuns;
+  std::vector<uint64_t> longRuns;
+  const size_t table = size_t{1} << bits;
+  std::vector<uint8_t> nonZeroPresent(table, 0);
+  uint64_t nonZero = 0, run = 0, maxShort = 0;
+  auto addRun = [&](uint64_t r) {
+    if (r >= kShort) {
+      longRuns.push_back(r);
+      return;
+    }
+    if (r >= shortRuns.size()) shortRuns.resize(std::max<uint64_t>(r + 1, shortRuns.size() * 2));
+    ++shortRuns[r];
+    maxShort = std::max(maxShort, r);
+  };
+  const int32_t bias = 1 << (bits - 1);
+  for (uint64_t c = 0, k = 0; k < codes.size(); ++c) {
+    // One channel (the last takes the remainder) at a time: its zero point is fixed.
+    const uint64_t end = c + 1 >= zeroPoints.size() ? codes.size()
+                                                    : std::min<uint64_t>(codes.size(), k + perChannel);
+    const int32_t zp = zeroPoints[std::min<uint64_t>(c, zeroPoints.size() - 1)];
+    for (; k < end; ++k) {
+      if (codes[k] == zp) {
+        ++run;
+        continue;
+      }
+      addRun(run);
+      nonZeroPresent[static_cast<size_t>(codes[k] + bias)] = 1;
+      ++nonZero;
+      run = 0;
+    }
+  }
+  addRun(run);
+  uint64_t unique = 0;
+  for (uint8_t p : nonZeroPresent)
+    unique += p;
+  SparsePlan plan;
+  uint64_t bestBits = UINT64_MAX;
+  for (int gapBits = 1; gapBits <= 16; ++gapBits) {
+    uint64_t forced = 0;
+    for (uint64_t r = uint64_t{1} << gapBits; r <= maxShort; ++r)
+      forced += shortRuns[r] * (r >> gapBits);
+    for (uint64_t r : longRuns)
+      forced += r >> gapBits;
+    const uint64_t entries = nonZero + forced;
+    const uint64_t tableSize = unique + (forced ? zeroPoints.size() : 0);
+    const uint64_t total = kGapWidthBits + kEntryCountBits + (tableSize + 1) * uint64_t(bits) +
+                           entries * uint64_t(indexBits(tableSize) + gapBits);
+    if (total < bestBits) {
+      bestBits = total;
+      plan.gapBits = gapBits;
+    }
+  }
+  // The exact entry set at that width: the non-zero codes and the zero points a long run forces
+  // into entries.
+  const uint64_t maxGap = (uint64_t{1} << plan.gapBits) - 1;
+  std::vector<bool> present(table, false);
+  for (size_t i = 0; i < table; ++i)
+    present[i] = nonZeroPresent[i] != 0;
+  uint64_t gap = 0, entries = 0;
   for (uint64_t k = 0; k < codes.size(); ++k) {
-    if (codes[k] != zeroPointAt(zeroPoints, perChannel, k) || gap == maxGap) {
-      entries.push_back({codes[k], gap});
+    const int32_t code = codes[k];
+    if (code != zeroPointAt(zeroPoints, perChannel, k) || gap == maxGap) {
+      present[static_cast<size_t>(code + bias)] = true;
+      ++entries;
       gap = 0;
     } else {
       ++gap;
     }
   }
-  return entries; // the trailing gap (≤ maxGap) is implied
+  plan.entries = entries;
+  plan.unique.bias = bias;
+  plan.unique.position.assign(table, -1);
+  for (size_t i = 0; i < table; ++i)
+    if (present[i]) {
+      plan.unique.position[i] = static_cast<int32_t>(plan.unique.values.size());
+      plan.unique.values.push_back(static_cast<int32_t>(i) - bias);
+    }
+  const uint64_t u = plan.unique.values.size();
+  plan.totalBits = kGapWidthBits + kEntryCountBits + (u + 1) * uint64_t(bits) +
+                   entries * uint64_t(indexBits(u) + plan.gapBits);
+  return plan;
+}
+
+uint64_t indexingBits(const UniqueSet& u, uint64_t count, int bits) {
+  return (u.values.size() + 1) * uint64_t(bits) + count * uint64_t(indexBits(u.values.size()));
 }
 
 } // namespace
 
 std::vector<uint8_t> encodeIndexing(const std::vector<int32_t>& codes, int bits) {
   UniqueSet u = uniqueOf(codes, bits);
-  BitWriter w;
+  BitWriter w(indexingBits(u, codes.size(), bits));
   putUniqueValues(w, u.values, bits);
   const int width = indexBits(u.values.size());
   for (int32_t c : codes)
@@ -144,55 +245,41 @@ std::vector<uint8_t> encodeIndexing(const std::vector<int32_t>& codes, int bits)
   return w.take();
 }
 
+size_t indexingSize(const std::vector<int32_t>& codes, int bits) {
+  return static_cast<size_t>((indexingBits(uniqueOf(codes, bits), codes.size(), bits) + 7) / 8);
+}
+
+size_t sparseSize(const std::vector<int32_t>& codes, int bits,
+                  const std::vector<int32_t>& zeroPoints) {
+  return static_cast<size_t>((planSparse(codes, bits, zeroPoints).totalBits + 7) / 8);
+}
+
 std::vector<uint8_t> encodeSparse(const std::vector<int32_t>& codes, int bits,
                                   const std::vector<int32_t>& zeroPoints) {
-  // Pick the gap width from the runs of zero points: a run of L before an entry costs
-  // floor(L / 2^w) extra zero-point entries at width w. The table size is estimated (zero points
-  // that become entries are counted once per channel); the stream itself is exact.
+  const SparsePlan plan = planSparse(codes, bits, zeroPoints);
   const uint64_t perChannel = std::max<uint64_t>(1, codes.size() / zeroPoints.size());
-  std::vector<uint64_t> runs; // zero points before each non-zero entry, then the trailing run
-  std::vector<int32_t> nonZero;
-  uint64_t run = 0;
-  for (uint64_t k = 0; k < codes.size(); ++k) {
-    if (codes[k] == zeroPointAt(zeroPoints, perChannel, k)) {
-      ++run;
-      continue;
-    }
-    runs.push_back(run);
-    nonZero.push_back(codes[k]);
-    run = 0;
-  }
-  runs.push_back(run);
-  const uint64_t unique = uniqueOf(nonZero, bits).values.size();
-  int bestWidth = 1;
-  uint64_t bestBits = UINT64_MAX;
-  for (int gapBits = 1; gapBits <= 16; ++gapBits) {
-    uint64_t forced = 0;
-    for (uint64_t r : runs)
-      forced += r >> gapBits;
-    const uint64_t entries = nonZero.size() + forced;
-    const uint64_t tableSize = unique + (forced ? zeroPoints.size() : 0);
-    const uint64_t total = kGapWidthBits + kEntryCountBits + (tableSize + 1) * uint64_t(bits) +
-                           entries * uint64_t(indexBits(tableSize) + gapBits);
-    if (total < bestBits) {
-      bestBits = total;
-      bestWidth = gapBits;
+  const uint64_t maxGap = (uint64_t{1} << plan.gapBits) - 1;
+  BitWriter w(plan.totalBits);
+  w.put(static_cast<uint64_t>(plan.gapBits), kGapWidthBits);
+  w.put(plan.entries, kEntryCountBits);
+  putUniqueValues(w, plan.unique.values, bits);
+  const int width = indexBits(plan.unique.values.size());
+  // Two passes over the entries (indices, then gaps), as the stream lays them out.
+  for (int pass = 0; pass < 2; ++pass) {
+    uint64_t gap = 0;
+    for (uint64_t k = 0; k < codes.size(); ++k) {
+      const int32_t code = codes[k];
+      if (code != zeroPointAt(zeroPoints, perChannel, k) || gap == maxGap) {
+        if (pass == 0)
+          w.put(plan.unique.at(code), width);
+        else
+          w.put(gap, plan.gapBits);
+        gap = 0;
+      } else {
+        ++gap;
+      }
     }
   }
-  std::vector<Entry> entries = sparseEntries(codes, zeroPoints, bestWidth);
-  std::vector<int32_t> entryCodes;
-  for (const Entry& e : entries)
-    entryCodes.push_back(e.code);
-  UniqueSet u = uniqueOf(entryCodes, bits);
-  BitWriter w;
-  w.put(static_cast<uint64_t>(bestWidth), kGapWidthBits);
-  w.put(entries.size(), kEntryCountBits);
-  putUniqueValues(w, u.values, bits);
-  const int width = indexBits(u.values.size());
-  for (const Entry& e : entries)
-    w.put(u.at(e.code), width);
-  for (const Entry& e : entries)
-    w.put(e.gap, bestWidth);
   return w.take();
 }
 

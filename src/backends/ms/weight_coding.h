@@ -23,6 +23,12 @@ std::vector<uint8_t> encodeIndexing(const std::vector<int32_t>& codes, int bits)
 std::vector<uint8_t> encodeSparse(const std::vector<int32_t>& codes, int bits,
                                   const std::vector<int32_t>& zeroPoints);
 
+// The exact byte sizes encodeIndexing / encodeSparse would return, without writing the streams
+// (the writer keeps a coding only when it is smaller than the plain or packed codes).
+size_t indexingSize(const std::vector<int32_t>& codes, int bits);
+size_t sparseSize(const std::vector<int32_t>& codes, int bits,
+                  const std::vector<int32_t>& zeroPoints);
+
 // The codes back; `where` ("model.ms: tensor 'w'") starts each error (K7001).
 Expected<std::vector<int32_t>> decodeIndexing(const uint8_t* data, size_t size, int bits,
                                               uint64_t count, const std::string& where);

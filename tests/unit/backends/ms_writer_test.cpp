@@ -12,11 +12,14 @@
 #include <vector>
 
 #include <flatbuffers/flatbuffers.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <onnx/defs/parser.h>
 
+#include "../../../src/backends/ms/ms_context.h"
 #include "../../../src/backends/ms/ms_lower.h"
+#include "../../../src/backends/ms/weight_coding.h"
 #include "kiln/backends/ms.h"
 #include "kiln/backends/ms_reader.h"
 #include "kiln/backends/ms_writer.h"
@@ -764,5 +767,155 @@ TEST(MsWriter, FloatsToHalvesMatchesScalar) {
     float f;
     std::memcpy(&f, &bits[i], 4);
     ASSERT_EQ(halves[i], rt::floatToHalf(f)) << std::hex << bits[i];
+  }
+}
+
+// Conv weights are stored KHWC: the writer permutes them while writing, a chunk of 256 Ki values at
+// a time, instead of keeping a permuted copy. A weight of more than two chunks whose innermost
+// runs straddle the chunk bounds must come out exactly as permuteTensor gives it, as float32
+// and as float16.
+TEST(MsWriter, PermutedWeightsStreamedAcrossChunks) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,129,9,11] x, float[37,129,7,9] w) => (float[1,37,3,3] y) {
+  y = Conv (x, w)
+}
+)");
+  const std::vector<int64_t> dims = {37, 129, 7, 9};
+  std::vector<float> values(37 * 129 * 7 * 9);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<float>(i % 2039) - 1000.0f;
+  Tensor w = Tensor::fromValues<float>(DType::Float32, dims, values);
+  Graph& g = *model.graph;
+  Value* init = g.addInitializer(g.uniqueName("w_init"), w);
+  g.nodes().front()->setInput(1, init);
+  Tensor expected = ms::permuteTensor(w, {0, 2, 3, 1});
+  std::vector<float> want(values.size());
+  std::memcpy(want.data(), expected.data(), want.size() * 4);
+  for (bool half : {false, true}) {
+    MsWriteOptions options;
+    options.fp16Weights = half;
+    auto bytes = build(model, options);
+    const auto* stored = g.nodes().front()->input(1);
+    const auto* t = tensorNamed(root(bytes), stored->name());
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(std::vector<int32_t>(t->dims()->begin(), t->dims()->end()),
+              (std::vector<int32_t>{37, 7, 9, 129}));
+    if (!half) {
+      EXPECT_EQ(dataOf<float>(t), want);
+    } else {
+      std::vector<uint16_t> halves(want.size());
+      rt::floatsToHalves(reinterpret_cast<const uint8_t*>(want.data()), halves.data(),
+                         want.size());
+      EXPECT_EQ(dataOf<uint16_t>(t), halves);
+    }
+  }
+}
+
+// INDEXING and SPARSE streams decode back to their codes, and the sizes the writer decides with
+// (indexingSize / sparseSize, computed without writing) are the streams' exact sizes: dense,
+// sparse, all-zero-point and long-run codes, 2..16 bits, per-channel zero points.
+TEST(MsWriter, WeightCodingRoundTripsAndSizesAreExact) {
+  std::mt19937 rng(7);
+  for (int bits : {2, 4, 7, 8, 12, 16}) {
+    for (double zeroShare : {0.0, 0.5, 0.97, 0.999}) {
+      const size_t channels = 5, perChannel = 1000 + static_cast<size_t>(bits) * 37;
+      std::vector<int32_t> zeroPoints;
+      const int32_t lo = -(1 << (bits - 1)), hi = (1 << (bits - 1)) - 1;
+      std::uniform_int_distribution<int32_t> any(lo, hi);
+      for (size_t c = 0; c < channels; ++c)
+        zeroPoints.push_back(any(rng));
+      std::vector<int32_t> codes;
+      std::uniform_real_distribution<double> u(0, 1);
+      for (size_t c = 0; c < channels; ++c)
+        for (size_t k = 0; k < perChannel; ++k)
+          codes.push_back(u(rng) < zeroShare ? zeroPoints[c] : any(rng));
+      codes.push_back(zeroPoints.back()); // a remainder the last channel takes
+      const std::string where = fmt::format("{} bits, {} zero points", bits, zeroShare);
+      auto indexing = ms::encodeIndexing(codes, bits);
+      EXPECT_EQ(indexing.size(), ms::indexingSize(codes, bits)) << where;
+      auto back = ms::decodeIndexing(indexing.data(), indexing.size(), bits, codes.size(), where);
+      ASSERT_TRUE(back) << back.status().toString();
+      EXPECT_EQ(*back, codes) << where;
+      auto sparse = ms::encodeSparse(codes, bits, zeroPoints);
+      EXPECT_EQ(sparse.size(), ms::sparseSize(codes, bits, zeroPoints)) << where;
+      back = ms::decodeSparse(sparse.data(), sparse.size(), bits, codes.size(), zeroPoints, where);
+      ASSERT_TRUE(back) << back.status().toString();
+      EXPECT_EQ(*back, codes) << where;
+    }
+  }
+}
+
+// Weight quant splits channels over the worker pool: the .ms bytes (codes, scales, zero points,
+// bias corrections) are the same for 1 and 3 threads, for a Conv weight (channels outermost) and a
+// MatMul weight (channels innermost), symmetric and asymmetric. Without bias correction every code
+// is clamp(nearbyint(w / scale) + zero point), the scalar rule the vectorised loop replaces.
+TEST(MsWriter, WeightQuantBytesDoNotDependOnThreadCount) {
+  auto makeModel = [] {
+    Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,64,9,9] x, float[128,64,9,9] w, float[1,512] a, float[512,1536] m) => (float[1,128,1,1] y, float[1,1536] z) {
+  y = Conv (x, w)
+  z = MatMul (a, m)
+}
+)");
+    Graph& g = *model.graph;
+    std::mt19937 rng(11);
+    std::normal_distribution<float> dist(0.0f, 0.05f);
+    for (size_t input = 0; input < 2; ++input) {
+      Node* node = std::next(g.nodes().begin(), static_cast<long>(input))->get();
+      const std::vector<int64_t> dims = input == 0 ? std::vector<int64_t>{128, 64, 9, 9}
+                                                   : std::vector<int64_t>{512, 1536};
+      std::vector<float> values(static_cast<size_t>(dims[0] * dims[1] *
+                                                    (dims.size() == 4 ? dims[2] * dims[3] : 1)));
+      for (float& v : values)
+        v = dist(rng) + (input == 1 ? 0.01f : 0.0f);
+      values[17] = 0.5f; // channel maxima that round exactly at .5 steps
+      node->setInput(1, g.addInitializer(g.uniqueName("w_init"),
+                                         Tensor::fromValues<float>(DType::Float32, dims, values)));
+    }
+    return model;
+  };
+  for (bool symmetric : {true, false}) {
+    for (bool bias : {true, false}) {
+      std::vector<uint8_t> first;
+      for (int threads : {1, 3}) {
+        Model model = makeModel();
+        WeightQuantOptions quant;
+        quant.symmetric = symmetric;
+        quant.biasCorrection = bias;
+        quant.threads = threads;
+        PipelineOptions pipeline;
+        pipeline.weightQuant = &quant;
+        ASSERT_TRUE(runPipeline(model, {"quantize-weights"}, pipeline));
+        auto bytes = build(model);
+        if (first.empty()) first = bytes;
+        EXPECT_EQ(bytes, first) << "threads " << threads << " symmetric " << symmetric
+                                << " bias correction " << bias;
+        if (bias) continue;
+        // The codes against the scalar rule, per channel.
+        Model source = makeModel();
+        for (const auto& node : model.graph->nodes()) {
+          if (node->opType() != "DequantizeLinear") continue;
+          const Tensor& q = node->input(0)->initializer();
+          const auto scales = node->input(1)->initializer().copyValues<float>();
+          const auto zeros = node->input(2)->initializer().copyValues<int8_t>();
+          const int64_t axis = node->attribute("axis")->asInt();
+          const bool conv = q.dims().size() == 4;
+          const Tensor& w = (conv ? source.graph->nodes().front() : source.graph->nodes().back())
+                                ->input(1)
+                                ->initializer();
+          const auto wv = w.copyValues<float>();
+          const auto codes = q.copyValues<int8_t>();
+          const int64_t qmin = symmetric ? -127 : -128;
+          for (size_t i = 0; i < wv.size(); ++i) {
+            const size_t c = axis == 0 ? i / (wv.size() / scales.size()) : i % scales.size();
+            const int64_t want = std::clamp<int64_t>(
+                static_cast<int64_t>(std::nearbyint(wv[i] / scales[c])) + zeros[c], qmin, 127);
+            ASSERT_EQ(codes[i], want) << "element " << i << (conv ? " of the Conv" : " of the MatMul");
+          }
+        }
+      }
+    }
   }
 }

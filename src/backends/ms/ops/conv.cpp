@@ -62,7 +62,7 @@ Status lowerConv1d(LoweringContext& ctx, const Node& n) {
   if (w) {
     Tensor wt = w->quantized ? dequantize(*w) : w->tensor;
     Tensor w4(wt.dtype(), {wd[0], wd[1], 1, wd[2]}, wt.buffer());
-    wid = ctx.constTensor(permuteTensor(w4, kToNhwc), w->name + "_khwc", kFormatKHWC);
+    wid = ctx.permutedConstTensor(w4, kToNhwc, w->name + "_khwc", kFormatKHWC);
   } else {
     // A run-time weight takes the same view and layout change as the data.
     auto wv = ctx.input(n.input(1), Layout::Onnx);
