@@ -26,6 +26,23 @@ run() {
   status=$?
 }
 
+# MODEL_INOUT_INFO carries the gears as TLV 2 (batch), 3 (H/W) and 4 (dims), read back by
+# kiln inspect --json.
+inoutGears() {
+  "$kiln" inspect --json "$1" | python3 -c 'import json,sys; d=json.load(sys.stdin)
+def find(o):
+    if isinstance(o, dict):
+        if "inout_info" in o: return o["inout_info"]
+        for v in o.values():
+            r = find(v)
+            if r is not None: return r
+    if isinstance(o, list):
+        for v in o:
+            r = find(v)
+            if r is not None: return r
+info = find(d) or {}
+print(json.dumps({k: info[k] for k in ("dynamic_batch", "dynamic_hw", "dynamic_dims") if k in info}))'
+}
 "$kiln" convert "$src/tests/cli/models/nchw_image.onnxtxt" --to onnx -o dyn.onnx >/dev/null ||
   { echo "FAIL setup: kiln convert nchw_image"; exit 1; }
 common=(--framework=5 --model=dyn.onnx --soc_version=Ascend310P3)
@@ -130,23 +147,6 @@ if [ "$status" -eq 1 ] && [ "$(cat "$work/stderr")" = "$noGear" ] && [ ! -e run3
   pass "kiln run: batch 3 is no gear, one coded line"
 else fail "kiln run: batch 3 is no gear, one coded line" "exit $status"; fi
 
-# MODEL_INOUT_INFO carries the gears as TLV 2 (batch), 3 (H/W) and 4 (dims), read back by
-# kiln inspect --json.
-inoutGears() {
-  "$kiln" inspect --json "$1" | python3 -c 'import json,sys; d=json.load(sys.stdin)
-def find(o):
-    if isinstance(o, dict):
-        if "inout_info" in o: return o["inout_info"]
-        for v in o.values():
-            r = find(v)
-            if r is not None: return r
-    if isinstance(o, list):
-        for v in o:
-            r = find(v)
-            if r is not None: return r
-info = find(d) or {}
-print(json.dumps({k: info[k] for k in ("dynamic_batch", "dynamic_hw", "dynamic_dims") if k in info}))'
-}
 got=$(inoutGears out/batch.om)
 if [ "$got" = '{"dynamic_batch": [1, 2, 4]}' ]; then pass "MODEL_INOUT_INFO TLV 2: batch gears"
 else fail "MODEL_INOUT_INFO TLV 2: batch gears" "$got"; fi
