@@ -22,6 +22,9 @@ struct ExecutorOptions {
   std::vector<std::string> captureNames;
   // Accumulate wall time per op type (RunResult::profile).
   bool profile = false;
+  // Run elementwise chains after a Conv (Mul/Add/Clip/Div/activations) inside the Conv kernel
+  // (bit-identical results, less memory traffic). Off while every intermediate is captured.
+  bool fuse = true;
 };
 
 struct OpProfile {
@@ -49,6 +52,7 @@ struct Scope {
 };
 
 struct ExecutorMemory;
+struct FusionPlan;
 
 class Executor {
  public:
@@ -84,6 +88,7 @@ class Executor {
   struct GraphPlan {
     std::vector<KernelFn> kernels;
     std::vector<std::vector<const Value*>> releaseAfter;
+    std::shared_ptr<const FusionPlan> fusion; // null when nothing fuses
   };
   const GraphPlan& planFor(const Graph& graph);
   Status runNodes(const Graph& graph, Scope& scope);
