@@ -276,11 +276,27 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
   if (!p.inputProblems.empty()) {
     // Without valid shapes only ops with no lowering at all can be judged: an op refused on the
     // model as stored may only lack the shapes the user meant to give (mode 3 lists both).
+    if (o.handoff) return p; // CANN's atc judges the ops
     std::vector<Unsupported> stored;
     collectUnsupported(*p.model.graph, o.socVersion, p.model.opsetVersion(""), stored);
     for (Unsupported& u : stored)
       if (u.reason.find("has no GraphEngine") != std::string::npos)
         p.unsupported.push_back(std::move(u));
+    return p;
+  }
+  if (o.handoff) {
+    // CANN's atc does precision, AIPP and its own op rewrites from the flags it is given.
+    ConversionOptions conversion;
+    conversion.inputShapes = spec ? &*spec : nullptr;
+    if (o.namesNodes) conversion.simplifyPasses = {"fix-input-shapes"};
+    spdlog::debug("running kiln's simplification for CANN's atc");
+    auto ran = runConversionPipeline(p.model, conversion);
+    if (!ran) return ran.status();
+    spdlog::info("after simplification: {} nodes", p.model.graph->nodes().size());
+    p.conflicts = shapeConflicts(p.model);
+    for (ShapeConflict& c : p.conflicts)
+      c.status = c.status.withPeerCode("E19999");
+    p.pipelineRan = true;
     return p;
   }
   PrecisionOptions precision;
@@ -552,6 +568,30 @@ Status runAtc(const AtcOptions& options, AtcResult& result) {
                   "use --mode=0, 1, 3 or 6")
         .withPeerCode("E10055");
   }
+}
+
+Status prepareForCannAtc(const AtcOptions& o, const std::string& onnxPath, AtcResult& result) {
+  // Every gear's shapes are checked as mode 0 converts them; CANN's atc gets the model with the
+  // gear dims left at -1 and builds the gears itself.
+  for (const std::vector<int64_t>& gear : o.gears) {
+    KILN_ASSIGN_OR_RETURN(Prepared p, prepare(gearOptions(o, gear), result));
+    if (!p.inputProblems.empty() || !p.conflicts.empty())
+      return failWith(prepareErrors(p, o.socVersion), result);
+  }
+  KILN_ASSIGN_OR_RETURN(Prepared p, prepare(o, result));
+  if (!p.inputProblems.empty()) {
+    std::vector<Status> errors;
+    for (const auto& [name, st] : p.inputProblems)
+      errors.push_back(st);
+    return failWith(std::move(errors), result);
+  }
+  if (!p.conflicts.empty()) return failWith(prepareErrors(p, o.socVersion), result);
+  if (Status st = writeOnnxFile(p.model, onnxPath); !st)
+    return withAtc(st, "E13004",
+                   fmt::format("Failed to write file {}. Reason: {}.", onnxPath, st.message()),
+                   result);
+  spdlog::info("wrote the prepared model {} ({} nodes)", onnxPath, p.model.graph->nodes().size());
+  return Status::ok();
 }
 
 } // namespace kiln

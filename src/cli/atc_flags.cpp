@@ -64,6 +64,12 @@ std::vector<AtcFlagInfo> buildFlagTable() {
                            U::Used),
                       // ATC prints this set in this order (om.md §2.1).
                       {"0", "1", "30", "3", "5", "6", "7"}, "E10001"));
+  t.push_back(flag("cann_atc", S::String, "", "General",
+                   "kiln only: CANN's atc (also KILN_CANN_ATC; an atc on PATH that is not kiln's "
+                   "is used unless KILN_CANN_ATC=off). --mode=0 checks and simplifies the model "
+                   "in kiln, then CANN's atc builds the device-runnable .om from it with the "
+                   "same flags",
+                   U::Used));
   // [Input]
   t.push_back(flag("model", S::String, "", "Input", "Model file (ONNX .onnx)", U::Used));
   t.push_back(flag("weight", S::String, "", "Input", "Weight file (Caffe only)", U::Used));
@@ -458,6 +464,72 @@ AtcArgs parseAtcCommandLine(const std::vector<std::string>& rawArgs) {
   for (const std::string& p : positional)
     lineError(fmt::format("ERROR: Non-option parameter: {}", p));
   return out;
+}
+
+namespace {
+
+// One command-line argument as the parser reads it: the flag's table name ("" for none), whether
+// its value is the next argument, and the value when given with '='.
+struct ArgFlag {
+  std::string name;
+  bool valueFollows = false;
+  std::string value;
+};
+
+ArgFlag readArgFlag(const std::string& raw, bool hasNext) {
+  ArgFlag out;
+  std::string arg = raw;
+  if (arg.size() < 2 || arg[0] != '-') return out;
+  if (arg[1] != '-' && arg.size() >= 3 && std::isalpha(static_cast<unsigned char>(arg[1])) &&
+      std::isalpha(static_cast<unsigned char>(arg[2])))
+    arg = "-" + arg;
+  if (arg.rfind("--", 0) != 0 || arg == "--") return out;
+  const size_t eq = arg.find('=');
+  std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+  std::replace(name.begin(), name.end(), '-', '_');
+  const AtcFlagInfo* f = findAtcFlag(name);
+  if (!f) return out;
+  out.name = f->name;
+  if (eq != std::string::npos)
+    out.value = arg.substr(eq + 1);
+  else
+    out.valueFollows = f->type != S::Bool && hasNext;
+  return out;
+}
+
+} // namespace
+
+std::vector<std::string> cannAtcArgs(const std::vector<std::string>& args,
+                                     const std::string& model) {
+  std::vector<std::string> out;
+  bool optionsEnded = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (optionsEnded || args[i] == "--") {
+      optionsEnded = true;
+      out.push_back(args[i]);
+      continue;
+    }
+    const ArgFlag flag = readArgFlag(args[i], i + 1 < args.size());
+    if (flag.name == "cann_atc" || flag.name == "model") {
+      if (flag.valueFollows) ++i;
+      if (flag.name == "model") out.push_back("--model=" + model);
+      continue;
+    }
+    out.push_back(args[i]);
+    if (flag.valueFollows) out.push_back(args[++i]);
+  }
+  return out;
+}
+
+std::string cannAtcFlag(const std::vector<std::string>& args) {
+  std::string value;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") break;
+    const ArgFlag flag = readArgFlag(args[i], i + 1 < args.size());
+    if (flag.name == "cann_atc") value = flag.valueFollows ? args[i + 1] : flag.value;
+    if (flag.valueFollows) ++i;
+  }
+  return value;
 }
 
 Status atcError(const char* peer, std::string message, std::string hint, ErrorCode code) {

@@ -185,9 +185,15 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
   o.mode = std::stoi(args.get("mode"));
   o.framework = std::stoi(args.get("framework"));
   o.log = args.get("log");
+  // Handed to CANN's atc, a flag kiln cannot build passes on; one that names graph nodes keeps
+  // them named as in the user's model (the hand-off then only fixes the input shapes).
+  o.handoff = args.handoff;
+  for (const char* name : {"out_nodes", "keep_dtype", "customize_dtypes", "compress_weight_conf",
+                           "op_precision_mode", "is_output_adjust_hw_layout"})
+    o.namesNodes = o.namesNodes || !args.get(name).empty();
   auto rejected = [&](const char* name) -> Status {
     const AtcFlagInfo* f = findAtcFlag(name);
-    if (rejectedFlagSet(args, *f)) return rejectedFlag(*f, args.get(name));
+    if (rejectedFlagSet(args, *f) && !args.handoff) return rejectedFlag(*f, args.get(name));
     return Status::ok();
   };
 
@@ -332,7 +338,7 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
         "E10001", precisionFlag, o.precisionName,
         fmt::format("{} does not support {}.", o.socVersion, choice.bf16 ? "bfloat16" : "hifloat8"),
         "pick an fp16/fp32 precision mode for this chip");
-  if (choice.bf16 || choice.hif8)
+  if ((choice.bf16 || choice.hif8) && !args.handoff)
     return notSupported(fmt::format("--{}={} is not supported by kiln's atc (no {} conversion "
                                     "pass).",
                                     precisionFlag, o.precisionName,
@@ -428,7 +434,7 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
 
   // Values kiln uses.
   o.externalWeight = std::stoi(args.get("external_weight"));
-  if (o.externalWeight == 2)
+  if (o.externalWeight == 2 && !args.handoff)
     return notSupported("--external_weight=2 (one combined weight file) is not supported by "
                         "kiln's atc.",
                         "use --external_weight=1 (one file per weight) or 0");
@@ -448,24 +454,26 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
           return invalidValue("E10001", "output_type", o.outputType,
                               "The value is not a positive integer.");
       }
-      // The per-output form needs --out_nodes, which kiln rejects above.
-      return invalidValue("E10001", "output_type", o.outputType,
-                          "In the mode of specified node, the correct example is: "
-                          "node1:0:FP16;node2:0:FP32.The nodes set in --output_type must be "
-                          "found in --out_nodes.",
-                          "give one type for all outputs, e.g. --output_type=FP16");
-    }
-    if (std::find(types.begin(), types.end(), o.outputType) == types.end())
+      // The per-output form needs --out_nodes, which kiln rejects above (CANN's atc checks it).
+      if (!args.handoff)
+        return invalidValue("E10001", "output_type", o.outputType,
+                            "In the mode of specified node, the correct example is: "
+                            "node1:0:FP16;node2:0:FP32.The nodes set in --output_type must be "
+                            "found in --out_nodes.",
+                            "give one type for all outputs, e.g. --output_type=FP16");
+    } else if (std::find(types.begin(), types.end(), o.outputType) == types.end())
       return invalidValue("E10001", "output_type", o.outputType,
                           "The current value is not within the valid range. Only support FP32, "
                           "FP16, UINT8, INT8, HIF8, FP8E5M2, FP8E4M3FN.",
                           "use FP32 or FP16");
-    if (o.outputType != "FP32" && o.outputType != "FP16")
+    else if (o.outputType != "FP32" && o.outputType != "FP16" && !args.handoff)
       return notSupported(
           fmt::format("--output_type={} is not supported by kiln's atc.", o.outputType),
           "use --output_type=FP32 or FP16");
   }
   o.coreType = args.get("core_type") == "VectorCore" ? CoreType::VectorCore : CoreType::AiCore;
+  // CANN's atc builds with the flags kiln ignores: no warnings about them.
+  if (args.handoff) return o;
   if (o.coreType == CoreType::VectorCore && !o.soc->supportsCoreType(CoreType::VectorCore)) {
     o.warnings.push_back(fmt::format(
         "--core_type=VectorCore has no effect on {}: only Ascend310P* chips have vector cores.",
@@ -477,6 +485,10 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
                          "cores.");
   }
 
+  if (o.mode != 0 && !args.get("cann_atc").empty() && args.get("cann_atc") != "off")
+    o.warnings.push_back(fmt::format("--cann_atc is used by --mode=0 only; --mode={} runs in "
+                                     "kiln's atc.",
+                                     o.mode));
   // Accepted flags without effect: say so, once each.
   for (const AtcFlagInfo& f : atcFlagTable()) {
     if (f.use != AtcFlagUse::Ignored || !args.has(f.name)) continue;
@@ -632,8 +644,10 @@ std::string atcTimestamp() {
 }
 
 const char* omNotDeviceRunnableNote() {
-  return "kiln: note: the .om files kiln writes are not device-runnable: they hold the graph and weights "
-         "as ATC lays them out but no device kernels, task lists or memory plan; run them in kiln's "
+  return "kiln: note: the .om files kiln writes are not device-runnable: they hold the graph and "
+         "weights "
+         "as ATC lays them out but no device kernels, task lists or memory plan; run them in "
+         "kiln's "
          "executor (kiln run X.om) or build the device model with CANN's atc";
 }
 

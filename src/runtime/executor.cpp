@@ -8,6 +8,9 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/memory.h"
 #include "fusion.h"
@@ -65,7 +68,47 @@ Status callKernel(const KernelFn& kernel, KernelContext& context, const Node& no
 
 Executor::Executor(const Model& model, ExecutorOptions options)
     : model_(model), options_(options), opset_(model.opsetVersion("")),
-      memory_(std::make_unique<ExecutorMemory>()) {}
+      memory_(std::make_unique<ExecutorMemory>()) {
+  for (const auto& [key, value] : model.metadata) {
+    if (key != kInputGearsKey) continue;
+    nlohmann::json gears = nlohmann::json::parse(value, nullptr, false);
+    if (!gears.is_array()) continue;
+    for (const auto& gear : gears) {
+      if (!gear.is_object()) continue;
+      std::map<std::string, std::vector<int64_t>> shapes;
+      for (const auto& [name, dims] : gear.items())
+        if (dims.is_array()) shapes[name] = dims.get<std::vector<int64_t>>();
+      gears_.push_back(std::move(shapes));
+    }
+  }
+}
+
+Status Executor::checkGear(const std::map<std::string, RtValue>& feeds) const {
+  if (gears_.empty()) return Status::ok();
+  auto text = [](const std::map<std::string, std::vector<int64_t>>& shapes) {
+    std::vector<std::string> parts;
+    for (const auto& [name, dims] : shapes)
+      parts.push_back(fmt::format("{}:{}", name, fmt::join(dims, ",")));
+    return fmt::format("{}", fmt::join(parts, ";"));
+  };
+  std::map<std::string, std::vector<int64_t>> given;
+  for (const auto& [name, dims] : gears_.front()) {
+    auto it = feeds.find(name);
+    if (it == feeds.end() || !it->second.isTensor()) return Status::ok(); // reported elsewhere
+    given[name] = it->second.tensor.dims();
+  }
+  for (const auto& gear : gears_)
+    if (gear == given) return Status::ok();
+  std::vector<std::string> gears;
+  for (const auto& gear : gears_)
+    gears.push_back(text(gear));
+  return Status(ErrorCode::RuntimeBadInput,
+                fmt::format("input shape {} matches none of the model's {} gears: {}", text(given),
+                            gears_.size(), fmt::join(gears, " | ")),
+                "feed inputs of one gear's shape, or convert the model again with this shape "
+                "among the gears (atc --dynamic_batch_size / --dynamic_image_size / "
+                "--dynamic_dims)");
+}
 
 Executor::~Executor() = default;
 
@@ -147,6 +190,7 @@ Expected<RunResult> Executor::run(const std::map<std::string, RtValue>& feeds) {
                     fmt::format("'{}' is not an input of the graph", name),
                     "feed only the graph's inputs (see kiln inspect)");
   }
+  KILN_TRY(checkGear(feeds));
   RunResult result;
   // Kernel outputs and scratch come from this executor's pool while it runs.
   MemoryScope memoryScope(memory_.get());

@@ -20,6 +20,23 @@ run() {
   status=$?
 }
 
+# MODEL_INOUT_INFO carries the gears as TLV 2 (batch), 3 (H/W) and 4 (dims), read back by
+# kiln inspect --json.
+inoutGears() {
+  "$kiln" inspect --json "$1" | python3 -c 'import json,sys; d=json.load(sys.stdin)
+def find(o):
+    if isinstance(o, dict):
+        if "inout_info" in o: return o["inout_info"]
+        for v in o.values():
+            r = find(v)
+            if r is not None: return r
+    if isinstance(o, list):
+        for v in o:
+            r = find(v)
+            if r is not None: return r
+info = find(d) or {}
+print(json.dumps({k: info[k] for k in ("dynamic_batch", "dynamic_hw", "dynamic_dims") if k in info}))'
+}
 "$kiln" convert "$src/tests/cli/models/nchw_image.onnxtxt" --to onnx -o dyn.onnx >/dev/null ||
   { echo "FAIL setup: kiln convert nchw_image"; exit 1; }
 common=(--framework=5 --model=dyn.onnx --soc_version=Ascend310P3)
@@ -89,11 +106,44 @@ run "${common[@]}" --output=out/dims "--input_shape=x:-1,3,-1,8" "--dynamic_dims
 if [ "$status" -eq 0 ] && "$kiln" compare dyn.onnx out/dims.om --input-shape "x:2,3,16,8" >compare.txt 2>&1; then
   pass "--dynamic_dims gear 2,16 matches ONNX"
 else fail "--dynamic_dims gear 2,16 matches ONNX" "exit $status: $(tail -5 compare.txt 2>/dev/null)"; fi
+got=$(inoutGears out/image.om)
+if [ "$got" = '{"dynamic_hw": [[8, 8], [16, 12]]}' ]; then pass "MODEL_INOUT_INFO TLV 3: H/W gears"
+else fail "MODEL_INOUT_INFO TLV 3: H/W gears" "$got"; fi
+got=$(inoutGears out/dims.om)
+if [ "$got" = '{"dynamic_dims": [[1, 8], [2, 16]]}' ]; then pass "MODEL_INOUT_INFO TLV 4: dims gears"
+else fail "MODEL_INOUT_INFO TLV 4: dims gears" "$got"; fi
 
-# A shape that is no gear: refused by the run, not computed on the wrong branch.
-if "$kiln" compare dyn.onnx out/batch.om --input-shape "x:3,3,8,8" >compare.txt 2>&1; then
-  fail "batch 3 is no gear" "compare passed"
-else pass "batch 3 is no gear"; fi
+# A shape that is no gear: one coded message naming the shape and the gears (kiln run and kiln
+# compare), not a Reshape error from the first branch.
+noGear="kiln: error K5002: input shape x:3,3,8,8 matches none of the model's 3 gears: x:1,3,8,8 | x:2,3,8,8 | x:4,3,8,8. Fix: feed inputs of one gear's shape, or convert the model again with this shape among the gears (atc --dynamic_batch_size / --dynamic_image_size / --dynamic_dims)"
+"$kiln" compare dyn.onnx out/batch.om --input-shape "x:3,3,8,8" >compare.txt 2>&1
+status=$?
+if [ "$status" -ne 0 ] && grep -qxF "$noGear" compare.txt; then pass "kiln compare: batch 3 is no gear"
+else fail "kiln compare: batch 3 is no gear" "exit $status: $(cat compare.txt)"; fi
+python3 - x3.pb <<'PY'
+import struct, sys
+# TensorProto: dims 3,3,8,8 (field 1), data_type FLOAT (field 2), name "x" (field 8), raw_data (field 9).
+def varint(v):
+    out = b""
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out += bytes([b | (0x80 if v else 0)])
+        if not v:
+            return out
+raw = struct.pack("<%df" % (3 * 3 * 8 * 8), *([0.5] * (3 * 3 * 8 * 8)))
+msg = b"".join(b"\x08" + varint(d) for d in (3, 3, 8, 8)) + b"\x10\x01" + b"\x42\x01x" + b"\x4a" + varint(len(raw)) + raw
+open(sys.argv[1], "wb").write(msg)
+PY
+"$kiln" run out/batch.om --input x=x3.pb --output-dir run3 >"$work/stdout" 2>"$work/stderr"
+status=$?
+if [ "$status" -eq 1 ] && [ "$(cat "$work/stderr")" = "$noGear" ] && [ ! -e run3 ]; then
+  pass "kiln run: batch 3 is no gear, one coded line"
+else fail "kiln run: batch 3 is no gear, one coded line" "exit $status"; fi
+
+got=$(inoutGears out/batch.om)
+if [ "$got" = '{"dynamic_batch": [1, 2, 4]}' ]; then pass "MODEL_INOUT_INFO TLV 2: batch gears"
+else fail "MODEL_INOUT_INFO TLV 2: batch gears" "$got"; fi
 
 # --mode=3 checks every gear (static shapes), not the -1 model.
 run --mode=3 "${common[@]}" --output=out/check "--input_shape=x:-1,3,8,8" --dynamic_batch_size=1,2,4
@@ -101,17 +151,40 @@ if [ "$status" -eq 0 ] && python3 -c 'import json,sys; d=json.load(open("check_r
   pass "--mode=3 with gears checks each gear"
 else fail "--mode=3 with gears checks each gear" "exit $status"; fi
 
-# ATC's rules for the flags (om.md §2.6).
-failsWithCode() {
-  local name=$1 code=$2
-  shift 2
+# ATC's rules for the flags (om.md §2.6): exit 255, ATC's framing and error block line for line
+# (the [PID: n] time prefix aside), one stderr line with kiln's code and the fix, no .om.
+failsWithLines() {
+  local name=$1 block=$2 err=$3
+  shift 3
   run "$@"
-  if [ "$status" -ne 0 ] && grep -qF "($code)" stdout && [ ! -e out/bad.om ]; then pass "$name"
-  else fail "$name" "exit $status, expected $code"; fi
+  local got
+  got=$(sed -E 's/^\[PID: [0-9]+\] [0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9:]{8}\.[0-9]{3}\.[0-9]{3} /[PID] /' stdout)
+  local want="ATC start working now, please wait for a moment.
+...
+ATC run failed, Please check the detail log, Try 'atc --help' for more information
+[PID] $block"
+  if [ "$status" -eq 255 ] && [ "$got" = "$want" ] && [ "$(cat stderr)" = "$err" ] && [ ! -e out/bad.om ]; then
+    pass "$name"
+  else fail "$name" "exit $status; expected stdout:
+$want
+expected stderr:
+$err"; fi
 }
-failsWithCode "batch gear on a non-batch axis" E10018 "${common[@]}" --output=out/bad "--input_shape=x:1,-1,8,8" --dynamic_batch_size=1,2
-failsWithCode "duplicate gears" E10039 "${common[@]}" --output=out/bad "--input_shape=x:-1,3,8,8" --dynamic_batch_size=1,1
-failsWithCode "gear value 0" E10038 "${common[@]}" --output=out/bad "--input_shape=x:-1,3,8,8" --dynamic_batch_size=0,2
-failsWithCode "dims count differs from the -1s" E10003 "${common[@]}" --output=out/bad "--input_shape=x:-1,3,-1,8" "--dynamic_dims=1;2"
+failsWithLines "batch gear on a non-batch axis" \
+  "Invalid_Argument_Tensor_Dynamic_Shape(E10018): Value 1,-1,8,8 for shape 0 is invalid. When --dynamic_batch_size is included, only batch size N can be -1 in --input_shape." \
+  "atc: error K4106 (E10018): fix: see atc --help for the dynamic gear flags" \
+  "${common[@]}" --output=out/bad "--input_shape=x:1,-1,8,8" --dynamic_batch_size=1,2
+failsWithLines "duplicate gears" \
+  "Invalid_Argument_Tensor_Dynamic_Shape(E10039): The --dynamic_batch_size, --dynamic_image_size, or --dynamic_dims argument has duplicate profiles." \
+  "atc: error K4106 (E10039): fix: see atc --help for the dynamic gear flags" \
+  "${common[@]}" --output=out/bad "--input_shape=x:-1,3,8,8" --dynamic_batch_size=1,1
+failsWithLines "gear value 0" \
+  "Invalid_Argument_Tensor_Dynamic_Shape(E10038): Dimension size 0 is invalid. The value must be greater than 0." \
+  "atc: error K4106 (E10038): fix: see atc --help for the dynamic gear flags" \
+  "${common[@]}" --output=out/bad "--input_shape=x:-1,3,8,8" --dynamic_batch_size=0,2
+failsWithLines "dims count differs from the -1s" \
+  "Invalid_Argument(E10003): Value 1;2 for parameter --dynamic_dims is invalid. Reason: Each setting needs to be consistent with the number of -1 in the input shape." \
+  "atc: error K4106 (E10003): fix: see atc --help for the dynamic gear flags" \
+  "${common[@]}" --output=out/bad "--input_shape=x:-1,3,-1,8" "--dynamic_dims=1;2"
 
 finish

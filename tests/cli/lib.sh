@@ -1,5 +1,8 @@
 # Shared by the tests/cli/*.sh scripts: argument check, the work folder, PASS/FAIL lines with the
 # failing run's output, and the closing "N passed, N failed" line whose status is the script's.
+# kiln's own atc is under test: a CANN atc on PATH must not take the conversions (the hand-off
+# tests set KILN_CANN_ATC per run).
+export KILN_CANN_ATC=off
 
 # needArgs N "USAGE" "$@": exits 2 with the usage line unless at least N arguments were given.
 needArgs() {

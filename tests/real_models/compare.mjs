@@ -71,7 +71,10 @@ function compare(label, expected, actual, rtol, atol) {
 
 function run(tool, args) {
   try {
-    execFileSync(path.join(tools, tool), args, { stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 1 << 26 });
+    // kiln's own atc is under test: never hand the model to a CANN atc found on PATH.
+    execFileSync(path.join(tools, tool), args, {
+      stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 1 << 26, env: { ...process.env, KILN_CANN_ATC: 'off' },
+    });
     return null;
   } catch (e) {
     const text = `${e.stdout || ''}${e.stderr || ''}`.trim().split('\n');

@@ -48,6 +48,9 @@ struct AtcArgs {
   // The first coded error (value-set / type checks), or a BadFlag without peer code when only
   // errorLines describe the problem (ATC registers no E-code for those).
   Status error;
+  // Set by the caller, not parsed: the run hands the prepared model to CANN's atc, so flags kiln
+  // rejects only because kiln cannot build them (--out_nodes, bfloat16 precision, ...) pass on.
+  bool handoff = false;
   bool has(const std::string& name) const { return values.count(name) != 0; }
   // The value given, else the table's default.
   std::string get(const std::string& name) const;
@@ -88,6 +91,11 @@ struct AtcOptions {
   bool displayModelInfo = false;
   std::string log = "null";
   std::string commandLine; // recorded as the model attribute atc_cmdline
+  // Mode 0 hands the prepared ONNX model to CANN's atc (see prepareForCannAtc).
+  bool handoff = false;
+  // A flag names graph nodes (--out_nodes, --keep_dtype, ...): the hand-off fixes the input shapes
+  // only, so every node keeps its name.
+  bool namesNodes = false;
   // Flags that were accepted but do nothing in kiln (and --weight with ONNX), one line each.
   std::vector<std::string> warnings;
 };
@@ -109,6 +117,20 @@ struct AtcResult {
 // not invalidate (the check report) stay listed in `result.written`.
 Status runAtc(const AtcOptions& options, AtcResult& result);
 
+// The hand-off to CANN's atc (`--cann_atc=PATH`, KILN_CANN_ATC, or an atc found on PATH): kiln's
+// pre-flight (the flag checks of validateAtcOptions, the --input_shape checks, every gear's shapes)
+// and its simplification (input shapes fixed, shapes settled, constants folded, no target
+// rewrites, no precision change, no AIPP: CANN's atc does those from the same flags), then the
+// prepared model is written to `onnxPath` as ONNX. Fails, as mode 0 does, on input mistakes and on
+// nodes that cannot run on the shapes they get; ops kiln cannot lower are CANN's to judge.
+Status prepareForCannAtc(const AtcOptions& options, const std::string& onnxPath, AtcResult& result);
+// The command line for CANN's atc: `args` (the user's, without the program name) with every
+// --model replaced by `model` and kiln's own --cann_atc dropped, in the user's order.
+std::vector<std::string> cannAtcArgs(const std::vector<std::string>& args,
+                                     const std::string& model);
+// The value of --cann_atc in `args` ("" when absent), read as the parser reads flags.
+std::string cannAtcFlag(const std::vector<std::string>& args);
+
 // ATC's error block (om.md §3.2 a): "[PID: p] time Title(code): message" for the first message
 // with an ATC code, its Solution line when ATC's catalog has one, then "TraceBack (most recent
 // call last):" and the other messages indented by 8 spaces. No ATC code at all gives "".
@@ -120,9 +142,9 @@ std::string atcTimestamp();
 // The usage text of `atc --help` (om.md §2.10 layout).
 std::string atcUsageText();
 
-// What every successful atc run, `--mode=6`, `--help` and `--version` say plainly: a kiln .om holds the
-// graph and weights as ATC lays them out, but no device kernels, task lists or memory plan, so the
-// Ascend runtime cannot execute it (GE stops when it plans the input memory).
+// What every successful atc run, `--mode=6`, `--help` and `--version` say plainly: a kiln .om holds
+// the graph and weights as ATC lays them out, but no device kernels, task lists or memory plan, so
+// the Ascend runtime cannot execute it (GE stops when it plans the input memory).
 const char* omNotDeviceRunnableNote();
 
 } // namespace kiln

@@ -233,6 +233,12 @@ struct OpsetImport {
 };
 
 // A whole model: graph plus ONNX model metadata carried through conversion.
+// Model metadata key of a gear model (an .om written with atc's --dynamic_batch_size,
+// --dynamic_image_size or --dynamic_dims, raised): the input shapes it accepts as JSON, one object
+// per gear naming the inputs whose shapes differ between gears: [{"x":[1,3,8,8]},{"x":[2,3,8,8]}].
+// The executor refuses a run whose inputs match no gear.
+inline constexpr const char* kInputGearsKey = "kiln.input_gears";
+
 struct Model {
   int64_t irVersion = 8;
   std::vector<OpsetImport> opsets;

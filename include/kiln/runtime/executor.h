@@ -84,7 +84,7 @@ class Executor {
   Expected<std::vector<RtValue>> runGraph(const Graph& graph, const std::vector<RtValue>& inputs,
                                           const Scope* parent);
 
- // Bytes the executor keeps between runs: pooled buffers (free and in use) and float32 copies
+  // Bytes the executor keeps between runs: pooled buffers (free and in use) and float32 copies
   // of fp16/bf16 weights.
   struct MemoryStats {
     size_t pooledBytes = 0, peakLiveBytes = 0, widenedWeightBytes = 0;
@@ -126,6 +126,8 @@ class Executor {
   const GraphPlan& planFor(const Graph& graph);
   Status runNodes(const GraphPlan& plan, Scope& scope);
   const RtValue& initializerValue(const Value* value);
+  // A gear model (kInputGearsKey): the fed shapes must be one gear's.
+  Status checkGear(const std::map<std::string, RtValue>& feeds) const;
 
   const Model& model_;
   ExecutorOptions options_;
@@ -135,6 +137,7 @@ class Executor {
   std::unordered_map<const Value*, RtValue> initializers_;
   std::unordered_map<const Graph*, GraphPlan> plans_;
   std::unique_ptr<ExecutorMemory> memory_;
+  std::vector<std::map<std::string, std::vector<int64_t>>> gears_; // from kInputGearsKey
 };
 
 } // namespace kiln::rt

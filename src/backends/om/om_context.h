@@ -233,7 +233,15 @@ class Raiser {
   Raiser child(Graph& graph) const {
     Raiser r(graph, weights_, weightsSize_, baseDir_, displayName_);
     r.modelDef_ = modelDef_;
+    r.metadata_ = metadata_;
     return r;
+  }
+  // Model metadata the raised ops add (a gear model's kInputGearsKey).
+  void setMetadata(std::vector<std::pair<std::string, std::string>>* metadata) {
+    metadata_ = metadata;
+  }
+  void addMetadata(const std::string& key, const std::string& value) {
+    if (metadata_) metadata_->emplace_back(key, value);
   }
   // Data `index` k reads bound[k] when set (an outer value) instead of becoming a graph input;
   // only the NetOutput inputs `keep` lists become graph outputs (all when empty).
@@ -264,6 +272,7 @@ class Raiser {
   std::string displayName_;
   std::map<std::string, Value*> sources_;
   const ge::proto::ModelDef* modelDef_ = nullptr;
+  std::vector<std::pair<std::string, std::string>>* metadata_ = nullptr;
   std::vector<Value*> boundData_;
   std::vector<int> keepOutputs_;
 };

@@ -274,6 +274,31 @@ Json inoutJson(const Partition& p) {
         list.push_back(std::move(t));
       }
       out[key] = std::move(list);
+    } else if (type == 2 && len >= 4 && (len - 4) / 8 >= u32At(d + at) &&
+               len == 4 + 8 * uint64_t(u32At(d + at))) {
+      // Batch gears: u32 count, one int64 per gear.
+      std::vector<int64_t> batches;
+      for (uint32_t i = 0; i < u32At(d + at); ++i)
+        batches.push_back(static_cast<int64_t>(u64At(d + at + 4 + 8 * uint64_t(i))));
+      out[key] = batches;
+    } else if ((type == 3 || type == 4) && len >= 4 && (len - 4) / 4 >= u32At(d + at)) {
+      // H/W and dims gears: u32 count, u32 length per gear, then each gear's int64 values.
+      const uint32_t count = u32At(d + at);
+      uint64_t q = at + 4 + 4 * uint64_t(count), values = 0;
+      for (uint32_t i = 0; i < count; ++i)
+        values += u32At(d + at + 4 + 4 * uint64_t(i));
+      if (len != 4 + 4 * uint64_t(count) + 8 * values) {
+        out[key] = fmt::format("{} bytes", len);
+      } else {
+        Json gears = Json::array();
+        for (uint32_t i = 0; i < count; ++i) {
+          std::vector<int64_t> gear;
+          for (uint32_t k = 0; k < u32At(d + at + 4 + 4 * uint64_t(i)); ++k, q += 8)
+            gear.push_back(static_cast<int64_t>(u64At(d + q)));
+          gears.push_back(gear);
+        }
+        out[key] = std::move(gears);
+      }
     } else {
       out[key] = fmt::format("{} bytes", len);
     }

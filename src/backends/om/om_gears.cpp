@@ -298,6 +298,8 @@ Expected<LoweredModel> lowerGearModels(const OmGears& gears, const OmWriteOption
   caseAttrs["_user_designate_shape_order"] = attrStrings(gears.shapeOrder);
   caseAttrs["_insert_by_mbatch"] = attrB(true);
   caseAttrs["_dynamic_type"] = attrI(gears.dynamicType);
+  out.dynamicType = gears.dynamicType;
+  out.gears = gears.gears;
 
   // Outputs: the Case's, at their largest gear.
   OpDef* netOutput = root->add_op();

@@ -188,6 +188,10 @@ struct LoweredModel {
   std::vector<IoTensor> inputs;
   std::vector<IoTensor> outputs;
   uint64_t memorySize = 0; // feature-map bytes (no reuse)
+  // A gear model's profiles for MODEL_INOUT_INFO TLVs 2-4 (om.md §1.9): the Case's _dynamic_type
+  // (1 batch, 2 H/W, 3 dims; -1 none) and _pred_value_<g>.
+  int dynamicType = -1;
+  std::vector<std::vector<int64_t>> gears;
 };
 
 // The platform version ATC stamps into the header (platform_version) and ModelDef.custom_version:

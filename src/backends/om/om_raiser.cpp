@@ -310,6 +310,7 @@ Expected<Model> raiseModelDef(const ge::proto::ModelDef& modelDef, const uint8_t
   model.graph = std::make_shared<Graph>(root.name());
   Raiser raiser(*model.graph, weights, weightsSize, baseDir, displayName);
   raiser.setModelDef(&modelDef);
+  raiser.setMetadata(&model.metadata);
   if (auto s = raiser.raise(root); !s) return s;
   return model;
 }

@@ -71,14 +71,37 @@ std::string tensorBlock(const std::vector<IoTensor>& tensors) {
   return out;
 }
 
+// A gear model's profiles (TLV 2, 3 or 4; om.md §1.9): batch gears are u32 count then one int64
+// per gear (its batch); H/W and dims gears are u32 count, one u32 length per gear, then each
+// gear's int64 values.
+std::string gearBlock(const LoweredModel& lowered) {
+  std::string out;
+  putU32(out, static_cast<uint32_t>(lowered.gears.size()));
+  if (lowered.dynamicType == 1) {
+    for (const auto& gear : lowered.gears)
+      putI64(out, gear.empty() ? 0 : gear.front());
+    return out;
+  }
+  for (const auto& gear : lowered.gears)
+    putU32(out, static_cast<uint32_t>(gear.size()));
+  for (const auto& gear : lowered.gears)
+    for (int64_t v : gear)
+      putI64(out, v);
+  return out;
+}
+
 std::string inoutInfo(const LoweredModel& lowered) {
   std::string out;
-  for (uint32_t type : {0u, 1u}) {
-    std::string value = tensorBlock(type == 0 ? lowered.inputs : lowered.outputs);
+  auto put = [&](uint32_t type, const std::string& value) {
     putU32(out, type);
     putU32(out, static_cast<uint32_t>(value.size()));
     out += value;
-  }
+  };
+  put(0, tensorBlock(lowered.inputs));
+  put(1, tensorBlock(lowered.outputs));
+  // _dynamic_type 1/2/3 (batch, H/W, dims) are TLV types 2/3/4.
+  if (lowered.dynamicType >= 1 && lowered.dynamicType <= 3 && !lowered.gears.empty())
+    put(static_cast<uint32_t>(lowered.dynamicType + 1), gearBlock(lowered));
   return out;
 }
 

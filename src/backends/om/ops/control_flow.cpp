@@ -11,6 +11,8 @@
 #include <functional>
 #include <limits>
 
+#include <nlohmann/json.hpp>
+
 #include "../om_context.h"
 #include "ops/control_flow.h"
 
@@ -317,6 +319,22 @@ KILN_OM_RAISING("Case", [](Raiser& r, const OpDef& op) -> Status {
       table[b].insert(table[b].end(), inShapes[b][k].begin(), inShapes[b][k].end());
   }
   if (shapeParts.empty()) return r.unsupported(op, "its branches take the same input shapes");
+  // The gears' input shapes, for the executor's check (a shape matching no gear is refused there,
+  // not computed on the first branch).
+  nlohmann::json gearShapes = nlohmann::json::array();
+  for (int b = 0; b < branches; ++b) {
+    nlohmann::json gear = nlohmann::json::object();
+    for (size_t k = 0; k < args.size(); ++k) {
+      Value* v = args[k];
+      if (!v || v->isInitializer() || !v->isGraphInput()) continue;
+      bool differs = false;
+      for (int c = 1; c < branches; ++c)
+        differs = differs || inShapes[c][k] != inShapes[0][k];
+      if (differs) gear[v->name()] = inShapes[b][k];
+    }
+    gearShapes.push_back(std::move(gear));
+  }
+  r.addMetadata(kInputGearsKey, gearShapes.dump());
   Value* shapes = shapeParts.size() == 1 ? shapeParts[0] : [&] {
     Node* concat = r.graph().appendNode("Concat", shapeParts, {r.graph().uniqueName("gear_shapes")});
     concat->setAttribute("axis", Attribute::ofInt(0));
