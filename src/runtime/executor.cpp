@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "kiln/runtime/arena.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/memory.h"
 
@@ -60,11 +61,26 @@ Status callKernel(const KernelFn& kernel, KernelContext& context, const Node& no
                 "ask for any size");
 }
 
+// Ops whose outputs are not a function of their inputs and attributes alone.
+bool isRandomOp(const std::string& op) {
+  return op == "RandomNormal" || op == "RandomUniform" || op == "RandomNormalLike" ||
+         op == "RandomUniformLike" || op == "Multinomial" || op == "Bernoulli" || op == "Dropout";
+}
+
+size_t valueBytes(const RtValue& v) {
+  size_t bytes = v.isTensor() ? v.tensor.byteSize() : 0;
+  for (const Tensor& t : v.sequence)
+    bytes += t.byteSize();
+  return bytes;
+}
+
 } // namespace
 
 Executor::Executor(const Model& model, ExecutorOptions options)
     : model_(model), options_(options), opset_(model.opsetVersion("")),
-      memory_(std::make_unique<ExecutorMemory>()) {}
+      memory_(std::make_unique<ExecutorMemory>()), arena_(std::make_unique<RunArena>()) {
+  if (!options_.plannedArena) arena_->disable();
+}
 
 Executor::~Executor() = default;
 
@@ -76,6 +92,13 @@ Executor::MemoryStats Executor::memoryStats() const {
   out.requests = pool.requests;
   out.reused = pool.reused;
   out.widenedWeightBytes = memory_->widening.bytes();
+  out.constantBytes = constantBytes_;
+  out.constantNodes = constantNodes_;
+  const RunArena::Stats arena = arena_->stats();
+  out.arenaBytes = arena.arenaBytes;
+  out.recordedPeakBytes = arena.recordedPeak;
+  out.arenaServed = arena.served;
+  out.divergedRuns = arena.divergedRuns;
   return out;
 }
 
@@ -149,8 +172,11 @@ Expected<RunResult> Executor::run(const std::map<std::string, RtValue>& feeds) {
   RunResult result;
   // Kernel outputs and scratch come from this executor's pool while it runs.
   MemoryScope memoryScope(memory_.get());
+  ArenaScope arenaScope(arena_.get());
   current_ = &result;
+  arena_->beginRun();
   auto outputs = runGraph(graph, inputs, nullptr);
+  arena_->endRun();
   current_ = nullptr;
   if (!outputs) return outputs.status();
   result.outputs = outputs.take();
@@ -181,12 +207,55 @@ Executor::runGraph(const Graph& graph, const std::vector<RtValue>& inputs, const
   return outputs;
 }
 
-const Executor::GraphPlan& Executor::planFor(const Graph& graph) {
+// Constant: an ai.onnx (or ai.onnx.ml) node without subgraphs or randomness whose every input is
+// an initializer that no feed can override, or the output of a constant node.
+bool Executor::isConstantNode(const Node& node) const {
+  if (!node.domain().empty() && node.domain() != "ai.onnx.ml") return false;
+  if (isRandomOp(node.opType()) || !node.subgraphs().empty()) return false;
+  for (const Value* in : node.inputs())
+    if (in && !constantValues_.count(in) && !(in->isInitializer() && !in->isGraphInput()))
+      return false;
+  return true;
+}
+
+// Keeps a constant node's outputs for later runs, unless they are large and much larger than
+// what they are made from (an Expand or ConstantOfShape to a big shape is cheaper to redo than to
+// hold for the executor's life).
+void Executor::keepConstantOutputs(GraphPlan& plan, size_t index,
+                                   const std::vector<RtValue>& outputs) {
+  size_t bytes = 0;
+  for (const RtValue& v : outputs)
+    bytes += valueBytes(v);
+  size_t inputBytes = 0;
+  const Node& node = *plan.nodes[index];
+  for (const Value* in : node.inputs())
+    if (in && in->isInitializer()) inputBytes += in->initializer().byteSize();
+  if (bytes > (size_t{64} << 20) && bytes > 4 * inputBytes) {
+    plan.constant[index] = false;
+    return;
+  }
+  plan.cached[index] = outputs;
+  for (const RtValue& v : outputs)
+    if (v.isTensor()) memory_->widening.addInitializer(v.tensor);
+  constantBytes_ += bytes;
+  ++constantNodes_;
+}
+
+Executor::GraphPlan& Executor::planFor(const Graph& graph) {
   auto found = plans_.find(&graph);
   if (found != plans_.end()) return found->second;
   GraphPlan plan;
   plan.kernels.reserve(graph.nodeCount());
   plan.releaseAfter.resize(graph.nodeCount());
+  plan.constant.assign(graph.nodeCount(), false);
+  plan.cached.resize(graph.nodeCount());
+  for (const auto& node : graph.nodes()) {
+    plan.nodes.push_back(node.get());
+    if (!options_.cacheConstants || !isConstantNode(*node)) continue;
+    plan.constant[plan.nodes.size() - 1] = true;
+    for (const Value* out : node->outputs())
+      if (out) constantValues_.insert(out);
+  }
   // Each local value is released after the node that reads it last (in topological order), or
   // right after the node that makes it when nothing reads it; graph outputs and initializers stay.
   std::unordered_set<const Value*> keep(graph.outputs().begin(), graph.outputs().end());
@@ -220,7 +289,7 @@ const Executor::GraphPlan& Executor::planFor(const Graph& graph) {
 }
 
 Status Executor::runNodes(const Graph& graph, Scope& scope) {
-  const GraphPlan& plan = planFor(graph);
+  GraphPlan& plan = planFor(graph);
   size_t index = 0;
   const bool captureAll = options_.captureIntermediates && current_ != nullptr;
   auto wanted = [&](const Value* v) {
@@ -237,6 +306,20 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
                     fmt::format("node '{}': no CPU kernel for op {}{}", node.name(),
                                 node.domain().empty() ? "" : node.domain() + "::", node.opType()),
                     "this op cannot be executed yet");
+    const bool constant = plan.constant[index];
+    if (constant && !plan.cached[index].empty()) {
+      // Computed on an earlier run: the kept outputs stand in for the node.
+      for (size_t i = 0; i < node.outputs().size(); ++i) {
+        const Value* out = node.output(i);
+        if (!out) continue;
+        if (wanted(out)) current_->captured[out->name()] = plan.cached[index][i];
+        scope.values[out] = plan.cached[index][i];
+      }
+      for (const Value* v : plan.releaseAfter[index])
+        scope.values.erase(v);
+      ++index;
+      continue;
+    }
     std::vector<const RtValue*> inputs;
     for (const Value* in : node.inputs()) {
       if (!in) {
@@ -253,7 +336,15 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
     KernelContext context(*this, node, std::move(inputs), scope, opset_);
     auto start = options_.profile ? std::chrono::steady_clock::now()
                                   : std::chrono::steady_clock::time_point{};
-    Status status = callKernel(kernel, context, node);
+    Status status = Status::ok();
+    if (constant) {
+      // Kept outputs live outside the pool: they are not part of any run's traffic.
+      MemoryScope heap(nullptr);
+      ArenaScope noArena(nullptr);
+      status = callKernel(kernel, context, node);
+    } else {
+      status = callKernel(kernel, context, node);
+    }
     if (options_.profile && current_) {
       OpProfile& entry = current_->profile[node.opType()];
       entry.millis +=
@@ -265,12 +356,17 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
     for (size_t i = 0; i < node.outputs().size(); ++i) {
       const Value* out = node.output(i);
       if (!out) continue;
-      RtValue& produced = context.outputs()[i];
-      if (produced.kind == RtValue::Kind::Missing)
+      if (context.outputs()[i].kind == RtValue::Kind::Missing)
         return Status(ErrorCode::Internal,
                       fmt::format("node '{}' ({}) did not produce output '{}'", node.name(),
                                   node.opType(), out->name()),
                       "");
+    }
+    if (constant) keepConstantOutputs(plan, index, context.outputs());
+    for (size_t i = 0; i < node.outputs().size(); ++i) {
+      const Value* out = node.output(i);
+      if (!out) continue;
+      RtValue& produced = context.outputs()[i];
       if (wanted(out)) current_->captured[out->name()] = produced;
       scope.values[out] = std::move(produced);
     }

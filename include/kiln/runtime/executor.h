@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kiln/ir/graph.h"
@@ -22,6 +23,12 @@ struct ExecutorOptions {
   std::vector<std::string> captureNames;
   // Accumulate wall time per op type (RunResult::profile).
   bool profile = false;
+  // Nodes whose inputs are all initializers (or outputs of such nodes) run once per executor and
+  // their outputs are kept for later runs; off: every node runs on every run.
+  bool cacheConstants = true;
+  // Buffers of later runs at offsets in one block planned from the first run (RunArena); off: all
+  // from the buffer pool.
+  bool plannedArena = true;
 };
 
 struct OpProfile {
@@ -49,6 +56,7 @@ struct Scope {
 };
 
 struct ExecutorMemory;
+class RunArena;
 
 class Executor {
  public:
@@ -75,17 +83,29 @@ class Executor {
   struct MemoryStats {
     size_t pooledBytes = 0, peakLiveBytes = 0, widenedWeightBytes = 0;
     uint64_t requests = 0, reused = 0;
+    // Outputs of constant nodes kept between runs (ExecutorOptions::cacheConstants).
+    size_t constantBytes = 0;
+    uint64_t constantNodes = 0;
+    // The planned arena (RunArena::Stats).
+    size_t arenaBytes = 0, recordedPeakBytes = 0;
+    uint64_t arenaServed = 0, divergedRuns = 0;
   };
   MemoryStats memoryStats() const;
 
  private:
   // What runNodes needs of a graph, worked out on its first run: each node's kernel and the
-  // values whose last reader it is (released after it runs).
+  // values whose last reader it is (released after it runs), and which nodes are constant (their
+  // outputs, once computed, are kept in `cached`).
   struct GraphPlan {
     std::vector<KernelFn> kernels;
     std::vector<std::vector<const Value*>> releaseAfter;
+    std::vector<const Node*> nodes;
+    std::vector<bool> constant;
+    std::vector<std::vector<RtValue>> cached; // by node; empty until the node first runs
   };
-  const GraphPlan& planFor(const Graph& graph);
+  GraphPlan& planFor(const Graph& graph);
+  bool isConstantNode(const Node& node) const;
+  void keepConstantOutputs(GraphPlan& plan, size_t index, const std::vector<RtValue>& outputs);
   Status runNodes(const Graph& graph, Scope& scope);
   const RtValue& initializerValue(const Value* value);
 
@@ -96,7 +116,13 @@ class Executor {
   // Initializers re-homed into aligned buffers when the mapped bytes are misaligned.
   std::unordered_map<const Value*, RtValue> initializers_;
   std::unordered_map<const Graph*, GraphPlan> plans_;
+  // Values that are the same on every run: initializers that are not graph inputs, outputs of
+  // constant nodes (of this graph or an enclosing one).
+  std::unordered_set<const Value*> constantValues_;
+  size_t constantBytes_ = 0;
+  uint64_t constantNodes_ = 0;
   std::unique_ptr<ExecutorMemory> memory_;
+  std::unique_ptr<RunArena> arena_;
 };
 
 } // namespace kiln::rt
