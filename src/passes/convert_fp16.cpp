@@ -26,6 +26,7 @@
 #include "kiln/runtime/half_block.h"
 #include "kiln/runtime/tensor_util.h"
 #include "kiln/support/page_release.h"
+#include "kiln/support/progress.h"
 #include "ops/control_flow.h"
 #include "ops/precision.h"
 
@@ -89,6 +90,9 @@ WeightCheck checkWeight(const Tensor& t) {
   });
   // NaN never raises maxAbs, and beyond fp16's range is exactly maxAbs > kFp16Max.
   check.inRange = !(check.maxAbs > kFp16Max);
+  // Every weight is checked before any is converted: give the pages back, or all of a mapped
+  // model would be resident at once.
+  releasePages(t.buffer().get());
   return check;
 }
 
@@ -131,7 +135,34 @@ class Lowering {
           {name, node.opType(), reason, why, weight, maxAbs});
   }
 
+  // Bytes of the distinct float32 initializers `nodes` read as data (the progress totals).
+  template <typename Nodes> uint64_t weightBytes(const Nodes& nodes) {
+    std::set<const Value*> seen;
+    uint64_t total = 0;
+    for (const Node* node : nodes)
+      for (size_t i = 0; i < node->inputs().size(); ++i) {
+        const Value* in = node->input(i);
+        if (isF32(in) && in->isInitializer() && isDataInput(*node, i) && seen.insert(in).second)
+          total += in->initializer().byteSize();
+      }
+    return total;
+  }
+
+  // Each weight's range is read once (a weight several nodes share is not read again).
+  WeightCheck checkOnce(const Value* weight, WriteProgress& progress) {
+    auto it = checked_.find(weight);
+    if (it != checked_.end()) return it->second;
+    WeightCheck check = checkWeight(weight->initializer());
+    progress.advance(weight->initializer().byteSize());
+    checked_.emplace(weight, check);
+    return check;
+  }
+
   void decide() {
+    std::vector<const Node*> all;
+    for (const auto& nodePtr : graph_.nodes())
+      all.push_back(nodePtr.get());
+    WriteProgress progress("checking weights for fp16", weightBytes(all));
     for (const auto& nodePtr : graph_.nodes()) {
       const Node& node = *nodePtr;
       if (!computesInFloat(node) || !node.subgraphs().empty() ||
@@ -185,7 +216,7 @@ class Lowering {
       for (size_t i = 0; i < node.inputs().size(); ++i) {
         const Value* in = node.input(i);
         if (!isF32(in) || !in->isInitializer() || !isDataInput(node, i)) continue;
-        WeightCheck check = checkWeight(in->initializer());
+        WeightCheck check = checkOnce(in, progress);
         if (!check.inRange) {
           keep(node, "weight_out_of_range",
                fmt::format("weight '{}' has max |w| = {} beyond fp16's {}", in->name(),
@@ -230,6 +261,7 @@ class Lowering {
       done += n;
     });
     releasePages(source.buffer().get());
+    if (converting_) converting_->advance(source.byteSize());
     Value* converted = graph_.addInitializer(
         graph_.uniqueName(weight->name() + "_fp16"),
         Tensor(DType::Float16, weight->initializer().dims(), Buffer::owned(std::move(halves))));
@@ -302,6 +334,8 @@ class Lowering {
     std::set<Value*> nowFp16;
     size_t retyped = retypeInputs(nowFp16);
     if (lowered_.empty() && retyped == 0 && !options_.outputsFp16) return false;
+    WriteProgress progress("converting weights to fp16", weightBytes(lowered_));
+    converting_ = &progress;
     for (Node* node : order) {
       bool low = lowered_.count(node) > 0;
       // A node with subgraphs stays fp32, and so do the bodies: outer values they read that are
@@ -338,6 +372,8 @@ class Lowering {
           nowFp16.insert(out);
         }
     }
+    converting_ = nullptr;
+    progress.finish();
     if (options_.outputsFp16) castOutputs();
     context_.notes.push_back(fmt::format(
         "fp16: {} node(s) lowered, {} cast(s) inserted, {} weight(s) converted, "
@@ -393,6 +429,8 @@ class Lowering {
   std::set<const Node*> lowered_;
   std::set<const Node*> inserted_;
   std::map<Value*, Value*> constants_;
+  std::map<const Value*, WeightCheck> checked_;
+  WriteProgress* converting_ = nullptr; // set while rewrite() converts weights
   size_t flushedToZero_ = 0;
   size_t subnormal_ = 0;
 };

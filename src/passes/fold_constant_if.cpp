@@ -58,11 +58,6 @@ std::optional<bool> constantCondition(const Value* cond) {
   }
 }
 
-// A value name that is free in `graph` and every graph enclosing it.
-std::string freshName(Graph& graph, const std::string& base) {
-  return graph.uniqueName(base.empty() ? std::string("if_value") : base);
-}
-
 bool inlineBranch(Node* ifNode, bool taken, bool explain) {
   Graph& outer = *ifNode->owner();
   const Attribute* branchAttr = ifNode->attribute(taken ? "then_branch" : "else_branch");
@@ -72,54 +67,21 @@ bool inlineBranch(Node* ifNode, bool taken, bool explain) {
   if (!branch->inputs().empty() || branch->outputs().size() != ifNode->outputs().size())
     return false;
 
-  std::unordered_map<const Value*, Value*> moved;
-  auto mapped = [&](Value* v) -> Value* {
-    if (!v) return nullptr;
-    auto it = moved.find(v);
-    return it == moved.end() ? v : it->second; // outer values stay as they are
-  };
-  for (Value* init : branch->initializers()) {
-    Value* copy = outer.addInitializer(freshName(outer, init->name()), init->initializer());
-    copy->setType(init->type());
-    moved[init] = copy;
-  }
-  for (const auto& node : branch->nodes()) {
-    std::vector<Value*> inputs;
-    for (Value* in : node->inputs())
-      inputs.push_back(mapped(in));
-    std::vector<std::string> names;
-    for (Value* out : node->outputs())
-      names.push_back(out ? freshName(outer, out->name()) : std::string());
-    Node* copy = outer.insertNodeBefore(ifNode, node->opType(), inputs, names);
-    copy->setDomain(node->domain());
-    copy->setName(node->name());
-    copy->setDocString(node->docString());
-    for (const auto& [key, attr] : node->attributes())
-      copy->setAttribute(key, attr);
-    for (const Location& loc : node->locations())
-      copy->addLocation(loc);
-    for (size_t i = 0; i < node->outputs().size(); ++i) {
-      Value* out = node->output(i);
-      if (!out) continue;
-      copy->output(i)->setType(out->type());
-      moved[out] = copy->output(i);
-    }
-    // Nested subgraphs now hang off `copy`: their reads of branch values move to the copies.
-    for (Graph* sub : copy->subgraphs())
-      sub->setParent(&outer);
-  }
-  for (const auto& [from, to] : moved) {
-    std::vector<Use> uses = from->uses();
-    for (const Use& use : uses)
-      if (use.user->owner() != branch.get()) use.user->setInput(use.inputIndex, to);
-  }
+  rewrite::ValueMap moved;
+  rewrite::copyGraphInto(
+      *branch, outer, moved,
+      [&](const std::string& op, const std::vector<Value*>& inputs,
+          const std::vector<std::string>& names) {
+        return outer.insertNodeBefore(ifNode, op, inputs, names);
+      },
+      "if_value");
 
   // The If's outputs become the branch's outputs; graph outputs keep their names.
   std::vector<std::pair<std::string, Value*>> renamed;
   for (size_t i = 0; i < ifNode->outputs().size(); ++i) {
     Value* out = ifNode->output(i);
     if (!out) continue;
-    Value* result = mapped(branch->outputs()[i]);
+    Value* result = rewrite::movedOr(moved, branch->outputs()[i]);
     if (out->isGraphOutput()) renamed.emplace_back(out->name(), result);
     outer.replaceAllUsesWith(out, result);
   }

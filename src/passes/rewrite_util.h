@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/ir/graph.h"
@@ -118,6 +119,60 @@ inline Node* replaceChain(Graph& graph, const std::vector<Node*>& chain, std::st
   graph.replaceAllUsesWith(parked, out);
   graph.eraseValue(parked);
   return fused;
+}
+
+// Maps values of a graph being copied to their copies; values it does not hold (outer values) map
+// to themselves.
+using ValueMap = std::unordered_map<const Value*, Value*>;
+inline Value* movedOr(const ValueMap& moved, Value* v) {
+  if (!v) return nullptr;
+  auto it = moved.find(v);
+  return it == moved.end() ? v : it->second;
+}
+
+// Copies the initializers and nodes of `from` into `into`, as inlining a branch or a loop body needs.
+// `place(opType, inputs, outputNames)` creates each copied node where the caller wants it; copies
+// keep name, domain, doc string, attributes, locations and output types, and their values get names
+// free in `into` (`unnamed` when the original has none). `moved` (seeded by the caller, e.g. with the
+// body's inputs) gains every copied value. Nested subgraphs move with their nodes, and their reads of
+// `from`'s values are rewired to the copies.
+template <typename Place>
+void copyGraphInto(const Graph& from, Graph& into, ValueMap& moved, Place&& place,
+                   const std::string& unnamed = "value") {
+  auto fresh = [&](const std::string& name) { return into.uniqueName(name.empty() ? unnamed : name); };
+  for (Value* init : from.initializers()) {
+    Value* copy = into.addInitializer(fresh(init->name()), init->initializer());
+    copy->setType(init->type());
+    moved[init] = copy;
+  }
+  for (const auto& node : from.nodes()) {
+    std::vector<Value*> inputs;
+    for (Value* in : node->inputs())
+      inputs.push_back(movedOr(moved, in));
+    std::vector<std::string> names;
+    for (Value* out : node->outputs())
+      names.push_back(out ? fresh(out->name()) : std::string());
+    Node* copy = place(node->opType(), inputs, names);
+    copy->setDomain(node->domain());
+    copy->setName(node->name());
+    copy->setDocString(node->docString());
+    for (const auto& [key, attr] : node->attributes())
+      copy->setAttribute(key, attr);
+    for (const Location& loc : node->locations())
+      copy->addLocation(loc);
+    for (size_t i = 0; i < node->outputs().size(); ++i)
+      if (Value* out = node->output(i)) {
+        copy->output(i)->setType(out->type());
+        moved[out] = copy->output(i);
+      }
+    for (Graph* sub : copy->subgraphs())
+      sub->setParent(&into);
+  }
+  for (const auto& [original, copy] : moved) {
+    std::vector<Use> uses = original->uses();
+    for (const Use& use : uses)
+      if (use.user->owner() != &from) use.user->setInput(use.inputIndex, copy);
+  }
 }
 
 } // namespace kiln::rewrite

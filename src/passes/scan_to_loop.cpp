@@ -100,7 +100,7 @@ bool convert(Node* scan, int64_t opset, bool explain) {
   Value* condIn = lb.addValue(lb.uniqueName("scan_cond"));
   condIn->setType(ValueType::tensor(DType::Bool, Shape::fromStatic({})));
   lb.addInput(condIn);
-  std::unordered_map<const Value*, Value*> moved;
+  rewrite::ValueMap moved;
   for (size_t k = 0; k < numState; ++k) {
     const Value* in = body.inputs()[k];
     Value* v = lb.addValue(lb.uniqueName(in->name()));
@@ -115,50 +115,16 @@ bool convert(Node* scan, int64_t opset, bool explain) {
     row->output(0)->setType(elem->type());
     moved[elem] = row->output(0);
   }
-  for (Value* init : body.initializers()) {
-    Value* copy = lb.addInitializer(lb.uniqueName(init->name()), init->initializer());
-    copy->setType(init->type());
-    moved[init] = copy;
-  }
-  auto mapped = [&](Value* v) -> Value* {
-    if (!v) return nullptr;
-    auto it = moved.find(v);
-    return it == moved.end() ? v : it->second;
-  };
-  for (const auto& node : body.nodes()) {
-    std::vector<Value*> inputs;
-    for (Value* in : node->inputs())
-      inputs.push_back(mapped(in));
-    std::vector<std::string> names;
-    for (Value* out : node->outputs())
-      names.push_back(out ? lb.uniqueName(out->name()) : std::string());
-    Node* copy = lb.appendNode(node->opType(), inputs, names);
-    copy->setDomain(node->domain());
-    copy->setName(node->name());
-    copy->setDocString(node->docString());
-    for (const auto& [key, attr] : node->attributes())
-      copy->setAttribute(key, attr);
-    for (const Location& loc : node->locations())
-      copy->addLocation(loc);
-    for (size_t i = 0; i < node->outputs().size(); ++i)
-      if (Value* out = node->output(i)) {
-        copy->output(i)->setType(out->type());
-        moved[out] = copy->output(i);
-      }
-    for (Graph* sub : copy->subgraphs())
-      sub->setParent(&lb);
-  }
-  // Nested subgraphs (now shared with the copies) read the moved values.
-  for (const auto& [from, to] : moved) {
-    std::vector<Use> uses = from->uses();
-    for (const Use& use : uses)
-      if (use.user->owner() != &body) use.user->setInput(use.inputIndex, to);
-  }
+  rewrite::copyGraphInto(body, lb, moved,
+                         [&](const std::string& op, const std::vector<Value*>& inputs,
+                             const std::vector<std::string>& names) {
+                           return lb.appendNode(op, inputs, names);
+                         });
   Node* condOut = lb.appendNode("Identity", {condIn}, {lb.uniqueName("scan_cond_out")});
   condOut->output(0)->setType(condIn->type());
   lb.addOutput(condOut->output(0));
   for (Value* out : body.outputs()) {
-    Value* v = mapped(out);
+    Value* v = rewrite::movedOr(moved, out);
     if (v->owner() != &lb || std::count(lb.outputs().begin(), lb.outputs().end(), v)) {
       Node* copy = lb.appendNode("Identity", {v}, {lb.uniqueName(out->name() + "_out")});
       copy->output(0)->setType(v->type());

@@ -4,19 +4,12 @@
 # Usage: tests/cli/benchmark.sh BENCHMARK SOURCE_DIR [WORKDIR]
 set -uo pipefail
 
-if [ $# -lt 2 ]; then
-  echo "usage: $0 BENCHMARK SOURCE_DIR [WORKDIR]" >&2
-  exit 2
-fi
-benchmark=$1
-src=$2
-work=${3:-$(mktemp -d "${TMPDIR:-/tmp}/kiln-benchmark-XXXXXX")}
-rm -rf "$work"
-mkdir -p "$work"
-trap 'rm -rf "$work"' EXIT
-
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+needArgs 2 "BENCHMARK SOURCE_DIR [WORKDIR]" "$@"
+benchmark=$1
+src=$2
+makeWork kiln-benchmark "${3:-}"
 
 run() {
   "$benchmark" "$@" >"$work/stdout" 2>"$work/stderr"

@@ -5,18 +5,12 @@
 # Usage: tests/cli/conformance.sh KILN SOURCE_DIR [WORKDIR]
 set -uo pipefail
 
-if [ $# -lt 2 ]; then
-  echo "usage: $0 KILN SOURCE_DIR [WORKDIR]" >&2
-  exit 2
-fi
-kiln=$1
-src=$2
-work=${3:-$(mktemp -d "${TMPDIR:-/tmp}/kiln-conformance-XXXXXX")}
-rm -rf "$work"
-mkdir -p "$work"
-trap 'rm -rf "$work"' EXIT
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+needArgs 2 "KILN SOURCE_DIR [WORKDIR]" "$@"
+kiln=$1
+src=$2
+makeWork kiln-conformance "${3:-}"
 cd "$work" || exit 2
 
 data=/usr/share/libonnx-testdata/data/node/test_conv_with_autopad_same/test_data_set_0

@@ -5,21 +5,15 @@
 # Usage: tests/cli/converter_lite.sh CONVERTER_LITE KILN BENCHMARK SOURCE_DIR [WORKDIR]
 set -uo pipefail
 
-if [ $# -lt 4 ]; then
-  echo "usage: $0 CONVERTER_LITE KILN BENCHMARK SOURCE_DIR [WORKDIR]" >&2
-  exit 2
-fi
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+needArgs 4 "CONVERTER_LITE KILN BENCHMARK SOURCE_DIR [WORKDIR]" "$@"
 converter=$1
 kiln=$2
 benchmark=$3
 src=$4
-work=${5:-$(mktemp -d "${TMPDIR:-/tmp}/kiln-converter-XXXXXX")}
-rm -rf "$work"
+makeWork kiln-converter "${5:-}"
 mkdir -p "$work/out"
-trap 'rm -rf "$work"' EXIT
-
-# shellcheck source=lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 run() {
   "$converter" "$@" >"$work/stdout" 2>"$work/stderr"

@@ -6,19 +6,13 @@
 # Usage: tests/cli/gears.sh ATC KILN SOURCE_DIR [WORKDIR]
 set -uo pipefail
 
-if [ $# -lt 3 ]; then
-  echo "usage: $0 ATC KILN SOURCE_DIR [WORKDIR]" >&2
-  exit 2
-fi
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+needArgs 3 "ATC KILN SOURCE_DIR [WORKDIR]" "$@"
 atc=$1
 kiln=$2
 src=$3
-work=${4:-$(mktemp -d "${TMPDIR:-/tmp}/kiln-gears-XXXXXX")}
-rm -rf "$work"
-mkdir -p "$work"
-trap 'rm -rf "$work"' EXIT
-# shellcheck source=lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+makeWork kiln-gears "${4:-}"
 cd "$work" || exit 2
 
 run() {

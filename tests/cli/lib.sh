@@ -1,5 +1,24 @@
-# Shared by the tests/cli/*.sh scripts (sourced after they set $work): PASS/FAIL lines with the
+# Shared by the tests/cli/*.sh scripts: argument check, the work folder, PASS/FAIL lines with the
 # failing run's output, and the closing "N passed, N failed" line whose status is the script's.
+
+# needArgs N "USAGE" "$@": exits 2 with the usage line unless at least N arguments were given.
+needArgs() {
+  local needed=$1 usage=$2
+  shift 2
+  if [ $# -lt "$needed" ]; then
+    echo "usage: $0 $usage" >&2
+    exit 2
+  fi
+}
+
+# makeWork PREFIX [DIR]: $work becomes DIR (emptied) or a fresh temp folder named PREFIX-*; it is
+# removed when the script exits.
+makeWork() {
+  work=${2:-$(mktemp -d "${TMPDIR:-/tmp}/$1-XXXXXX")}
+  rm -rf "$work"
+  mkdir -p "$work"
+  trap 'rm -rf "$work"' EXIT
+}
 passed=0
 failed=0
 pass() { passed=$((passed + 1)); echo "PASS $1"; }

@@ -7,21 +7,15 @@
 # Usage: tests/cli/newuser.sh KILN ATC CONVERTER_LITE BENCHMARK SOURCE_DIR [WORKDIR]
 set -uo pipefail
 
-if [ $# -lt 5 ]; then
-  echo "usage: $0 KILN ATC CONVERTER_LITE BENCHMARK SOURCE_DIR [WORKDIR]" >&2
-  exit 2
-fi
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+needArgs 5 "KILN ATC CONVERTER_LITE BENCHMARK SOURCE_DIR [WORKDIR]" "$@"
 kiln=$1
 atc=$2
 lite=$3
 bench=$4
 src=$5
-work=${6:-$(mktemp -d "${TMPDIR:-/tmp}/kiln-newuser-XXXXXX")}
-rm -rf "$work"
-mkdir -p "$work"
-trap 'rm -rf "$work"' EXIT
-# shellcheck source=lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+makeWork kiln-newuser "${6:-}"
 cd "$work" || exit 2
 models=$src/tests/cli/models
 fidelity=$src/scripts/om_fidelity.py

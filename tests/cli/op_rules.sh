@@ -6,20 +6,14 @@
 # Usage: tests/cli/op_rules.sh KILN ATC CONVERTER_LITE SOURCE_DIR [WORKDIR]
 set -uo pipefail
 
-if [ $# -lt 4 ]; then
-  echo "usage: $0 KILN ATC CONVERTER_LITE SOURCE_DIR [WORKDIR]" >&2
-  exit 2
-fi
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+needArgs 4 "KILN ATC CONVERTER_LITE SOURCE_DIR [WORKDIR]" "$@"
 kiln=$1
 atc=$2
 converter=$3
 src=$4
-work=${5:-$(mktemp -d "${TMPDIR:-/tmp}/kiln-op-rules-XXXXXX")}
-rm -rf "$work"
-mkdir -p "$work"
-trap 'rm -rf "$work"' EXIT
-# shellcheck source=lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+makeWork kiln-op-rules "${5:-}"
 cd "$work" || exit 2
 models=$src/tests/cli/models
 

@@ -4,19 +4,12 @@
 # Usage: tests/cli/run.sh KILN SOURCE_DIR [WORKDIR]
 set -uo pipefail
 
-if [ $# -lt 2 ]; then
-  echo "usage: $0 KILN SOURCE_DIR [WORKDIR]" >&2
-  exit 2
-fi
-kiln=$1
-src=$2
-work=${3:-$(mktemp -d "${TMPDIR:-/tmp}/kiln-cli-XXXXXX")}
-rm -rf "$work"
-mkdir -p "$work"
-trap 'rm -rf "$work"' EXIT
-
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+needArgs 2 "KILN SOURCE_DIR [WORKDIR]" "$@"
+kiln=$1
+src=$2
+makeWork kiln-cli "${3:-}"
 
 # Runs kiln with the given arguments; stdout and stderr go to $work/stdout and $work/stderr and the
 # exit status to $status.

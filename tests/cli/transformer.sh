@@ -11,20 +11,14 @@
 # Usage: tests/cli/transformer.sh KILN CONVERTER_LITE ATC SOURCE_DIR [WORKDIR]
 set -uo pipefail
 
-if [ $# -lt 4 ]; then
-  echo "usage: $0 KILN CONVERTER_LITE ATC SOURCE_DIR [WORKDIR]" >&2
-  exit 2
-fi
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+needArgs 4 "KILN CONVERTER_LITE ATC SOURCE_DIR [WORKDIR]" "$@"
 kiln=$1
 converter=$2
 atc=$3
 src=$4
-work=${5:-$(mktemp -d "${TMPDIR:-/tmp}/kiln-transformer-XXXXXX")}
-rm -rf "$work"
-mkdir -p "$work"
-trap 'rm -rf "$work"' EXIT
-# shellcheck source=lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+makeWork kiln-transformer "${5:-}"
 cd "$work" || exit 2
 models=$src/tests/cli/models
 

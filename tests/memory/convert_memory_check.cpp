@@ -8,9 +8,10 @@
 //       runs COMMAND in a child (stdout and stderr to /dev/null) and prints one line
 //       "peak_rss_mib=… ratio=… wall_s=… cpu_s=…", where ratio = peak RSS / MODEL_BYTES (wait4's
 //       ru_maxrss: the child's own peak). Fails when the command fails or ratio > R.
-//   convert_memory_check check TOOLS_DIR WORKDIR [--size-mb N] [--max-ratio R]
-//       the ctest: generates an N MiB model and checks converter_lite FP32, --fp16=on and 8-bit
-//       weight quant against R.
+//   convert_memory_check check TOOLS_DIR WORKDIR [--size-mb N] [--max-ratio R] [--steps LIST]
+//       the ctests: generates an N MiB model and checks converter_lite FP32, --fp16=on, 8-bit
+//       weight quant and atc (default precision: fp16 weights in WEIGHTS_DATA) against R. LIST
+//       picks some of them (comma-separated: fp32,fp16,wq8,atc; all by default).
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/time.h>
@@ -160,7 +161,8 @@ int usage() {
   std::fprintf(stderr,
                "usage: convert_memory_check generate DIR --size-mb N [--width K]\n"
                "       convert_memory_check measure MODEL_BYTES [--max-ratio R] [--label L] -- CMD...\n"
-               "       convert_memory_check check TOOLS_DIR WORKDIR [--size-mb N] [--max-ratio R]\n");
+               "       convert_memory_check check TOOLS_DIR WORKDIR [--size-mb N] [--max-ratio R]"
+               " [--steps fp32,fp16,wq8,atc]\n");
   return 2;
 }
 
@@ -173,6 +175,7 @@ int main(int argc, char** argv) {
   int64_t width = 0;
   double maxRatio = 1e9;
   std::string label = "run";
+  std::string steps = "fp32,fp16,wq8,atc";
   std::vector<std::string> positional, command;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
@@ -185,6 +188,8 @@ int main(int argc, char** argv) {
       width = std::strtoll(argv[++i], nullptr, 10);
     } else if (arg == "--max-ratio" && i + 1 < argc) {
       maxRatio = std::strtod(argv[++i], nullptr);
+    } else if (arg == "--steps" && i + 1 < argc) {
+      steps = argv[++i];
     } else if (arg == "--label" && i + 1 < argc) {
       label = argv[++i];
     } else {
@@ -214,14 +219,25 @@ int main(int argc, char** argv) {
   const std::string model = "--modelFile=" + (dir / "model.onnx").string();
   std::printf("model: %.1f MiB, limit %.2f x\n", modelBytes / 1048576.0, maxRatio);
   bool ok = true;
-  ok &= measure("converter_lite fp32", modelBytes, maxRatio,
-                {converter, "--fmk=ONNX", model, "--outputFile=" + (work / "fp32").string()});
-  ok &= measure("converter_lite fp16", modelBytes, maxRatio,
-                {converter, "--fmk=ONNX", model, "--outputFile=" + (work / "fp16").string(),
-                 "--fp16=on"});
-  ok &= measure("converter_lite wq8", modelBytes, maxRatio,
-                {converter, "--fmk=ONNX", model, "--outputFile=" + (work / "wq8").string(),
-                 "--configFile=" + (work / "wq8.cfg").string()});
+  auto wanted = [&](const std::string& step) {
+    return ("," + steps + ",").find("," + step + ",") != std::string::npos;
+  };
+  if (wanted("fp32"))
+    ok &= measure("converter_lite fp32", modelBytes, maxRatio,
+                  {converter, "--fmk=ONNX", model, "--outputFile=" + (work / "fp32").string()});
+  if (wanted("fp16"))
+    ok &= measure("converter_lite fp16", modelBytes, maxRatio,
+                  {converter, "--fmk=ONNX", model, "--outputFile=" + (work / "fp16").string(),
+                   "--fp16=on"});
+  if (wanted("wq8"))
+    ok &= measure("converter_lite wq8", modelBytes, maxRatio,
+                  {converter, "--fmk=ONNX", model, "--outputFile=" + (work / "wq8").string(),
+                   "--configFile=" + (work / "wq8.cfg").string()});
+  if (wanted("atc"))
+    ok &= measure("atc", modelBytes, maxRatio,
+                  {(tools / "atc").string(), "--framework=5",
+                   "--model=" + (dir / "model.onnx").string(), "--output=" + (work / "om").string(),
+                   "--soc_version=Ascend310P3"});
   std::error_code ec;
   fs::remove_all(work, ec);
   std::printf(ok ? "PASS\n" : "FAIL\n");

@@ -313,13 +313,11 @@ Port Lowerer::emitConst(const std::string& name, const Tensor& given) {
     attrs["shape"] = attrInts(t.dims());
     attrs["dtype"] =
         attrI(geProtoToCxxDType(toGeDType(t.dtype()).value_or(ge::proto::DT_UNDEFINED)));
-    out_.externalFiles.emplace_back(file, std::vector<uint8_t>(t.data(), t.data() + t.byteSize()));
+    out_.externalFiles.emplace_back(file, WeightSource::of(t.buffer()));
   } else {
+    // The bytes stay in the tensor's buffer until the file is written (WeightsLayout).
     o->set_type("Const");
-    while (out_.weights.size() % kWeightAlign)
-      out_.weights.push_back(0);
-    int64_t offset = static_cast<int64_t>(out_.weights.size());
-    out_.weights.insert(out_.weights.end(), t.data(), t.data() + t.byteSize());
+    int64_t offset = static_cast<int64_t>(out_.weights.append(WeightSource::of(t.buffer())));
     for (TensorDescriptor* d : {value->mutable_desc(), desc}) {
       d->set_data_offset(offset);
       d->set_weight_size(static_cast<int64_t>(t.byteSize()));
@@ -602,19 +600,9 @@ Expected<LoweredModel> Lowerer::run(std::vector<lowering::Refusal>* refusalsOut)
   std::map<const Value*, std::string> graphInputSources; // float64 inputs: the Data op itself
   for (const Value* v : g.inputs()) {
     if (v->isInitializer()) continue;
-    OpDef* o = graph_->add_op();
-    std::string opName = uniqueOpName(v->name());
-    o->set_name(opName);
-    o->set_type("Data");
-    o->set_id(nextId_++);
-    o->set_has_out_attr(true);
-    o->add_input("");
-    (*o->mutable_attr())["index"] = attrI(index);
-    fillDesc(o->add_input_desc(), v->dtype(), v->shape(), rankOf(v) == 4 ? "NCHW" : "ND");
-    auto* d = o->add_output_desc();
-    fillDesc(d, v->dtype(), v->shape(), rankOf(v) == 4 ? "NCHW" : "ND");
-    d->set_name(v->name());
-    graph_->add_input(opName + ":0");
+    const OpDef* data =
+        addDataOp(v->name(), v->dtype(), v->shape(), rankOf(v) == 4 ? "NCHW" : "ND", index);
+    const std::string opName = data->name();
     sources_[v] = opName + ":0";
     if (onChip(v->dtype()) != v->dtype()) {
       // float64 input: the Data op keeps the declared type, a Cast brings it to the chip's.
@@ -630,7 +618,7 @@ Expected<LoweredModel> Lowerer::run(std::vector<lowering::Refusal>* refusalsOut)
       sources_[v] = output(cast, v->dtype(), v->shape(), "").src;
     }
     out_.inputs.push_back({v->name(), v->dtype(), {}, rankOf(v) == 4 ? kFormatNchw : kFormatNd});
-    for (const auto& x : d->shape().dim())
+    for (const auto& x : data->output_desc(0).shape().dim())
       out_.inputs.back().dims.push_back(x);
     ++index;
   }
@@ -738,23 +726,29 @@ void Lowerer::endSubgraph(SubgraphScope scope) {
   nodeName_ = std::move(scope.nodeName);
 }
 
-Port Lowerer::subgraphData(const std::string& name, DType dtype, const Shape& shape,
-                           int64_t index, int64_t parentIndex) {
+OpDef* Lowerer::addDataOp(const std::string& name, DType dtype, const Shape& shape,
+                          const std::string& layout, int64_t index) {
   OpDef* o = graph_->add_op();
-  std::string opName = uniqueOpName(name);
+  const std::string opName = uniqueOpName(name);
   o->set_name(opName);
   o->set_type("Data");
   o->set_id(nextId_++);
   o->set_has_out_attr(true);
   o->add_input("");
   (*o->mutable_attr())["index"] = attrI(index);
-  (*o->mutable_attr())["_parent_node_index"] = attrI(parentIndex);
-  fillDesc(o->add_input_desc(), dtype, shape, "ND");
+  fillDesc(o->add_input_desc(), dtype, shape, layout);
   auto* d = o->add_output_desc();
-  fillDesc(d, dtype, shape, "ND");
+  fillDesc(d, dtype, shape, layout);
   d->set_name(name);
   graph_->add_input(opName + ":0");
-  return Port{opName + ":0", dtype, shape};
+  return o;
+}
+
+Port Lowerer::subgraphData(const std::string& name, DType dtype, const Shape& shape,
+                           int64_t index, int64_t parentIndex) {
+  OpDef* o = addDataOp(name, dtype, shape, "ND", index);
+  (*o->mutable_attr())["_parent_node_index"] = attrI(parentIndex);
+  return Port{o->name() + ":0", dtype, shape};
 }
 
 void Lowerer::subgraphOutput(const std::vector<Port>& outputs, bool toParent) {

@@ -131,6 +131,9 @@ class Lowerer {
   // Data op `index` of the current subgraph, for input `parentIndex` of the op holding it.
   Port subgraphData(const std::string& name, DType dtype, const Shape& shape, int64_t index,
                     int64_t parentIndex);
+  // A Data op for input `index` of the current graph, its output named `name`.
+  ge::proto::OpDef* addDataOp(const std::string& name, DType dtype, const Shape& shape,
+                              const std::string& layout, int64_t index);
   // The ops of `g` (its initializers as Consts, then its nodes) into the current graph.
   Status lowerNodes(const Graph& g);
   // The current subgraph's NetOutput; `toParent` numbers its inputs as the parent's outputs.

@@ -40,23 +40,35 @@ std::string renamedInput(const std::string& input, const std::string& postfix) {
   return input.substr(0, colon) + postfix + input.substr(colon);
 }
 
-size_t appendWeight(std::vector<uint8_t>& blob, const uint8_t* data, size_t size) {
-  while (blob.size() % kWeightAlign)
-    blob.push_back(0);
-  const size_t offset = blob.size();
-  blob.insert(blob.end(), data, data + size);
-  return offset;
-}
-
-// The weight bytes a Const op of `model` points at (empty when it points at none).
-std::pair<const uint8_t*, size_t> constBytes(const LoweredModel& model, const OpDef& op) {
+// Whether Const `op` of `model` points inside its weights, and where its bytes come from (null
+// for an empty constant).
+bool constSource(const LoweredModel& model, const OpDef& op, const WeightSource** source) {
+  *source = nullptr;
   const ge::proto::AttrDef* value = findAttr(op, "value");
-  if (!value || !value->has_t()) return {nullptr, 0};
+  if (!value || !value->has_t()) return false;
   const TensorDescriptor& d = value->t().desc();
   const uint64_t offset = static_cast<uint64_t>(d.data_offset());
   const uint64_t size = static_cast<uint64_t>(d.weight_size());
-  if (offset + size > model.weights.size()) return {nullptr, 0};
-  return {model.weights.data() + offset, size};
+  if (offset + size > model.weights.size) return false;
+  if (size > 0) *source = model.weights.at(offset);
+  return true;
+}
+
+// Whether two constants hold the same bytes (a pair at a time is read when they differ in source).
+bool sameBytes(const WeightSource* a, const WeightSource* b) {
+  if (!a || !b) return a == b;
+  if (a->size != b->size) return false;
+  if (a->buffer == b->buffer && a->fractal == b->fractal && a->origin == b->origin &&
+      a->elementBytes == b->elementBytes && a->c0 == b->c0 && a->groups == b->groups)
+    return true;
+  return a->bytes() == b->bytes();
+}
+
+// Appends the bytes of Const `op` of `model` to `out` (none when it points at none).
+uint64_t appendConst(WeightsLayout& out, const LoweredModel& model, const OpDef& op) {
+  const WeightSource* source = nullptr;
+  constSource(model, op, &source);
+  return out.append(source ? *source : WeightSource{});
 }
 
 void setConstOffset(OpDef& op, size_t offset) {
@@ -153,19 +165,19 @@ Expected<LoweredModel> lowerGearModels(const OmGears& gears, const OmWriteOption
   std::vector<std::string> shared;
   for (const OpDef& op : firstMain.op()) {
     if (op.type() != "Const") continue;
-    auto [bytes, size] = constBytes(first, op);
-    if (!bytes) continue;
+    const WeightSource* source = nullptr;
+    if (!constSource(first, op, &source)) continue;
     bool everywhere = true;
     for (size_t b = 1; b < lowered.size() && everywhere; ++b) {
       everywhere = false;
       for (const OpDef& other : mainGraph(lowered[b]).op()) {
         if (other.name() != op.name()) continue;
-        auto [otherBytes, otherSize] = constBytes(lowered[b], other);
-        everywhere = other.type() == "Const" && otherBytes && otherSize == size &&
+        const WeightSource* otherSource = nullptr;
+        everywhere = other.type() == "Const" && constSource(lowered[b], other, &otherSource) &&
                      other.output_desc_size() == 1 && op.output_desc_size() == 1 &&
                      descDims(other.output_desc(0)) == descDims(op.output_desc(0)) &&
                      other.output_desc(0).dtype() == op.output_desc(0).dtype() &&
-                     std::memcmp(bytes, otherBytes, size) == 0;
+                     sameBytes(source, otherSource);
         break;
       }
     }
@@ -235,8 +247,9 @@ Expected<LoweredModel> lowerGearModels(const OmGears& gears, const OmWriteOption
     fillDesc(value->mutable_desc(), DType::Int32, tableShape, "ND");
     fillDesc(c->add_output_desc(), DType::Int32, tableShape, "ND");
     c->mutable_output_desc(0)->set_name(kShapeConstName);
-    const size_t offset = appendWeight(out.weights, reinterpret_cast<const uint8_t*>(table.data()),
-                                       table.size() * sizeof(int32_t));
+    std::vector<uint8_t> tableBytes(table.size() * sizeof(int32_t));
+    std::memcpy(tableBytes.data(), table.data(), tableBytes.size());
+    const size_t offset = out.weights.append(WeightSource::of(Buffer::owned(std::move(tableBytes))));
     for (TensorDescriptor* d : {value->mutable_desc(), c->mutable_output_desc(0)}) {
       d->set_data_offset(static_cast<int64_t>(offset));
       d->set_weight_size(static_cast<int64_t>(table.size() * sizeof(int32_t)));
@@ -258,8 +271,7 @@ Expected<LoweredModel> lowerGearModels(const OmGears& gears, const OmWriteOption
       if (op.name() != name) continue;
       OpDef* c = root->add_op();
       *c = op;
-      auto [bytes, size] = constBytes(first, op);
-      setConstOffset(*c, appendWeight(out.weights, bytes, size));
+      setConstOffset(*c, appendConst(out.weights, first, op));
       sharedDescs.push_back(op.output_desc(0));
       break;
     }
@@ -353,8 +365,9 @@ Expected<LoweredModel> lowerGearModels(const OmGears& gears, const OmWriteOption
           *op->add_output_desc() = desc;
           g->add_input(op->name() + ":0");
         } else if (op->type() == "Const") {
-          auto [bytes, size] = constBytes(m, sourceOp);
-          if (bytes) setConstOffset(*op, appendWeight(out.weights, bytes, size));
+          const WeightSource* source = nullptr;
+          if (constSource(m, sourceOp, &source))
+            setConstOffset(*op, out.weights.append(source ? *source : WeightSource{}));
         }
       }
       for (const std::string& in : source.input())

@@ -433,10 +433,9 @@ class HeavyFormats {
       op.set_id(id++);
   }
 
-  // WEIGHTS_DATA with the FRACTAL_Z constants rearranged and every later constant moved up.
-  // Sizes only grow, so each constant's new offset is at or past its old one: moving them in
-  // place from the last backwards never overwrites bytes still to be read, and the weights are
-  // not copied as a whole (only one rearranged tensor at a time is held beside them).
+  // WEIGHTS_DATA with the FRACTAL_Z constants marked for rearranging and every later constant
+  // moved up. Only the layout changes here: the bytes are rearranged one tensor at a time when
+  // the file is written (WeightSource::emit).
   Status rebuildWeights() {
     struct Stored {
       TensorDescriptor* desc;
@@ -459,7 +458,7 @@ class HeavyFormats {
                                         : valueIt->second.mutable_t()->mutable_desc();
       uint64_t offset = static_cast<uint64_t>(desc->data_offset());
       uint64_t size = static_cast<uint64_t>(desc->weight_size());
-      if (offset + size > model_.weights.size())
+      if (offset + size > model_.weights.size)
         return Status(
             ErrorCode::Internal,
             fmt::format("constant '{}' lies outside the weights it was lowered into", op.name()),
@@ -478,43 +477,49 @@ class HeavyFormats {
       end = c.newOffset + c.newSize;
       oldEnd = c.oldOffset + c.oldSize;
     }
-    std::vector<uint8_t>& weights = model_.weights;
-    if (end > weights.size()) weights.resize(end);
-    uint64_t next = end; // start of the region already placed
-    for (auto it = consts.rbegin(); it != consts.rend(); ++it) {
-      Stored& c = *it;
-      uint8_t* base = weights.data();
-      if (c.fractal) {
-        std::vector<int64_t> origin = intsOf(c.desc->attr().at("origin_shape"));
-        std::vector<uint8_t> fractal =
-            toHeavy(HeavyLayout::FractalZ, base + c.oldOffset, origin, elementBytes(*c.desc),
-                    cubeC0(descDType(*c.desc)), fractalGroups(*c.desc));
-        std::copy(fractal.begin(), fractal.end(), base + c.newOffset);
-      } else if (c.newOffset != c.oldOffset) {
-        std::memmove(base + c.newOffset, base + c.oldOffset, c.oldSize);
+    WeightsLayout& weights = model_.weights;
+    WeightsLayout moved;
+    for (Stored& c : consts) {
+      auto it = weights.pieces.find(c.oldOffset);
+      if (c.oldSize > 0 && it != weights.pieces.end()) {
+        WeightSource source = std::move(it->second);
+        weights.pieces.erase(it);
+        if (c.fractal) {
+          std::vector<int64_t> origin = intsOf(c.desc->attr().at("origin_shape"));
+          source.makeFractal(origin, static_cast<size_t>(elementBytes(*c.desc)),
+                             cubeC0(descDType(*c.desc)), fractalGroups(*c.desc));
+          if (source.size != c.newSize)
+            return Status(ErrorCode::Internal,
+                          fmt::format("a FRACTAL_Z weight takes {} bytes, its descriptor says {}",
+                                      source.size, c.newSize),
+                          "report this as a kiln bug");
+        }
+        moved.pieces[c.newOffset] = std::move(source);
       }
-      std::fill(base + c.newOffset + c.newSize, base + next, uint8_t{0}); // alignment padding
-      next = c.newOffset;
       for (TensorDescriptor* d : {c.desc, c.valueDesc}) {
         if (!d) continue;
         d->set_data_offset(static_cast<int64_t>(c.newOffset));
         d->set_weight_size(static_cast<int64_t>(c.newSize));
       }
     }
-    weights.resize(end);
+    if (!weights.pieces.empty())
+      return Status(ErrorCode::Internal, "a weight belongs to no constant of the main graph",
+                    "report this as a kiln bug");
+    moved.size = end;
+    weights = std::move(moved);
     return Status::ok();
   }
 
   void fractalizeFile(OpDef& op) {
     std::string location = getS(op, "location", "");
-    for (auto& [file, bytes] : model_.externalFiles) {
+    for (auto& [file, source] : model_.externalFiles) {
       if (file != location) continue;
       const TensorDescriptor& desc = op.output_desc(0);
       std::vector<int64_t> origin = intsOf(desc.attr().at("origin_shape"));
-      bytes = toHeavy(HeavyLayout::FractalZ, bytes.data(), origin, elementBytes(desc),
-                      cubeC0(descDType(desc)), fractalGroups(desc));
+      source.makeFractal(origin, static_cast<size_t>(elementBytes(desc)), cubeC0(descDType(desc)),
+                         fractalGroups(desc));
       auto& attrs = *op.mutable_attr();
-      attrs["length"] = attrI(static_cast<int64_t>(bytes.size()));
+      attrs["length"] = attrI(static_cast<int64_t>(source.size));
       attrs["shape"] = attrInts(descDims(desc));
     }
   }

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -136,18 +139,56 @@ struct IoTensor {
   int format = kFormatNd;
 };
 
+// WEIGHTS_DATA constants start on this boundary while lowering (layOutAsAtc moves them).
+constexpr size_t kWeightAlign = 32;
+
+// Receives output bytes in pieces; false stops the write (an I/O error).
+using ByteSink = std::function<bool(const uint8_t*, size_t)>;
+
+// One constant's bytes as they will be written (om_weights.cpp): a window of the lowered tensor's
+// buffer (for imported weights, the mapped model file), rearranged to FRACTAL_Z on the way out
+// when `fractal` is set. Nothing is copied until the file is written.
+struct WeightSource {
+  std::shared_ptr<const Buffer> buffer;
+  uint64_t size = 0; // bytes written (the rearranged size when fractal)
+  bool fractal = false;
+  std::vector<int64_t> origin; // fractal: the plain OIHW dims
+  size_t elementBytes = 0;
+  int64_t c0 = 0;
+  int64_t groups = 1;
+
+  static WeightSource of(std::shared_ptr<const Buffer> buffer);
+  // Marks the bytes for FRACTAL_Z and sets `size` to the rearranged size.
+  void makeFractal(std::vector<int64_t> plainDims, size_t elementBytes, int64_t c0, int64_t groups);
+  // Streams the bytes to `sink` (a rearranged tensor is built one at a time), then gives the
+  // mapped pages back (releasePages).
+  bool emit(const ByteSink& sink) const;
+  std::vector<uint8_t> bytes() const;
+};
+
+// WEIGHTS_DATA as a layout: where each constant starts and where its bytes come from; the bytes
+// between constants are zeros. Produced when the file is written (emit), never held whole.
+struct WeightsLayout {
+  std::map<uint64_t, WeightSource> pieces; // by offset; empty constants have no piece
+  uint64_t size = 0;                       // bytes of WEIGHTS_DATA
+
+  bool empty() const { return size == 0; }
+  // Puts `source` at the next kWeightAlign boundary; returns its offset.
+  uint64_t append(WeightSource source);
+  const WeightSource* at(uint64_t offset) const;
+  bool emit(const ByteSink& sink) const;
+  std::vector<uint8_t> bytes() const;
+};
+
 // The lowered model before it is laid out in a container.
 struct LoweredModel {
   ge::proto::ModelDef modelDef;
-  std::vector<uint8_t> weights;
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> externalFiles;
+  WeightsLayout weights;
+  std::vector<std::pair<std::string, WeightSource>> externalFiles;
   std::vector<IoTensor> inputs;
   std::vector<IoTensor> outputs;
   uint64_t memorySize = 0; // feature-map bytes (no reuse)
 };
-
-// WEIGHTS_DATA constants start on this boundary while lowering (layOutAsAtc moves them).
-constexpr size_t kWeightAlign = 32;
 
 // The platform version ATC stamps into the header (platform_version) and ModelDef.custom_version:
 // GraphEngine's framework version "1.11.z" plus ".0" (om.md §1.2, §1.11).

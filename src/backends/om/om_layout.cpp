@@ -172,17 +172,22 @@ void relayWeights(LoweredModel& model) {
       if (value != op.mutable_attr()->end() && value->second.value_case() == AttrDef::kT)
         s.descs.push_back(value->second.mutable_t()->mutable_desc());
     }
-  std::vector<uint8_t> laid;
+  // Offsets only: the bytes stay with their sources until the file is written.
+  WeightsLayout laid;
   uint64_t end = kWeightsStart;
   for (auto& [old, s] : byOffset) {
     uint64_t at = roundUp(end, kWeightsBoundary);
-    laid.resize(at + s.size, 0);
-    if (s.size) std::memcpy(laid.data() + at, model.weights.data() + old, s.size);
+    if (s.size)
+      if (auto it = model.weights.pieces.find(old); it != model.weights.pieces.end()) {
+        WeightSource source = it->second;
+        source.size = s.size; // the descriptors' size: zeros past the source when longer
+        laid.pieces[at] = std::move(source);
+      }
     for (TensorDescriptor* d : s.descs)
       d->set_data_offset(static_cast<int64_t>(at));
     end = at + s.size;
   }
-  laid.resize(roundUp(end + kMemPad, kWeightsBoundary), 0);
+  laid.size = roundUp(end + kMemPad, kWeightsBoundary);
   model.weights = std::move(laid);
 }
 

@@ -25,7 +25,7 @@ Expected<std::string> omLoweredText(const Model& model, const OmWriteOptions& op
   };
   const ge::proto::ModelDef& def = lowered.modelDef;
   std::string out = fmt::format("om model '{}' version {}, {} bytes of weights\n", def.name(),
-                                def.version(), lowered.weights.size());
+                                def.version(), lowered.weights.size);
   for (const auto& [key, value] :
        std::map<std::string, ge::proto::AttrDef>(def.attr().begin(), def.attr().end()))
     out += fmt::format("attr {}: {}\n", key, line(value));

@@ -2,6 +2,7 @@
 // and TASK_INFO in the order ATC writes them, behind the 256-byte header and a wide table.
 #include <cstring>
 #include <filesystem>
+#include <ostream>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "kiln/support/atomic_file.h"
+#include "kiln/support/progress.h"
 #include "kiln_proto/task.pb.h"
 #include "om_internal.h"
 
@@ -91,89 +93,143 @@ const char* hostCpu() {
 } // namespace
 } // namespace kiln::om
 
-namespace kiln {
+namespace kiln::om {
+namespace {
 
-Expected<OmArtifact> buildOmArtifact(const Model& model, const OmWriteOptions& options) {
-  auto lowered = options.gears ? om::lowerGearModels(*options.gears, options)
-                               : om::lowerModel(model, options);
+// A model ready to be written: everything but the weights is a few small byte strings; the
+// weights (WEIGHTS_DATA and the external files) are produced while writing.
+struct Prepared {
+  LoweredModel lowered;
+  std::string head; // the 256-byte header and the partition table
+  std::vector<std::pair<uint32_t, std::string>> partitions; // WEIGHTS_DATA's bytes left empty
+  uint64_t fileSize = 0;
+};
+
+Expected<Prepared> prepare(const Model& model, const OmWriteOptions& options) {
+  auto lowered = options.gears ? lowerGearModels(*options.gears, options)
+                               : lowerModel(model, options);
   if (!lowered) return lowered.status();
-  om::LoweredModel& l = *lowered;
-  om::layOutAsAtc(l);
+  Prepared p;
+  p.lowered = lowered.take();
+  LoweredModel& l = p.lowered;
+  layOutAsAtc(l);
+  const uint64_t weightSize = l.weights.size;
 
   domi::ModelTaskDef task;
   task.set_memory_size(l.memorySize);
   task.set_stream_num(1);
-  task.set_weight_size(l.weights.size());
-  std::string taskBytes = om::serializeDeterministic(task);
+  task.set_weight_size(weightSize);
+  std::string taskBytes = serializeDeterministic(task);
 
   // Model attributes ATC writes (om.md §1.13); kernels and tasks are not generated.
   auto& attrs = *l.modelDef.mutable_attr();
-  attrs["soc_version"] = om::attrS(options.socVersion);
-  attrs["framework_type"] = om::attrS("Onnx");
-  attrs["target_type"] = om::attrS("MINI");
-  attrs["host_env_os"] = om::attrS("linux");
-  attrs["host_env_cpu"] = om::attrS(om::hostCpu());
-  attrs["memory_size"] = om::attrI(static_cast<int64_t>(l.memorySize));
-  attrs["weight_size"] = om::attrI(static_cast<int64_t>(l.weights.size()));
-  attrs["stream_num"] = om::attrI(1);
-  attrs["event_num"] = om::attrI(0);
-  attrs["label_num"] = om::attrI(0);
-  attrs["core_type"] = om::attrI(options.coreType);
+  attrs["soc_version"] = attrS(options.socVersion);
+  attrs["framework_type"] = attrS("Onnx");
+  attrs["target_type"] = attrS("MINI");
+  attrs["host_env_os"] = attrS("linux");
+  attrs["host_env_cpu"] = attrS(hostCpu());
+  attrs["memory_size"] = attrI(static_cast<int64_t>(l.memorySize));
+  attrs["weight_size"] = attrI(static_cast<int64_t>(weightSize));
+  attrs["stream_num"] = attrI(1);
+  attrs["event_num"] = attrI(0);
+  attrs["label_num"] = attrI(0);
+  attrs["core_type"] = attrI(options.coreType);
   {
     ge::proto::AttrDef info;
     auto* list = info.mutable_list();
     list->set_val_type(ge::proto::AttrDef::ListValue::VT_LIST_INT);
-    for (int64_t v : {static_cast<int64_t>(l.weights.size()), int64_t{0}, int64_t{0},
+    for (int64_t v : {static_cast<int64_t>(weightSize), int64_t{0}, int64_t{0},
                       static_cast<int64_t>(taskBytes.size()), int64_t{0}})
       list->add_i(v);
     attrs["om_info_list"] = info;
   }
   for (const auto& [key, value] : options.modelAttributes)
-    attrs[key] = om::attrS(value);
-  std::string modelDefBytes = om::serializeDeterministic(l.modelDef);
-  std::string inout = om::inoutInfo(l);
+    attrs[key] = attrS(value);
 
-  std::vector<std::pair<uint32_t, std::string_view>> partitions;
-  partitions.emplace_back(om::kModelInoutInfo, inout);
-  partitions.emplace_back(om::kModelDef, modelDefBytes);
-  std::string_view weights(reinterpret_cast<const char*>(l.weights.data()), l.weights.size());
-  if (!l.weights.empty()) partitions.emplace_back(om::kWeightsData, weights);
-  partitions.emplace_back(om::kTaskInfo, taskBytes);
-  for (const auto& [type, bytes] : partitions)
-    if (bytes.size() > (uint64_t{4} << 30))
+  p.partitions.emplace_back(kModelInoutInfo, inoutInfo(l));
+  p.partitions.emplace_back(kModelDef, serializeDeterministic(l.modelDef));
+  if (!l.weights.empty()) p.partitions.emplace_back(kWeightsData, std::string());
+  p.partitions.emplace_back(kTaskInfo, std::move(taskBytes));
+  auto sizeOf = [&](const std::pair<uint32_t, std::string>& part) -> uint64_t {
+    return part.first == kWeightsData ? weightSize : part.second.size();
+  };
+  for (const auto& part : p.partitions)
+    if (sizeOf(part) > (uint64_t{4} << 30))
       return Status(ErrorCode::FileWriteFailed,
                     fmt::format("partition {} would be {} bytes, over the 4 GiB limit",
-                                om::partitionTypeName(type), bytes.size()),
+                                partitionTypeName(part.first), sizeOf(part)),
                     "write the weights beside the model (--external_weight)");
 
   std::string table;
-  om::putU32(table, static_cast<uint32_t>(partitions.size()));
-  om::putU32(table, 0);
+  putU32(table, static_cast<uint32_t>(p.partitions.size()));
+  putU32(table, 0);
   uint64_t offset = 0;
-  for (const auto& [type, bytes] : partitions) {
-    om::putU32(table, type);
-    om::putU32(table, 0);
-    om::putU64(table, offset);
-    om::putU64(table, bytes.size());
-    offset += bytes.size();
+  for (const auto& part : p.partitions) {
+    putU32(table, part.first);
+    putU32(table, 0);
+    putU64(table, offset);
+    putU64(table, sizeOf(part));
+    offset += sizeOf(part);
   }
 
-  om::OmHeader header;
-  header.version = om::kVersion2;
+  OmHeader header;
+  header.version = kVersion2;
   header.name = l.modelDef.name();
-  header.omIrVersion = om::kOmProtoVersion;
+  header.omIrVersion = kOmProtoVersion;
   header.modelNum = 1;
   header.platformType = 1; // TARGET_TYPE_MINI_8BIT: Linux targets
-  header.platformVersion = om::kPlatformVersion;
+  header.platformVersion = kPlatformVersion;
   header.modelLength = table.size() + offset;
+  std::vector<uint8_t> headerBytes = encodeHeader(header);
+  p.head.assign(headerBytes.begin(), headerBytes.end());
+  p.head += table;
+  p.fileSize = kHeaderSize + header.modelLength;
+  // The ModelDef is serialized; only the weight sources are needed from here on.
+  l.modelDef.Clear();
+  return p;
+}
 
+// The .om in order: header, table, then each partition, WEIGHTS_DATA streamed from its sources.
+bool emitOm(const Prepared& p, const ByteSink& sink) {
+  if (!sink(reinterpret_cast<const uint8_t*>(p.head.data()), p.head.size())) return false;
+  for (const auto& [type, bytes] : p.partitions) {
+    bool ok = type == kWeightsData
+                  ? p.lowered.weights.emit(sink)
+                  : sink(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Status writeFailed(const std::string& path) {
+  return Status(ErrorCode::FileWriteFailed, fmt::format("{}: write failed", path),
+                "check free space and permissions");
+}
+
+// Streams pieces of output to `os`; counts what went through for the progress line.
+ByteSink streamSink(std::ostream& os, WriteProgress& progress) {
+  return [&os, &progress](const uint8_t* bytes, size_t count) {
+    os.write(reinterpret_cast<const char*>(bytes), static_cast<std::streamsize>(count));
+    progress.advance(count);
+    return static_cast<bool>(os);
+  };
+}
+
+} // namespace
+} // namespace kiln::om
+
+namespace kiln {
+
+Expected<OmArtifact> buildOmArtifact(const Model& model, const OmWriteOptions& options) {
+  KILN_ASSIGN_OR_RETURN(om::Prepared p, om::prepare(model, options));
   OmArtifact artifact;
-  artifact.om = om::encodeHeader(header);
-  artifact.om.reserve(om::kHeaderSize + header.modelLength);
-  artifact.om.insert(artifact.om.end(), table.begin(), table.end());
-  for (const auto& [type, bytes] : partitions)
-    artifact.om.insert(artifact.om.end(), bytes.begin(), bytes.end());
-  artifact.externalFiles = std::move(l.externalFiles);
+  artifact.om.reserve(p.fileSize);
+  om::emitOm(p, [&](const uint8_t* bytes, size_t count) {
+    artifact.om.insert(artifact.om.end(), bytes, bytes + count);
+    return true;
+  });
+  for (const auto& [relative, source] : p.lowered.externalFiles)
+    artifact.externalFiles.emplace_back(relative, source.bytes());
   return artifact;
 }
 
@@ -183,18 +239,23 @@ Expected<std::vector<uint8_t>> buildOmBuffer(const Model& model, const OmWriteOp
   return std::move(artifact->om);
 }
 
+// Writes the weight files (each streamed from its source) and then the .om (its weights streamed
+// from theirs), each through a temp file renamed into place; nothing is left on failure.
 Status writeOmFile(const Model& model, const OmWriteOptions& options, const std::string& path) {
-  auto artifact = buildOmArtifact(model, options);
-  if (!artifact) return artifact.status();
+  KILN_ASSIGN_OR_RETURN(om::Prepared p, om::prepare(model, options));
+  uint64_t total = p.fileSize;
+  for (const auto& [relative, source] : p.lowered.externalFiles)
+    total += source.size;
+  WriteProgress progress("writing " + path, total);
   namespace fs = std::filesystem;
   fs::path base = fs::path(path).parent_path();
   std::vector<fs::path> written;
   auto undo = [&] {
     std::error_code ec;
-    for (const auto& p : written)
-      fs::remove(p, ec);
+    for (const auto& f : written)
+      fs::remove(f, ec);
   };
-  for (const auto& [relative, bytes] : artifact->externalFiles) {
+  for (const auto& [relative, source] : p.lowered.externalFiles) {
     fs::path target = base / relative;
     std::error_code ec;
     fs::create_directories(target.parent_path(), ec);
@@ -205,17 +266,21 @@ Status writeOmFile(const Model& model, const OmWriteOptions& options, const std:
           fmt::format("cannot create '{}': {}", target.parent_path().string(), ec.message()),
           "check the output path");
     }
-    Status s = writeFileAtomically(
-        target.string(), std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+    Status s = writeFileAtomically(target.string(), [&](std::ostream& os) {
+      return source.emit(om::streamSink(os, progress)) ? Status::ok()
+                                                        : om::writeFailed(target.string());
+    });
     if (!s) {
       undo();
       return s;
     }
     written.push_back(target);
   }
-  Status s = writeFileAtomically(
-      path, std::string(reinterpret_cast<const char*>(artifact->om.data()), artifact->om.size()));
+  Status s = writeFileAtomically(path, [&](std::ostream& os) {
+    return om::emitOm(p, om::streamSink(os, progress)) ? Status::ok() : om::writeFailed(path);
+  });
   if (!s) undo();
+  progress.finish();
   return s;
 }
 

@@ -265,3 +265,27 @@ clip (float16[1,4] x) => (float16[1,4] y)
   for (size_t i = 0; i < y.size(); ++i)
     EXPECT_EQ(rt::halfToFloat(y[i]), expected[i]) << i;
 }
+
+// writeOmFile streams WEIGHTS_DATA (and each --external_weight file) from the weights' sources,
+// FRACTAL_Z rearranged one tensor at a time; the bytes must be those of the in-memory build.
+TEST(OmWriter, StreamedFileMatchesTheBuffer) {
+  auto readAll = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+  };
+  for (bool external : {false, true}) {
+    fs::path dir = tempDir(external ? "stream_ext" : "stream");
+    fs::path out = dir / "cnn.om";
+    OmWriteOptions options;
+    options.externalWeight = external;
+    Model m = smallCnn();
+    auto built = buildOmArtifact(m, options);
+    ASSERT_TRUE(built) << built.status().toString();
+    ASSERT_TRUE(writeOmFile(m, options, out.string()));
+    EXPECT_EQ(readAll(out), built->om) << (external ? "external" : "inline");
+    EXPECT_EQ(built->externalFiles.empty(), !external);
+    for (const auto& [relative, bytes] : built->externalFiles)
+      EXPECT_EQ(readAll(dir / relative), bytes) << relative;
+    fs::remove_all(dir);
+  }
+}
