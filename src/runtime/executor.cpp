@@ -11,6 +11,7 @@
 #include "kiln/runtime/arena.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/memory.h"
+#include "fusion.h"
 
 namespace kiln::rt {
 namespace {
@@ -285,6 +286,10 @@ Executor::GraphPlan& Executor::planFor(const Graph& graph) {
       lastUse.erase(it);
     }
   }
+  // Elementwise chains after Conv nodes run inside the Conv (fusion.h); not while every
+  // intermediate is captured, and never through a value captured by name.
+  if (options_.fuse && !options_.captureIntermediates)
+    plan.fusion = planFusion(graph, opset_, options_.captureNames);
   return plans_.emplace(&graph, std::move(plan)).first->second;
 }
 
@@ -298,8 +303,16 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
     return std::find(options_.captureNames.begin(), options_.captureNames.end(), v->name()) !=
            options_.captureNames.end();
   };
+  // Nodes whose work a fused Conv already did in this run.
+  std::vector<char> fusedAway(plan.fusion ? graph.nodeCount() : 0, 0);
   for (const auto& nodePtr : graph.nodes()) {
     const Node& node = *nodePtr;
+    if (!fusedAway.empty() && fusedAway[index]) {
+      for (const Value* v : plan.releaseAfter[index])
+        scope.values.erase(v);
+      ++index;
+      continue;
+    }
     KernelFn kernel = plan.kernels[index];
     if (!kernel)
       return Status(ErrorCode::RuntimeUnsupported,
@@ -334,6 +347,12 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
       inputs.push_back(v);
     }
     KernelContext context(*this, node, std::move(inputs), scope, opset_);
+    const FusedChain* chain = nullptr;
+    std::optional<Epilogue> epilogue;
+    if (plan.fusion && plan.fusion->chainAt[index] >= 0) {
+      chain = &plan.fusion->chains[static_cast<size_t>(plan.fusion->chainAt[index])];
+      if ((epilogue = bindChain(*chain, scope))) context.setEpilogue(&*epilogue);
+    }
     auto start = options_.profile ? std::chrono::steady_clock::now()
                                   : std::chrono::steady_clock::time_point{};
     Status status = Status::ok();
@@ -353,8 +372,12 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
       ++entry.calls;
     }
     if (!status) return status;
+    const bool fused = chain && context.epilogueApplied();
+    if (fused)
+      for (size_t j : chain->nodes)
+        fusedAway[j] = 1;
     for (size_t i = 0; i < node.outputs().size(); ++i) {
-      const Value* out = node.output(i);
+      const Value* out = i == 0 && fused ? chain->result : node.output(i);
       if (!out) continue;
       if (context.outputs()[i].kind == RtValue::Kind::Missing)
         return Status(ErrorCode::Internal,
@@ -362,9 +385,10 @@ Status Executor::runNodes(const Graph& graph, Scope& scope) {
                                   node.opType(), out->name()),
                       "");
     }
-    if (constant) keepConstantOutputs(plan, index, context.outputs());
+    // A fused Conv's output 0 is its chain's result: not this node's value, so not kept.
+    if (constant && !fused) keepConstantOutputs(plan, index, context.outputs());
     for (size_t i = 0; i < node.outputs().size(); ++i) {
-      const Value* out = node.output(i);
+      const Value* out = i == 0 && fused ? chain->result : node.output(i);
       if (!out) continue;
       RtValue& produced = context.outputs()[i];
       if (wanted(out)) current_->captured[out->name()] = produced;

@@ -55,6 +55,7 @@ struct RunFlags {
   int threads = 1;
   int repeat = 1;
   bool profile = false;
+  bool noFuse = false;
 };
 
 std::string fileNameFor(const std::string& valueName) {
@@ -106,6 +107,7 @@ int runModel(const RunFlags& flags) {
   options.captureIntermediates = flags.captureAll;
   options.captureNames = flags.capture;
   options.profile = flags.profile;
+  options.fuse = !flags.noFuse;
   kiln::rt::Executor executor(*model, options);
   if (auto status = executor.checkSupported(); !status) return report(status);
   std::vector<double> millis;
@@ -665,7 +667,10 @@ int main(int argc, char** argv) {
   run->add_option("--capture", runFlags.capture,
                   "also write this intermediate tensor (repeatable)");
   run->add_option("--threads", runFlags.threads, "worker threads")->check(CLI::Range(1, 256));
-  run->add_flag("--profile", runFlags.profile, "print time per op type");
+  run->add_flag("--profile", runFlags.profile,
+                "print time per op type (elementwise nodes fused into a Conv count as Conv)");
+  run->add_flag("--no-fuse", runFlags.noFuse,
+                "run every node on its own (no elementwise chains inside Conv)");
   run->add_option("--repeat", runFlags.repeat, "run N times and print timing")
       ->check(CLI::Range(1, 100000));
 

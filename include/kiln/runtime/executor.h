@@ -29,6 +29,9 @@ struct ExecutorOptions {
   // Buffers of later runs at offsets in one block planned from the first run (RunArena); off: all
   // from the buffer pool.
   bool plannedArena = true;
+  // Run elementwise chains after a Conv (Mul/Add/Clip/Div/activations) inside the Conv kernel
+  // (bit-identical results, less memory traffic). Off while every intermediate is captured.
+  bool fuse = true;
 };
 
 struct OpProfile {
@@ -57,6 +60,7 @@ struct Scope {
 
 struct ExecutorMemory;
 class RunArena;
+struct FusionPlan;
 
 class Executor {
  public:
@@ -102,6 +106,7 @@ class Executor {
     std::vector<const Node*> nodes;
     std::vector<bool> constant;
     std::vector<std::vector<RtValue>> cached; // by node; empty until the node first runs
+    std::shared_ptr<const FusionPlan> fusion; // null when nothing fuses
   };
   GraphPlan& planFor(const Graph& graph);
   bool isConstantNode(const Node& node) const;

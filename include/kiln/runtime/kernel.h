@@ -14,6 +14,7 @@ namespace kiln::rt {
 
 class Executor;
 struct Scope;
+class Epilogue;
 
 // What a kernel sees of one node execution: inputs, attributes, outputs to fill, subgraph runner.
 class KernelContext {
@@ -54,6 +55,13 @@ class KernelContext {
   }
   std::vector<RtValue>& outputs() { return outputs_; }
 
+  // An elementwise chain the executor fused after this node (Conv), or nullptr. A kernel that runs
+  // it on its output 0 calls markEpilogueApplied(); otherwise the chain's nodes run on their own.
+  Epilogue* epilogue() const { return epilogue_; }
+  void setEpilogue(Epilogue* epilogue) { epilogue_ = epilogue; }
+  void markEpilogueApplied() { epilogueApplied_ = true; }
+  bool epilogueApplied() const { return epilogueApplied_; }
+
   bool hasAttr(const std::string& name) const { return node_.attribute(name) != nullptr; }
   const Attribute* attr(const std::string& name) const { return node_.attribute(name); }
   int64_t attrInt(const std::string& name, int64_t fallback) const;
@@ -91,6 +99,8 @@ class KernelContext {
   const Scope& scope_;
   int64_t opset_;
   std::vector<RtValue> outputs_;
+  Epilogue* epilogue_ = nullptr;
+  bool epilogueApplied_ = false;
 };
 
 using KernelFn = Status (*)(KernelContext&);

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "conv_dnnl.h"
+#include "conv_loops.h"
+#include "epilogue.h"
 #include "nn_util.h"
 #include "thread_pool.h"
 
@@ -79,7 +81,8 @@ void axpyStrided(T* row, const T* in, T wv, int64_t lo, int64_t hi, int64_t stri
 // 1-row products dominated by call and unfolding overhead. Each output row is finished before the
 // next so that it stays in L1 while its kh * kw taps are added in a fixed order.
 template <typename T>
-void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y) {
+void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y,
+                 const Epilogue* epilogue) {
   const Window& win = s.window;
   const int64_t h = win.in[0], wd = win.in[1], oh = win.out[0], ow = win.out[1];
   const int64_t kh = win.kernel[0], kw = win.kernel[1], sh = win.strides[0], sw = win.strides[1];
@@ -90,6 +93,27 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
     validColumns(kx * dw - pl, sw, wd, ow, lo[kx], hi[kx]);
   // Planes are independent: the pool takes contiguous ranges of (batch, filter) planes.
   const int64_t planeWork = oh * ow * kh * kw;
+  if (oh <= 0 || ow <= 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    // Float: vector loops over a zero-padded copy of each input plane (conv_loops.h).
+    convloops::DepthwisePlane g{oh, ow, kh, kw, sh, sw, dh, dw, 0, 0, 0, 0};
+    convloops::planDepthwise(g);
+    pool::parallelFor(planeWork * s.filters * s.batch >= (int64_t{1} << 18) ? threads : 1,
+                      s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
+      thread_local std::vector<float> padded;
+      if (padded.size() < static_cast<size_t>(g.sw * g.phaseStride))
+        padded.resize(static_cast<size_t>(g.sw * g.phaseStride));
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t b = p / s.filters, m = p % s.filters;
+        convloops::padPlane(g, x + (b * s.channels + m / mg) * h * wd, h, wd, pt, pl,
+                            padded.data());
+        float* dst = y + (b * s.filters + m) * oh * ow;
+        convloops::depthwisePlane(g, padded.data(), w + m * kh * kw, bias ? bias[m] : 0.0f, dst);
+        if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
+      }
+    });
+    return;
+  }
   pool::parallelFor(planeWork * s.filters * s.batch >= (int64_t{1} << 18) ? threads : 1,
                     s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
   for (int64_t p = p0; p < p1; ++p) {
@@ -110,6 +134,8 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
               axpyStrided(row, inRow + (kx * dw - pl), wk[ky * kw + kx], lo[kx], hi[kx], sw);
         }
       }
+      if constexpr (std::is_same_v<T, float>)
+        if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
   }
   });
 }
@@ -166,13 +192,20 @@ template <typename T> void addChannelBias(T* y, const T* bias, int64_t channels,
   }
 }
 
+// y = conv(x, w) + bias, then the fused elementwise chain when `epilogue` is given (float only):
+// per plane in the depthwise loops, per column block of the 1x1 GEMM, else over the whole output.
 template <typename T>
-void convForward(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y) {
+void convForward(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y,
+                 const Epilogue* epilogue) {
   const Window& win = s.window;
   if (win.rank() == 2 && s.group > 1 && s.channels == s.group) {
-    depthwise2d(threads, s, x, w, bias, y);
+    depthwise2d(threads, s, x, w, bias, y, epilogue);
     return;
   }
+  auto finish = [&] {
+    if constexpr (std::is_same_v<T, float>)
+      if (epilogue) epilogue->applyAll(threads, y);
+  };
   const int64_t cg = s.channels / s.group, mg = s.filters / s.group;
   const int64_t ks = nn::product(win.kernel), inSize = nn::product(win.in);
   const int64_t outSize = nn::product(win.out), rows = cg * ks;
@@ -194,7 +227,10 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
                                 {win.dilations[0], win.dilations[1]},
                                 {win.padBegin[0], win.padBegin[1]},
                                 {win.padEnd[0], win.padEnd[1]}};
-      if (dnnl_conv::run(threads, c, x, w, bias, y)) return;
+      if (dnnl_conv::run(threads, c, x, w, bias, y)) {
+        finish();
+        return;
+      }
     }
   }
   // 2-D convs unfold a band of output rows at a time; other ranks unfold the whole image.
@@ -212,6 +248,21 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
       const T* wg = w + g * mg * rows;
       T* yg = y + (b * s.filters + g * mg) * outSize;
       if (pointwise) {
+        if constexpr (std::is_same_v<T, float>) {
+          // Bias and chain on each finished column block: one pass while it is in cache.
+          const float* bg = bias ? bias + g * mg : nullptr;
+          const nn::GemmBlockDone done = [&](int64_t j0, int64_t cols) {
+            for (int64_t i = 0; i < mg; ++i) {
+              float* seg = yg + i * outSize + j0;
+              if (bg) addChannelBias(seg, bg + i, 1, cols);
+              if (epilogue)
+                epilogue->apply(seg, cols, g * mg + i, (b * s.filters + g * mg + i) * outSize + j0);
+            }
+          };
+          nn::gemm(threads, false, false, mg, outSize, rows, T{1}, wg, rows, xg, outSize, T{0}, yg,
+                   outSize, &done);
+          continue;
+        }
         nn::gemm(threads, false, false, mg, outSize, rows, T{1}, wg, rows, xg, outSize, T{0}, yg,
                  outSize);
       } else if (tiled) {
@@ -229,6 +280,7 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
       if (bias) addChannelBias(yg, bias + g * mg, mg, outSize);
     }
   }
+  if (!pointwise) finish(); // 1x1 ran the chain on each GEMM block
 }
 
 Status convOp(KernelContext& ctx) {
@@ -241,15 +293,21 @@ Status convOp(KernelContext& ctx) {
     return ctx.fail("B has {} elements, expected {}", ctx.input(2).elementCount(), s.filters);
   std::vector<int64_t> yd = {s.batch, s.filters};
   yd.insert(yd.end(), s.window.out.begin(), s.window.out.end());
+  // A fused chain (float32 output whose operands fit) runs inside; the executor then binds this
+  // output to the chain's result.
+  Epilogue* epilogue = ctx.epilogue();
+  if (epilogue && !(x.dtype() == DType::Float32 && epilogue->bind(yd))) epilogue = nullptr;
   bool done = nn::dispatchFloat(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     Staged<T> xv(x), wv(w);
     std::optional<Staged<T>> bv;
     if (hasBias) bv.emplace(ctx.input(2));
     StagedOut<T> y(x.dtype(), yd);
-    convForward<T>(ctx.threads(), s, xv.data(), wv.data(), bv ? bv->data() : nullptr, y.data());
+    convForward<T>(ctx.threads(), s, xv.data(), wv.data(), bv ? bv->data() : nullptr, y.data(),
+                   epilogue);
     ctx.setOutput(0, std::move(y).finish());
   });
+  if (done && epilogue) ctx.markEpilogueApplied();
   if (!done) return ctx.unsupported("dtype {}", dtypeName(x.dtype()));
   return Status::ok();
 }

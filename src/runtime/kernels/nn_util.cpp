@@ -5,6 +5,11 @@
 #include <mutex>
 
 #include <cblas.h>
+#ifdef KILN_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+// oneDNN's CPU runtime here is OpenMP: each column block's sgemm runs on one OpenMP thread.
+extern "C" void omp_set_num_threads(int) __attribute__((weak));
+#endif
 
 #include "ops/conv.h"
 #include "thread_pool.h"
@@ -26,10 +31,11 @@ constexpr int64_t kColumnBlock = 512;
 
 template <typename T, typename Call>
 void gemmColumns(int threads, bool transB, int64_t m, int64_t n, int64_t k, const T* b,
-                 int64_t ldb, T* c, Call call) {
+                 int64_t ldb, T* c, Call call, const GemmBlockDone* blockDone = nullptr) {
   singleThreadedBlas();
   if (n <= kColumnBlock) {
     call(n, b, c);
+    if (blockDone) (*blockDone)(0, n);
     return;
   }
   const int64_t blocks = (n + kColumnBlock - 1) / kColumnBlock;
@@ -39,6 +45,7 @@ void gemmColumns(int threads, bool transB, int64_t m, int64_t n, int64_t k, cons
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t j0 = blk * kColumnBlock, cols = std::min(kColumnBlock, n - j0);
       call(cols, transB ? b + j0 * ldb : b + j0, c + j0);
+      if (blockDone) (*blockDone)(j0, cols);
     }
   });
 }
@@ -47,21 +54,31 @@ void gemmColumns(int threads, bool transB, int64_t m, int64_t n, int64_t k, cons
 
 void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-          int64_t ldc) {
+          int64_t ldc, const GemmBlockDone* blockDone) {
   if (m == 0 || n == 0) return;
   if (k == 0) { // BLAS leaves C untouched by the product; scale it ourselves
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j)
         c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    if (blockDone) (*blockDone)(0, n);
     return;
   }
   gemmColumns(threads, transB, m, n, k, b, ldb, c, [&](int64_t cols, const float* bj, float* cj) {
+#ifdef KILN_HAVE_DNNL
+    // oneDNN's sgemm (AVX-512 kernels where the CPU has them, about twice OpenBLAS 0.3.21's AVX2
+    // ones there) on one OpenMP thread per column block, so each block is computed alike whatever
+    // the thread count. It only refuses malformed arguments; OpenBLAS then takes the block.
+    if (omp_set_num_threads) omp_set_num_threads(1);
+    if (dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, cols, k, alpha, a, lda, bj, ldb,
+                   beta, cj, ldc) == dnnl_success)
+      return;
+#endif
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
                 transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
                 static_cast<blasint>(cols), static_cast<blasint>(k), alpha, a,
                 static_cast<blasint>(lda), bj, static_cast<blasint>(ldb), beta, cj,
                 static_cast<blasint>(ldc));
-  });
+  }, blockDone);
 }
 
 void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <type_traits>
 #include <vector>
 
@@ -13,9 +14,12 @@ namespace kiln::rt::nn {
 
 // Row-major C = alpha * op(A) * op(B) + beta * C through OpenBLAS, run on `threads` threads so
 // that results depend only on the thread count the caller asked for.
+// `blockDone(j0, cols)`, when given, runs on the thread that computed columns [j0, j0 + cols) of C
+// right after them (while they are in cache).
+using GemmBlockDone = std::function<void(int64_t j0, int64_t cols)>;
 void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-          int64_t ldc);
+          int64_t ldc, const GemmBlockDone* blockDone = nullptr);
 void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
           int64_t ldc);

@@ -204,6 +204,11 @@ TEST(NnKernels, OutputsDoNotDependOnThreadCount) {
   both("Conv", {{"x", tx}, {"w", floats({32, 16, 1, 1}, w1)}}, {});
   both("Conv", {{"x", tx}, {"w", floats({16, 1, 3, 3}, wd)}},
        {{"pads", pads}, {"group", Attribute::ofInt(16)}});
+  // Depthwise 5x5 stride 2 (vector loops over a phase-split plane); fused chains: conv_fusion_test.
+  auto wd5 = randomValues(16 * 25, 36);
+  both("Conv", {{"x", tx}, {"w", floats({16, 1, 5, 5}, wd5)}, {"b", floats({16}, b)}},
+       {{"pads", Attribute::ofInts({2, 2, 2, 2})}, {"group", Attribute::ofInt(16)},
+        {"strides", Attribute::ofInts({2, 2})}});
   both("Add", {{"x", tx}, {"y", floats({16, 1, 1}, std::vector<float>(b.begin(), b.begin() + 16))}},
        {});
   both("HardSwish", {{"x", tx}}, {});

@@ -1,0 +1,224 @@
+// Elementwise chains after Conv nodes, planned once per graph (fusion.h).
+#include "fusion.h"
+
+#include <algorithm>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "kiln/ir/constant.h"
+
+namespace kiln::rt {
+namespace {
+
+constexpr size_t kMaxSteps = 16;     // longer chains are cut (each step keeps a block buffer)
+constexpr size_t kLookAhead = 64;    // nodes scanned past the Conv for its chain
+
+void outerReads(const Graph& sub, std::unordered_set<const Value*>& out) {
+  for (const auto& node : sub.nodes()) {
+    for (const Value* in : node->inputs())
+      if (in && in->owner() != &sub) out.insert(in);
+    for (const Graph* g : node->subgraphs())
+      outerReads(*g, out);
+  }
+  for (const Value* o : sub.outputs())
+    if (o->owner() != &sub) out.insert(o);
+}
+
+float attrFloat(const Node& node, const char* name, float fallback) {
+  const Attribute* a = node.attribute(name);
+  return a && a->kind() == AttrKind::Float ? a->asFloat() : fallback;
+}
+
+// The step for `node` when it is a fusable op reading chain values (`slots`); false otherwise.
+bool makeStep(const Node& node, int64_t opset,
+              const std::unordered_map<const Value*, int>& slots, FusedChain::Step& out) {
+  if (!node.domain().empty() || node.outputs().size() != 1 || !node.output(0)) return false;
+  const std::string& op = node.opType();
+  auto slotOf = [&](const Value* v) {
+    auto it = slots.find(v);
+    return it == slots.end() ? -1 : it->second;
+  };
+  Epilogue::Step& s = out.step;
+  static const std::unordered_map<std::string, vec::BinOp> binary = {
+      {"Add", vec::BinOp::Add}, {"Sub", vec::BinOp::Sub}, {"Mul", vec::BinOp::Mul},
+      {"Div", vec::BinOp::Div}};
+  if (auto it = binary.find(op); it != binary.end()) {
+    // Before opset 7 these ops broadcast by attribute; those stay unfused.
+    if (opset < 7 || node.attribute("broadcast") || node.inputs().size() != 2) return false;
+    const Value* a = node.input(0);
+    const Value* b = node.input(1);
+    if (!a || !b) return false;
+    s.unary = false;
+    s.binOp = it->second;
+    s.a.slot = slotOf(a);
+    s.b.slot = slotOf(b);
+    if (s.a.slot < 0 && s.b.slot < 0) return false;
+    if (s.a.slot < 0) out.outsideA = a;
+    if (s.b.slot < 0) out.outsideB = b;
+    return true;
+  }
+  const Value* x = node.input(0);
+  if (!x || slotOf(x) < 0) return false;
+  s.unary = true;
+  s.a.slot = slotOf(x);
+  if (op == "Relu" && node.inputs().size() == 1) {
+    s.unOp = vec::UnOp::Relu;
+  } else if (op == "LeakyRelu" && node.inputs().size() == 1) {
+    s.unOp = vec::UnOp::LeakyRelu;
+    s.p0 = attrFloat(node, "alpha", 0.01f);
+  } else if (op == "HardSigmoid" && node.inputs().size() == 1) {
+    s.unOp = vec::UnOp::HardSigmoid;
+    s.p0 = attrFloat(node, "alpha", 0.2f);
+    s.p1 = attrFloat(node, "beta", 0.5f);
+  } else if (op == "HardSwish" && node.inputs().size() == 1) {
+    s.unOp = vec::UnOp::HardSwish;
+  } else if (op == "Clip") {
+    s.unOp = vec::UnOp::Clip;
+    s.p0 = std::numeric_limits<float>::lowest();
+    s.p1 = std::numeric_limits<float>::max();
+    if (opset < 11) {
+      if (node.inputs().size() != 1) return false;
+      s.p0 = attrFloat(node, "min", s.p0);
+      s.p1 = attrFloat(node, "max", s.p1);
+    } else {
+      if (node.inputs().size() > 3) return false;
+      out.clipLo = node.input(1);
+      out.clipHi = node.input(2);
+      if (slotOf(out.clipLo) >= 0 || slotOf(out.clipHi) >= 0) return false;
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
+                                             const std::vector<std::string>& keep) {
+  const size_t count = graph.nodeCount();
+  std::vector<const Node*> nodes;
+  nodes.reserve(count);
+  for (const auto& node : graph.nodes())
+    nodes.push_back(node.get());
+  // Who reads each value (subgraph reads count for the node that owns the subgraph), and when
+  // each local value is made.
+  std::unordered_map<const Value*, std::vector<size_t>> readers;
+  std::unordered_map<const Value*, size_t> madeAt;
+  for (size_t i = 0; i < count; ++i) {
+    std::unordered_set<const Value*> reads(nodes[i]->inputs().begin(), nodes[i]->inputs().end());
+    for (const Graph* sub : nodes[i]->subgraphs())
+      outerReads(*sub, reads);
+    reads.erase(nullptr);
+    for (const Value* v : reads)
+      readers[v].push_back(i);
+    for (const Value* o : nodes[i]->outputs())
+      if (o) madeAt[o] = i;
+  }
+  std::unordered_set<const Value*> kept(graph.outputs().begin(), graph.outputs().end());
+  if (!keep.empty())
+    for (const auto& v : graph.values())
+      if (std::find(keep.begin(), keep.end(), v->name()) != keep.end()) kept.insert(v.get());
+  // Outside operands must exist when the Conv runs: made by an earlier node, or not made by a
+  // node of this graph at all (inputs, initializers, outer values).
+  auto existsBefore = [&](const Value* v, size_t at) {
+    if (!v) return true;
+    auto it = madeAt.find(v);
+    return it == madeAt.end() || it->second < at;
+  };
+
+  auto plan = std::make_shared<FusionPlan>();
+  plan->chainAt.assign(count, -1);
+  std::vector<bool> absorbed(count, false);
+  for (size_t c = 0; c < count; ++c) {
+    const Node& conv = *nodes[c];
+    if (conv.opType() != "Conv" || !conv.domain().empty() || absorbed[c] || !conv.output(0))
+      continue;
+    FusedChain chain;
+    chain.producer = c;
+    std::unordered_map<const Value*, int> slots = {{conv.output(0), 0}};
+    std::vector<const Value*> values = {conv.output(0)};
+    for (size_t j = c + 1; j < count && j <= c + kLookAhead && chain.steps.size() < kMaxSteps;
+         ++j) {
+      const Node& node = *nodes[j];
+      bool readsChain = false;
+      for (const Value* v : values) {
+        const auto& r = readers[v];
+        readsChain |= std::find(r.begin(), r.end(), j) != r.end();
+      }
+      if (!readsChain) continue;
+      FusedChain::Step step;
+      if (!node.subgraphs().empty() || !makeStep(node, opset, slots, step)) break;
+      // An outside operand must exist when the Conv runs, or be a Constant node's value.
+      bool available = true;
+      const Value* outside[4] = {step.outsideA, step.outsideB, step.clipLo, step.clipHi};
+      for (int k = 0; k < 4 && available; ++k) {
+        if (existsBefore(outside[k], c)) continue;
+        const Node* maker = outside[k]->producer();
+        if (maker && maker->opType() == "Constant" && maker->domain().empty())
+          step.constant[k] = constantNodeValue(*maker);
+        available = step.constant[k].has_value();
+      }
+      if (!available) break;
+      slots[node.output(0)] = static_cast<int>(values.size());
+      values.push_back(node.output(0));
+      chain.nodes.push_back(j);
+      chain.steps.push_back(step);
+    }
+    // The longest prefix whose intermediates (the Conv's output and every step result but the
+    // last) are read only inside the prefix and are not kept.
+    size_t take = chain.nodes.size();
+    for (; take > 0; --take) {
+      const std::vector<size_t> inside(chain.nodes.begin(), chain.nodes.begin() + take);
+      bool ok = true;
+      for (size_t v = 0; v < take && ok; ++v) { // values[0..take-1]; values[take] is the result
+        if (kept.count(values[v])) ok = false;
+        for (size_t r : readers[values[v]])
+          if (std::find(inside.begin(), inside.end(), r) == inside.end()) ok = false;
+      }
+      if (ok) break;
+    }
+    if (take == 0) continue;
+    chain.nodes.resize(take);
+    chain.steps.resize(take);
+    chain.result = values[take];
+    for (size_t j : chain.nodes)
+      absorbed[j] = true;
+    plan->chainAt[c] = static_cast<int32_t>(plan->chains.size());
+    plan->chains.push_back(std::move(chain));
+  }
+  if (plan->chains.empty()) return nullptr;
+  return plan;
+}
+
+std::optional<Epilogue> bindChain(const FusedChain& chain, const Scope& scope) {
+  Epilogue out;
+  auto tensorOf = [&](const Value* v) -> const Tensor* {
+    const RtValue* rv = scope.find(v);
+    return rv && rv->isTensor() ? &rv->tensor : nullptr;
+  };
+  auto scalarOf = [&](const Tensor* t, float& into) {
+    if (!t) return true; // omitted bound
+    if (t->dtype() != DType::Float32 || t->elementCount() != 1) return false;
+    into = *reinterpret_cast<const float*>(t->data());
+    return true;
+  };
+  for (const FusedChain::Step& planned : chain.steps) {
+    Epilogue::Step step = planned.step;
+    const Value* outside[4] = {planned.outsideA, planned.outsideB, planned.clipLo, planned.clipHi};
+    const Tensor* tensors[4] = {};
+    for (int k = 0; k < 4; ++k) {
+      if (!outside[k]) continue;
+      tensors[k] = planned.constant[k] ? &*planned.constant[k] : tensorOf(outside[k]);
+      if (!tensors[k]) return std::nullopt;
+    }
+    step.a.tensor = tensors[0];
+    step.b.tensor = tensors[1];
+    if (!scalarOf(tensors[2], step.p0) || !scalarOf(tensors[3], step.p1)) return std::nullopt;
+    out.add(step);
+  }
+  return out;
+}
+
+} // namespace kiln::rt

@@ -1,0 +1,49 @@
+// Executor-level fusion: elementwise chains that run as a Conv's epilogue (kernels/epilogue.h).
+// The plan is worked out once per graph; each run binds the chain's outside operands.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/epilogue.h"
+#include "kiln/ir/graph.h"
+#include "kiln/runtime/executor.h"
+
+namespace kiln::rt {
+
+struct FusedChain {
+  // One absorbed node: its step with chain slots filled in, and the outside values to bind.
+  struct Step {
+    Epilogue::Step step;
+    const Value* outsideA = nullptr; // operand a when it is not a chain value
+    const Value* outsideB = nullptr;
+    const Value* clipLo = nullptr; // Clip (opset 11+) bounds, read at bind time
+    const Value* clipHi = nullptr;
+    // Outputs of Constant nodes (which may come after the Conv in graph order), taken from the
+    // node's attribute once: a, b, lo, hi.
+    std::optional<Tensor> constant[4];
+  };
+  size_t producer = 0;       // the Conv's node index
+  std::vector<size_t> nodes; // absorbed node indices, in graph order
+  std::vector<Step> steps;   // one per absorbed node
+  const Value* result = nullptr; // what the Conv's output becomes: the last node's output
+};
+
+struct FusionPlan {
+  std::vector<int32_t> chainAt; // per node index: its chain in `chains`, or -1
+  std::vector<FusedChain> chains;
+};
+
+// Finds the chains after each Conv: float32 Add/Sub/Mul/Div/Relu/LeakyRelu/Clip/HardSigmoid/
+// HardSwish nodes whose chain inputs are read nowhere else, are no graph output and are not named
+// in `keep`, and whose other inputs exist before the Conv runs. nullptr when nothing fuses.
+std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
+                                             const std::vector<std::string>& keep);
+
+// The chain with its outside operands taken from `scope`; nullopt when one is missing, is not a
+// tensor or (Clip bounds) not a float32 scalar: the nodes then run on their own.
+std::optional<Epilogue> bindChain(const FusedChain& chain, const Scope& scope);
+
+} // namespace kiln::rt

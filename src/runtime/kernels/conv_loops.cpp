@@ -1,0 +1,99 @@
+// Depthwise convolution loops with load-time ISA dispatch (conv_loops.h).
+#include "conv_loops.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace kiln::rt::convloops {
+namespace {
+
+#define KILN_CONV_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+// kVector floats; the compiler maps it to one zmm, two ymm or four xmm registers per clone.
+typedef float Vec __attribute__((vector_size(kVector * sizeof(float))));
+typedef float VecU __attribute__((vector_size(kVector * sizeof(float)), aligned(4)));
+
+// Unaligned vector load and store (macros: a Vec argument or result would change the ABI
+// between clones).
+#define KILN_LOAD(p) (*reinterpret_cast<const VecU*>(p))
+#define KILN_STORE(p, v) (*reinterpret_cast<VecU*>(p) = (v))
+
+// R output rows at once (independent sums in flight), each lane summing its taps in order.
+template <int R>
+__attribute__((always_inline)) inline void rowsBlock(const DepthwisePlane& g, const float* padded, const float* w, float bias,
+                      float* out, int64_t oy) {
+  for (int64_t ox = 0; ox < g.ow; ox += kVector) {
+    Vec acc[R];
+    for (int r = 0; r < R; ++r)
+      acc[r] = Vec{} + bias;
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      for (int64_t kx = 0; kx < g.kw; ++kx) {
+        const float wv = w[ky * g.kw + kx];
+        const int64_t c = kx * g.dw;
+        const float* base = padded + (c % g.sw) * g.phaseStride + c / g.sw + ox;
+        for (int r = 0; r < R; ++r) {
+          const int64_t y = (oy + r) * g.sh + ky * g.dh;
+          acc[r] = acc[r] + wv * KILN_LOAD(base + y * g.rowStride);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      float* dst = out + (oy + r) * g.ow + ox;
+      if (ox + kVector <= g.ow) {
+        KILN_STORE(dst, acc[r]);
+      } else {
+        float tail[kVector];
+        KILN_STORE(tail, acc[r]);
+        std::memcpy(dst, tail, static_cast<size_t>(g.ow - ox) * sizeof(float));
+      }
+    }
+  }
+}
+
+} // namespace
+
+void planDepthwise(DepthwisePlane& g) {
+  const int64_t owPadded = (g.ow + kVector - 1) / kVector * kVector;
+  g.rows = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+  g.cols = (owPadded - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+  g.rowStride = (g.cols + g.sw - 1) / g.sw + kVector; // slack: loads never leave the row
+  g.phaseStride = g.rows * g.rowStride;
+}
+
+void padPlane(const DepthwisePlane& g, const float* in, int64_t h, int64_t w, int64_t pt,
+              int64_t pl, float* padded) {
+  // Phase r, row y, index i holds padded column i * sw + r = input column i * sw + r - pl; only
+  // the padding around the copied span is cleared.
+  for (int64_t r = 0; r < g.sw; ++r) {
+    const int64_t first = pl - r <= 0 ? 0 : (pl - r + g.sw - 1) / g.sw;
+    const int64_t last = std::min(g.rowStride, w + pl - r <= 0 ? 0 : (w + pl - r + g.sw - 1) / g.sw);
+    const int64_t lo = std::min(first, last);
+    for (int64_t y = 0; y < g.rows; ++y) {
+      float* dst = padded + r * g.phaseStride + y * g.rowStride;
+      const int64_t iy = y - pt;
+      if (iy < 0 || iy >= h) {
+        std::fill(dst, dst + g.rowStride, 0.0f);
+        continue;
+      }
+      std::fill(dst, dst + lo, 0.0f);
+      const float* src = in + iy * w + r - pl;
+      if (g.sw == 1)
+        std::memcpy(dst + lo, src + lo, static_cast<size_t>(last - lo) * sizeof(float));
+      else
+        for (int64_t i = lo; i < last; ++i)
+          dst[i] = src[i * g.sw];
+      std::fill(dst + last, dst + g.rowStride, 0.0f);
+    }
+  }
+}
+
+KILN_CONV_CLONES void depthwisePlane(const DepthwisePlane& g, const float* padded, const float* w,
+                                     float bias, float* out) {
+  int64_t oy = 0;
+  for (; oy + 4 <= g.oh; oy += 4)
+    rowsBlock<4>(g, padded, w, bias, out, oy);
+  for (; oy < g.oh; ++oy)
+    rowsBlock<1>(g, padded, w, bias, out, oy);
+}
+
+} // namespace kiln::rt::convloops

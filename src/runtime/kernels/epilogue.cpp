@@ -1,0 +1,90 @@
+// Elementwise chains run on blocks of a convolution's output (epilogue.h).
+#include "epilogue.h"
+
+#include <algorithm>
+
+#include "thread_pool.h"
+
+namespace kiln::rt {
+
+bool Epilogue::bind(const std::vector<int64_t>& outDims) {
+  if (outDims.size() < 2 || steps_.empty()) return false;
+  batch_ = outDims[0];
+  channels_ = outDims[1];
+  plane_ = 1;
+  for (size_t d = 2; d < outDims.size(); ++d)
+    plane_ *= outDims[d];
+  auto classify = [&](const Operand& o, Bound& b) {
+    if (!o.tensor) return o.slot >= 0;
+    const Tensor& t = *o.tensor;
+    if (t.dtype() != DType::Float32 || t.dims().size() > outDims.size()) return false;
+    b.data = reinterpret_cast<const float*>(t.data());
+    if (t.elementCount() == 1) {
+      b.shape = Shape::Scalar;
+      return true;
+    }
+    if (t.dims() == outDims) {
+      b.shape = Shape::Full;
+      return true;
+    }
+    // Right-aligned against [N, C, spatial...]: C on the channel axis, 1 everywhere else.
+    const size_t shift = outDims.size() - t.dims().size();
+    if (shift > 1) return false;
+    for (size_t d = 0; d < t.dims().size(); ++d)
+      if (t.dims()[d] != (d + shift == 1 ? channels_ : 1)) return false;
+    b.shape = Shape::PerChannel;
+    return true;
+  };
+  boundA_.assign(steps_.size(), Bound{});
+  boundB_.assign(steps_.size(), Bound{});
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    if (!classify(steps_[i].a, boundA_[i])) return false;
+    if (!steps_[i].unary && !classify(steps_[i].b, boundB_[i])) return false;
+  }
+  return true;
+}
+
+void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset) const {
+  constexpr int64_t kBlock = 1024; // the live step results stay in L1
+  thread_local std::vector<float> scratch;
+  const size_t count = steps_.size();
+  if (scratch.size() < count * kBlock) scratch.resize(count * kBlock);
+  for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
+    const int64_t len = std::min(kBlock, n - b0);
+    float* block = y + b0;
+    auto slot = [&](int s) { return s == 0 ? block : scratch.data() + (s - 1) * kBlock; };
+    for (size_t i = 0; i < count; ++i) {
+      const Step& st = steps_[i];
+      // The last step writes the output in place (the loops allow exact aliasing).
+      float* dst = i + 1 == count ? block : slot(static_cast<int>(i) + 1);
+      if (st.unary) {
+        vec::unary(st.unOp, slot(st.a.slot), dst, len, st.p0, st.p1);
+        continue;
+      }
+      const Bound& ba = boundA_[i];
+      const Bound& bb = boundB_[i];
+      auto scalarOf = [&](const Bound& b) { return b.shape == Shape::Scalar ? b.data[0] : b.data[channel]; };
+      if (st.a.slot >= 0 && st.b.slot >= 0)
+        vec::binarySame(st.binOp, slot(st.a.slot), slot(st.b.slot), dst, len);
+      else if (st.a.slot >= 0 && bb.shape == Shape::Full)
+        vec::binarySame(st.binOp, slot(st.a.slot), bb.data + offset + b0, dst, len);
+      else if (st.a.slot >= 0)
+        vec::binaryScalarRight(st.binOp, slot(st.a.slot), scalarOf(bb), dst, len);
+      else if (ba.shape == Shape::Full)
+        vec::binarySame(st.binOp, ba.data + offset + b0, slot(st.b.slot), dst, len);
+      else
+        vec::binaryScalarLeft(st.binOp, scalarOf(ba), slot(st.b.slot), dst, len);
+    }
+  }
+}
+
+void Epilogue::applyAll(int threads, float* y) const {
+  const int64_t planes = batch_ * channels_;
+  pool::parallelFor(planes * plane_ >= vec::kParallelElements ? threads : 1, planes, 1,
+                    [&](int64_t p0, int64_t p1) {
+                      for (int64_t p = p0; p < p1; ++p)
+                        apply(y + p * plane_, plane_, p % channels_, p * plane_);
+                    });
+}
+
+} // namespace kiln::rt

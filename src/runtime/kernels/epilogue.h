@@ -1,0 +1,58 @@
+// A chain of float32 elementwise nodes (Add/Sub/Mul/Div with a constant, a per-channel constant,
+// a same-shape tensor or another chain value; Relu, LeakyRelu, Clip, HardSigmoid, HardSwish) that
+// the executor hands to the Conv kernel producing the chain's input, so that the chain runs on
+// each block of the convolution's output while it is still in cache instead of one pass over the
+// whole tensor per node. Every step calls the same loop (vec_loops.h) as the node's own kernel,
+// so the fused result is bit-identical to running the nodes one by one.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kiln/ir/tensor.h"
+#include "vec_loops.h"
+
+namespace kiln::rt {
+
+class Epilogue {
+ public:
+  // An operand of a step: slot 0 is the convolution's output, slot i the result of step i - 1;
+  // `tensor` (slot < 0) is a value from outside the chain.
+  struct Operand {
+    int slot = -1;
+    const Tensor* tensor = nullptr;
+  };
+  struct Step {
+    bool unary = false;
+    vec::BinOp binOp = vec::BinOp::Add;
+    vec::UnOp unOp = vec::UnOp::Relu;
+    float p0 = 0, p1 = 0; // unary parameters (vec::unary)
+    Operand a, b;         // unary steps read a
+  };
+
+  void add(Step step) { steps_.push_back(step); }
+  size_t size() const { return steps_.size(); }
+
+  // Checks every outside operand against the convolution's output dims [N, C, spatial...]: a
+  // float32 scalar, a per-channel float32 tensor or a float32 tensor of exactly those dims (none
+  // may change the output's shape). False leaves the chain to the nodes' own kernels.
+  bool bind(const std::vector<int64_t>& outDims);
+
+  // Runs the chain in place over y[0, n), elements of channel `channel` starting at flat offset
+  // `offset` of the output (after bind). Thread-safe.
+  void apply(float* y, int64_t n, int64_t channel, int64_t offset) const;
+  // The whole NC... output, planes spread over `threads`.
+  void applyAll(int threads, float* y) const;
+
+ private:
+  enum class Shape { Scalar, PerChannel, Full };
+  struct Bound {
+    Shape shape = Shape::Scalar;
+    const float* data = nullptr;
+  };
+  std::vector<Step> steps_;
+  std::vector<Bound> boundA_, boundB_;
+  int64_t batch_ = 0, channels_ = 0, plane_ = 0;
+};
+
+} // namespace kiln::rt
