@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "kiln/runtime/arena.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/memory.h"
 #include "fusion.h"
@@ -64,11 +65,25 @@ Status callKernel(const KernelFn& kernel, KernelContext& context, const Node& no
                 "ask for any size");
 }
 
+// Ops whose outputs are not a function of their inputs and attributes alone.
+bool isRandomOp(const std::string& op) {
+  return op == "RandomNormal" || op == "RandomUniform" || op == "RandomNormalLike" ||
+         op == "RandomUniformLike" || op == "Multinomial" || op == "Bernoulli" || op == "Dropout";
+}
+
+size_t valueBytes(const RtValue& v) {
+  size_t bytes = v.isTensor() ? v.tensor.byteSize() : 0;
+  for (const Tensor& t : v.sequence)
+    bytes += t.byteSize();
+  return bytes;
+}
+
 } // namespace
 
 Executor::Executor(const Model& model, ExecutorOptions options)
     : model_(model), options_(options), opset_(model.opsetVersion("")),
-      memory_(std::make_unique<ExecutorMemory>()) {
+      memory_(std::make_unique<ExecutorMemory>()), arena_(std::make_unique<RunArena>()) {
+  if (!options_.plannedArena) arena_->disable();
   for (const auto& [key, value] : model.metadata) {
     if (key != kInputGearsKey) continue;
     nlohmann::json gears = nlohmann::json::parse(value, nullptr, false);
@@ -120,6 +135,13 @@ Executor::MemoryStats Executor::memoryStats() const {
   out.requests = pool.requests;
   out.reused = pool.reused;
   out.widenedWeightBytes = memory_->widening.bytes();
+  out.constantBytes = constantBytes_;
+  out.constantNodes = constantNodes_;
+  const RunArena::Stats arena = arena_->stats();
+  out.arenaBytes = arena.arenaBytes;
+  out.recordedPeakBytes = arena.recordedPeak;
+  out.arenaServed = arena.served;
+  out.divergedRuns = arena.divergedRuns;
   return out;
 }
 
@@ -194,8 +216,11 @@ Expected<RunResult> Executor::run(const std::map<std::string, RtValue>& feeds) {
   RunResult result;
   // Kernel outputs and scratch come from this executor's pool while it runs.
   MemoryScope memoryScope(memory_.get());
+  ArenaScope arenaScope(arena_.get());
   current_ = &result;
+  arena_->beginRun();
   auto outputs = runGraph(graph, inputs, nullptr);
+  arena_->endRun();
   current_ = nullptr;
   if (!outputs) return outputs.status();
   result.outputs = outputs.take();
@@ -204,7 +229,7 @@ Expected<RunResult> Executor::run(const std::map<std::string, RtValue>& feeds) {
 
 Expected<std::vector<RtValue>>
 Executor::runGraph(const Graph& graph, const std::vector<RtValue>& inputs, const Scope* parent) {
-  const GraphPlan& plan = planFor(graph);
+  GraphPlan& plan = planFor(graph);
   Scope scope;
   scope.parent = parent;
   scope.slotOf = &plan.slotOf;
@@ -232,7 +257,41 @@ Executor::runGraph(const Graph& graph, const std::vector<RtValue>& inputs, const
   return outputs;
 }
 
-const Executor::GraphPlan& Executor::planFor(const Graph& graph) {
+// Constant: an ai.onnx (or ai.onnx.ml) node without subgraphs or randomness whose every input is
+// an initializer that no feed can override, or the output of a constant node.
+bool Executor::isConstantNode(const Node& node) const {
+  if (!node.domain().empty() && node.domain() != "ai.onnx.ml") return false;
+  if (isRandomOp(node.opType()) || !node.subgraphs().empty()) return false;
+  for (const Value* in : node.inputs())
+    if (in && !constantValues_.count(in) && !(in->isInitializer() && !in->isGraphInput()))
+      return false;
+  return true;
+}
+
+// Keeps a constant node's outputs for later runs, unless they are large and much larger than
+// what they are made from (an Expand or ConstantOfShape to a big shape is cheaper to redo than to
+// hold for the executor's life).
+void Executor::keepConstantOutputs(GraphPlan& plan, size_t index,
+                                   const std::vector<RtValue>& outputs) {
+  size_t bytes = 0;
+  for (const RtValue& v : outputs)
+    bytes += valueBytes(v);
+  size_t inputBytes = 0;
+  const Node& node = *plan.steps[index].node;
+  for (const Value* in : node.inputs())
+    if (in && in->isInitializer()) inputBytes += in->initializer().byteSize();
+  if (bytes > (size_t{64} << 20) && bytes > 4 * inputBytes) {
+    plan.constant[index] = false;
+    return;
+  }
+  plan.cached[index] = outputs;
+  for (const RtValue& v : outputs)
+    if (v.isTensor()) memory_->widening.addInitializer(v.tensor);
+  constantBytes_ += bytes;
+  ++constantNodes_;
+}
+
+Executor::GraphPlan& Executor::planFor(const Graph& graph) {
   auto found = plans_.find(&graph);
   if (found != plans_.end()) return found->second;
   GraphPlan plan;
@@ -254,6 +313,19 @@ const Executor::GraphPlan& Executor::planFor(const Graph& graph) {
   };
   plan.steps.reserve(graph.nodeCount());
   std::vector<std::vector<uint32_t>> releaseAfter(graph.nodeCount());
+  plan.constant.assign(graph.nodeCount(), false);
+  plan.cached.resize(graph.nodeCount());
+  {
+    size_t at = 0;
+    for (const auto& node : graph.nodes()) {
+      if (options_.cacheConstants && isConstantNode(*node)) {
+        plan.constant[at] = true;
+        for (const Value* out : node->outputs())
+          if (out) constantValues_.insert(out);
+      }
+      ++at;
+    }
+  }
   // Each local value is released after the node that reads it last (in topological order), or
   // right after the node that makes it when nothing reads it; graph outputs and initializers stay.
   std::unordered_set<const Value*> keep(graph.outputs().begin(), graph.outputs().end());
@@ -326,7 +398,7 @@ const Executor::GraphPlan& Executor::planFor(const Graph& graph) {
   return plans_.emplace(&graph, std::move(plan)).first->second;
 }
 
-Status Executor::runNodes(const GraphPlan& plan, Scope& scope) {
+Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
   std::vector<const RtValue*> inputs;
   std::vector<RtValue> outputs;
   // Nodes whose work a fused Conv already did in this run.
@@ -347,6 +419,18 @@ Status Executor::runNodes(const GraphPlan& plan, Scope& scope) {
                     fmt::format("node '{}': no CPU kernel for op {}{}", node.name(),
                                 node.domain().empty() ? "" : node.domain() + "::", node.opType()),
                     "this op cannot be executed yet");
+    const bool constant = plan.constant[index];
+    if (constant && !plan.cached[index].empty()) {
+      // Computed on an earlier run: the kept outputs stand in for the node.
+      for (uint32_t i = 0; i < step.outputCount; ++i) {
+        const OutputRef& ref = plan.outputs[step.firstOutput + i];
+        if (!ref.value) continue;
+        if (ref.capture && current_) current_->captured[ref.value->name()] = plan.cached[index][i];
+        scope.slots[ref.slot] = plan.cached[index][i];
+      }
+      release(step);
+      continue;
+    }
     inputs.resize(step.inputCount);
     for (uint32_t i = 0; i < step.inputCount; ++i) {
       const InputRef& ref = plan.inputs[step.firstInput + i];
@@ -382,7 +466,15 @@ Status Executor::runNodes(const GraphPlan& plan, Scope& scope) {
     }
     auto start = options_.profile ? std::chrono::steady_clock::now()
                                   : std::chrono::steady_clock::time_point{};
-    Status status = callKernel(step.kernel, context, node);
+    Status status = Status::ok();
+    if (constant) {
+      // Kept outputs live outside the pool: they are not part of any run's traffic.
+      MemoryScope heap(nullptr);
+      ArenaScope noArena(nullptr);
+      status = callKernel(step.kernel, context, node);
+    } else {
+      status = callKernel(step.kernel, context, node);
+    }
     if (options_.profile && current_) {
       OpProfile& entry = current_->profile[node.opType()];
       entry.millis +=
@@ -396,6 +488,16 @@ Status Executor::runNodes(const GraphPlan& plan, Scope& scope) {
     if (fused)
       for (size_t j : chain->nodes)
         fusedAway[j] = 1;
+    // A fused Conv's output 0 is its chain's result: not this node's value, so not kept.
+    if (constant && !fused) {
+      for (uint32_t i = 0; i < step.outputCount; ++i)
+        if (plan.outputs[step.firstOutput + i].value && outputs[i].kind == RtValue::Kind::Missing)
+          return Status(ErrorCode::Internal,
+                        fmt::format("node '{}' ({}) did not produce output '{}'", node.name(),
+                                    node.opType(), plan.outputs[step.firstOutput + i].value->name()),
+                        "");
+      keepConstantOutputs(plan, index, outputs);
+    }
     for (uint32_t i = 0; i < step.outputCount; ++i) {
       // A fused Conv's output 0 is the chain's result: the last absorbed node's output.
       const OutputRef& ref = i == 0 && fused ? plan.outputs[plan.steps[chain->nodes.back()].firstOutput]

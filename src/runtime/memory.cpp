@@ -1,10 +1,18 @@
 // Executor memory: the buffer pool, uninitialised/zeroed allocation, the fp16 weight cache.
 #include "kiln/runtime/memory.h"
 
+#include "kiln/runtime/arena.h"
+
+#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include <sys/mman.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "kiln/runtime/tensor_util.h"
 
@@ -14,6 +22,7 @@ namespace {
 constexpr size_t kAlignment = 64;
 
 thread_local ExecutorMemory* currentMemory = nullptr;
+thread_local RunArena* currentArena = nullptr;
 
 bool poisonFromEnvironment() {
   const char* v = std::getenv("KILN_POISON_UNINITIALISED");
@@ -38,6 +47,31 @@ struct HeapBlock {
   ~HeapBlock() { std::free(data); }
   HeapBlock(const HeapBlock&) = delete;
   HeapBlock& operator=(const HeapBlock&) = delete;
+};
+
+// Bytes of the first (recording) run: large blocks are mapped and unmapped so that none of them
+// stays in the heap after the run, where it would add to the arena planned from it.
+struct RecordedBlock {
+  static constexpr size_t kMapFrom = size_t{256} << 10;
+  uint8_t* data;
+  size_t capacity;
+  explicit RecordedBlock(size_t c) : capacity(c) {
+    if (capacity >= kMapFrom) {
+      void* p = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      data = static_cast<uint8_t*>(p);
+    } else {
+      data = systemAllocate(capacity);
+    }
+  }
+  ~RecordedBlock() {
+    if (capacity >= kMapFrom)
+      munmap(data, capacity);
+    else
+      std::free(data);
+  }
+  RecordedBlock(const RecordedBlock&) = delete;
+  RecordedBlock& operator=(const RecordedBlock&) = delete;
 };
 
 } // namespace
@@ -139,6 +173,190 @@ BufferPool::Stats BufferPool::stats() const {
   return state_->stats;
 }
 
+struct RunArena::State {
+  enum class Phase { Idle, Recording, Planned, Off };
+  static constexpr size_t kNone = ~size_t{0};
+  struct Request {
+    size_t bytes;
+    uint64_t start, end = ~uint64_t{0}; // event ticks; end: released within the run, or never
+    size_t offset = kNone;              // planned place in the arena
+  };
+
+  mutable std::mutex mutex;
+  Phase phase = Phase::Idle;
+  bool disabled = false;
+  std::vector<Request> requests;   // the first run's, in order
+  std::vector<uint32_t> events;    // the first run's: request id * 2 (+1 for a release)
+  uint64_t run = 0;                // number of the current (or last) run
+  bool inRun = false, following = false; // following: this run still matches the trace
+  size_t position = 0, nextRequest = 0;
+  size_t live = 0, recordedLive = 0;
+  uint8_t* base = nullptr;
+  size_t arenaLive = 0; // arena buffers in use (any run)
+  Stats stats;
+
+  ~State() { std::free(base); }
+
+  // A traced buffer of run `r` (request `id`) was released.
+  void released(uint32_t id, uint64_t r, bool fromArena, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (fromArena) --arenaLive;
+    if (r != run || !inRun) return;
+    if (phase == Phase::Recording) {
+      requests[id].end = events.size();
+      events.push_back(id * 2 + 1);
+      recordedLive -= bytes;
+      return;
+    }
+    if (following) {
+      if (position < events.size() && events[position] == id * 2 + 1)
+        ++position;
+      else
+        diverge();
+    }
+  }
+  void diverge() {
+    following = false;
+    ++stats.divergedRuns;
+  }
+  void plan();
+};
+
+namespace {
+
+// A buffer of a traced run: from the heap while recording, the pool when the trace keeps it past
+// the run, or the arena; reports its release to the arena's state.
+struct TracedBlock {
+  std::shared_ptr<RunArena::State> state;
+  std::shared_ptr<void> inner; // heap or pool block; null for the arena
+  uint32_t id;
+  uint64_t run;
+  size_t bytes;
+  TracedBlock(std::shared_ptr<RunArena::State> s, std::shared_ptr<void> in, uint32_t i, uint64_t r,
+              size_t b)
+      : state(std::move(s)), inner(std::move(in)), id(i), run(r), bytes(b) {}
+  ~TracedBlock() { state->released(id, run, !inner, bytes); }
+  TracedBlock(const TracedBlock&) = delete;
+  TracedBlock& operator=(const TracedBlock&) = delete;
+};
+
+} // namespace
+
+// Largest first; each takes the lowest 64-byte aligned offset not used by a placed buffer whose
+// lifetime overlaps its own.
+void RunArena::State::plan() {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < requests.size(); ++i)
+    if (requests[i].end != ~uint64_t{0}) order.push_back(i);
+  auto size = [&](size_t i) { return BufferPool::sizeClass(requests[i].bytes); };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return size(a) > size(b); });
+  std::vector<size_t> placed;
+  std::vector<std::pair<size_t, size_t>> busy; // [offset, end) of overlapping placed buffers
+  size_t total = 0;
+  for (size_t i : order) {
+    Request& r = requests[i];
+    busy.clear();
+    for (size_t j : placed) {
+      const Request& p = requests[j];
+      if (p.start < r.end && r.start < p.end) busy.emplace_back(p.offset, p.offset + size(j));
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t offset = 0;
+    for (const auto& [from, to] : busy) {
+      if (from >= offset + size(i)) break;
+      offset = std::max(offset, to);
+    }
+    r.offset = offset;
+    total = std::max(total, offset + size(i));
+    placed.push_back(i);
+    ++stats.planned;
+  }
+  stats.arenaBytes = total;
+  if (total > 0) {
+    base = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, total));
+    if (!base) throw std::bad_alloc();
+  }
+}
+
+RunArena::RunArena() : state_(std::make_shared<State>()) {}
+RunArena::~RunArena() = default;
+
+void RunArena::disable() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->disabled = true;
+}
+
+void RunArena::beginRun() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  State& s = *state_;
+  ++s.run;
+  s.inRun = true;
+  s.position = s.nextRequest = 0;
+  if (s.disabled) s.phase = State::Phase::Off;
+  if (s.phase == State::Phase::Idle) s.phase = State::Phase::Recording;
+  // Not while a buffer of the arena is still held: the plan assumes all of it is free.
+  s.following = s.phase == State::Phase::Planned && s.arenaLive == 0;
+}
+
+void RunArena::endRun() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  State& s = *state_;
+  s.inRun = false;
+  if (s.phase != State::Phase::Recording) return;
+#if defined(__GLIBC__)
+  // Kernels' own temporaries of the first run go back to the system before the arena is made.
+  malloc_trim(0);
+#endif
+  s.plan();
+  s.phase = s.stats.planned ? State::Phase::Planned : State::Phase::Off;
+}
+
+std::shared_ptr<void> RunArena::allocate(size_t bytes, uint8_t** data, BufferPool& fallback) {
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  State& s = *state_;
+  if (!s.inRun) return nullptr;
+  if (s.phase == State::Phase::Recording) {
+    const auto id = static_cast<uint32_t>(s.requests.size());
+    s.requests.push_back({bytes, s.events.size()});
+    s.events.push_back(id * 2);
+    s.recordedLive += bytes;
+    s.stats.recordedPeak = std::max(s.stats.recordedPeak, s.recordedLive);
+    const uint64_t run = s.run;
+    lock.unlock();
+    auto heap = std::make_shared<RecordedBlock>(BufferPool::sizeClass(bytes));
+    *data = heap->data;
+    return std::make_shared<TracedBlock>(state_, std::move(heap), id, run, bytes);
+  }
+  if (s.phase != State::Phase::Planned || !s.following) return nullptr;
+  const size_t id = s.nextRequest;
+  if (s.position >= s.events.size() || s.events[s.position] != id * 2 ||
+      s.requests[id].bytes != bytes) {
+    s.diverge();
+    return nullptr;
+  }
+  ++s.position;
+  ++s.nextRequest;
+  const uint64_t run = s.run;
+  const size_t offset = s.requests[id].offset;
+  if (offset != State::kNone) {
+    ++s.arenaLive;
+    ++s.stats.served;
+    *data = s.base + offset;
+    return std::make_shared<TracedBlock>(state_, nullptr, static_cast<uint32_t>(id), run, bytes);
+  }
+  // Kept past the run by the trace: a pool block, still traced (an early release is a change).
+  lock.unlock();
+  auto block = fallback.allocate(bytes, data);
+  return std::make_shared<TracedBlock>(state_, std::move(block), static_cast<uint32_t>(id), run,
+                                       bytes);
+}
+
+RunArena::Stats RunArena::stats() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->stats;
+}
+
 Allocation allocateBuffer(size_t bytes, Init init) {
   Allocation out;
   if (bytes == 0) {
@@ -147,7 +365,8 @@ Allocation allocateBuffer(size_t bytes, Init init) {
   }
   std::shared_ptr<const void> owner;
   if (currentMemory) {
-    owner = currentMemory->pool.allocate(bytes, &out.data);
+    if (currentArena) owner = currentArena->allocate(bytes, &out.data, currentMemory->pool);
+    if (!owner) owner = currentMemory->pool.allocate(bytes, &out.data);
   } else {
     auto heap = std::make_shared<HeapBlock>(BufferPool::sizeClass(bytes));
     out.data = heap->data;
@@ -200,6 +419,10 @@ MemoryScope::MemoryScope(ExecutorMemory* memory) : previous_(currentMemory) {
 }
 
 MemoryScope::~MemoryScope() { currentMemory = previous_; }
+
+ArenaScope::ArenaScope(RunArena* arena) : previous_(currentArena) { currentArena = arena; }
+
+ArenaScope::~ArenaScope() { currentArena = previous_; }
 
 std::shared_ptr<const Buffer> cachedWidening(const Tensor& t) {
   return currentMemory ? currentMemory->widening.widened(t) : nullptr;

@@ -113,6 +113,7 @@ int runModel(const RunFlags& flags) {
   std::vector<double> millis;
   std::optional<kiln::rt::RunResult> result;
   for (int i = 0; i < flags.repeat; ++i) {
+    result.reset(); // the previous run's outputs are not kept while the next one runs
     auto start = std::chrono::steady_clock::now();
     auto run = executor.run(feeds);
     millis.push_back(
@@ -143,9 +144,13 @@ int runModel(const RunFlags& flags) {
     const auto memory = executor.memoryStats();
     std::cout << fmt::format(
         "kiln: buffer pool {:.1f} MiB (peak in use {:.1f} MiB), {} of {} allocations reused; "
-        "fp16 weights widened once: {:.1f} MiB\n",
+        "fp16 weights widened once: {:.1f} MiB; {} constant node(s) computed once: {:.1f} MiB; "
+        "planned arena {:.1f} MiB (first run's peak in use {:.1f} MiB), {} buffers served from it, "
+        "{} run(s) left the plan\n",
         memory.pooledBytes / 1048576.0, memory.peakLiveBytes / 1048576.0, memory.reused,
-        memory.requests, memory.widenedWeightBytes / 1048576.0);
+        memory.requests, memory.widenedWeightBytes / 1048576.0, memory.constantNodes,
+        memory.constantBytes / 1048576.0, memory.arenaBytes / 1048576.0,
+        memory.recordedPeakBytes / 1048576.0, memory.arenaServed, memory.divergedRuns);
   }
   if (flags.repeat > 1) {
     std::sort(millis.begin(), millis.end());

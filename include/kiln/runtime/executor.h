@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kiln/ir/graph.h"
@@ -22,6 +23,12 @@ struct ExecutorOptions {
   std::vector<std::string> captureNames;
   // Accumulate wall time per op type (RunResult::profile).
   bool profile = false;
+  // Nodes whose inputs are all initializers (or outputs of such nodes) run once per executor and
+  // their outputs are kept for later runs; off: every node runs on every run.
+  bool cacheConstants = true;
+  // Buffers of later runs at offsets in one block planned from the first run (RunArena); off: all
+  // from the buffer pool.
+  bool plannedArena = true;
   // Run elementwise chains after a Conv (Mul/Add/Clip/Div/activations) inside the Conv kernel
   // (bit-identical results, less memory traffic). Off while every intermediate is captured.
   bool fuse = true;
@@ -62,6 +69,7 @@ struct Scope {
 };
 
 struct ExecutorMemory;
+class RunArena;
 struct FusionPlan;
 
 class Executor {
@@ -89,6 +97,12 @@ class Executor {
   struct MemoryStats {
     size_t pooledBytes = 0, peakLiveBytes = 0, widenedWeightBytes = 0;
     uint64_t requests = 0, reused = 0;
+    // Outputs of constant nodes kept between runs (ExecutorOptions::cacheConstants).
+    size_t constantBytes = 0;
+    uint64_t constantNodes = 0;
+    // The planned arena (RunArena::Stats).
+    size_t arenaBytes = 0, recordedPeakBytes = 0;
+    uint64_t arenaServed = 0, divergedRuns = 0;
   };
   MemoryStats memoryStats() const;
 
@@ -122,9 +136,15 @@ class Executor {
     std::vector<OutputRef> outputs;
     std::vector<uint32_t> releases;
     std::shared_ptr<const FusionPlan> fusion; // null when nothing fuses
+    // Constant nodes (inputs all initializers or constant nodes' outputs): their outputs, once
+    // computed, are kept in `cached` (by step; empty until the node first runs).
+    std::vector<bool> constant;
+    std::vector<std::vector<RtValue>> cached;
   };
-  const GraphPlan& planFor(const Graph& graph);
-  Status runNodes(const GraphPlan& plan, Scope& scope);
+  GraphPlan& planFor(const Graph& graph);
+  bool isConstantNode(const Node& node) const;
+  void keepConstantOutputs(GraphPlan& plan, size_t index, const std::vector<RtValue>& outputs);
+  Status runNodes(GraphPlan& plan, Scope& scope);
   const RtValue& initializerValue(const Value* value);
   // A gear model (kInputGearsKey): the fed shapes must be one gear's.
   Status checkGear(const std::map<std::string, RtValue>& feeds) const;
@@ -136,8 +156,14 @@ class Executor {
   // Initializers re-homed into aligned buffers when the mapped bytes are misaligned.
   std::unordered_map<const Value*, RtValue> initializers_;
   std::unordered_map<const Graph*, GraphPlan> plans_;
+  // Values that are the same on every run: initializers that are not graph inputs, outputs of
+  // constant nodes (of this graph or an enclosing one).
+  std::unordered_set<const Value*> constantValues_;
+  size_t constantBytes_ = 0;
+  uint64_t constantNodes_ = 0;
   std::unique_ptr<ExecutorMemory> memory_;
   std::vector<std::map<std::string, std::vector<int64_t>>> gears_; // from kInputGearsKey
+  std::unique_ptr<RunArena> arena_;
 };
 
 } // namespace kiln::rt
