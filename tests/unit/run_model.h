@@ -26,4 +26,14 @@ inline std::vector<Tensor> runModel(const Model& model,
   return out;
 }
 
+// Starts `model` as an opset-`opset` graph "g" with one input "x" (type left to inference);
+// returns x.
+inline Value* startModelWithInput(Model& model, int64_t opset = 17) {
+  model.opsets = {{"", opset}};
+  model.graph = std::make_shared<Graph>("g");
+  Value* x = model.graph->addValue("x");
+  model.graph->addInput(x);
+  return x;
+}
+
 } // namespace kiln::testing

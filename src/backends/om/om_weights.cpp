@@ -71,15 +71,18 @@ bool WeightSource::emit(const ByteSink& sink) const {
   return ok;
 }
 
-std::vector<uint8_t> WeightSource::bytes() const {
+// Everything `emitter` streams, in one buffer (tests and in-memory builds).
+template <typename Emitter> std::vector<uint8_t> collectBytes(const Emitter& emitter) {
   std::vector<uint8_t> out;
-  out.reserve(size);
-  emit([&](const uint8_t* p, size_t n) {
+  out.reserve(emitter.size);
+  emitter.emit([&](const uint8_t* p, size_t n) {
     out.insert(out.end(), p, p + n);
     return true;
   });
   return out;
 }
+
+std::vector<uint8_t> WeightSource::bytes() const { return collectBytes(*this); }
 
 uint64_t WeightsLayout::append(WeightSource source) {
   const uint64_t offset = (size + kWeightAlign - 1) / kWeightAlign * kWeightAlign;
@@ -103,14 +106,6 @@ bool WeightsLayout::emit(const ByteSink& sink) const {
   return emitZeros(sink, size - pos);
 }
 
-std::vector<uint8_t> WeightsLayout::bytes() const {
-  std::vector<uint8_t> out;
-  out.reserve(size);
-  emit([&](const uint8_t* p, size_t n) {
-    out.insert(out.end(), p, p + n);
-    return true;
-  });
-  return out;
-}
+std::vector<uint8_t> WeightsLayout::bytes() const { return collectBytes(*this); }
 
 } // namespace kiln::om

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kiln/ir/graph.h"
+#include "run_model.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/arena.h"
 #include "kiln/runtime/memory.h"
@@ -98,11 +99,8 @@ TEST(RunArena, SkippedWhileABufferOfItIsStillHeld) {
 // x -> Relu -> Add(w) -> Mul(w) -> Neg -> y
 Model chain(int64_t n) {
   Model model;
-  model.opsets = {{"", 17}};
-  model.graph = std::make_shared<Graph>("g");
+  Value* x = kiln::testing::startModelWithInput(model);
   Graph& g = *model.graph;
-  Value* x = g.addValue("x");
-  g.addInput(x);
   std::vector<float> wv(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
     wv[static_cast<size_t>(i)] = 0.25f * static_cast<float>(i % 7) - 0.5f;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/ir/graph.h"
+#include "run_model.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
 
@@ -21,11 +22,8 @@ rt::RtValue floats(std::vector<int64_t> dims, std::vector<float> v) {
 // initializer (a feed may replace it, so its Cast is not constant).
 Model dequantModel() {
   Model model;
-  model.opsets = {{"", 17}};
-  model.graph = std::make_shared<Graph>("g");
+  Value* x = kiln::testing::startModelWithInput(model);
   Graph& g = *model.graph;
-  Value* x = g.addValue("x");
-  g.addInput(x);
   Value* b = g.addInitializer("b", rt::makeTensor<int32_t>(DType::Int32, {3, 2}, {1, 2, 3, 4, 5, 6}));
   g.addInput(b);
   std::vector<uint8_t> wq = {0, 17, 128, 200, 255, 3};
@@ -91,11 +89,8 @@ TEST(ConstantCache, AFedInitializerIsNotTreatedAsConstant) {
 
 TEST(ConstantCache, RandomOpsRunEveryTime) {
   Model model;
-  model.opsets = {{"", 17}};
-  model.graph = std::make_shared<Graph>("g");
+  Value* x = kiln::testing::startModelWithInput(model);
   Graph& g = *model.graph;
-  Value* x = g.addValue("x");
-  g.addInput(x);
   // Dropout of an initializer: random in training mode, so never cached (the executor has no
   // Random* kernels; they are excluded the same way).
   Value* w = g.addInitializer("w", rt::makeTensor<float>(DType::Float32, {4}, {1, 2, 3, 4}));

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kiln/ir/graph.h"
+#include "run_model.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/memory.h"
 #include "kiln/runtime/tensor_util.h"
@@ -79,11 +80,8 @@ TEST(Allocation, PoisonFillsUninitialisedBytes) {
 // x -> Relu -> Add(w) -> Mul(w) -> y, plus an unread Dropout mask.
 Model chainModel(DType dtype, int64_t n) {
   Model model;
-  model.opsets = {{"", 17}};
-  model.graph = std::make_shared<Graph>("g");
+  Value* x = kiln::testing::startModelWithInput(model);
   Graph& g = *model.graph;
-  Value* x = g.addValue("x");
-  g.addInput(x);
   std::vector<uint16_t> halves(static_cast<size_t>(n));
   std::vector<float> floats(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -164,11 +162,8 @@ TEST(ExecutorMemory, Fp16WeightsAreWidenedOnceAndFp16ElementwiseMatchesFloatRoun
 
 TEST(ExecutorMemory, Fp16ConvWeightsComeFromTheCache) {
   Model model;
-  model.opsets = {{"", 17}};
-  model.graph = std::make_shared<Graph>("g");
+  Value* x = kiln::testing::startModelWithInput(model);
   Graph& g = *model.graph;
-  Value* x = g.addValue("x");
-  g.addInput(x);
   std::vector<uint16_t> wv(4 * 2 * 3 * 3);
   for (size_t i = 0; i < wv.size(); ++i)
     wv[i] = rt::floatToHalf(0.125f * static_cast<float>(i % 9) - 0.5f);
