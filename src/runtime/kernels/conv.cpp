@@ -470,10 +470,132 @@ Status zeroPoints(const KernelContext& ctx, size_t i, int64_t count, std::vector
   return Status::ok();
 }
 
-// Integer convolution (x - x_zero_point) * (w - w_zero_point[m]) accumulated in int32; x and w
-// are inputs 0 and wIndex, their zero points inputs xzIndex and wzIndex.
+// acc[m, n] = sum_k w[m, k] * cols[k, n] for m < mg and n in [n0, n1): int16 operands widened to
+// int32 products and sums, which are exact, so the blocking and the summation order do not change
+// a bit. Four output rows share each loaded column row; blocks of columns stay in L1.
+__attribute__((target_clones("avx2", "default"))) void
+int16GemmColumns(const int16_t* w, int64_t mg, int64_t rows, const int16_t* cols, int64_t ldc,
+                 int64_t n0, int64_t n1, int32_t* acc, int64_t ldacc) {
+  constexpr int64_t kBlock = 256;
+  alignas(64) int32_t t0[kBlock], t1[kBlock], t2[kBlock], t3[kBlock];
+  for (int64_t c0 = n0; c0 < n1; c0 += kBlock) {
+    const int64_t nb = std::min(kBlock, n1 - c0);
+    int64_t m = 0;
+    for (; m + 4 <= mg; m += 4) {
+      std::fill(t0, t0 + nb, 0);
+      std::fill(t1, t1 + nb, 0);
+      std::fill(t2, t2 + nb, 0);
+      std::fill(t3, t3 + nb, 0);
+      const int16_t* w0 = w + m * rows;
+      for (int64_t k = 0; k < rows; ++k) {
+        const int16_t* src = cols + k * ldc + c0;
+        const int32_t a0 = w0[k], a1 = w0[rows + k], a2 = w0[2 * rows + k], a3 = w0[3 * rows + k];
+        for (int64_t j = 0; j < nb; ++j) {
+          const int32_t v = src[j];
+          t0[j] += a0 * v;
+          t1[j] += a1 * v;
+          t2[j] += a2 * v;
+          t3[j] += a3 * v;
+        }
+      }
+      std::copy(t0, t0 + nb, acc + m * ldacc + c0);
+      std::copy(t1, t1 + nb, acc + (m + 1) * ldacc + c0);
+      std::copy(t2, t2 + nb, acc + (m + 2) * ldacc + c0);
+      std::copy(t3, t3 + nb, acc + (m + 3) * ldacc + c0);
+    }
+    for (; m < mg; ++m) {
+      std::fill(t0, t0 + nb, 0);
+      const int16_t* wm = w + m * rows;
+      for (int64_t k = 0; k < rows; ++k) {
+        const int16_t* src = cols + k * ldc + c0;
+        const int32_t a0 = wm[k];
+        for (int64_t j = 0; j < nb; ++j)
+          t0[j] += a0 * static_cast<int32_t>(src[j]);
+      }
+      std::copy(t0, t0 + nb, acc + m * ldacc + c0);
+    }
+  }
+}
+
+// int8 / uint8 bytes minus a zero point as int16 (exact: the difference lies in [-510, 510]).
+void shiftedInt16(const Tensor& t, const int32_t* zero, int64_t perZero, int16_t* out) {
+  const size_t n = static_cast<size_t>(t.elementCount());
+  const uint8_t* b = t.data();
+  const bool isSigned = t.dtype() == DType::Int8;
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t v = isSigned ? static_cast<int32_t>(static_cast<int8_t>(b[i])) : b[i];
+    out[i] = static_cast<int16_t>(v - zero[i / static_cast<size_t>(perZero)]);
+  }
+}
+
+// Unfolds output positions [n0, n1) of one [C, in...] int16 image into a [C * prod(kernel), n1 - n0]
+// column block; padding reads 0 (the zero point is already subtracted).
+void im2colRange(const int16_t* image, int64_t channels, const Window& w, int64_t n0, int64_t n1,
+                 int16_t* cols) {
+  const size_t r = w.rank();
+  const int64_t inSize = nn::product(w.in), kernelSize = nn::product(w.kernel), nb = n1 - n0;
+  const int64_t inLast = w.in[r - 1], outLast = w.out[r - 1], sLast = w.strides[r - 1];
+  std::vector<int64_t> inStride(r, 1), kpos(r, 0), start(r, 0), opos(r);
+  for (size_t d = r - 1; d-- > 0;)
+    inStride[d] = inStride[d + 1] * w.in[d + 1];
+  for (int64_t rest = n0, d = static_cast<int64_t>(r) - 1; d >= 0; --d) {
+    start[static_cast<size_t>(d)] = rest % w.out[static_cast<size_t>(d)];
+    rest /= w.out[static_cast<size_t>(d)];
+  }
+  int16_t* dst = cols;
+  for (int64_t c = 0; c < channels; ++c) {
+    const int16_t* src = image + c * inSize;
+    for (int64_t kidx = 0; kidx < kernelSize; ++kidx, dst += nb) {
+      int64_t rem = kidx;
+      for (size_t d = r; d-- > 0;) {
+        kpos[d] = rem % w.kernel[d];
+        rem /= w.kernel[d];
+      }
+      const int64_t baseLast = kpos[r - 1] * w.dilations[r - 1] - w.padBegin[r - 1];
+      opos = start;
+      for (int64_t o = 0; o < nb;) {
+        const int64_t seg = std::min(nb - o, outLast - opos[r - 1]);
+        bool valid = true;
+        int64_t off = 0;
+        for (size_t d = 0; d + 1 < r; ++d) {
+          const int64_t ip = opos[d] * w.strides[d] + kpos[d] * w.dilations[d] - w.padBegin[d];
+          if (ip < 0 || ip >= w.in[d]) {
+            valid = false;
+            break;
+          }
+          off += ip * inStride[d];
+        }
+        int16_t* out = dst + o;
+        if (!valid) {
+          std::fill(out, out + seg, int16_t{0});
+        } else {
+          const int16_t* row = src + off;
+          const int64_t ox0 = opos[r - 1];
+          for (int64_t i = 0; i < seg; ++i) {
+            const int64_t ix = (ox0 + i) * sLast + baseLast;
+            out[i] = (ix >= 0 && ix < inLast) ? row[ix] : int16_t{0};
+          }
+        }
+        o += seg;
+        opos[r - 1] += seg;
+        for (size_t d = r - 1; d > 0 && opos[d] == w.out[d]; --d) {
+          opos[d] = 0;
+          ++opos[d - 1];
+        }
+      }
+    }
+  }
+}
+
+// Integer convolution (x - x_zero_point) * (w - w_zero_point[m]) accumulated in int32 into the
+// buffer `output(s)` returns ([N, M, out...]); x and w are inputs 0 and wIndex, their zero points
+// inputs xzIndex and wzIndex. Operands are staged as int16; each fixed block of output positions
+// is unfolded on its own (pointwise windows read the image directly) and multiplied by
+// int16GemmColumns, the blocks spread over the thread pool: integer sums are exact, so the result
+// is identical at any thread count.
+template <typename Output>
 Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzIndex, ConvShape& s,
-                   std::vector<int32_t>& acc) {
+                   Output&& output) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(wIndex);
   if (!isInt8Like(x.dtype()) || !isInt8Like(w.dtype()))
@@ -486,20 +608,32 @@ Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzI
   const int64_t cg = s.channels / s.group, mg = s.filters / s.group;
   const int64_t ks = nn::product(win.kernel), inSize = nn::product(win.in);
   const int64_t outSize = nn::product(win.out), rows = cg * ks;
-  std::vector<int64_t> xv = toInt64Vector(x), wv = toInt64Vector(w);
-  std::vector<int32_t> xs(xv.size()), ws(wv.size());
-  for (size_t i = 0; i < xv.size(); ++i)
-    xs[i] = static_cast<int32_t>(xv[i]) - xz[0];
-  for (size_t i = 0; i < wv.size(); ++i)
-    ws[i] = static_cast<int32_t>(wv[i]) - wz[i / static_cast<size_t>(rows)];
-  std::vector<int32_t> cols(static_cast<size_t>(rows * outSize));
-  acc.assign(static_cast<size_t>(s.batch * s.filters * outSize), 0);
+  Scratch<int16_t> xs(static_cast<size_t>(x.elementCount()));
+  Scratch<int16_t> ws(static_cast<size_t>(w.elementCount()));
+  shiftedInt16(x, xz.data(), static_cast<int64_t>(x.elementCount()) + 1, xs.data());
+  shiftedInt16(w, wz.data(), rows, ws.data());
+  const bool pointwise = isPointwise(win);
+  int32_t* acc = output(s);
+  constexpr int64_t kBlock = 256;
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t g = 0; g < s.group; ++g) {
-      nn::im2col(xs.data() + (b * s.channels + g * cg) * inSize, cg, win, int32_t{0}, cols.data());
-      nn::gemmLoops<int32_t>(false, false, mg, outSize, rows, ws.data() + g * mg * rows, rows,
-                             cols.data(), outSize, acc.data() + (b * s.filters + g * mg) * outSize,
-                             outSize, false);
+      const int16_t* image = xs.data() + (b * s.channels + g * cg) * inSize;
+      const int16_t* wg = ws.data() + g * mg * rows;
+      int32_t* out = acc + (b * s.filters + g * mg) * outSize;
+      if (pointwise) {
+        pool::parallelFor(ctx.threads(), outSize, kBlock, [&](int64_t n0, int64_t n1) {
+          int16GemmColumns(wg, mg, rows, image, inSize, n0, n1, out, outSize);
+        });
+        continue;
+      }
+      pool::parallelFor(ctx.threads(), outSize, kBlock, [&](int64_t n0, int64_t n1) {
+        std::vector<int16_t> cols(static_cast<size_t>(rows * std::min(kBlock, n1 - n0)));
+        for (int64_t c0 = n0; c0 < n1; c0 += kBlock) {
+          const int64_t nb = std::min(kBlock, n1 - c0);
+          im2colRange(image, cg, win, c0, c0 + nb, cols.data());
+          int16GemmColumns(wg, mg, rows, cols.data(), nb, 0, nb, out + c0, outSize);
+        }
+      });
     }
   return Status::ok();
 }
@@ -512,9 +646,12 @@ std::vector<int64_t> convOutDims(const ConvShape& s) {
 
 Status convIntegerOp(KernelContext& ctx) {
   ConvShape s;
-  std::vector<int32_t> acc;
-  KILN_TRY(integerConv(ctx, 1, 2, 3, s, acc));
-  ctx.setOutput(0, makeTensor<int32_t>(DType::Int32, convOutDims(s), acc));
+  std::optional<OutTensor> y;
+  KILN_TRY(integerConv(ctx, 1, 2, 3, s, [&](const ConvShape& shape) {
+    y.emplace(DType::Int32, convOutDims(shape));
+    return y->data<int32_t>();
+  }));
+  ctx.setOutput(0, std::move(*y).finish());
   return Status::ok();
 }
 
@@ -535,7 +672,10 @@ Status qlinearConvOp(KernelContext& ctx) {
   // Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B.
   ConvShape s;
   std::vector<int32_t> acc;
-  KILN_TRY(integerConv(ctx, 3, 2, 5, s, acc));
+  KILN_TRY(integerConv(ctx, 3, 2, 5, s, [&](const ConvShape& shape) {
+    acc.resize(static_cast<size_t>(nn::product(convOutDims(shape))));
+    return acc.data();
+  }));
   std::vector<float> xs, ws, ys;
   KILN_TRY(scales(ctx, 1, 1, xs, "x_scale"));
   KILN_TRY(scales(ctx, 4, s.filters, ws, "w_scale"));
