@@ -528,10 +528,11 @@ void shiftedInt16(const Tensor& t, const int32_t* zero, int64_t perZero, int16_t
   }
 }
 
-// Unfolds output positions [n0, n1) of one [C, in...] int16 image into a [C * prod(kernel), n1 - n0]
-// column block; padding reads 0 (the zero point is already subtracted).
-void im2colRange(const int16_t* image, int64_t channels, const Window& w, int64_t n0, int64_t n1,
-                 int16_t* cols) {
+// Unfolds output positions [n0, n1) of one [C, in...] int8 / uint8 image into a
+// [C * prod(kernel), n1 - n0] int16 column block of (x - zero); padding reads 0.
+template <typename S>
+void im2colRange(const S* image, int32_t zero, int64_t channels, const Window& w, int64_t n0,
+                 int64_t n1, int16_t* cols) {
   const size_t r = w.rank();
   const int64_t inSize = nn::product(w.in), kernelSize = nn::product(w.kernel), nb = n1 - n0;
   const int64_t inLast = w.in[r - 1], outLast = w.out[r - 1], sLast = w.strides[r - 1];
@@ -544,7 +545,7 @@ void im2colRange(const int16_t* image, int64_t channels, const Window& w, int64_
   }
   int16_t* dst = cols;
   for (int64_t c = 0; c < channels; ++c) {
-    const int16_t* src = image + c * inSize;
+    const S* src = image + c * inSize;
     for (int64_t kidx = 0; kidx < kernelSize; ++kidx, dst += nb) {
       int64_t rem = kidx;
       for (size_t d = r; d-- > 0;) {
@@ -569,11 +570,13 @@ void im2colRange(const int16_t* image, int64_t channels, const Window& w, int64_
         if (!valid) {
           std::fill(out, out + seg, int16_t{0});
         } else {
-          const int16_t* row = src + off;
+          const S* row = src + off;
           const int64_t ox0 = opos[r - 1];
           for (int64_t i = 0; i < seg; ++i) {
             const int64_t ix = (ox0 + i) * sLast + baseLast;
-            out[i] = (ix >= 0 && ix < inLast) ? row[ix] : int16_t{0};
+            out[i] = (ix >= 0 && ix < inLast)
+                         ? static_cast<int16_t>(static_cast<int32_t>(row[ix]) - zero)
+                         : int16_t{0};
           }
         }
         o += seg;
@@ -589,8 +592,8 @@ void im2colRange(const int16_t* image, int64_t channels, const Window& w, int64_
 
 // Integer convolution (x - x_zero_point) * (w - w_zero_point[m]) accumulated in int32 into the
 // buffer `output(s)` returns ([N, M, out...]); x and w are inputs 0 and wIndex, their zero points
-// inputs xzIndex and wzIndex. Operands are staged as int16; each fixed block of output positions
-// is unfolded on its own (pointwise windows read the image directly) and multiplied by
+// inputs xzIndex and wzIndex. W is staged as int16; each fixed block of output positions is
+// unfolded on its own from the raw bytes of x (as int16, zero point subtracted) and multiplied by
 // int16GemmColumns, the blocks spread over the thread pool: integer sums are exact, so the result
 // is identical at any thread count.
 template <typename Output>
@@ -608,33 +611,30 @@ Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzI
   const int64_t cg = s.channels / s.group, mg = s.filters / s.group;
   const int64_t ks = nn::product(win.kernel), inSize = nn::product(win.in);
   const int64_t outSize = nn::product(win.out), rows = cg * ks;
-  Scratch<int16_t> xs(static_cast<size_t>(x.elementCount()));
   Scratch<int16_t> ws(static_cast<size_t>(w.elementCount()));
-  shiftedInt16(x, xz.data(), static_cast<int64_t>(x.elementCount()) + 1, xs.data());
   shiftedInt16(w, wz.data(), rows, ws.data());
-  const bool pointwise = isPointwise(win);
   int32_t* acc = output(s);
   constexpr int64_t kBlock = 256;
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t g = 0; g < s.group; ++g) {
-      const int16_t* image = xs.data() + (b * s.channels + g * cg) * inSize;
-      const int16_t* wg = ws.data() + g * mg * rows;
-      int32_t* out = acc + (b * s.filters + g * mg) * outSize;
-      if (pointwise) {
+  auto run = [&](auto* xdata) {
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t g = 0; g < s.group; ++g) {
+        const auto* image = xdata + (b * s.channels + g * cg) * inSize;
+        const int16_t* wg = ws.data() + g * mg * rows;
+        int32_t* out = acc + (b * s.filters + g * mg) * outSize;
         pool::parallelFor(ctx.threads(), outSize, kBlock, [&](int64_t n0, int64_t n1) {
-          int16GemmColumns(wg, mg, rows, image, inSize, n0, n1, out, outSize);
+          std::vector<int16_t> cols(static_cast<size_t>(rows * std::min(kBlock, n1 - n0)));
+          for (int64_t c0 = n0; c0 < n1; c0 += kBlock) {
+            const int64_t nb = std::min(kBlock, n1 - c0);
+            im2colRange(image, xz[0], cg, win, c0, c0 + nb, cols.data());
+            int16GemmColumns(wg, mg, rows, cols.data(), nb, 0, nb, out + c0, outSize);
+          }
         });
-        continue;
       }
-      pool::parallelFor(ctx.threads(), outSize, kBlock, [&](int64_t n0, int64_t n1) {
-        std::vector<int16_t> cols(static_cast<size_t>(rows * std::min(kBlock, n1 - n0)));
-        for (int64_t c0 = n0; c0 < n1; c0 += kBlock) {
-          const int64_t nb = std::min(kBlock, n1 - c0);
-          im2colRange(image, cg, win, c0, c0 + nb, cols.data());
-          int16GemmColumns(wg, mg, rows, cols.data(), nb, 0, nb, out + c0, outSize);
-        }
-      });
-    }
+  };
+  if (x.dtype() == DType::Int8)
+    run(reinterpret_cast<const int8_t*>(x.data()));
+  else
+    run(x.data());
   return Status::ok();
 }
 
