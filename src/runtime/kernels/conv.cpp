@@ -489,13 +489,13 @@ int16GemmColumns(const int16_t* w, int64_t mg, int64_t rows, const int16_t* cols
       const int16_t* w0 = w + m * rows;
       for (int64_t k = 0; k < rows; ++k) {
         const int16_t* src = cols + k * ldc + c0;
-        const int32_t a0 = w0[k], a1 = w0[rows + k], a2 = w0[2 * rows + k], a3 = w0[3 * rows + k];
+        const int16_t a0 = w0[k], a1 = w0[rows + k], a2 = w0[2 * rows + k], a3 = w0[3 * rows + k];
         for (int64_t j = 0; j < nb; ++j) {
-          const int32_t v = src[j];
-          t0[j] += a0 * v;
-          t1[j] += a1 * v;
-          t2[j] += a2 * v;
-          t3[j] += a3 * v;
+          const int16_t v = src[j]; // int16 x int16 widening products
+          t0[j] += static_cast<int32_t>(a0) * v;
+          t1[j] += static_cast<int32_t>(a1) * v;
+          t2[j] += static_cast<int32_t>(a2) * v;
+          t3[j] += static_cast<int32_t>(a3) * v;
         }
       }
       std::copy(t0, t0 + nb, acc + m * ldacc + c0);
@@ -508,9 +508,9 @@ int16GemmColumns(const int16_t* w, int64_t mg, int64_t rows, const int16_t* cols
       const int16_t* wm = w + m * rows;
       for (int64_t k = 0; k < rows; ++k) {
         const int16_t* src = cols + k * ldc + c0;
-        const int32_t a0 = wm[k];
+        const int16_t a0 = wm[k];
         for (int64_t j = 0; j < nb; ++j)
-          t0[j] += a0 * static_cast<int32_t>(src[j]);
+          t0[j] += static_cast<int32_t>(a0) * src[j];
       }
       std::copy(t0, t0 + nb, acc + m * ldacc + c0);
     }
