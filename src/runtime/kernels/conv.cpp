@@ -1,5 +1,5 @@
 // Convolution kernels: Conv and ConvTranspose (im2col / col2im around BLAS GEMM), and the
-// integer ConvInteger and QLinearConv (same unfolding, plain-loop integer GEMM).
+// integer ConvInteger and QLinearConv (int16 column blocks, vectorised int16 -> int32 GEMM).
 #include <algorithm>
 
 #include "conv_dnnl.h"
