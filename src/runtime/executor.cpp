@@ -315,17 +315,6 @@ Executor::GraphPlan& Executor::planFor(const Graph& graph) {
   std::vector<std::vector<uint32_t>> releaseAfter(graph.nodeCount());
   plan.constant.assign(graph.nodeCount(), false);
   plan.cached.resize(graph.nodeCount());
-  {
-    size_t at = 0;
-    for (const auto& node : graph.nodes()) {
-      if (options_.cacheConstants && isConstantNode(*node)) {
-        plan.constant[at] = true;
-        for (const Value* out : node->outputs())
-          if (out) constantValues_.insert(out);
-      }
-      ++at;
-    }
-  }
   // Each local value is released after the node that reads it last (in topological order), or
   // right after the node that makes it when nothing reads it; graph outputs and initializers stay.
   std::unordered_set<const Value*> keep(graph.outputs().begin(), graph.outputs().end());
@@ -363,6 +352,12 @@ Executor::GraphPlan& Executor::planFor(const Graph& graph) {
     }
     step.outputCount = static_cast<uint32_t>(plan.outputs.size()) - step.firstOutput;
     plan.steps.push_back(step);
+    // Nodes come in topological order, so a constant node's constant inputs are known by now.
+    if (options_.cacheConstants && isConstantNode(*node)) {
+      plan.constant[index] = true;
+      for (const Value* out : node->outputs())
+        if (out) constantValues_.insert(out);
+    }
 
     std::unordered_set<const Value*> nodeReads(node->inputs().begin(), node->inputs().end());
     for (const Graph* sub : node->subgraphs())
@@ -489,19 +484,12 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
       for (size_t j : chain->nodes)
         fusedAway[j] = 1;
     // A fused Conv's output 0 is its chain's result: not this node's value, so not kept.
-    if (constant && !fused) {
-      for (uint32_t i = 0; i < step.outputCount; ++i)
-        if (plan.outputs[step.firstOutput + i].value && outputs[i].kind == RtValue::Kind::Missing)
-          return Status(ErrorCode::Internal,
-                        fmt::format("node '{}' ({}) did not produce output '{}'", node.name(),
-                                    node.opType(), plan.outputs[step.firstOutput + i].value->name()),
-                        "");
-      keepConstantOutputs(plan, index, outputs);
-    }
+    const bool keepOutputs = constant && !fused;
     for (uint32_t i = 0; i < step.outputCount; ++i) {
       // A fused Conv's output 0 is the chain's result: the last absorbed node's output.
-      const OutputRef& ref = i == 0 && fused ? plan.outputs[plan.steps[chain->nodes.back()].firstOutput]
-                                             : plan.outputs[step.firstOutput + i];
+      const OutputRef& ref = i == 0 && fused
+                                 ? plan.outputs[plan.steps[chain->nodes.back()].firstOutput]
+                                 : plan.outputs[step.firstOutput + i];
       if (!ref.value) continue;
       RtValue& produced = outputs[i];
       if (produced.kind == RtValue::Kind::Missing)
@@ -510,8 +498,12 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
                                   node.opType(), ref.value->name()),
                       "");
       if (ref.capture && current_) current_->captured[ref.value->name()] = produced;
-      scope.slots[ref.slot] = std::move(produced);
+      if (keepOutputs)
+        scope.slots[ref.slot] = produced; // `outputs` are kept below
+      else
+        scope.slots[ref.slot] = std::move(produced);
     }
+    if (keepOutputs) keepConstantOutputs(plan, index, outputs);
     release(step);
   }
   return Status::ok();
