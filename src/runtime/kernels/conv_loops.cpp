@@ -18,36 +18,66 @@ typedef float VecU __attribute__((vector_size(kVector * sizeof(float)), aligned(
 #define KILN_LOAD(p) (*reinterpret_cast<const VecU*>(p))
 #define KILN_STORE(p, v) (*reinterpret_cast<VecU*>(p) = (v))
 
-// R output rows at once (independent sums in flight), each lane summing its taps in order.
-template <int R>
-__attribute__((always_inline)) inline void rowsBlock(const DepthwisePlane& g, const float* padded, const float* w, float bias,
-                      float* out, int64_t oy) {
-  for (int64_t ox = 0; ox < g.ow; ox += kVector) {
-    Vec acc[R];
-    for (int r = 0; r < R; ++r)
-      acc[r] = Vec{} + bias;
-    for (int64_t ky = 0; ky < g.kh; ++ky) {
-      for (int64_t kx = 0; kx < g.kw; ++kx) {
-        const float wv = w[ky * g.kw + kx];
-        const int64_t c = kx * g.dw;
-        const float* base = padded + (c % g.sw) * g.phaseStride + c / g.sw + ox;
-        for (int r = 0; r < R; ++r) {
-          const int64_t y = (oy + r) * g.sh + ky * g.dh;
-          acc[r] = acc[r] + wv * KILN_LOAD(base + y * g.rowStride);
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      float* dst = out + (oy + r) * g.ow + ox;
-      if (ox + kVector <= g.ow) {
-        KILN_STORE(dst, acc[r]);
-      } else {
-        float tail[kVector];
-        KILN_STORE(tail, acc[r]);
-        std::memcpy(dst, tail, static_cast<size_t>(g.ow - ox) * sizeof(float));
+// An R x V tile of output vectors (R rows, V consecutive vectors of kVector columns starting at
+// column ox): R * V independent sums in flight, so the adds do not wait on each other, while each
+// lane still sums its taps in row-major order.
+template <int R, int V>
+__attribute__((always_inline)) inline void tile(const DepthwisePlane& g, const float* padded,
+                                                const float* w, float bias, float* out, int64_t oy,
+                                                int64_t ox) {
+  Vec acc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v)
+      acc[r][v] = Vec{} + bias;
+  for (int64_t ky = 0; ky < g.kh; ++ky) {
+    for (int64_t kx = 0; kx < g.kw; ++kx) {
+      const float wv = w[ky * g.kw + kx];
+      const int64_t c = kx * g.dw;
+      const float* base = padded + (c % g.sw) * g.phaseStride + c / g.sw + ox;
+      for (int r = 0; r < R; ++r) {
+        const float* row = base + ((oy + r) * g.sh + ky * g.dh) * g.rowStride;
+        for (int v = 0; v < V; ++v)
+          acc[r][v] = acc[r][v] + wv * KILN_LOAD(row + v * kVector);
       }
     }
   }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) {
+      const int64_t x = ox + v * kVector;
+      float* dst = out + (oy + r) * g.ow + x;
+      if (x + kVector <= g.ow) {
+        KILN_STORE(dst, acc[r][v]);
+      } else {
+        float tail[kVector];
+        KILN_STORE(tail, acc[r][v]);
+        std::memcpy(dst, tail, static_cast<size_t>(g.ow - x) * sizeof(float));
+      }
+    }
+}
+
+// R output rows from row oy: the row's vectors in tiles of at most 8 / R vectors (8 sums in
+// flight), then smaller tiles for what is left.
+template <int R>
+__attribute__((always_inline)) inline void rowsBlock(const DepthwisePlane& g, const float* padded,
+                                                     const float* w, float bias, float* out,
+                                                     int64_t oy) {
+  constexpr int kMax = 8 / R;
+  const int64_t vectors = (g.ow + kVector - 1) / kVector;
+  int64_t v = 0;
+  for (; v + kMax <= vectors; v += kMax)
+    tile<R, kMax>(g, padded, w, bias, out, oy, v * kVector);
+  if constexpr (kMax > 4)
+    if (v + 4 <= vectors) {
+      tile<R, 4>(g, padded, w, bias, out, oy, v * kVector);
+      v += 4;
+    }
+  if constexpr (kMax > 2)
+    if (v + 2 <= vectors) {
+      tile<R, 2>(g, padded, w, bias, out, oy, v * kVector);
+      v += 2;
+    }
+  if constexpr (kMax > 1)
+    if (v < vectors) tile<R, 1>(g, padded, w, bias, out, oy, v * kVector);
 }
 
 } // namespace
@@ -92,8 +122,11 @@ KILN_CONV_CLONES void depthwisePlane(const DepthwisePlane& g, const float* padde
   int64_t oy = 0;
   for (; oy + 4 <= g.oh; oy += 4)
     rowsBlock<4>(g, padded, w, bias, out, oy);
-  for (; oy < g.oh; ++oy)
-    rowsBlock<1>(g, padded, w, bias, out, oy);
+  if (oy + 2 <= g.oh) {
+    rowsBlock<2>(g, padded, w, bias, out, oy);
+    oy += 2;
+  }
+  if (oy < g.oh) rowsBlock<1>(g, padded, w, bias, out, oy);
 }
 
 } // namespace kiln::rt::convloops
