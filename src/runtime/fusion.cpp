@@ -33,35 +33,60 @@ float attrFloat(const Node& node, const char* name, float fallback) {
 // The step for `node` when it is a fusable op reading chain values (`slots`); false otherwise.
 bool makeStep(const Node& node, int64_t opset,
               const std::unordered_map<const Value*, int>& slots, FusedChain::Step& out) {
-  if (!node.domain().empty() || node.outputs().size() != 1 || !node.output(0)) return false;
+  if (!node.domain().empty() || node.outputs().empty() || !node.output(0)) return false;
+  // One output (BatchNormalization may list the training outputs as omitted names).
+  for (size_t i = 1; i < node.outputs().size(); ++i)
+    if (node.output(i)) return false;
   const std::string& op = node.opType();
   auto slotOf = [&](const Value* v) {
     auto it = slots.find(v);
     return it == slots.end() ? -1 : it->second;
   };
   Epilogue::Step& s = out.step;
+  using Kind = Epilogue::Kind;
+  using Outside = FusedChain::Step::Outside;
   static const std::unordered_map<std::string, vec::BinOp> binary = {
       {"Add", vec::BinOp::Add}, {"Sub", vec::BinOp::Sub}, {"Mul", vec::BinOp::Mul},
-      {"Div", vec::BinOp::Div}};
+      {"Div", vec::BinOp::Div}, {"Max", vec::BinOp::Max}, {"Min", vec::BinOp::Min}};
   if (auto it = binary.find(op); it != binary.end()) {
-    // Before opset 7 these ops broadcast by attribute; those stay unfused.
+    // Before opset 7 these ops broadcast by attribute; those stay unfused (as do Max / Min with
+    // other than two inputs).
     if (opset < 7 || node.attribute("broadcast") || node.inputs().size() != 2) return false;
     const Value* a = node.input(0);
     const Value* b = node.input(1);
     if (!a || !b) return false;
-    s.unary = false;
+    s.kind = Kind::Binary;
     s.binOp = it->second;
     s.a.slot = slotOf(a);
     s.b.slot = slotOf(b);
     if (s.a.slot < 0 && s.b.slot < 0) return false;
-    if (s.a.slot < 0) out.outsideA = a;
-    if (s.b.slot < 0) out.outsideB = b;
+    if (s.a.slot < 0) out.outside[Outside::kA] = a;
+    if (s.b.slot < 0) out.outside[Outside::kB] = b;
     return true;
   }
   const Value* x = node.input(0);
   if (!x || slotOf(x) < 0) return false;
-  s.unary = true;
+  s.kind = Kind::Unary;
   s.a.slot = slotOf(x);
+  if (op == "BatchNormalization") {
+    // Inference form only, as the kernel runs it: one output, per-channel statistics, the four
+    // parameter inputs from outside the chain.
+    if (node.inputs().size() != 5) return false;
+    if (opset < 9 && node.attribute("spatial") && node.attribute("spatial")->kind() == AttrKind::Int &&
+        node.attribute("spatial")->asInt() == 0)
+      return false;
+    if (const Attribute* t = node.attribute("training_mode");
+        opset >= 14 && t && (t->kind() != AttrKind::Int || t->asInt() != 0))
+      return false;
+    s.kind = Kind::BatchNorm;
+    s.epsilon = attrFloat(node, "epsilon", 1e-5f);
+    for (int k = 0; k < 4; ++k) {
+      const Value* v = node.input(static_cast<size_t>(k) + 1);
+      if (!v || slotOf(v) >= 0) return false;
+      out.outside[k] = v;
+    }
+    return true;
+  }
   if (op == "Relu" && node.inputs().size() == 1) {
     s.unOp = vec::UnOp::Relu;
   } else if (op == "LeakyRelu" && node.inputs().size() == 1) {
@@ -83,9 +108,10 @@ bool makeStep(const Node& node, int64_t opset,
       s.p1 = attrFloat(node, "max", s.p1);
     } else {
       if (node.inputs().size() > 3) return false;
-      out.clipLo = node.input(1);
-      out.clipHi = node.input(2);
-      if (slotOf(out.clipLo) >= 0 || slotOf(out.clipHi) >= 0) return false;
+      out.outside[Outside::kLo] = node.input(1);
+      out.outside[Outside::kHi] = node.input(2);
+      if (slotOf(out.outside[Outside::kLo]) >= 0 || slotOf(out.outside[Outside::kHi]) >= 0)
+        return false;
     }
   } else {
     return false;
@@ -152,10 +178,9 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
       if (!node.subgraphs().empty() || !makeStep(node, opset, slots, step)) break;
       // An outside operand must exist when the Conv runs, or be a Constant node's value.
       bool available = true;
-      const Value* outside[4] = {step.outsideA, step.outsideB, step.clipLo, step.clipHi};
       for (int k = 0; k < 4 && available; ++k) {
-        if (existsBefore(outside[k], c)) continue;
-        const Node* maker = outside[k]->producer();
+        if (existsBefore(step.outside[k], c)) continue;
+        const Node* maker = step.outside[k]->producer();
         if (maker && maker->opType() == "Constant" && maker->domain().empty())
           step.constant[k] = constantNodeValue(*maker);
         available = step.constant[k].has_value();
@@ -204,18 +229,24 @@ std::optional<Epilogue> bindChain(const FusedChain& chain, const Scope& scope) {
     into = *reinterpret_cast<const float*>(t->data());
     return true;
   };
+  using Outside = FusedChain::Step::Outside;
   for (const FusedChain::Step& planned : chain.steps) {
     Epilogue::Step step = planned.step;
-    const Value* outside[4] = {planned.outsideA, planned.outsideB, planned.clipLo, planned.clipHi};
     const Tensor* tensors[4] = {};
     for (int k = 0; k < 4; ++k) {
-      if (!outside[k]) continue;
-      tensors[k] = planned.constant[k] ? &*planned.constant[k] : tensorOf(outside[k]);
+      if (!planned.outside[k]) continue;
+      tensors[k] = planned.constant[k] ? &*planned.constant[k] : tensorOf(planned.outside[k]);
       if (!tensors[k]) return std::nullopt;
     }
-    step.a.tensor = tensors[0];
-    step.b.tensor = tensors[1];
-    if (!scalarOf(tensors[2], step.p0) || !scalarOf(tensors[3], step.p1)) return std::nullopt;
+    if (step.kind == Epilogue::Kind::BatchNorm) {
+      for (int k = 0; k < 4; ++k)
+        step.norm[k] = tensors[k];
+    } else {
+      step.a.tensor = tensors[Outside::kA];
+      step.b.tensor = tensors[Outside::kB];
+      if (!scalarOf(tensors[Outside::kLo], step.p0) || !scalarOf(tensors[Outside::kHi], step.p1))
+        return std::nullopt;
+    }
     out.add(step);
   }
   return out;

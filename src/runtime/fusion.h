@@ -17,12 +17,13 @@ struct FusedChain {
   // One absorbed node: its step with chain slots filled in, and the outside values to bind.
   struct Step {
     Epilogue::Step step;
-    const Value* outsideA = nullptr; // operand a when it is not a chain value
-    const Value* outsideB = nullptr;
-    const Value* clipLo = nullptr; // Clip (opset 11+) bounds, read at bind time
-    const Value* clipHi = nullptr;
+    // Values from outside the chain, read at bind time: binary ops' operands a and b (those that
+    // are not chain values), Clip's (opset 11+) bounds lo and hi, BatchNormalization's scale, B,
+    // input_mean and input_var.
+    enum Outside { kA = 0, kB = 1, kLo = 2, kHi = 3, kScale = 0, kBias = 1, kMean = 2, kVar = 3 };
+    const Value* outside[4] = {};
     // Outputs of Constant nodes (which may come after the Conv in graph order), taken from the
-    // node's attribute once: a, b, lo, hi.
+    // node's attribute once, by the same index.
     std::optional<Tensor> constant[4];
   };
   size_t producer = 0;       // the Conv's node index
@@ -36,9 +37,10 @@ struct FusionPlan {
   std::vector<FusedChain> chains;
 };
 
-// Finds the chains after each Conv: float32 Add/Sub/Mul/Div/Relu/LeakyRelu/Clip/HardSigmoid/
-// HardSwish nodes whose chain inputs are read nowhere else, are no graph output and are not named
-// in `keep`, and whose other inputs exist before the Conv runs. nullptr when nothing fuses.
+// Finds the chains after each Conv: float32 Add/Sub/Mul/Div/Max/Min (two inputs)/Relu/LeakyRelu/
+// Clip/HardSigmoid/HardSwish/BatchNormalization (inference, one output) nodes whose chain inputs
+// are read nowhere else, are no graph output and are not named in `keep`, and whose other inputs
+// exist before the Conv runs. nullptr when nothing fuses.
 std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
                                              const std::vector<std::string>& keep);
 

@@ -439,6 +439,12 @@ template <Variadic kind, typename T> T combine(T a, T b) {
 template <Variadic kind> Status variadicKernel(KernelContext& ctx) {
   const size_t n = ctx.inputCount();
   if (n == 0 || !ctx.hasInput(0)) return ctx.fail("needs at least one input");
+  // Two float32 operands: the vector loops (the same pick as combine; a Conv epilogue runs them
+  // too, fusion.h).
+  if constexpr (kind == Variadic::Max || kind == Variadic::Min)
+    if (n == 2 && ctx.hasInput(1) && !ctx.hasAttr("broadcast") &&
+        binaryFloatFast(ctx, kind == Variadic::Max ? vec::BinOp::Max : vec::BinOp::Min))
+      return Status::ok();
   const DType dt = ctx.input(0).dtype();
   for (size_t i = 1; i < n; ++i)
     if (ctx.input(i).dtype() != dt) return ctx.fail("inputs have different dtypes");

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "nn_util.h"
 #include "thread_pool.h"
 
 namespace kiln::rt {
@@ -37,9 +38,29 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims) {
   };
   boundA_.assign(steps_.size(), Bound{});
   boundB_.assign(steps_.size(), Bound{});
+  factors_.assign(steps_.size(), {});
   for (size_t i = 0; i < steps_.size(); ++i) {
-    if (!classify(steps_[i].a, boundA_[i])) return false;
-    if (!steps_[i].unary && !classify(steps_[i].b, boundB_[i])) return false;
+    const Step& st = steps_[i];
+    if (!classify(st.a, boundA_[i])) return false;
+    if (st.kind == Kind::Binary && !classify(st.b, boundB_[i])) return false;
+    if (st.kind != Kind::BatchNorm) continue;
+    if (st.a.slot < 0) return false;
+    const float* in[4];
+    for (int k = 0; k < 4; ++k) {
+      const Tensor* t = st.norm[k];
+      if (!t || t->dtype() != DType::Float32 ||
+          static_cast<int64_t>(t->elementCount()) != channels_)
+        return false;
+      in[k] = reinterpret_cast<const float*>(t->data());
+    }
+    // The factors exactly as the BatchNormalization kernel makes them (nn_util.h).
+    std::vector<float>& f = factors_[i];
+    f.resize(static_cast<size_t>(2 * channels_));
+    for (int64_t c = 0; c < channels_; ++c) {
+      const float mul = nn::batchNormMul<float>(in[0][c], in[3][c], st.epsilon);
+      f[static_cast<size_t>(c)] = mul;
+      f[static_cast<size_t>(channels_ + c)] = nn::batchNormAdd<float>(in[1][c], in[2][c], mul);
+    }
   }
   return true;
 }
@@ -57,8 +78,13 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset) const
       const Step& st = steps_[i];
       // The last step writes the output in place (the loops allow exact aliasing).
       float* dst = i + 1 == count ? block : slot(static_cast<int>(i) + 1);
-      if (st.unary) {
+      if (st.kind == Kind::Unary) {
         vec::unary(st.unOp, slot(st.a.slot), dst, len, st.p0, st.p1);
+        continue;
+      }
+      if (st.kind == Kind::BatchNorm) {
+        const float* f = factors_[i].data();
+        vec::scaleShift(slot(st.a.slot), f[channel], f[channels_ + channel], dst, len);
         continue;
       }
       const Bound& ba = boundA_[i];

@@ -1,9 +1,10 @@
-// A chain of float32 elementwise nodes (Add/Sub/Mul/Div with a constant, a per-channel constant,
-// a same-shape tensor or another chain value; Relu, LeakyRelu, Clip, HardSigmoid, HardSwish) that
-// the executor hands to the Conv kernel producing the chain's input, so that the chain runs on
-// each block of the convolution's output while it is still in cache instead of one pass over the
-// whole tensor per node. Every step calls the same loop (vec_loops.h) as the node's own kernel,
-// so the fused result is bit-identical to running the nodes one by one.
+// A chain of float32 elementwise nodes (Add/Sub/Mul/Div/Max/Min with a constant, a per-channel
+// constant, a same-shape tensor or another chain value; Relu, LeakyRelu, Clip, HardSigmoid,
+// HardSwish; inference BatchNormalization) that the executor hands to the Conv kernel producing
+// the chain's input, so that the chain runs on each block of the convolution's output while it is
+// still in cache instead of one pass over the whole tensor per node. Every step calls the same
+// loop (vec_loops.h) as the node's own kernel, with the same per-channel factors, so the fused
+// result is bit-identical to running the nodes one by one.
 #pragma once
 
 #include <cstdint>
@@ -22,12 +23,16 @@ class Epilogue {
     int slot = -1;
     const Tensor* tensor = nullptr;
   };
+  enum class Kind : uint8_t { Unary, Binary, BatchNorm };
   struct Step {
-    bool unary = false;
+    Kind kind = Kind::Unary;
     vec::BinOp binOp = vec::BinOp::Add;
     vec::UnOp unOp = vec::UnOp::Relu;
     float p0 = 0, p1 = 0; // unary parameters (vec::unary)
-    Operand a, b;         // unary steps read a
+    Operand a, b;         // unary and BatchNorm steps read a
+    // BatchNorm: scale, B, input_mean, input_var (float32, one value per channel) and epsilon.
+    const Tensor* norm[4] = {};
+    double epsilon = 1e-5;
   };
 
   void add(Step step) { steps_.push_back(step); }
@@ -35,7 +40,8 @@ class Epilogue {
 
   // Checks every outside operand against the convolution's output dims [N, C, spatial...]: a
   // float32 scalar, a per-channel float32 tensor or a float32 tensor of exactly those dims (none
-  // may change the output's shape). False leaves the chain to the nodes' own kernels.
+  // may change the output's shape); BatchNorm inputs are float32 with one value per channel (their
+  // factors are worked out here). False leaves the chain to the nodes' own kernels.
   bool bind(const std::vector<int64_t>& outDims);
 
   // Runs the chain in place over y[0, n), elements of channel `channel` starting at flat offset
@@ -52,6 +58,8 @@ class Epilogue {
   };
   std::vector<Step> steps_;
   std::vector<Bound> boundA_, boundB_;
+  std::vector<std::vector<float>> factors_; // BatchNorm steps: mul per channel, then add
+
   int64_t batch_ = 0, channels_ = 0, plane_ = 0;
 };
 

@@ -73,6 +73,15 @@ template <typename T> constexpr DType dtypeOf() {
     return DType::Undefined;
 }
 
+// BatchNormalization (inference) as y = x * mul + add per channel; the Conv epilogue (fusion.h)
+// computes its factors with these too.
+template <typename T> T batchNormMul(float scale, double var, double epsilon) {
+  return static_cast<T>(scale / std::sqrt(var + epsilon));
+}
+template <typename T> T batchNormAdd(float bias, double mean, T mul) {
+  return static_cast<T>(bias - mean * static_cast<double>(mul));
+}
+
 inline bool isHalfLike(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
 inline bool isFloatLike(DType d) {
   return d == DType::Float32 || d == DType::Float64 || isHalfLike(d);

@@ -6,6 +6,7 @@
 
 #include "nn_util.h"
 #include "ops/norm.h"
+#include "vec_loops.h"
 
 namespace kiln::rt {
 namespace {
@@ -64,12 +65,16 @@ Status batchNormOp(KernelContext& ctx) {
     for (int64_t b = 0; b < n; ++b)
       for (int64_t ch = 0; ch < c; ++ch) {
         const size_t k = static_cast<size_t>(ch);
-        const T mul = static_cast<T>(scale[k] / std::sqrt(var[k] + eps));
-        const T add = static_cast<T>(bias[k] - mean[k] * static_cast<double>(mul));
+        const T mul = nn::batchNormMul<T>(scale[k], var[k], eps);
+        const T add = nn::batchNormAdd<T>(bias[k], mean[k], mul);
         const T* p = xv.data() + (b * c + ch) * inner;
         T* q = y.data() + (b * c + ch) * inner;
-        for (int64_t i = 0; i < inner; ++i)
-          q[i] = p[i] * mul + add;
+        if constexpr (std::is_same_v<T, float>) {
+          vec::scaleShift(p, mul, add, q, inner);
+        } else {
+          for (int64_t i = 0; i < inner; ++i)
+            q[i] = p[i] * mul + add;
+        }
       }
     ctx.setOutput(0, std::move(y).finish());
     if (training) {

@@ -2,11 +2,24 @@
 #include "vec_loops.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace kiln::rt::vec {
 namespace {
 
 #define KILN_VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// The Max / Min kernels' pick (written as selects so that the loops vectorize).
+inline float pickMax(float x, float y) {
+  const float m = x < y ? y : x;
+  return (x != x || y != y) ? kNaN : m;
+}
+inline float pickMin(float x, float y) {
+  const float m = y < x ? y : x;
+  return (x != x || y != y) ? kNaN : m;
+}
 
 template <typename Fn>
 inline void loopSame(const float* __restrict a, const float* __restrict b, float* __restrict out,
@@ -37,6 +50,14 @@ KILN_VEC_CLONES void binarySame(BinOp op, const float* a, const float* b, float*
     for (int64_t i = 0; i < n; ++i)
       out[i] = a[i] / b[i];
     break;
+  case BinOp::Max:
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = pickMax(a[i], b[i]);
+    break;
+  case BinOp::Min:
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = pickMin(a[i], b[i]);
+    break;
   }
 }
 
@@ -58,6 +79,14 @@ KILN_VEC_CLONES void binaryScalarRight(BinOp op, const float* a, float s, float*
     for (int64_t i = 0; i < n; ++i)
       out[i] = a[i] / s;
     break;
+  case BinOp::Max:
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = pickMax(a[i], s);
+    break;
+  case BinOp::Min:
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = pickMin(a[i], s);
+    break;
   }
 }
 
@@ -78,6 +107,14 @@ KILN_VEC_CLONES void binaryScalarLeft(BinOp op, float s, const float* b, float* 
   case BinOp::Div:
     for (int64_t i = 0; i < n; ++i)
       out[i] = s / b[i];
+    break;
+  case BinOp::Max:
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = pickMax(s, b[i]);
+    break;
+  case BinOp::Min:
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = pickMin(s, b[i]);
     break;
   }
 }
@@ -113,6 +150,11 @@ KILN_VEC_CLONES void unary(UnOp op, const float* in, float* out, int64_t n, floa
     }
     break;
   }
+}
+
+KILN_VEC_CLONES void scaleShift(const float* in, float mul, float add, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = in[i] * mul + add;
 }
 
 } // namespace kiln::rt::vec

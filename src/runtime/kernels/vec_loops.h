@@ -13,7 +13,9 @@ namespace kiln::rt::vec {
 constexpr int64_t kParallelElements = int64_t{1} << 16;
 constexpr int64_t kParallelGrain = int64_t{1} << 12;
 
-enum class BinOp { Add, Sub, Mul, Div };
+// Max and Min pick as the Max / Min kernels do: NaN when either operand is NaN, else the larger
+// (smaller), the left operand when they compare equal (+0 / -0).
+enum class BinOp { Add, Sub, Mul, Div, Max, Min };
 
 // out[i] = a[i] op b[i].
 void binarySame(BinOp op, const float* a, const float* b, float* out, int64_t n);
@@ -27,5 +29,9 @@ enum class UnOp { Relu, LeakyRelu, Clip, HardSigmoid, HardSwish };
 // out[i] = op(in[i]) with parameters p0, p1 (LeakyRelu: alpha; Clip: lo, hi; HardSigmoid: alpha,
 // beta); the per-element formulas are the kernels' own.
 void unary(UnOp op, const float* in, float* out, int64_t n, float p0, float p1);
+
+// out[i] = in[i] * mul + add, rounded after the multiply and after the add (BatchNormalization's
+// per-channel form).
+void scaleShift(const float* in, float mul, float add, float* out, int64_t n);
 
 } // namespace kiln::rt::vec

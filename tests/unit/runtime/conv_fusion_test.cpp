@@ -3,7 +3,10 @@
 // intermediate is read elsewhere, is a graph output or is captured.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <functional>
 #include <random>
 
 #include "kiln/ir/graph.h"
@@ -14,7 +17,9 @@ using namespace kiln;
 
 namespace {
 
-Tensor floats(std::vector<int64_t> dims, uint32_t seed) {
+// Uniform in [-2, 2); `edit` may change the values before they become a tensor.
+Tensor floats(std::vector<int64_t> dims, uint32_t seed,
+              const std::function<void(std::vector<float>&)>& edit = nullptr) {
   int64_t n = 1;
   for (int64_t d : dims)
     n *= d;
@@ -23,6 +28,7 @@ Tensor floats(std::vector<int64_t> dims, uint32_t seed) {
   std::vector<float> v(static_cast<size_t>(n));
   for (float& x : v)
     x = dist(gen);
+  if (edit) edit(v);
   return rt::makeTensor<float>(DType::Float32, std::move(dims), v);
 }
 
@@ -182,6 +188,91 @@ TEST(ConvFusion, CapturedIntermediatesAreStillComputed) {
   for (const char* name : {"conv", "m1", "a1", "a2", "clip", "m2", "d", "a3", "hs", "res"})
     EXPECT_TRUE(all.captured.count(name)) << name;
   EXPECT_EQ(calls(all, "Clip"), 1u);
+}
+
+// x -> Conv -> BatchNormalization (parameters from Constant nodes, one placed after the Conv)
+// -> [Add 3 -> Clip 0..6 -> Mul (BN output read twice) -> Div 6] -> Max(-0.4) -> Min(per-channel)
+// -> LeakyRelu. `nanInput` puts NaNs into x (Max / Min must pass them through alike).
+ChainModel normChainModel(const ConvCase& c, bool nanInput = false, int64_t trainingMode = -1) {
+  ChainModel m;
+  m.model.opsets = {{"", 15}};
+  m.model.graph = std::make_shared<Graph>("g");
+  Graph& g = *m.model.graph;
+  const int64_t h = 13, w = 37, pad = c.k / 2;
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  m.feeds["x"] = rt::RtValue::ofTensor(floats({1, c.channels, h, w}, 11, [&](auto& v) {
+    for (size_t i = 0; nanInput && i < v.size(); i += 29)
+      v[i] = std::numeric_limits<float>::quiet_NaN();
+  }));
+  Value* wv = g.addInitializer("w", floats({c.filters, c.channels / c.group, c.k, c.k}, 12));
+  Node* conv = g.appendNode("Conv", {x, wv}, {"conv"});
+  conv->setAttribute("pads", Attribute::ofInts({pad, pad, pad, pad}));
+  conv->setAttribute("strides", Attribute::ofInts({c.stride, c.stride}));
+  conv->setAttribute("group", Attribute::ofInt(c.group));
+  auto constant = [&](const std::string& name, Tensor t) {
+    Node* n = g.appendNode("Constant", {}, {name});
+    n->setAttribute("value", Attribute::ofTensor(std::move(t)));
+    return n->output(0);
+  };
+  Tensor var = floats({c.filters}, 14, [](auto& v) {
+    for (float& x : v)
+      x = std::fabs(x) + 0.01f;
+  });
+  Value* scale = constant("scale", floats({c.filters}, 13));
+  Value* bias = g.addInitializer("bias", floats({c.filters}, 15));
+  Value* mean = g.addInitializer("mean", floats({c.filters}, 16));
+  Value* varv = g.addInitializer("var", var);
+  auto node = [&](const std::string& op, std::vector<Value*> ins, const std::string& out) {
+    return g.appendNode(op, ins, {out});
+  };
+  Node* bn = node("BatchNormalization", {conv->output(0), scale, bias, mean, varv}, "bn");
+  bn->setAttribute("epsilon", Attribute::ofFloat(1e-3f));
+  if (trainingMode >= 0) bn->setAttribute("training_mode", Attribute::ofInt(trainingMode));
+  Value* a = node("Add", {bn->output(0), g.addInitializer("three", scalar(3.0f))}, "a")->output(0);
+  Node* clip = node("Clip", {a, g.addInitializer("lo", scalar(0.0f)),
+                              g.addInitializer("hi", scalar(6.0f))}, "clip");
+  Value* mu = node("Mul", {bn->output(0), clip->output(0)}, "mu")->output(0);
+  Value* d = node("Div", {mu, g.addInitializer("six", scalar(6.0f))}, "d")->output(0);
+  Value* mx = node("Max", {d, constant("floor", scalar(-0.4f, {1, 1, 1, 1}))}, "mx")->output(0);
+  Value* mn = node("Min", {g.addInitializer("cap", floats({c.filters, 1, 1}, 17)), mx}, "mn")
+                  ->output(0);
+  Node* lrelu = node("LeakyRelu", {mn}, "y");
+  g.addOutput(lrelu->output(0));
+  return m;
+}
+
+TEST(ConvFusion, BatchNormAndMaxMinChainEqualsNodesOneByOne) {
+  for (const ConvCase& c : kCases) {
+    for (bool nan : {false, true}) {
+      const std::string what = std::string(c.what) + (nan ? ", NaN input" : "");
+      ChainModel m = normChainModel(c, nan);
+      rt::RunResult plain = run(m, false, 1);
+      rt::RunResult fused = run(m, true, 1);
+      rt::RunResult fusedTwo = run(m, true, 2);
+      ASSERT_EQ(fused.outputs.size(), 1u) << what;
+      expectSameBytes(plain.outputs[0].tensor, fused.outputs[0].tensor, what);
+      expectSameBytes(fused.outputs[0].tensor, fusedTwo.outputs[0].tensor, what + ", 2 threads");
+      EXPECT_EQ(calls(plain, "BatchNormalization"), 1u) << what;
+      EXPECT_EQ(calls(plain, "Max"), 1u) << what;
+      EXPECT_EQ(calls(fused, "BatchNormalization"), 0u) << what;
+      EXPECT_EQ(calls(fused, "Max"), 0u) << what;
+      EXPECT_EQ(calls(fused, "Min"), 0u) << what;
+      EXPECT_EQ(calls(fused, "LeakyRelu"), 0u) << what;
+    }
+  }
+}
+
+TEST(ConvFusion, TrainingModeBatchNormStaysOnItsOwn) {
+  ChainModel m = normChainModel(kCases[1], false, 1);
+  rt::ExecutorOptions options;
+  options.profile = true;
+  rt::Executor executor(m.model, options);
+  auto result = executor.run(m.feeds);
+  ASSERT_TRUE(result) << result.status().toString();
+  // The BatchNormalization (batch statistics) runs as a node; the chain stops before it.
+  EXPECT_EQ(calls(*result, "BatchNormalization"), 1u);
+  EXPECT_EQ(calls(*result, "Max"), 1u);
 }
 
 } // namespace

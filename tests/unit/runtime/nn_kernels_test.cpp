@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "kiln/ir/graph.h"
@@ -625,6 +626,40 @@ TEST(NnKernels, LpNormalizationL1AndL2AlongAxis) {
   auto l1 = runNode("LpNormalization", {{"x", floats({2, 2}, {1, 2, 3, -6})}},
                     {{"axis", Attribute::ofInt(0)}, {"p", Attribute::ofInt(1)}}, 1);
   expectNear(l1[0], {0.25f, 0.25f, 0.75f, -0.75f}, 1e-6f);
+}
+
+// Max / Min of two float32 tensors (the vector loops a Conv epilogue shares): NaN from either
+// side gives NaN, equal operands (+0 / -0) give the first, across the broadcast shapes.
+TEST(NnKernels, MaxMinTwoFloatOperands) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> a = {1.0f, -2.0f, nan, 0.0f, -0.0f, 5.0f, -7.0f, 3.0f};
+  const std::vector<float> b = {2.0f, -3.0f, 1.0f, -0.0f, 0.0f, nan, -7.0f, 3.5f};
+  auto bits = [](float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    return u;
+  };
+  auto check = [&](const Tensor& t, const std::vector<float>& want, const char* what) {
+    ASSERT_EQ(t.elementCount(), want.size()) << what;
+    const float* p = reinterpret_cast<const float*>(t.data());
+    for (size_t i = 0; i < want.size(); ++i)
+      if (std::isnan(want[i]))
+        EXPECT_TRUE(std::isnan(p[i])) << what << " " << i;
+      else
+        EXPECT_EQ(bits(p[i]), bits(want[i])) << what << " " << i;
+  };
+  auto max = runNode("Max", {{"a", floats({8}, a)}, {"b", floats({8}, b)}}, {}, 1);
+  check(max[0], {2.0f, -2.0f, nan, 0.0f, -0.0f, nan, -7.0f, 3.5f}, "Max");
+  auto min = runNode("Min", {{"a", floats({8}, a)}, {"b", floats({8}, b)}}, {}, 1);
+  check(min[0], {1.0f, -3.0f, nan, 0.0f, -0.0f, nan, -7.0f, 3.0f}, "Min");
+  // Scalar on either side, and a per-row operand.
+  auto right = runNode("Max", {{"a", floats({2, 4}, a)}, {"s", floats({1}, {-0.0f})}}, {}, 1);
+  check(right[0], {1.0f, -0.0f, nan, 0.0f, -0.0f, 5.0f, -0.0f, 3.0f}, "Max(a, -0)");
+  auto left = runNode("Min", {{"s", floats({1, 1}, {0.0f})}, {"a", floats({2, 4}, a)}}, {}, 1);
+  check(left[0], {0.0f, -2.0f, nan, 0.0f, 0.0f, 0.0f, -7.0f, 0.0f}, "Min(0, a)");
+  auto rows = runNode("Max", {{"a", floats({2, 4}, a)}, {"r", floats({2, 1}, {0.5f, nan})}}, {},
+                      1);
+  check(rows[0], {1.0f, 0.5f, nan, 0.5f, nan, nan, nan, nan}, "Max(a, rows)");
 }
 
 } // namespace
