@@ -100,6 +100,8 @@ class Executor {
     // Outputs of constant nodes kept between runs (ExecutorOptions::cacheConstants).
     size_t constantBytes = 0;
     uint64_t constantNodes = 0;
+    // What kernels keep per node between runs (KernelState), e.g. rearranged constant weights.
+    size_t kernelStateBytes = 0;
     // The planned arena (RunArena::Stats).
     size_t arenaBytes = 0, recordedPeakBytes = 0;
     uint64_t arenaServed = 0, divergedRuns = 0;
@@ -140,6 +142,9 @@ class Executor {
     // computed, are kept in `cached` (by step; empty until the node first runs).
     std::vector<bool> constant;
     std::vector<std::vector<RtValue>> cached;
+    // The step that makes each slot's value (-1: a graph input), and each step's kernel state.
+    std::vector<int32_t> slotProducer;
+    std::vector<std::unique_ptr<KernelState>> state;
   };
   GraphPlan& planFor(const Graph& graph);
   bool isConstantNode(const Node& node) const;

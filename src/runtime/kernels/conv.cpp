@@ -196,7 +196,7 @@ template <typename T> void addChannelBias(T* y, const T* bias, int64_t channels,
 // per plane in the depthwise loops, per column block of the 1x1 GEMM, else over the whole output.
 template <typename T>
 void convForward(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y,
-                 const Epilogue* epilogue) {
+                 const Epilogue* epilogue, dnnl_conv::PackedWeights* packed = nullptr) {
   const Window& win = s.window;
   if (win.rank() == 2 && s.group > 1 && s.channels == s.group) {
     depthwise2d(threads, s, x, w, bias, y, epilogue);
@@ -227,7 +227,7 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
                                 {win.dilations[0], win.dilations[1]},
                                 {win.padBegin[0], win.padBegin[1]},
                                 {win.padEnd[0], win.padEnd[1]}};
-      if (dnnl_conv::run(threads, c, x, w, bias, y)) {
+      if (dnnl_conv::run(threads, c, x, w, bias, y, packed)) {
         finish();
         return;
       }
@@ -283,6 +283,12 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
   if (!pointwise) finish(); // 1x1 ran the chain on each GEMM block
 }
 
+// What a Conv node keeps between runs: its constant weights in oneDNN's layout.
+struct ConvState : KernelState {
+  dnnl_conv::PackedWeights weights;
+  size_t bytes() const override { return weights.bytes.capacity(); }
+};
+
 Status convOp(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
@@ -303,8 +309,12 @@ Status convOp(KernelContext& ctx) {
     std::optional<Staged<T>> bv;
     if (hasBias) bv.emplace(ctx.input(2));
     StagedOut<T> y(x.dtype(), yd);
+    // Weights that stay the same tensor over the executor's runs are rearranged once.
+    dnnl_conv::PackedWeights* packed = nullptr;
+    if (ctx.inputIsConstant(1))
+      if (ConvState* state = ctx.state<ConvState>()) packed = &state->weights;
     convForward<T>(ctx.threads(), s, xv.data(), wv.data(), bv ? bv->data() : nullptr, y.data(),
-                   epilogue);
+                   epilogue, packed);
     ctx.setOutput(0, std::move(y).finish());
   });
   if (done && epilogue) ctx.markEpilogueApplied();

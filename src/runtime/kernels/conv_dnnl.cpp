@@ -1,7 +1,7 @@
 // oneDNN convolution (conv_dnnl.h). oneDNN lays the tensors out in its own blocked formats; the
-// NCHW input and output are reordered around the primitive, the weights on every call (the
-// executor holds no per-node state). The primitive descriptor and the primitives are made once per
-// convolution geometry (and thread count) and kept per thread.
+// NCHW input and output are reordered around the primitive, constant weights once per node (the
+// caller keeps them, PackedWeights), other weights on every call. The primitive descriptor and the
+// primitives are made once per convolution geometry (and thread count) and kept per thread.
 #include "conv_dnnl.h"
 
 #ifdef KILN_HAVE_DNNL
@@ -38,6 +38,14 @@ struct Prepared {
 };
 
 using Key = std::array<int64_t, 20>;
+static_assert(std::is_same_v<Key, decltype(PackedWeights::key)>);
+
+Key keyOf(int threads, const Conv2d& c, bool hasBias) {
+  return {c.batch,        c.channels,     c.height,       c.width,     c.filters,
+          c.outHeight,    c.outWidth,     c.kernel[0],    c.kernel[1], c.strides[0],
+          c.strides[1],   c.dilations[0], c.dilations[1], c.padBegin[0], c.padBegin[1],
+          c.padEnd[0],    c.padEnd[1],    hasBias ? 1 : 0, threads,   0};
+}
 
 const engine& cpuEngine() {
   static engine eng(engine::kind::cpu, 0);
@@ -48,10 +56,7 @@ const Prepared& prepare(int threads, const Conv2d& c, bool hasBias) {
   using tag = memory::format_tag;
   using dt = memory::data_type;
   thread_local std::map<Key, Prepared> cache;
-  const Key key = {c.batch,        c.channels,     c.height,       c.width,     c.filters,
-                   c.outHeight,    c.outWidth,     c.kernel[0],    c.kernel[1], c.strides[0],
-                   c.strides[1],   c.dilations[0], c.dilations[1], c.padBegin[0], c.padBegin[1],
-                   c.padEnd[0],    c.padEnd[1],    hasBias ? 1 : 0, threads,   0};
+  const Key key = keyOf(threads, c, hasBias);
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;
   // Inputs whose shapes change on every run would grow the cache without bound: start over.
@@ -91,7 +96,7 @@ const Prepared& prepare(int threads, const Conv2d& c, bool hasBias) {
 } // namespace
 
 bool run(int threads, const Conv2d& c, const float* x, const float* w, const float* bias,
-         float* y) {
+         float* y, PackedWeights* packed) {
   try {
     if (omp_set_num_threads) omp_set_num_threads(threads < 1 ? 1 : threads);
     const Prepared& p = prepare(threads, c, bias != nullptr);
@@ -111,7 +116,25 @@ bool run(int threads, const Conv2d& c, const float* x, const float* w, const flo
       convSrc = scratch(srcBuf, p.pd.src_desc());
       p.srcReorder.execute(strm, userSrc, convSrc);
     }
-    if (p.reorderWei) {
+    if (p.reorderWei && packed) {
+      // Constant weights: rearranged on the first call for this geometry, then reused.
+      const memory::desc md = p.pd.weights_desc();
+      const Key key = keyOf(threads, c, bias != nullptr);
+      const bool fresh = packed->source == w && packed->key == key && packed->size == md.get_size();
+      if (!fresh) {
+        packed->source = nullptr;
+        packed->bytes.assign(md.get_size() + 64, 0);
+        packed->size = md.get_size();
+      }
+      uint8_t* base = packed->bytes.data();
+      base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+      convWei = memory(md, eng, base);
+      if (!fresh) {
+        p.weiReorder.execute(strm, userWei, convWei);
+        packed->source = w;
+        packed->key = key;
+      }
+    } else if (p.reorderWei) {
       convWei = scratch(weiBuf, p.pd.weights_desc());
       p.weiReorder.execute(strm, userWei, convWei);
     }
@@ -132,7 +155,9 @@ bool run(int threads, const Conv2d& c, const float* x, const float* w, const flo
 
 bool available() { return false; }
 
-bool run(int, const Conv2d&, const float*, const float*, const float*, float*) { return false; }
+bool run(int, const Conv2d&, const float*, const float*, const float*, float*, PackedWeights*) {
+  return false;
+}
 
 #endif
 

@@ -2,7 +2,10 @@
 // (KILN_HAVE_DNNL); bench/dnnl_conv measures it against im2col + OpenBLAS (bench/results.md).
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace kiln::rt::dnnl_conv {
 
@@ -14,8 +17,20 @@ struct Conv2d {
 // True when oneDNN is built in (the caller keeps its own path otherwise).
 bool available();
 
+// The weights rearranged into the primitive's layout, kept by the caller between calls when the
+// weight tensor is constant (the same values at the same address on every call). Reused while the
+// source pointer and the geometry (and thread count) stay those it was made for.
+struct PackedWeights {
+  const float* source = nullptr;
+  std::array<int64_t, 20> key{};
+  std::vector<uint8_t> bytes; // the layout's bytes start at the first 64-byte boundary
+  size_t size = 0;
+};
+
 // y = conv(x, w) + bias (bias may be null) over NCHW / OIHW float tensors, group 1. False when
-// oneDNN is absent or refuses the shape; y is then untouched.
-bool run(int threads, const Conv2d& c, const float* x, const float* w, const float* bias, float* y);
+// oneDNN is absent or refuses the shape; y is then untouched. `packed` (may be null) is used and
+// refreshed only for a constant w.
+bool run(int threads, const Conv2d& c, const float* x, const float* w, const float* bias, float* y,
+         PackedWeights* packed = nullptr);
 
 } // namespace kiln::rt::dnnl_conv
