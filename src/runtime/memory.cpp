@@ -14,6 +14,7 @@
 #include <malloc.h>
 #endif
 
+#include "kiln/runtime/half_block.h"
 #include "kiln/runtime/tensor_util.h"
 
 namespace kiln::rt {
@@ -398,8 +399,7 @@ std::shared_ptr<const Buffer> WideningCache::widened(const Tensor& t) {
     const uint16_t* src = reinterpret_cast<const uint16_t*>(t.data());
     float* dst = reinterpret_cast<float*>(bytes.data());
     if (t.dtype() == DType::Float16)
-      for (size_t i = 0; i < n; ++i)
-        dst[i] = halfToFloat(src[i]);
+      halvesToFloats(src, dst, n);
     else
       for (size_t i = 0; i < n; ++i)
         dst[i] = bfloat16ToFloat(src[i]);
