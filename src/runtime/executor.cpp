@@ -315,6 +315,7 @@ Executor::GraphPlan& Executor::planFor(const Graph& graph) {
   std::vector<std::vector<uint32_t>> releaseAfter(graph.nodeCount());
   plan.constant.assign(graph.nodeCount(), false);
   plan.cached.resize(graph.nodeCount());
+  plan.nodeState.resize(graph.nodeCount());
   // Each local value is released after the node that reads it last (in topological order), or
   // right after the node that makes it when nothing reads it; graph outputs and initializers stay.
   std::unordered_set<const Value*> keep(graph.outputs().begin(), graph.outputs().end());
@@ -453,6 +454,7 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
       inputs[i] = v;
     }
     KernelContext context(*this, node, std::move(inputs), scope, opset_, std::move(outputs));
+    context.setNodeState(&plan.nodeState[index]);
     const FusedChain* chain = nullptr;
     std::optional<Epilogue> epilogue;
     if (plan.fusion && plan.fusion->chainAt[index] >= 0) {

@@ -106,6 +106,13 @@ class Executor {
   };
   MemoryStats memoryStats() const;
 
+  // True when `value` is the same on every run of this executor: an initializer that no feed can
+  // override, or the output of a constant node.
+  bool isConstantValue(const Value* value) const {
+    return value && (constantValues_.count(value) ||
+                     (value->isInitializer() && !value->isGraphInput()));
+  }
+
  private:
   // What runNodes needs of a graph, worked out on its first run and reused by every later one:
   // each node's kernel, where each of its inputs comes from (a slot of this graph's scope, an
@@ -140,6 +147,8 @@ class Executor {
     // computed, are kept in `cached` (by step; empty until the node first runs).
     std::vector<bool> constant;
     std::vector<std::vector<RtValue>> cached;
+    // What a kernel keeps about its node between runs (KernelContext::nodeState), by step.
+    std::vector<std::shared_ptr<void>> nodeState;
   };
   GraphPlan& planFor(const Graph& graph);
   bool isConstantNode(const Node& node) const;

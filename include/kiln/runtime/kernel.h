@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,14 @@ class KernelContext {
   void markEpilogueApplied() { epilogueApplied_ = true; }
   bool epilogueApplied() const { return epilogueApplied_; }
 
+  // State the kernel keeps about this node for the executor's lifetime (prepared constant
+  // weights), or nullptr when there is none (constant folding). The kernel must check that what it
+  // finds still fits the inputs it is given.
+  std::shared_ptr<void>* nodeState() const { return nodeState_; }
+  void setNodeState(std::shared_ptr<void>* state) { nodeState_ = state; }
+  // True when input i is the same on every run (see Executor::isConstantValue).
+  bool inputIsConstant(size_t i) const;
+
   bool hasAttr(const std::string& name) const { return node_.attribute(name) != nullptr; }
   const Attribute* attr(const std::string& name) const { return node_.attribute(name); }
   int64_t attrInt(const std::string& name, int64_t fallback) const;
@@ -115,6 +124,7 @@ class KernelContext {
   int64_t opset_;
   std::vector<RtValue> outputs_;
   Epilogue* epilogue_ = nullptr;
+  std::shared_ptr<void>* nodeState_ = nullptr;
   bool epilogueApplied_ = false;
 };
 

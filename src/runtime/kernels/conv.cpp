@@ -1,6 +1,8 @@
 // Convolution kernels: Conv and ConvTranspose (im2col / col2im around BLAS GEMM), and the
 // integer ConvInteger and QLinearConv (int16 column blocks, vectorised int16 -> int32 GEMM).
 #include <algorithm>
+#include <cstring>
+#include <memory>
 
 #include "conv_dnnl.h"
 #include "conv_loops.h"
@@ -590,6 +592,60 @@ void im2colRange(const S* image, int32_t zero, int64_t channels, const Window& w
   }
 }
 
+// What ConvInteger / QLinearConv keep per node: the oneDNN convolution prepared for constant
+// weights (or that oneDNN refused this geometry).
+struct Int8State {
+  std::shared_ptr<dnnl_conv::Int8Conv> conv;
+  dnnl_conv::Conv2d geometry{};
+  int threads = 0;
+  bool xSigned = false, refused = false;
+};
+
+dnnl_conv::Conv2d conv2dOf(const ConvShape& s) {
+  const Window& win = s.window;
+  return {s.batch,
+          s.channels,
+          win.in[0],
+          win.in[1],
+          s.filters,
+          win.out[0],
+          win.out[1],
+          {win.kernel[0], win.kernel[1]},
+          {win.strides[0], win.strides[1]},
+          {win.dilations[0], win.dilations[1]},
+          {win.padBegin[0], win.padBegin[1]},
+          {win.padEnd[0], win.padEnd[1]}};
+}
+
+// The oneDNN integer convolution for this node, prepared on its first run and kept in the node's
+// state: only for 2-D, group 1 convolutions whose weights and weight zero points are constant.
+// nullptr when it does not apply (the caller's own loops run then).
+const dnnl_conv::Int8Conv* preparedInt8(KernelContext& ctx, size_t wIndex, size_t wzIndex,
+                                        const ConvShape& s, const std::vector<int32_t>& wz) {
+  std::shared_ptr<void>* slot = ctx.nodeState();
+  if (!slot || !dnnl_conv::available() || s.window.rank() != 2 || s.group != 1) return nullptr;
+  if (!ctx.inputIsConstant(wIndex) || (ctx.hasInput(wzIndex) && !ctx.inputIsConstant(wzIndex)))
+    return nullptr;
+  const int64_t work = s.batch * s.channels * s.filters * nn::product(s.window.out);
+  if (work <= 0) return nullptr;
+  const bool xSigned = ctx.input(0).dtype() == DType::Int8;
+  const dnnl_conv::Conv2d c = conv2dOf(s);
+  auto state = std::static_pointer_cast<Int8State>(*slot);
+  if (state && state->threads == ctx.threads() && state->xSigned == xSigned &&
+      std::memcmp(&state->geometry, &c, sizeof c) == 0)
+    return state->refused ? nullptr : state->conv.get();
+  state = std::make_shared<Int8State>();
+  state->geometry = c;
+  state->threads = ctx.threads();
+  state->xSigned = xSigned;
+  const Tensor& w = ctx.input(wIndex);
+  state->conv = dnnl_conv::prepareInt8(ctx.threads(), c, xSigned, w.data(),
+                                       w.dtype() == DType::Int8, wz.data());
+  state->refused = !state->conv;
+  *slot = state;
+  return state->conv.get();
+}
+
 // Integer convolution (x - x_zero_point) * (w - w_zero_point[m]) accumulated in int32 into the
 // buffer `output(s)` returns ([N, M, out...]); x and w are inputs 0 and wIndex, their zero points
 // inputs xzIndex and wzIndex. W is staged as int16; each fixed block of output positions is
@@ -611,6 +667,29 @@ Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzI
   const int64_t cg = s.channels / s.group, mg = s.filters / s.group;
   const int64_t ks = nn::product(win.kernel), inSize = nn::product(win.in);
   const int64_t outSize = nn::product(win.out), rows = cg * ks;
+  if (const dnnl_conv::Int8Conv* prepared = preparedInt8(ctx, wIndex, wzIndex, s, wz)) {
+    dnnl_conv::Int8Result r;
+    if (dnnl_conv::runInt8(*prepared, x.data(), xz[0], ctx.threads(), r)) {
+      int32_t* acc = output(s);
+      const int64_t planes = s.batch * s.filters;
+      pool::parallelFor(ctx.threads(), planes, 1, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t b = p / s.filters, m = p % s.filters;
+          const int32_t* src = r.acc + (b * r.channels + m) * outSize;
+          int32_t* dst = acc + p * outSize;
+          if (!r.corr) {
+            std::copy(src, src + outSize, dst);
+            continue;
+          }
+          const int32_t* ones = r.acc + (b * r.channels + r.channels - 1) * outSize;
+          const int32_t k = r.corr[m];
+          for (int64_t i = 0; i < outSize; ++i)
+            dst[i] = src[i] + k * ones[i];
+        }
+      });
+      return Status::ok();
+    }
+  }
   Scratch<int16_t> ws(static_cast<size_t>(w.elementCount()));
   shiftedInt16(w, wz.data(), rows, ws.data());
   int32_t* acc = output(s);
