@@ -646,15 +646,45 @@ const dnnl_conv::Int8Conv* preparedInt8(KernelContext& ctx, size_t wIndex, size_
   return state->conv.get();
 }
 
+std::vector<int64_t> convOutDims(const ConvShape& s) {
+  std::vector<int64_t> yd = {s.batch, s.filters};
+  yd.insert(yd.end(), s.window.out.begin(), s.window.out.end());
+  return yd;
+}
+
+// src[i] + k * ones[i] (ones may be null) with two's complement wrap-around, which gives the exact
+// sum whenever it fits in int32 (ONNX's own output type), whatever the parts.
+inline int32_t combined(const int32_t* src, const int32_t* ones, int32_t k, int64_t i) {
+  if (!ones) return src[i];
+  return static_cast<int32_t>(static_cast<uint32_t>(src[i]) +
+                              static_cast<uint32_t>(k) * static_cast<uint32_t>(ones[i]));
+}
+
+// Float32 plane p (of [N, M, out...]) from its int32 sums, cast as the Cast kernel casts, then the
+// fused chain on each chunk while it is in cache.
+void finishFloatPlane(const Epilogue& epilogue, int64_t p, int64_t filters, int64_t outSize,
+                      const int32_t* src, const int32_t* ones, int32_t k, float* y) {
+  constexpr int64_t kChunk = 4096;
+  for (int64_t j0 = 0; j0 < outSize; j0 += kChunk) {
+    const int64_t len = std::min(kChunk, outSize - j0);
+    for (int64_t i = j0; i < j0 + len; ++i)
+      y[i] = static_cast<float>(combined(src, ones, k, i));
+    epilogue.apply(y + j0, len, p % filters, p * outSize + j0);
+  }
+}
+
 // Integer convolution (x - x_zero_point) * (w - w_zero_point[m]) accumulated in int32 into the
 // buffer `output(s)` returns ([N, M, out...]); x and w are inputs 0 and wIndex, their zero points
-// inputs xzIndex and wzIndex. W is staged as int16; each fixed block of output positions is
+// inputs xzIndex and wzIndex. With a bound `epilogue` (a ConvInteger's fused Cast and chain) the
+// sums are cast to float32 instead and the chain applied, into the buffer `floatOutput(s)` returns.
+// 2-D, group-1 convolutions with constant weights run through oneDNN's int8 convolution where it
+// is exact (preparedInt8); otherwise W is staged as int16, each fixed block of output positions is
 // unfolded on its own from the raw bytes of x (as int16, zero point subtracted) and multiplied by
-// int16GemmColumns, the blocks spread over the thread pool: integer sums are exact, so the result
-// is identical at any thread count.
-template <typename Output>
+// int16GemmColumns, the blocks spread over the thread pool. Integer sums are exact, so both paths
+// and every thread count give identical results.
+template <typename Output, typename FloatOutput>
 Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzIndex, ConvShape& s,
-                   Output&& output) {
+                   Output&& output, Epilogue* epilogue, FloatOutput&& floatOutput) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(wIndex);
   if (!isInt8Like(x.dtype()) || !isInt8Like(w.dtype()))
@@ -663,36 +693,42 @@ Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzI
   std::vector<int32_t> xz, wz;
   KILN_TRY(zeroPoints(ctx, xzIndex, 1, xz, "x_zero_point"));
   KILN_TRY(zeroPoints(ctx, wzIndex, s.filters, wz, "w_zero_point"));
+  if (epilogue && !epilogue->bind(convOutDims(s))) epilogue = nullptr;
   const Window& win = s.window;
   const int64_t cg = s.channels / s.group, mg = s.filters / s.group;
   const int64_t ks = nn::product(win.kernel), inSize = nn::product(win.in);
   const int64_t outSize = nn::product(win.out), rows = cg * ks;
+  const int64_t planes = s.batch * s.filters;
   if (const dnnl_conv::Int8Conv* prepared = preparedInt8(ctx, wIndex, wzIndex, s, wz)) {
     dnnl_conv::Int8Result r;
     if (dnnl_conv::runInt8(*prepared, x.data(), xz[0], ctx.threads(), r)) {
-      int32_t* acc = output(s);
-      const int64_t planes = s.batch * s.filters;
+      int32_t* acc = epilogue ? nullptr : output(s);
+      float* y = epilogue ? floatOutput(s) : nullptr;
       pool::parallelFor(ctx.threads(), planes, 1, [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t b = p / s.filters, m = p % s.filters;
           const int32_t* src = r.acc + (b * r.channels + m) * outSize;
-          int32_t* dst = acc + p * outSize;
-          if (!r.corr) {
-            std::copy(src, src + outSize, dst);
+          const int32_t* ones =
+              r.corr ? r.acc + (b * r.channels + r.channels - 1) * outSize : nullptr;
+          const int32_t k = r.corr ? r.corr[m] : 0;
+          if (epilogue) {
+            finishFloatPlane(*epilogue, p, s.filters, outSize, src, ones, k, y + p * outSize);
             continue;
           }
-          const int32_t* ones = r.acc + (b * r.channels + r.channels - 1) * outSize;
-          const int32_t k = r.corr[m];
+          int32_t* dst = acc + p * outSize;
           for (int64_t i = 0; i < outSize; ++i)
-            dst[i] = src[i] + k * ones[i];
+            dst[i] = combined(src, ones, k, i);
         }
       });
+      if (epilogue) ctx.markEpilogueApplied();
       return Status::ok();
     }
   }
   Scratch<int16_t> ws(static_cast<size_t>(w.elementCount()));
   shiftedInt16(w, wz.data(), rows, ws.data());
-  int32_t* acc = output(s);
+  std::optional<Scratch<int32_t>> sums;
+  if (epilogue) sums.emplace(static_cast<size_t>(planes * outSize));
+  int32_t* acc = epilogue ? sums->data() : output(s);
   constexpr int64_t kBlock = 256;
   auto run = [&](auto* xdata) {
     for (int64_t b = 0; b < s.batch; ++b)
@@ -714,22 +750,34 @@ Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzI
     run(reinterpret_cast<const int8_t*>(x.data()));
   else
     run(x.data());
+  if (epilogue) {
+    float* y = floatOutput(s);
+    pool::parallelFor(ctx.threads(), planes, 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p)
+        finishFloatPlane(*epilogue, p, s.filters, outSize, acc + p * outSize, nullptr, 0,
+                         y + p * outSize);
+    });
+    ctx.markEpilogueApplied();
+  }
   return Status::ok();
 }
 
-std::vector<int64_t> convOutDims(const ConvShape& s) {
-  std::vector<int64_t> yd = {s.batch, s.filters};
-  yd.insert(yd.end(), s.window.out.begin(), s.window.out.end());
-  return yd;
-}
-
+// ConvInteger; with its Cast to float32 (and the chain after it) fused by the executor, the
+// output is that chain's float32 result.
 Status convIntegerOp(KernelContext& ctx) {
   ConvShape s;
   std::optional<OutTensor> y;
-  KILN_TRY(integerConv(ctx, 1, 2, 3, s, [&](const ConvShape& shape) {
-    y.emplace(DType::Int32, convOutDims(shape));
-    return y->data<int32_t>();
-  }));
+  KILN_TRY(integerConv(
+      ctx, 1, 2, 3, s,
+      [&](const ConvShape& shape) {
+        y.emplace(DType::Int32, convOutDims(shape));
+        return y->data<int32_t>();
+      },
+      ctx.epilogue(),
+      [&](const ConvShape& shape) {
+        y.emplace(DType::Float32, convOutDims(shape));
+        return y->data<float>();
+      }));
   ctx.setOutput(0, std::move(*y).finish());
   return Status::ok();
 }
@@ -751,10 +799,13 @@ Status qlinearConvOp(KernelContext& ctx) {
   // Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B.
   ConvShape s;
   std::vector<int32_t> acc;
-  KILN_TRY(integerConv(ctx, 3, 2, 5, s, [&](const ConvShape& shape) {
-    acc.resize(static_cast<size_t>(nn::product(convOutDims(shape))));
-    return acc.data();
-  }));
+  KILN_TRY(integerConv(
+      ctx, 3, 2, 5, s,
+      [&](const ConvShape& shape) {
+        acc.resize(static_cast<size_t>(nn::product(convOutDims(shape))));
+        return acc.data();
+      },
+      nullptr, [](const ConvShape&) { return static_cast<float*>(nullptr); }));
   std::vector<float> xs, ws, ys;
   KILN_TRY(scales(ctx, 1, 1, xs, "x_scale"));
   KILN_TRY(scales(ctx, 4, s.filters, ws, "w_scale"));

@@ -8,7 +8,7 @@
 namespace kiln::rt {
 
 bool Epilogue::bind(const std::vector<int64_t>& outDims) {
-  if (outDims.size() < 2 || steps_.empty()) return false;
+  if (outDims.size() < 2) return false; // no steps: only a ConvInteger's Cast was fused
   batch_ = outDims[0];
   channels_ = outDims[1];
   plane_ = 1;
