@@ -414,15 +414,9 @@ size_t WideningCache::bytes() const {
   return bytes_;
 }
 
-MemoryScope::MemoryScope(ExecutorMemory* memory) : previous_(currentMemory) {
-  currentMemory = memory;
-}
+MemoryScope::MemoryScope(ExecutorMemory* memory) : ThreadBinding(currentMemory, memory) {}
 
-MemoryScope::~MemoryScope() { currentMemory = previous_; }
-
-ArenaScope::ArenaScope(RunArena* arena) : previous_(currentArena) { currentArena = arena; }
-
-ArenaScope::~ArenaScope() { currentArena = previous_; }
+ArenaScope::ArenaScope(RunArena* arena) : ThreadBinding(currentArena, arena) {}
 
 std::shared_ptr<const Buffer> cachedWidening(const Tensor& t) {
   return currentMemory ? currentMemory->widening.widened(t) : nullptr;
