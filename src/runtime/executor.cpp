@@ -137,9 +137,6 @@ Executor::MemoryStats Executor::memoryStats() const {
   out.widenedWeightBytes = memory_->widening.bytes();
   out.constantBytes = constantBytes_;
   out.constantNodes = constantNodes_;
-  for (const auto& [graph, plan] : plans_)
-    for (const auto& state : plan.state)
-      if (state) out.kernelStateBytes += state->bytes();
   const RunArena::Stats arena = arena_->stats();
   out.arenaBytes = arena.arenaBytes;
   out.recordedPeakBytes = arena.recordedPeak;
@@ -318,8 +315,7 @@ Executor::GraphPlan& Executor::planFor(const Graph& graph) {
   std::vector<std::vector<uint32_t>> releaseAfter(graph.nodeCount());
   plan.constant.assign(graph.nodeCount(), false);
   plan.cached.resize(graph.nodeCount());
-  plan.state.resize(graph.nodeCount());
-  plan.slotProducer.assign(plan.slotValue.size(), -1);
+  plan.nodeState.resize(graph.nodeCount());
   // Each local value is released after the node that reads it last (in topological order), or
   // right after the node that makes it when nothing reads it; graph outputs and initializers stay.
   std::unordered_set<const Value*> keep(graph.outputs().begin(), graph.outputs().end());
@@ -352,10 +348,7 @@ Executor::GraphPlan& Executor::planFor(const Graph& graph) {
     step.firstOutput = static_cast<uint32_t>(plan.outputs.size());
     for (const Value* out : node->outputs()) {
       OutputRef ref;
-      if (out) {
-        ref = {out, plan.slotOf.at(out), captured(out)};
-        plan.slotProducer[ref.slot] = static_cast<int32_t>(index);
-      }
+      if (out) ref = {out, plan.slotOf.at(out), captured(out)};
       plan.outputs.push_back(ref);
     }
     step.outputCount = static_cast<uint32_t>(plan.outputs.size()) - step.firstOutput;
@@ -435,8 +428,6 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
       continue;
     }
     inputs.resize(step.inputCount);
-    // Inputs that are the same tensor on every run: initializers, kept constant-node outputs.
-    uint64_t constantInputs = 0;
     for (uint32_t i = 0; i < step.inputCount; ++i) {
       const InputRef& ref = plan.inputs[step.firstInput + i];
       const RtValue* v = nullptr;
@@ -444,18 +435,12 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
       case InputRef::Kind::Omitted:
         inputs[i] = nullptr;
         continue;
-      case InputRef::Kind::Slot: {
+      case InputRef::Kind::Slot:
         v = &scope.slots[ref.slot];
         if (v->kind == RtValue::Kind::Missing) v = nullptr;
-        const int32_t producer = plan.slotProducer[ref.slot];
-        if (v && i < 64 && producer >= 0 && plan.constant[static_cast<size_t>(producer)] &&
-            !plan.cached[static_cast<size_t>(producer)].empty())
-          constantInputs |= uint64_t{1} << i;
         break;
-      }
       case InputRef::Kind::Constant:
         v = ref.constant;
-        if (i < 64) constantInputs |= uint64_t{1} << i;
         break;
       case InputRef::Kind::Outer:
         v = scope.find(ref.value);
@@ -469,7 +454,7 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
       inputs[i] = v;
     }
     KernelContext context(*this, node, std::move(inputs), scope, opset_, std::move(outputs));
-    context.setPlanned(&plan.state[index], constantInputs);
+    context.setNodeState(&plan.nodeState[index]);
     const FusedChain* chain = nullptr;
     std::optional<Epilogue> epilogue;
     if (plan.fusion && plan.fusion->chainAt[index] >= 0) {

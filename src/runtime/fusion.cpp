@@ -160,12 +160,29 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
   std::vector<bool> absorbed(count, false);
   for (size_t c = 0; c < count; ++c) {
     const Node& conv = *nodes[c];
-    if (conv.opType() != "Conv" || !conv.domain().empty() || absorbed[c] || !conv.output(0))
+    const bool integer = conv.opType() == "ConvInteger";
+    if ((conv.opType() != "Conv" && !integer) || !conv.domain().empty() || absorbed[c] ||
+        !conv.output(0))
       continue;
     FusedChain chain;
     chain.producer = c;
-    std::unordered_map<const Value*, int> slots = {{conv.output(0), 0}};
-    std::vector<const Value*> values = {conv.output(0)};
+    const Value* first = conv.output(0);
+    if (integer) {
+      // ConvInteger's int32 output must go to one Cast to float32 and nowhere else; the chain
+      // starts from the Cast's output.
+      const auto& r = readers[first];
+      if (r.size() != 1 || kept.count(first)) continue;
+      const Node& cast = *nodes[r[0]];
+      const Attribute* to = cast.attribute("to");
+      if (cast.opType() != "Cast" || !cast.domain().empty() || cast.outputs().size() != 1 ||
+          !cast.output(0) || !to || to->kind() != AttrKind::Int || to->asInt() != 1 ||
+          !cast.subgraphs().empty())
+        continue;
+      chain.castFirst = true;
+      first = cast.output(0);
+    }
+    std::unordered_map<const Value*, int> slots = {{first, 0}};
+    std::vector<const Value*> values = {first};
     for (size_t j = c + 1; j < count && j <= c + kLookAhead && chain.steps.size() < kMaxSteps;
          ++j) {
       const Node& node = *nodes[j];
@@ -205,10 +222,11 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
       }
       if (ok) break;
     }
-    if (take == 0) continue;
+    if (take == 0 && !chain.castFirst) continue;
     chain.nodes.resize(take);
     chain.steps.resize(take);
     chain.result = values[take];
+    if (chain.castFirst) chain.nodes.insert(chain.nodes.begin(), readers[conv.output(0)][0]);
     for (size_t j : chain.nodes)
       absorbed[j] = true;
     plan->chainAt[c] = static_cast<int32_t>(plan->chains.size());

@@ -28,7 +28,10 @@ struct FusedChain {
   };
   size_t producer = 0;       // the Conv's node index
   std::vector<size_t> nodes; // absorbed node indices, in graph order
-  std::vector<Step> steps;   // one per absorbed node
+  std::vector<Step> steps;   // one per absorbed node (but a leading Cast)
+  // A ConvInteger's chain: nodes[0] is the Cast of its int32 output to float32, which the kernel
+  // does itself (no step); the steps run on the Cast's output.
+  bool castFirst = false;
   const Value* result = nullptr; // what the Conv's output becomes: the last node's output
 };
 
@@ -37,7 +40,8 @@ struct FusionPlan {
   std::vector<FusedChain> chains;
 };
 
-// Finds the chains after each Conv: float32 Add/Sub/Mul/Div/Max/Min (two inputs)/Relu/LeakyRelu/
+// Finds the chains after each Conv (and after each ConvInteger whose output goes only to a Cast
+// to float32, the Cast absorbed too): float32 Add/Sub/Mul/Div/Max/Min (two inputs)/Relu/LeakyRelu/
 // Clip/HardSigmoid/HardSwish/BatchNormalization (inference, one output) nodes whose chain inputs
 // are read nowhere else, are no graph output and are not named in `keep`, and whose other inputs
 // exist before the Conv runs. nullptr when nothing fuses.

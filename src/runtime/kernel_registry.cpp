@@ -47,6 +47,10 @@ std::vector<std::string> registeredOps() {
 
 int KernelContext::threads() const { return executor_.options().threads; }
 
+bool KernelContext::inputIsConstant(size_t i) const {
+  return i < node_.inputs().size() && executor_.isConstantValue(node_.input(i));
+}
+
 int64_t KernelContext::attrInt(const std::string& name, int64_t fallback) const {
   const Attribute* a = node_.attribute(name);
   return a && a->kind() == AttrKind::Int ? a->asInt() : fallback;

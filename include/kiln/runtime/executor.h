@@ -100,13 +100,18 @@ class Executor {
     // Outputs of constant nodes kept between runs (ExecutorOptions::cacheConstants).
     size_t constantBytes = 0;
     uint64_t constantNodes = 0;
-    // What kernels keep per node between runs (KernelState), e.g. rearranged constant weights.
-    size_t kernelStateBytes = 0;
     // The planned arena (RunArena::Stats).
     size_t arenaBytes = 0, recordedPeakBytes = 0;
     uint64_t arenaServed = 0, divergedRuns = 0;
   };
   MemoryStats memoryStats() const;
+
+  // True when `value` is the same on every run of this executor: an initializer that no feed can
+  // override, or the output of a constant node.
+  bool isConstantValue(const Value* value) const {
+    return value && (constantValues_.count(value) ||
+                     (value->isInitializer() && !value->isGraphInput()));
+  }
 
  private:
   // What runNodes needs of a graph, worked out on its first run and reused by every later one:
@@ -142,9 +147,8 @@ class Executor {
     // computed, are kept in `cached` (by step; empty until the node first runs).
     std::vector<bool> constant;
     std::vector<std::vector<RtValue>> cached;
-    // The step that makes each slot's value (-1: a graph input), and each step's kernel state.
-    std::vector<int32_t> slotProducer;
-    std::vector<std::unique_ptr<KernelState>> state;
+    // What a kernel keeps about its node between runs (KernelContext::nodeState), by step.
+    std::vector<std::shared_ptr<void>> nodeState;
   };
   GraphPlan& planFor(const Graph& graph);
   bool isConstantNode(const Node& node) const;

@@ -17,15 +17,6 @@ class Executor;
 struct Scope;
 class Epilogue;
 
-// What a kernel keeps for one node between runs of the executor whose plan holds it (for
-// instance weights rearranged once for a constant weight input). One per node; the node's kernel
-// decides its type.
-struct KernelState {
-  virtual ~KernelState() = default;
-  // Bytes it holds (Executor::MemoryStats::kernelStateBytes).
-  virtual size_t bytes() const { return 0; }
-};
-
 // What a kernel sees of one node execution: inputs, attributes, outputs to fill, subgraph runner.
 class KernelContext {
  public:
@@ -87,21 +78,13 @@ class KernelContext {
   void markEpilogueApplied() { epilogueApplied_ = true; }
   bool epilogueApplied() const { return epilogueApplied_; }
 
-  // True when input i is the same tensor, at the same address, on every run of this executor:
-  // an initializer no feed can override or a kept output of a constant node. False outside a
-  // planned run.
-  bool inputIsConstant(size_t i) const { return i < 64 && (constantInputs_ >> i & 1) != 0; }
-  // This node's kept state, made as an S on first use; nullptr outside a planned run.
-  template <typename S> S* state() {
-    if (!state_) return nullptr;
-    if (!*state_) *state_ = std::make_unique<S>();
-    return dynamic_cast<S*>(state_->get());
-  }
-  // Set by the executor for each planned node.
-  void setPlanned(std::unique_ptr<KernelState>* state, uint64_t constantInputs) {
-    state_ = state;
-    constantInputs_ = constantInputs;
-  }
+  // State the kernel keeps about this node for the executor's lifetime (prepared constant
+  // weights), or nullptr when there is none (constant folding). The kernel must check that what it
+  // finds still fits the inputs it is given.
+  std::shared_ptr<void>* nodeState() const { return nodeState_; }
+  void setNodeState(std::shared_ptr<void>* state) { nodeState_ = state; }
+  // True when input i is the same on every run (see Executor::isConstantValue).
+  bool inputIsConstant(size_t i) const;
 
   bool hasAttr(const std::string& name) const { return node_.attribute(name) != nullptr; }
   const Attribute* attr(const std::string& name) const { return node_.attribute(name); }
@@ -141,9 +124,8 @@ class KernelContext {
   int64_t opset_;
   std::vector<RtValue> outputs_;
   Epilogue* epilogue_ = nullptr;
+  std::shared_ptr<void>* nodeState_ = nullptr;
   bool epilogueApplied_ = false;
-  std::unique_ptr<KernelState>* state_ = nullptr;
-  uint64_t constantInputs_ = 0;
 };
 
 using KernelFn = Status (*)(KernelContext&);

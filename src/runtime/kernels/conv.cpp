@@ -1,6 +1,8 @@
 // Convolution kernels: Conv and ConvTranspose (im2col / col2im around BLAS GEMM), and the
 // integer ConvInteger and QLinearConv (int16 column blocks, vectorised int16 -> int32 GEMM).
 #include <algorithm>
+#include <cstring>
+#include <memory>
 
 #include "conv_dnnl.h"
 #include "conv_loops.h"
@@ -284,9 +286,8 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
 }
 
 // What a Conv node keeps between runs: its constant weights in oneDNN's layout.
-struct ConvState : KernelState {
+struct ConvState {
   dnnl_conv::PackedWeights weights;
-  size_t bytes() const override { return weights.bytes.capacity(); }
 };
 
 Status convOp(KernelContext& ctx) {
@@ -345,8 +346,11 @@ Status convOp(KernelContext& ctx) {
     // Float32 weights that stay the same tensor over the executor's runs are rearranged once
     // (float16 weights are widened per call instead of being kept as float32).
     dnnl_conv::PackedWeights* packed = nullptr;
-    if (w.dtype() == DType::Float32 && ctx.inputIsConstant(1))
-      if (ConvState* state = ctx.state<ConvState>()) packed = &state->weights;
+    if (std::shared_ptr<void>* slot = ctx.nodeState();
+        slot && w.dtype() == DType::Float32 && ctx.inputIsConstant(1)) {
+      if (!*slot) *slot = std::make_shared<ConvState>();
+      packed = &static_cast<ConvState*>(slot->get())->weights;
+    }
     convForward<T>(ctx.threads(), s, xv.data(), wv.data(), bv ? bv->data() : nullptr, y.data(),
                    epilogue, packed);
     ctx.setOutput(0, std::move(y).finish());
@@ -634,15 +638,99 @@ void im2colRange(const S* image, int32_t zero, int64_t channels, const Window& w
   }
 }
 
+// What ConvInteger / QLinearConv keep per node: the oneDNN convolution prepared for constant
+// weights (or that oneDNN refused this geometry).
+struct Int8State {
+  std::shared_ptr<dnnl_conv::Int8Conv> conv;
+  dnnl_conv::Conv2d geometry{};
+  int threads = 0;
+  bool xSigned = false, refused = false;
+};
+
+dnnl_conv::Conv2d conv2dOf(const ConvShape& s) {
+  const Window& win = s.window;
+  return {s.batch,
+          s.channels,
+          win.in[0],
+          win.in[1],
+          s.filters,
+          win.out[0],
+          win.out[1],
+          {win.kernel[0], win.kernel[1]},
+          {win.strides[0], win.strides[1]},
+          {win.dilations[0], win.dilations[1]},
+          {win.padBegin[0], win.padBegin[1]},
+          {win.padEnd[0], win.padEnd[1]}};
+}
+
+// The oneDNN integer convolution for this node, prepared on its first run and kept in the node's
+// state: only for 2-D, group 1 convolutions whose weights and weight zero points are constant.
+// nullptr when it does not apply (the caller's own loops run then).
+const dnnl_conv::Int8Conv* preparedInt8(KernelContext& ctx, size_t wIndex, size_t wzIndex,
+                                        const ConvShape& s, const std::vector<int32_t>& wz) {
+  std::shared_ptr<void>* slot = ctx.nodeState();
+  if (!slot || !dnnl_conv::available() || s.window.rank() != 2 || s.group != 1) return nullptr;
+  if (!ctx.inputIsConstant(wIndex) || (ctx.hasInput(wzIndex) && !ctx.inputIsConstant(wzIndex)))
+    return nullptr;
+  const int64_t work = s.batch * s.channels * s.filters * nn::product(s.window.out);
+  if (work <= 0) return nullptr;
+  const bool xSigned = ctx.input(0).dtype() == DType::Int8;
+  const dnnl_conv::Conv2d c = conv2dOf(s);
+  auto state = std::static_pointer_cast<Int8State>(*slot);
+  if (state && state->threads == ctx.threads() && state->xSigned == xSigned &&
+      std::memcmp(&state->geometry, &c, sizeof c) == 0)
+    return state->refused ? nullptr : state->conv.get();
+  state = std::make_shared<Int8State>();
+  state->geometry = c;
+  state->threads = ctx.threads();
+  state->xSigned = xSigned;
+  const Tensor& w = ctx.input(wIndex);
+  state->conv = dnnl_conv::prepareInt8(ctx.threads(), c, xSigned, w.data(),
+                                       w.dtype() == DType::Int8, wz.data());
+  state->refused = !state->conv;
+  *slot = state;
+  return state->conv.get();
+}
+
+std::vector<int64_t> convOutDims(const ConvShape& s) {
+  std::vector<int64_t> yd = {s.batch, s.filters};
+  yd.insert(yd.end(), s.window.out.begin(), s.window.out.end());
+  return yd;
+}
+
+// src[i] + k * ones[i] (ones may be null) with two's complement wrap-around, which gives the exact
+// sum whenever it fits in int32 (ONNX's own output type), whatever the parts.
+inline int32_t combined(const int32_t* src, const int32_t* ones, int32_t k, int64_t i) {
+  if (!ones) return src[i];
+  return static_cast<int32_t>(static_cast<uint32_t>(src[i]) +
+                              static_cast<uint32_t>(k) * static_cast<uint32_t>(ones[i]));
+}
+
+// Float32 plane p (of [N, M, out...]) from its int32 sums, cast as the Cast kernel casts, then the
+// fused chain on each chunk while it is in cache.
+void finishFloatPlane(const Epilogue& epilogue, int64_t p, int64_t filters, int64_t outSize,
+                      const int32_t* src, const int32_t* ones, int32_t k, float* y) {
+  constexpr int64_t kChunk = 4096;
+  for (int64_t j0 = 0; j0 < outSize; j0 += kChunk) {
+    const int64_t len = std::min(kChunk, outSize - j0);
+    for (int64_t i = j0; i < j0 + len; ++i)
+      y[i] = static_cast<float>(combined(src, ones, k, i));
+    epilogue.apply(y + j0, len, p % filters, p * outSize + j0);
+  }
+}
+
 // Integer convolution (x - x_zero_point) * (w - w_zero_point[m]) accumulated in int32 into the
 // buffer `output(s)` returns ([N, M, out...]); x and w are inputs 0 and wIndex, their zero points
-// inputs xzIndex and wzIndex. W is staged as int16; each fixed block of output positions is
+// inputs xzIndex and wzIndex. With a bound `epilogue` (a ConvInteger's fused Cast and chain) the
+// sums are cast to float32 instead and the chain applied, into the buffer `floatOutput(s)` returns.
+// 2-D, group-1 convolutions with constant weights run through oneDNN's int8 convolution where it
+// is exact (preparedInt8); otherwise W is staged as int16, each fixed block of output positions is
 // unfolded on its own from the raw bytes of x (as int16, zero point subtracted) and multiplied by
-// int16GemmColumns, the blocks spread over the thread pool: integer sums are exact, so the result
-// is identical at any thread count.
-template <typename Output>
+// int16GemmColumns, the blocks spread over the thread pool. Integer sums are exact, so both paths
+// and every thread count give identical results.
+template <typename Output, typename FloatOutput>
 Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzIndex, ConvShape& s,
-                   Output&& output) {
+                   Output&& output, Epilogue* epilogue, FloatOutput&& floatOutput) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(wIndex);
   if (!isInt8Like(x.dtype()) || !isInt8Like(w.dtype()))
@@ -651,13 +739,42 @@ Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzI
   std::vector<int32_t> xz, wz;
   KILN_TRY(zeroPoints(ctx, xzIndex, 1, xz, "x_zero_point"));
   KILN_TRY(zeroPoints(ctx, wzIndex, s.filters, wz, "w_zero_point"));
+  if (epilogue && !epilogue->bind(convOutDims(s))) epilogue = nullptr;
   const Window& win = s.window;
   const int64_t cg = s.channels / s.group, mg = s.filters / s.group;
   const int64_t ks = nn::product(win.kernel), inSize = nn::product(win.in);
   const int64_t outSize = nn::product(win.out), rows = cg * ks;
+  const int64_t planes = s.batch * s.filters;
+  if (const dnnl_conv::Int8Conv* prepared = preparedInt8(ctx, wIndex, wzIndex, s, wz)) {
+    dnnl_conv::Int8Result r;
+    if (dnnl_conv::runInt8(*prepared, x.data(), xz[0], ctx.threads(), r)) {
+      int32_t* acc = epilogue ? nullptr : output(s);
+      float* y = epilogue ? floatOutput(s) : nullptr;
+      pool::parallelFor(ctx.threads(), planes, 1, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t b = p / s.filters, m = p % s.filters;
+          const int32_t* src = r.acc + (b * r.channels + m) * outSize;
+          const int32_t* ones =
+              r.corr ? r.acc + (b * r.channels + r.channels - 1) * outSize : nullptr;
+          const int32_t k = r.corr ? r.corr[m] : 0;
+          if (epilogue) {
+            finishFloatPlane(*epilogue, p, s.filters, outSize, src, ones, k, y + p * outSize);
+            continue;
+          }
+          int32_t* dst = acc + p * outSize;
+          for (int64_t i = 0; i < outSize; ++i)
+            dst[i] = combined(src, ones, k, i);
+        }
+      });
+      if (epilogue) ctx.markEpilogueApplied();
+      return Status::ok();
+    }
+  }
   Scratch<int16_t> ws(static_cast<size_t>(w.elementCount()));
   shiftedInt16(w, wz.data(), rows, ws.data());
-  int32_t* acc = output(s);
+  std::optional<Scratch<int32_t>> sums;
+  if (epilogue) sums.emplace(static_cast<size_t>(planes * outSize));
+  int32_t* acc = epilogue ? sums->data() : output(s);
   constexpr int64_t kBlock = 256;
   auto run = [&](auto* xdata) {
     for (int64_t b = 0; b < s.batch; ++b)
@@ -679,22 +796,34 @@ Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzI
     run(reinterpret_cast<const int8_t*>(x.data()));
   else
     run(x.data());
+  if (epilogue) {
+    float* y = floatOutput(s);
+    pool::parallelFor(ctx.threads(), planes, 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p)
+        finishFloatPlane(*epilogue, p, s.filters, outSize, acc + p * outSize, nullptr, 0,
+                         y + p * outSize);
+    });
+    ctx.markEpilogueApplied();
+  }
   return Status::ok();
 }
 
-std::vector<int64_t> convOutDims(const ConvShape& s) {
-  std::vector<int64_t> yd = {s.batch, s.filters};
-  yd.insert(yd.end(), s.window.out.begin(), s.window.out.end());
-  return yd;
-}
-
+// ConvInteger; with its Cast to float32 (and the chain after it) fused by the executor, the
+// output is that chain's float32 result.
 Status convIntegerOp(KernelContext& ctx) {
   ConvShape s;
   std::optional<OutTensor> y;
-  KILN_TRY(integerConv(ctx, 1, 2, 3, s, [&](const ConvShape& shape) {
-    y.emplace(DType::Int32, convOutDims(shape));
-    return y->data<int32_t>();
-  }));
+  KILN_TRY(integerConv(
+      ctx, 1, 2, 3, s,
+      [&](const ConvShape& shape) {
+        y.emplace(DType::Int32, convOutDims(shape));
+        return y->data<int32_t>();
+      },
+      ctx.epilogue(),
+      [&](const ConvShape& shape) {
+        y.emplace(DType::Float32, convOutDims(shape));
+        return y->data<float>();
+      }));
   ctx.setOutput(0, std::move(*y).finish());
   return Status::ok();
 }
@@ -716,10 +845,13 @@ Status qlinearConvOp(KernelContext& ctx) {
   // Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B.
   ConvShape s;
   std::vector<int32_t> acc;
-  KILN_TRY(integerConv(ctx, 3, 2, 5, s, [&](const ConvShape& shape) {
-    acc.resize(static_cast<size_t>(nn::product(convOutDims(shape))));
-    return acc.data();
-  }));
+  KILN_TRY(integerConv(
+      ctx, 3, 2, 5, s,
+      [&](const ConvShape& shape) {
+        acc.resize(static_cast<size_t>(nn::product(convOutDims(shape))));
+        return acc.data();
+      },
+      nullptr, [](const ConvShape&) { return static_cast<float*>(nullptr); }));
   std::vector<float> xs, ws, ys;
   KILN_TRY(scales(ctx, 1, 1, xs, "x_scale"));
   KILN_TRY(scales(ctx, 4, s.filters, ws, "w_scale"));

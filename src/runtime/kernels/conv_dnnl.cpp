@@ -1,11 +1,17 @@
 // oneDNN convolution (conv_dnnl.h). oneDNN lays the tensors out in its own blocked formats; the
-// NCHW input and output are reordered around the primitive, constant weights once per node (the
-// caller keeps them, PackedWeights), other weights on every call. The primitive descriptor and the
-// primitives are made once per convolution geometry (and thread count) and kept per thread.
+// NCHW input and output are reordered around the primitive, constant float weights once per node
+// (the caller keeps them in the node's state, PackedWeights), other weights on every call. The
+// primitive descriptor and the primitives are made once per convolution geometry (and thread
+// count) and kept per thread. The integer convolution (prepareInt8 / runInt8) is made per node
+// instead, its constant weights reordered once and kept in the node's state for the executor's
+// lifetime.
 #include "conv_dnnl.h"
 
 #ifdef KILN_HAVE_DNNL
 #include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -154,6 +160,204 @@ bool run(int threads, const Conv2d& c, const float* x, const float* w, const flo
   }
 }
 
+// ---- integer convolution ----
+
+// oneDNN sums int8 products exactly in int32 but passes the sums through float32 on the way
+// out, which holds every integer only below 2^24. The input channels are therefore cut into
+// chunks whose every output stays below 2^24 in magnitude whatever x is (255 * the sum of
+// |w - base| over the chunk, per filter, and 255 * the chunk's taps for the all-ones filter); each
+// chunk is its own convolution and the int32 sums of the chunks are added.
+constexpr int64_t kExactLimit = ((int64_t{1} << 24) - 1) / 255; // largest exact sum of |w| per filter
+
+struct Int8Chunk {
+  int64_t c0 = 0, c1 = 0; // input channels [c0, c1)
+  memory::desc userSrc;   // the slice of the NCHW input
+  convolution_forward::primitive_desc pd;
+  convolution_forward conv;
+  reorder srcReorder, dstReorder;
+  bool reorderSrc = false, reorderDst = false;
+  std::vector<uint8_t> weights; // in pd.weights_desc()'s layout
+};
+
+class Int8Conv {
+ public:
+  int64_t channels = 0;      // filters, plus the all-ones filter when corr is used
+  std::vector<int32_t> corr; // base - wz[m]; empty when all are 0
+  memory::desc userDst;
+  std::vector<Int8Chunk> chunks;
+};
+
+namespace {
+
+bool hasVnni() {
+  static const bool yes = __builtin_cpu_supports("avx512vnni")
+#if defined(__GNUC__) && __GNUC__ >= 11
+                          || __builtin_cpu_supports("avxvnni")
+#endif
+      ;
+  return yes;
+}
+
+} // namespace
+
+std::shared_ptr<Int8Conv> prepareInt8(int threads, const Conv2d& c, bool xSigned,
+                                      const uint8_t* w, bool wSigned, const int32_t* wz) {
+  if (!hasVnni() || std::getenv("KILN_NO_DNNL_INT8")) return nullptr;
+  using tag = memory::format_tag;
+  using dt = memory::data_type;
+  try {
+    auto p = std::make_shared<Int8Conv>();
+    const int32_t base = wSigned ? 0 : 128;
+    const int64_t taps = c.kernel[0] * c.kernel[1], perFilter = c.channels * taps;
+    bool needCorr = false;
+    for (int64_t m = 0; m < c.filters; ++m)
+      needCorr |= wz[m] != base;
+    p->channels = c.filters + (needCorr ? 1 : 0);
+    if (needCorr) {
+      p->corr.resize(static_cast<size_t>(c.filters));
+      for (int64_t m = 0; m < c.filters; ++m)
+        p->corr[static_cast<size_t>(m)] = base - wz[m];
+    }
+    // w - base as int8 (exact: uint8 - 128 and int8 both lie in [-128, 127]).
+    std::vector<int8_t> shifted(static_cast<size_t>(c.filters * perFilter));
+    for (size_t i = 0; i < shifted.size(); ++i) {
+      const int32_t v = wSigned ? static_cast<int32_t>(static_cast<int8_t>(w[i])) : w[i];
+      shifted[i] = static_cast<int8_t>(v - base);
+    }
+    // Chunks of input channels, greedily as long as every filter's sum of |w| stays exact.
+    if (taps > kExactLimit || taps * 128 > kExactLimit) return nullptr;
+    std::vector<int64_t> bounds = {0};
+    std::vector<int64_t> running(static_cast<size_t>(c.filters), 0);
+    for (int64_t ch = 0; ch < c.channels; ++ch) {
+      bool fits = (ch - bounds.back() + 1) * taps <= kExactLimit;
+      std::vector<int64_t> add(static_cast<size_t>(c.filters), 0);
+      for (int64_t m = 0; m < c.filters; ++m) {
+        const int8_t* wm = shifted.data() + m * perFilter + ch * taps;
+        for (int64_t t = 0; t < taps; ++t)
+          add[static_cast<size_t>(m)] += wm[t] < 0 ? -wm[t] : wm[t];
+        fits = fits && running[static_cast<size_t>(m)] + add[static_cast<size_t>(m)] <= kExactLimit;
+      }
+      if (!fits) {
+        bounds.push_back(ch);
+        std::fill(running.begin(), running.end(), 0);
+      }
+      for (size_t m = 0; m < running.size(); ++m)
+        running[m] += add[m];
+    }
+    bounds.push_back(c.channels);
+    if (bounds.size() > 9) return nullptr; // too many passes over the output to pay off
+
+    const engine& eng = cpuEngine();
+    stream strm(eng);
+    const memory::dims dst = {c.batch, p->channels, c.outHeight, c.outWidth};
+    const memory::dims strides = {c.strides[0], c.strides[1]};
+    const memory::dims dilates = {c.dilations[0] - 1, c.dilations[1] - 1};
+    const memory::dims padL = {c.padBegin[0], c.padBegin[1]}, padR = {c.padEnd[0], c.padEnd[1]};
+    const dt srcType = xSigned ? dt::s8 : dt::u8;
+    p->userDst = memory::desc(dst, dt::s32, tag::nchw);
+    if (omp_set_num_threads) omp_set_num_threads(threads < 1 ? 1 : threads);
+    const bool debug = std::getenv("KILN_DEBUG_DNNL_INT8") != nullptr;
+    for (size_t k = 0; k + 1 < bounds.size(); ++k) {
+      Int8Chunk ck;
+      ck.c0 = bounds[k];
+      ck.c1 = bounds[k + 1];
+      const int64_t cc = ck.c1 - ck.c0;
+      const memory::dims src = {c.batch, cc, c.height, c.width};
+      const memory::dims wei = {p->channels, cc, c.kernel[0], c.kernel[1]};
+      ck.userSrc = memory::desc(src, srcType,
+                                memory::dims{c.channels * c.height * c.width, c.height * c.width,
+                                             c.width, 1});
+      // This chunk's weights, the all-ones filter last.
+      std::vector<int8_t> part(static_cast<size_t>(p->channels * cc * taps), 1);
+      for (int64_t m = 0; m < c.filters; ++m)
+        std::copy(shifted.begin() + m * perFilter + ck.c0 * taps,
+                  shifted.begin() + m * perFilter + ck.c1 * taps,
+                  part.begin() + m * cc * taps);
+      convolution_forward::desc desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                     {src, srcType, tag::any}, {wei, dt::s8, tag::any},
+                                     {dst, dt::s32, tag::any}, strides, dilates, padL, padR);
+      primitive_attr attr;
+      attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      ck.pd = convolution_forward::primitive_desc(desc, attr, eng);
+      // A reference implementation would be far slower than the caller's own loops.
+      const std::string impl = ck.pd.impl_info_str();
+      if (debug)
+        std::fprintf(stderr, "dnnl int8 conv: %s, channels [%ld, %ld) of %ld\n", impl.c_str(),
+                     static_cast<long>(ck.c0), static_cast<long>(ck.c1),
+                     static_cast<long>(c.channels));
+      if (impl.find("ref") != std::string::npos) return nullptr;
+      ck.conv = convolution_forward(ck.pd);
+      ck.reorderSrc = ck.pd.src_desc() != ck.userSrc;
+      ck.reorderDst = ck.pd.dst_desc() != p->userDst;
+      if (ck.reorderSrc)
+        ck.srcReorder = reorder(reorder::primitive_desc(eng, ck.userSrc, eng, ck.pd.src_desc()));
+      if (ck.reorderDst)
+        ck.dstReorder = reorder(reorder::primitive_desc(eng, ck.pd.dst_desc(), eng, p->userDst));
+      // The weights are reordered once, into the layout the primitive wants.
+      ck.weights.resize(ck.pd.weights_desc().get_size());
+      auto userW = memory(memory::desc(wei, dt::s8, tag::oihw), eng, part.data());
+      auto convW = memory(ck.pd.weights_desc(), eng, ck.weights.data());
+      reorder(userW, convW).execute(strm, userW, convW);
+      p->chunks.push_back(std::move(ck));
+    }
+    strm.wait();
+    return p;
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+}
+
+bool runInt8(const Int8Conv& p, const uint8_t* x, int32_t xz, int threads, Int8Result& out) {
+  try {
+    if (omp_set_num_threads) omp_set_num_threads(threads < 1 ? 1 : threads);
+    const engine& eng = cpuEngine();
+    stream strm(eng);
+    thread_local std::vector<uint8_t> srcBuf, convDstBuf, dstBuf, partBuf;
+    auto scratch = [&](std::vector<uint8_t>& buf, const memory::desc& md) {
+      if (buf.size() < md.get_size()) buf.resize(md.get_size());
+      return memory(md, eng, buf.data());
+    };
+    int32_t zp = xz;
+    auto zpMem = memory(memory::desc({1}, memory::data_type::s32, memory::format_tag::x), eng, &zp);
+    const size_t count = p.userDst.get_size() / sizeof(int32_t);
+    memory userDst = scratch(dstBuf, p.userDst);
+    for (size_t k = 0; k < p.chunks.size(); ++k) {
+      const Int8Chunk& ck = p.chunks[k];
+      const auto& srcDims = ck.userSrc.dims();
+      const uint8_t* slice = x + ck.c0 * srcDims[2] * srcDims[3];
+      auto userSrc = memory(ck.userSrc, eng, const_cast<uint8_t*>(slice));
+      memory convSrc = userSrc;
+      if (ck.reorderSrc) {
+        convSrc = scratch(srcBuf, ck.pd.src_desc());
+        ck.srcReorder.execute(strm, userSrc, convSrc);
+      }
+      // The first chunk lands in the result; later ones in partBuf, then added.
+      memory target = k == 0 ? userDst : scratch(partBuf, p.userDst);
+      memory convDst = ck.reorderDst ? scratch(convDstBuf, ck.pd.dst_desc()) : target;
+      auto convWei = memory(ck.pd.weights_desc(), eng, const_cast<uint8_t*>(ck.weights.data()));
+      ck.conv.execute(strm, {{DNNL_ARG_SRC, convSrc},
+                             {DNNL_ARG_WEIGHTS, convWei},
+                             {DNNL_ARG_DST, convDst},
+                             {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zpMem}});
+      if (ck.reorderDst) ck.dstReorder.execute(strm, convDst, target);
+      strm.wait();
+      if (k > 0) {
+        // Wrap-around int32 sums (exact whenever the total fits, as ONNX's output must).
+        auto* sum = reinterpret_cast<uint32_t*>(dstBuf.data());
+        const auto* part = reinterpret_cast<const uint32_t*>(partBuf.data());
+        for (size_t i = 0; i < count; ++i)
+          sum[i] += part[i];
+      }
+    }
+    out.acc = reinterpret_cast<const int32_t*>(dstBuf.data());
+    out.channels = p.channels;
+    out.corr = p.corr.empty() ? nullptr : p.corr.data();
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
 #else
 
 bool available() { return false; }
@@ -161,6 +365,13 @@ bool available() { return false; }
 bool run(int, const Conv2d&, const float*, const float*, const float*, float*, PackedWeights*) {
   return false;
 }
+
+class Int8Conv {};
+std::shared_ptr<Int8Conv> prepareInt8(int, const Conv2d&, bool, const uint8_t*, bool,
+                                      const int32_t*) {
+  return nullptr;
+}
+bool runInt8(const Int8Conv&, const uint8_t*, int32_t, int, Int8Result&) { return false; }
 
 #endif
 

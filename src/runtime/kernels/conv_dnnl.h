@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace kiln::rt::dnnl_conv {
@@ -32,5 +33,28 @@ struct PackedWeights {
 // refreshed only for a constant w.
 bool run(int threads, const Conv2d& c, const float* x, const float* w, const float* bias, float* y,
          PackedWeights* packed = nullptr);
+
+// Integer 2-D convolution, group 1: acc[n, m, p] = sum (x - xz) * (w[m] - wz[m]) in int32, exact.
+// x is uint8 (or int8 when xSigned); w is uint8 (or int8) [M, C, kh, kw] with per-filter zero
+// points wz. oneDNN takes int8 weights only: they are held as w - base (base 128 for uint8) with
+// one more all-ones filter whose sums of (x - xz) add the (base - wz[m]) part back. Used only on
+// CPUs with VNNI, where oneDNN's int8 products are summed without intermediate saturation (on
+// older CPUs its 16-bit pair sums could saturate, so the caller keeps its own exact path).
+class Int8Conv;
+
+// The prepared convolution for geometry c and these weights (reordered once), or nullptr when
+// oneDNN is absent, the CPU has no VNNI or oneDNN refuses the shape.
+std::shared_ptr<Int8Conv> prepareInt8(int threads, const Conv2d& c, bool xSigned,
+                                      const uint8_t* w, bool wSigned, const int32_t* wz);
+// Runs the prepared convolution on x with zero point xz. The sums land in `acc`, [N, channels,
+// outHeight * outWidth] int32 in a per-thread buffer valid until the next call on this thread:
+// output (n, m, i) is acc[n, m, i] + corr[m] * acc[n, channels - 1, i] when corr is non-null,
+// acc[n, m, i] otherwise. False when oneDNN fails.
+struct Int8Result {
+  const int32_t* acc = nullptr;
+  int64_t channels = 0;
+  const int32_t* corr = nullptr;
+};
+bool runInt8(const Int8Conv& p, const uint8_t* x, int32_t xz, int threads, Int8Result& out);
 
 } // namespace kiln::rt::dnnl_conv

@@ -12,7 +12,7 @@
 namespace kiln::rt {
 
 bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half) {
-  if (outDims.size() < 2 || steps_.empty()) return false;
+  if (outDims.size() < 2) return false; // no steps: only a ConvInteger's Cast was fused
   half_ = half;
   widened_.clear();
   widened_.reserve(2 * steps_.size()); // pointers into it are kept below

@@ -1,10 +1,13 @@
 // Quantization kernels: QuantizeLinear, DequantizeLinear (per tensor and per axis; 4-, 8- and
 // 16-bit codes) and DynamicQuantizeLinear.
+#include <algorithm>
 #include <cmath>
+#include <immintrin.h>
 #include <limits>
 
 #include "nn_util.h"
 #include "ops/quant.h"
+#include "thread_pool.h"
 
 namespace kiln::rt {
 namespace {
@@ -117,22 +120,131 @@ Status dequantizeLinearOp(KernelContext& ctx) {
   return Status::ok();
 }
 
+// min(0, x...) and max(0, x...) over x[0, n); NaNs are skipped, as std::min / std::max with the
+// running value first skip them. Min and max are exact, so the lane order does not matter.
+__attribute__((target("avx2"))) void rangeAvx2(const float* x, int64_t n, float& mn, float& mx) {
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    lo = _mm256_min_ps(v, lo); // v < lo ? v : lo (lo when v is NaN)
+    hi = _mm256_max_ps(v, hi);
+  }
+  alignas(32) float l[8], h[8];
+  _mm256_store_ps(l, lo);
+  _mm256_store_ps(h, hi);
+  for (int k = 0; k < 8; ++k) {
+    mn = std::min(mn, l[k]);
+    mx = std::max(mx, h[k]);
+  }
+  for (; i < n; ++i) {
+    mn = std::min(mn, x[i]);
+    mx = std::max(mx, x[i]);
+  }
+}
+
+// The per-element code of DynamicQuantizeLinear: nearbyint(x / scale) clamped to [-zp, 255 - zp]
+// (NaN reads 0), plus zp.
+inline uint8_t quantizeOne(float x, float scale, int64_t zp) {
+  return static_cast<uint8_t>(nn::roundSaturate(x / scale, -zp, 255 - zp) + zp);
+}
+
+// Eight codes of quantizeOne from v = x / scale, as int32.
+__attribute__((target("avx2"))) inline __m256i quantize8(__m256 v, __m256 lo, __m256 hi,
+                                                         __m256i z) {
+  __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  r = _mm256_and_ps(r, _mm256_cmp_ps(v, v, _CMP_ORD_Q)); // NaN -> 0
+  r = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
+  return _mm256_add_epi32(_mm256_cvtps_epi32(r), z);
+}
+
+// quantizeOne over x[0, n) with the same IEEE division and round-to-nearest-even, 32 at a time.
+__attribute__((target("avx2"))) void quantizeAvx2(const float* x, int64_t n, float scale,
+                                                  int64_t zp, uint8_t* y) {
+  const __m256 s = _mm256_set1_ps(scale);
+  const __m256 lo = _mm256_set1_ps(static_cast<float>(-zp));
+  const __m256 hi = _mm256_set1_ps(static_cast<float>(255 - zp));
+  const __m256i z = _mm256_set1_epi32(static_cast<int32_t>(zp));
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+#define KILN_QUANTIZE8(p)                                                                          \
+  quantize8(_mm256_div_ps(_mm256_loadu_ps(p), s), lo, hi, z)
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i ab = _mm256_packus_epi32(KILN_QUANTIZE8(x + i), KILN_QUANTIZE8(x + i + 8));
+    const __m256i cd = _mm256_packus_epi32(KILN_QUANTIZE8(x + i + 16), KILN_QUANTIZE8(x + i + 24));
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), bytes);
+  }
+#undef KILN_QUANTIZE8
+  for (; i < n; ++i)
+    y[i] = quantizeOne(x[i], scale, zp);
+}
+
+// Float32 input read in place: one pass for the range, one to quantize, both split over the pool
+// (min / max and the per-element codes are exact, so any split gives the same bytes).
+void dynamicQuantizeFloat(int threads, const float* x, int64_t n, float& mn, float& mx,
+                          float& scale, int64_t& zp, uint8_t* y) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  constexpr int64_t kGrain = int64_t{1} << 14;
+  const int64_t parts = std::max<int64_t>(1, (n + kGrain - 1) / kGrain);
+  std::vector<float> los(static_cast<size_t>(parts), 0.0f), his(static_cast<size_t>(parts), 0.0f);
+  pool::parallelFor(threads, n, kGrain, [&](int64_t b, int64_t e) {
+    float l = 0.0f, h = 0.0f;
+    if (avx2) {
+      rangeAvx2(x + b, e - b, l, h);
+    } else {
+      for (int64_t i = b; i < e; ++i) {
+        l = std::min(l, x[i]);
+        h = std::max(h, x[i]);
+      }
+    }
+    los[static_cast<size_t>(b / kGrain)] = l;
+    his[static_cast<size_t>(b / kGrain)] = h;
+  });
+  mn = 0.0f;
+  mx = 0.0f;
+  for (size_t p = 0; p < los.size(); ++p) {
+    mn = std::min(mn, los[p]);
+    mx = std::max(mx, his[p]);
+  }
+  scale = (mx - mn) / 255.0f;
+  zp = scale == 0.0f ? 0 : nn::roundSaturate((0.0f - mn) / scale, 0, 255);
+  if (scale == 0.0f) {
+    std::fill(y, y + n, static_cast<uint8_t>(zp));
+    return;
+  }
+  pool::parallelFor(threads, n, kGrain, [&](int64_t b, int64_t e) {
+    if (avx2) {
+      quantizeAvx2(x + b, e - b, scale, zp, y + b);
+    } else {
+      for (int64_t i = b; i < e; ++i)
+        y[i] = quantizeOne(x[i], scale, zp);
+    }
+  });
+}
+
 Status dynamicQuantizeLinearOp(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   if (!nn::isFloatLike(x.dtype())) return ctx.unsupported("dtype {}", dtypeName(x.dtype()));
-  std::vector<float> xv = toFloatVector(x);
-  // The range always includes 0 so that 0 is exactly representable.
-  float mn = 0.0f, mx = 0.0f;
-  for (float v : xv) {
-    mn = std::min(mn, v);
-    mx = std::max(mx, v);
-  }
-  const float scale = (mx - mn) / 255.0f;
-  const int64_t zp = scale == 0.0f ? 0 : nn::roundSaturate((0.0f - mn) / scale, 0, 255);
   OutTensor y(DType::UInt8, x.dims());
-  for (size_t i = 0; i < xv.size(); ++i) {
-    const int64_t v = scale == 0.0f ? zp : nn::roundSaturate(xv[i] / scale, -zp, 255 - zp) + zp;
-    y.bytes()[i] = static_cast<uint8_t>(v);
+  float scale = 0.0f;
+  int64_t zp = 0;
+  if (x.dtype() == DType::Float32) {
+    float mn = 0.0f, mx = 0.0f;
+    dynamicQuantizeFloat(ctx.threads(), ctx.inputData<float>(0),
+                         static_cast<int64_t>(x.elementCount()), mn, mx, scale, zp, y.bytes());
+  } else {
+    std::vector<float> xv = toFloatVector(x);
+    // The range always includes 0 so that 0 is exactly representable.
+    float mn = 0.0f, mx = 0.0f;
+    for (float v : xv) {
+      mn = std::min(mn, v);
+      mx = std::max(mx, v);
+    }
+    scale = (mx - mn) / 255.0f;
+    zp = scale == 0.0f ? 0 : nn::roundSaturate((0.0f - mn) / scale, 0, 255);
+    for (size_t i = 0; i < xv.size(); ++i)
+      y.bytes()[i] = scale == 0.0f ? static_cast<uint8_t>(zp) : quantizeOne(xv[i], scale, zp);
   }
   ctx.setOutput(0, std::move(y).finish());
   ctx.setOutput(1, makeTensor<float>(DType::Float32, {}, {scale}));

@@ -1,4 +1,4 @@
-// Elementwise chains fused into Conv (src/runtime/fusion.h): the fused run gives the same bytes as
+// Elementwise chains fused into Conv and into ConvInteger with its Cast (src/runtime/fusion.h): the fused run gives the same bytes as
 // the nodes run one by one, on every Conv path, at one and two threads; chains stop where an
 // intermediate is read elsewhere, is a graph output or is captured.
 #include <gtest/gtest.h>
@@ -164,6 +164,71 @@ TEST(ConvFusion, FusedChainEqualsNodesOneByOne) {
     EXPECT_EQ(calls(fused, "LeakyRelu"), 0u) << c.what;
     EXPECT_EQ(calls(fused, "Conv"), 1u) << c.what;
   }
+}
+
+// x (uint8) -> ConvInteger(constant w, per-filter zero points) -> Cast(float) -> Mul(scale) ->
+// Add(per-channel bias) -> Relu, as dynamically quantized models write each convolution; with
+// `castIsOutput` the Cast's output is also a graph output (only the Cast fuses then).
+ChainModel integerChainModel(int64_t group, bool castIsOutput) {
+  ChainModel m;
+  m.model.opsets = {{"", 17}};
+  m.model.graph = std::make_shared<Graph>("g");
+  Graph& g = *m.model.graph;
+  const int64_t c = 8, f = 12, h = 17, w = 13;
+  std::mt19937 gen(9);
+  std::uniform_int_distribution<int> byte(0, 255);
+  auto bytes = [&](size_t n) {
+    std::vector<uint8_t> v(n);
+    for (uint8_t& b : v)
+      b = static_cast<uint8_t>(byte(gen));
+    return v;
+  };
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  m.feeds["x"] = rt::RtValue::ofTensor(
+      rt::makeTensor<uint8_t>(DType::UInt8, {1, c, h, w}, bytes(static_cast<size_t>(c * h * w))));
+  Value* wv = g.addInitializer(
+      "w", rt::makeTensor<uint8_t>(DType::UInt8, {f, c / group, 3, 3},
+                                   bytes(static_cast<size_t>(f * (c / group) * 9))));
+  Value* xz = g.addInitializer("xz", rt::makeTensor<uint8_t>(DType::UInt8, {}, {131}));
+  Value* wz = g.addInitializer(
+      "wz", rt::makeTensor<uint8_t>(DType::UInt8, {f}, bytes(static_cast<size_t>(f))));
+  Node* conv = g.appendNode("ConvInteger", {x, wv, xz, wz}, {"acc"});
+  conv->setAttribute("pads", Attribute::ofInts({1, 1, 1, 1}));
+  conv->setAttribute("group", Attribute::ofInt(group));
+  Node* cast = g.appendNode("Cast", {conv->output(0)}, {"accf"});
+  cast->setAttribute("to", Attribute::ofInt(1));
+  Value* scaled =
+      g.appendNode("Mul", {cast->output(0), g.addInitializer("s", scalar(0.0037f))}, {"scaled"})
+          ->output(0);
+  Value* biased =
+      g.appendNode("Add", {scaled, g.addInitializer("b", floats({1, f, 1, 1}, 6))}, {"biased"})
+          ->output(0);
+  Node* relu = g.appendNode("Relu", {biased}, {"y"});
+  g.addOutput(relu->output(0));
+  if (castIsOutput) g.addOutput(cast->output(0));
+  return m;
+}
+
+TEST(ConvFusion, ConvIntegerCastAndChainEqualNodesOneByOne) {
+  for (int64_t group : {1, 2}) // oneDNN int8 path (VNNI CPUs) and the int16 loops
+    for (bool castIsOutput : {false, true}) {
+      const std::string what =
+          "group " + std::to_string(group) + (castIsOutput ? ", Cast output kept" : "");
+      ChainModel m = integerChainModel(group, castIsOutput);
+      rt::RunResult plain = run(m, false, 1);
+      rt::RunResult fused = run(m, true, 1);
+      rt::RunResult fusedTwo = run(m, true, 2);
+      ASSERT_EQ(plain.outputs.size(), fused.outputs.size()) << what;
+      for (size_t i = 0; i < plain.outputs.size(); ++i) {
+        expectSameBytes(plain.outputs[i].tensor, fused.outputs[i].tensor, what);
+        expectSameBytes(fused.outputs[i].tensor, fusedTwo.outputs[i].tensor, what + ", 2 threads");
+      }
+      EXPECT_EQ(calls(plain, "Cast"), 1u) << what;
+      EXPECT_EQ(calls(fused, "Cast"), 0u) << what;
+      EXPECT_EQ(calls(fused, "Relu"), castIsOutput ? 1u : 0u) << what;
+      EXPECT_EQ(calls(fused, "ConvInteger"), 1u) << what;
+    }
 }
 
 // Float16 chains: the Conv computes in float and rounds; fused, the chain rounds each step's

@@ -1,6 +1,7 @@
 // ConvInteger against a direct integer reference over random uint8 / int8 inputs with zero
 // points, pads, strides, groups and dilations, at 1 and 2 threads: integer sums are exact, so the
-// blocked kernel must match the reference bit for bit at any thread count.
+// blocked kernel and the oneDNN path (group 1, constant weights, VNNI CPUs) must match the
+// reference bit for bit at any thread count, also for sums past float32's 2^24.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -19,9 +20,9 @@ struct Conv2d {
   int64_t ow() const { return (w + pl + pr - ((kw - 1) * dw + 1)) / sw + 1; }
 };
 
-template <typename T> std::vector<T> randomBytes(size_t n, uint32_t seed) {
+template <typename T> std::vector<T> randomBytes(size_t n, uint32_t seed, int lo = -1000) {
   std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> dist(std::is_signed_v<T> ? -128 : 0,
+  std::uniform_int_distribution<int> dist(lo != -1000 ? lo : std::is_signed_v<T> ? -128 : 0,
                                           std::is_signed_v<T> ? 127 : 255);
   std::vector<T> v(n);
   for (T& x : v)
@@ -55,11 +56,21 @@ std::vector<int32_t> naive(const Conv2d& s, const std::vector<TX>& x, const std:
 }
 
 template <typename TX, typename TW>
-void check(const Conv2d& s, DType xt, DType wt, uint32_t seed, bool perChannelZero) {
-  auto x = randomBytes<TX>(static_cast<size_t>(s.n * s.c * s.h * s.w), seed);
-  auto w = randomBytes<TW>(static_cast<size_t>(s.m * (s.c / s.group) * s.kh * s.kw), seed + 1);
-  const TX xz = randomBytes<TX>(1, seed + 2)[0];
+void check(const Conv2d& s, DType xt, DType wt, uint32_t seed, bool perChannelZero,
+           bool large = false) {
+  // `large`: x and w near the top of their range with zero points at the bottom, so the sums
+  // exceed 2^24 (where float32 stops holding every integer) with random low bits.
+  const int lo = large ? (std::is_signed_v<TX> ? 100 : 224) : -1000;
+  auto x = randomBytes<TX>(static_cast<size_t>(s.n * s.c * s.h * s.w), seed, lo);
+  auto w = randomBytes<TW>(static_cast<size_t>(s.m * (s.c / s.group) * s.kh * s.kw), seed + 1,
+                           large ? (std::is_signed_v<TW> ? 100 : 224) : -1000);
+  TX xz = randomBytes<TX>(1, seed + 2)[0];
   std::vector<TW> wz = randomBytes<TW>(perChannelZero ? static_cast<size_t>(s.m) : 1, seed + 3);
+  if (large) {
+    xz = static_cast<TX>(std::is_signed_v<TX> ? -128 : 0);
+    for (TW& z : wz)
+      z = static_cast<TW>(std::is_signed_v<TW> ? -128 : 0);
+  }
   std::vector<int32_t> wzAll(static_cast<size_t>(s.m));
   for (size_t i = 0; i < wzAll.size(); ++i)
     wzAll[i] = wz[perChannelZero ? i : 0];
@@ -110,6 +121,21 @@ TEST(ConvInteger, Int8InputsPointwiseAndDepthwise) {
                         DType::Int8, 33, true);
   check<int8_t, uint8_t>({2, 4, 13, 11, 4, 3, 3, 4, 2, 2, 1, 1, 1, 1, 1, 1}, DType::Int8,
                          DType::UInt8, 44, true);
+}
+
+TEST(ConvInteger, SumsBeyondFloatPrecisionStayExact) {
+  // 384 channels x 3 x 3 taps of ~240 x ~240: sums near 2e8, far past 2^24 (the oneDNN path cuts
+  // the channels into chunks that each stay exact).
+  check<uint8_t, uint8_t>({1, 384, 6, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, DType::UInt8,
+                          DType::UInt8, 55, true, true);
+  check<int8_t, int8_t>({1, 384, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, DType::Int8,
+                        DType::Int8, 66, false, true);
+}
+
+TEST(ConvInteger, Uint8PerChannelZeroGroupOneStrided) {
+  // Group 1 with constant weights: the oneDNN path where the CPU has VNNI.
+  check<uint8_t, uint8_t>({1, 16, 9, 9, 8, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1}, DType::UInt8,
+                          DType::UInt8, 77, true);
 }
 
 } // namespace

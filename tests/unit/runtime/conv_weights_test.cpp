@@ -1,4 +1,4 @@
-// Conv weights kept rearranged between runs (KernelState, conv_dnnl.h PackedWeights): only for a
+// Conv weights kept rearranged between runs (the node state, conv_dnnl.h PackedWeights): only for a
 // weight input that is the same tensor on every run (an initializer no feed overrides, a kept
 // constant node's output). A fed weight, even one whose bytes change in place at the same
 // address, is rearranged on every run, and every run gives the bytes a fresh executor gives.
@@ -10,7 +10,6 @@
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
-#include "runtime/kernels/conv_dnnl.h"
 
 using namespace kiln;
 
@@ -99,10 +98,6 @@ TEST(ConvWeights, ConstantWeightsAreKeptAndGiveTheSameBytes) {
       ASSERT_TRUE(result) << result.status().toString();
       EXPECT_TRUE(sameBytes(result->outputs[0].tensor, want)) << "run " << run;
     }
-    // With oneDNN built in, the rearranged weights stay with the node.
-    if (rt::dnnl_conv::available()) {
-      EXPECT_GT(executor.memoryStats().kernelStateBytes, 0u) << static_cast<int>(from);
-    }
   }
 }
 
@@ -126,7 +121,6 @@ TEST(ConvWeights, FedWeightsChangedInPlaceAreNotStale) {
     outputs.push_back(result->outputs[0].tensor);
   }
   EXPECT_FALSE(sameBytes(outputs[0], outputs[1]));
-  EXPECT_EQ(executor.memoryStats().kernelStateBytes, 0u);
 }
 
 TEST(ConvWeights, AnInitializerAFeedMayReplaceIsNotKept) {
@@ -140,7 +134,6 @@ TEST(ConvWeights, AnInitializerAFeedMayReplaceIsNotKept) {
     ASSERT_TRUE(result) << result.status().toString();
     EXPECT_TRUE(sameBytes(result->outputs[0].tensor, fresh(model, *feeds)));
   }
-  EXPECT_EQ(executor.memoryStats().kernelStateBytes, 0u);
 }
 
 } // namespace
