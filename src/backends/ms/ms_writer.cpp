@@ -155,7 +155,7 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
   s.source = t.data.get();
   s.data = t.data->data();
   s.size = t.data->size();
-  if (!t.writePerm.empty() && !t.isQuantizedWeight) {
+  if (!t.writePerm.empty()) {
     s.perm = t.writePerm;
     s.sourceDims = t.sourceDims;
   }
@@ -186,9 +186,17 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
     }
     const bool pack = bits != 8 && bits != 16;
     if (pack || options.encodeWeights) {
+      // The codes in stored order: a permuted tensor's are gathered first.
+      std::vector<uint8_t> gathered;
+      if (!s.perm.empty()) {
+        gathered.resize(s.size);
+        gatherPermuted(s.data, s.sourceDims, s.perm, wide ? 2 : 1, 0, count, gathered.data());
+        s.data = gathered.data();
+      }
       std::vector<int32_t> codes(count);
       for (size_t i = 0; i < count; ++i)
         codes[i] = code(i);
+      s.data = s.source->data();
       if (pack) {
         // BITPACKING (ms.md §3.3): biased to unsigned, LSB-first stream, bytes (≤ 7 bits) or
         // little-endian uint16 words (9..15 bits), last unit zero-padded.
@@ -234,6 +242,7 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
   }
   if (!s.converted.empty()) {
     s.toHalf = false;
+    s.perm.clear(); // the stream is in stored order already
     s.data = s.converted.data();
     s.size = s.converted.size();
   }
