@@ -416,6 +416,7 @@ Value* codedWeight(Rewriter& r, Value* w, Value* zeroPoint, int64_t axis) {
   if (zeroPoint) inputs.push_back(zeroPoint);
   Value* dq = r.op("DequantizeLinear", inputs, tensorType(DType::Float32, w->shape()),
                    "weight_dq", {{"axis", Attribute::ofInt(axis)}});
+  dq->producer()->setDocString(std::string(kModelWeightCodesDoc));
   if (r.targetTakes(*dq->producer())) return dq;
   r.graph().eraseNode(dq->producer());
   r.graph().eraseValue(s);

@@ -7,6 +7,7 @@
 
 #include "kiln/ir/constant.h"
 #include "kiln/passes/expand_conv_pool.h"
+#include "kiln/passes/pass.h"
 #include "kiln/runtime/tensor_util.h"
 #include "ms_type_ids.h"
 #include "ops/attributes.h"
@@ -207,6 +208,7 @@ std::optional<Const> LoweringContext::dequantizedConst(const Node& dq) const {
                                             std::vector<int8_t>(wide.begin(), wide.end()));
     }
     c.quantized = true;
+    c.modelCodes = p->docString() == kModelWeightCodesDoc;
     c.scales = scale->tensor.copyValues<float>();
     c.name = codes->name;
     if (const Value* zp = p->input(2)) {
@@ -412,6 +414,7 @@ Expected<uint32_t> LoweringContext::weightTensor(const Value* v, const std::vect
       if (!id) return id;
       MsTensor& t = out_.tensors[*id];
       t.isQuantizedWeight = true;
+      t.modelCodes = c->modelCodes;
       t.dataType = codes.dtype() == DType::Int16 ? kTypeInt16 : kTypeInt8;
       int storageBits = codes.dtype() == DType::Int16 ? 16 : 8;
       int bits = options_.weightQuantBits > 0 ? options_.weightQuantBits : storageBits;

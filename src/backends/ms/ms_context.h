@@ -42,6 +42,8 @@ struct Const {
   // quantize-weights' bias correction: per-channel offsets added after dequantizing (the
   // QuantParam meanCorr); empty when none.
   std::vector<float> meanCorr;
+  // Codes a quantized op of the model brought (kModelWeightCodesDoc).
+  bool modelCodes = false;
 };
 
 std::vector<int64_t> intValues(const Tensor& t);

@@ -185,7 +185,8 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
                       "pass the bit_num the weights were quantized with");
     }
     const bool pack = bits != 8 && bits != 16;
-    if (pack || options.encodeWeights) {
+    const bool encode = options.encodeWeights && !t.modelCodes;
+    if (pack || encode) {
       // The codes in stored order: a permuted tensor's are gathered first.
       std::vector<uint8_t> gathered;
       if (!s.perm.empty()) {
@@ -219,7 +220,7 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
         s.dataType = bits < 8 ? ms::kTypeInt8 : ms::kTypeInt16;
         s.compressType = fb::WeightQuantCompressType_BITPACKING;
       }
-      if (options.encodeWeights) {
+      if (encode) {
         // converter_lite's enable_encode: INDEXING or SPARSE when smaller (ms.md §3.4); the
         // stream replaces the data, dataType stays int8 (≤ 8 bits) or int16.
         std::vector<int32_t> zeroPoints;
