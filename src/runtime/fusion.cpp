@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "kiln/ir/constant.h"
+#include "kiln/runtime/tensor_util.h"
 
 namespace kiln::rt {
 namespace {
@@ -200,8 +201,13 @@ std::optional<Epilogue> bindChain(const FusedChain& chain, const Scope& scope) {
   };
   auto scalarOf = [&](const Tensor* t, float& into) {
     if (!t) return true; // omitted bound
-    if (t->dtype() != DType::Float32 || t->elementCount() != 1) return false;
-    into = *reinterpret_cast<const float*>(t->data());
+    if (t->elementCount() != 1) return false;
+    if (t->dtype() == DType::Float32) {
+      into = *reinterpret_cast<const float*>(t->data());
+      return true;
+    }
+    if (t->dtype() != DType::Float16) return false; // a half chain's bounds
+    into = halfToFloat(*reinterpret_cast<const uint16_t*>(t->data()));
     return true;
   };
   for (const FusedChain::Step& planned : chain.steps) {

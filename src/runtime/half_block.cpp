@@ -1,16 +1,99 @@
-// Block float32 → float16 conversion (half_block.h).
+// Block float32 <-> float16 conversion (half_block.h).
 #include "kiln/runtime/half_block.h"
 
 #include <algorithm>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace kiln::rt {
+namespace {
+
+#if defined(__x86_64__)
+// The F16C conversion instructions, 8 values at a time, with NaNs fixed up to the scalar
+// functions' results (the instructions keep a NaN's payload on narrowing and quiet a signalling
+// NaN on widening): every other value converts exactly as floatToHalf / halfToFloat (round to
+// nearest even, overflow to inf, subnormals kept; the instructions ignore MXCSR's DAZ and FTZ).
+bool haveF16c() {
+  static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return have;
+}
+
+__attribute__((target("avx2,f16c"))) size_t floatsToHalvesF16c(const uint8_t* src, uint16_t* dst,
+                                                               size_t count) {
+  const __m256i absMask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i quiet = _mm256_set1_epi32(0x7fc00000);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * 4));
+    const __m256i a = _mm256_and_si256(bits, absMask);
+    const __m256i nan = _mm256_cmpgt_epi32(a, inf);
+    // A NaN becomes the plain quiet NaN with its sign, which narrows to sign | 0x7e00.
+    const __m256i plain = _mm256_or_si256(_mm256_andnot_si256(absMask, bits), quiet);
+    bits = _mm256_blendv_epi8(bits, plain, nan);
+    const __m128i h = _mm256_cvtps_ph(_mm256_castsi256_ps(bits), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+  return i;
+}
+
+__attribute__((target("avx2,f16c"))) size_t halvesToFloatsF16c(const uint16_t* src, float* dst,
+                                                               size_t count) {
+  const __m256i magnitude = _mm256_set1_epi32(0x7fff);
+  const __m256i infHalf = _mm256_set1_epi32(0x7c00);
+  const __m256i signBit = _mm256_set1_epi32(0x8000);
+  const __m256i infFloat = _mm256_set1_epi32(0x7f800000);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    __m256i f = _mm256_castps_si256(_mm256_cvtph_ps(h));
+    const __m256i wide = _mm256_cvtepu16_epi32(h);
+    const __m256i em = _mm256_and_si256(wide, magnitude);
+    const __m256i nan = _mm256_cmpgt_epi32(em, infHalf);
+    // A NaN keeps its payload as is: sign | all-ones exponent | mantissa << 13.
+    const __m256i exact =
+        _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(wide, signBit), 16),
+                                        infFloat),
+                        _mm256_slli_epi32(em, 13));
+    f = _mm256_blendv_epi8(f, exact, nan);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), f);
+  }
+  return i;
+}
+#endif
+
+// The portable loops below, for what the vector loops leave.
+void floatsToHalvesPortable(const uint8_t* src, uint16_t* dst, size_t count);
+void halvesToFloatsPortable(const uint16_t* src, float* dst, size_t count);
+
+} // namespace
+
+void floatsToHalves(const uint8_t* src, uint16_t* dst, size_t count) {
+  size_t done = 0;
+#if defined(__x86_64__)
+  if (haveF16c()) done = floatsToHalvesF16c(src, dst, count);
+#endif
+  floatsToHalvesPortable(src + done * 4, dst + done, count - done);
+}
+
+void halvesToFloats(const uint16_t* src, float* dst, size_t count) {
+  size_t done = 0;
+#if defined(__x86_64__)
+  if (haveF16c()) done = halvesToFloatsF16c(src, dst, count);
+#endif
+  halvesToFloatsPortable(src + done, dst + done, count - done);
+}
+
+namespace {
 
 // Per value: the sign, then by magnitude: NaN / inf, overflow, float16 subnormals and zero (an
 // add of 0.5f makes the FPU round the value to a multiple of 2^-24 under its round-to-nearest-even
 // mode), and normal numbers (rebias the exponent, add the rounding bias, shift). Selects rather
 // than branches, so each step is one vector instruction over a block.
-void floatsToHalves(const uint8_t* src, uint16_t* dst, size_t count) {
+void floatsToHalvesPortable(const uint8_t* src, uint16_t* dst, size_t count) {
   constexpr size_t kBlock = 256;
   uint32_t bits[kBlock];
   for (size_t start = 0; start < count; start += kBlock) {
@@ -32,6 +115,37 @@ void floatsToHalves(const uint8_t* src, uint16_t* dst, size_t count) {
       h = a > 0x7f800000u ? 0x7e00u : h;
       dst[start + i] = static_cast<uint16_t>(sign | h);
     }
+  }
+}
+
+// Per value: normal numbers rebias the exponent; inf / NaN keep the payload under an all-ones
+// exponent; subnormals and zero are the integer mantissa times 2^-24 (both exact in float).
+void halvesToFloatsPortable(const uint16_t* src, float* dst, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const uint32_t h = src[i];
+    const uint32_t sign = (h & 0x8000u) << 16;
+    const uint32_t em = h & 0x7fffu;
+    const uint32_t normal = (em << 13) + 0x38000000u;
+    const uint32_t special = (em << 13) | 0x7f800000u;
+    const float tiny = static_cast<float>(static_cast<int32_t>(em)) * 5.9604644775390625e-08f;
+    uint32_t tinyBits;
+    std::memcpy(&tinyBits, &tiny, 4);
+    uint32_t bits = em < 0x400u ? tinyBits : normal;
+    bits = em >= 0x7c00u ? special : bits;
+    bits |= sign;
+    std::memcpy(dst + i, &bits, 4);
+  }
+}
+
+} // namespace
+
+void roundThroughHalves(float* v, size_t count) {
+  constexpr size_t kBlock = 512;
+  uint16_t halves[kBlock];
+  for (size_t start = 0; start < count; start += kBlock) {
+    const size_t n = std::min(kBlock, count - start);
+    floatsToHalves(v + start, halves, n);
+    halvesToFloats(halves, v + start, n);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <malloc.h>
 #endif
 
+#include "kiln/runtime/half_block.h"
 #include "kiln/runtime/tensor_util.h"
 
 namespace kiln::rt {
@@ -49,6 +50,29 @@ struct HeapBlock {
   HeapBlock& operator=(const HeapBlock&) = delete;
 };
 
+// Fresh anonymous memory of `bytes`; from 2 MiB on the mapping starts on a 2 MiB boundary and
+// asks for transparent huge pages, so that the first touch of a large tensor takes one page
+// fault per 2 MiB instead of one per 4 KiB (faults dominated the first run of big-image models).
+constexpr size_t kHugePage = size_t{2} << 20;
+
+uint8_t* mapFresh(size_t bytes) {
+  const bool huge = bytes >= kHugePage;
+  const size_t span = huge ? bytes + kHugePage : bytes;
+  void* p = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  auto* start = static_cast<uint8_t*>(p);
+  if (!huge) return start;
+  const auto address = reinterpret_cast<uintptr_t>(start);
+  auto* aligned = reinterpret_cast<uint8_t*>((address + kHugePage - 1) & ~(kHugePage - 1));
+  if (aligned > start) munmap(start, static_cast<size_t>(aligned - start));
+  const size_t tail = static_cast<size_t>(start + span - (aligned + bytes));
+  if (tail > 0) munmap(aligned + bytes, tail);
+#if defined(MADV_HUGEPAGE)
+  madvise(aligned, bytes, MADV_HUGEPAGE); // advice only: without it the pages are small
+#endif
+  return aligned;
+}
+
 // Bytes of the first (recording) run: large blocks are mapped and unmapped so that none of them
 // stays in the heap after the run, where it would add to the arena planned from it.
 struct RecordedBlock {
@@ -56,13 +80,7 @@ struct RecordedBlock {
   uint8_t* data;
   size_t capacity;
   explicit RecordedBlock(size_t c) : capacity(c) {
-    if (capacity >= kMapFrom) {
-      void* p = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) throw std::bad_alloc();
-      data = static_cast<uint8_t*>(p);
-    } else {
-      data = systemAllocate(capacity);
-    }
+    data = capacity >= kMapFrom ? mapFresh(capacity) : systemAllocate(capacity);
   }
   ~RecordedBlock() {
     if (capacity >= kMapFrom)
@@ -195,7 +213,9 @@ struct RunArena::State {
   size_t arenaLive = 0; // arena buffers in use (any run)
   Stats stats;
 
-  ~State() { std::free(base); }
+  ~State() {
+    if (base) munmap(base, stats.arenaBytes);
+  }
 
   // A traced buffer of run `r` (request `id`) was released.
   void released(uint32_t id, uint64_t r, bool fromArena, size_t bytes) {
@@ -273,10 +293,7 @@ void RunArena::State::plan() {
     ++stats.planned;
   }
   stats.arenaBytes = total;
-  if (total > 0) {
-    base = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, total));
-    if (!base) throw std::bad_alloc();
-  }
+  if (total > 0) base = mapFresh(total);
 }
 
 RunArena::RunArena() : state_(std::make_shared<State>()) {}
@@ -398,8 +415,7 @@ std::shared_ptr<const Buffer> WideningCache::widened(const Tensor& t) {
     const uint16_t* src = reinterpret_cast<const uint16_t*>(t.data());
     float* dst = reinterpret_cast<float*>(bytes.data());
     if (t.dtype() == DType::Float16)
-      for (size_t i = 0; i < n; ++i)
-        dst[i] = halfToFloat(src[i]);
+      halvesToFloats(src, dst, n);
     else
       for (size_t i = 0; i < n; ++i)
         dst[i] = bfloat16ToFloat(src[i]);
@@ -414,15 +430,9 @@ size_t WideningCache::bytes() const {
   return bytes_;
 }
 
-MemoryScope::MemoryScope(ExecutorMemory* memory) : previous_(currentMemory) {
-  currentMemory = memory;
-}
+MemoryScope::MemoryScope(ExecutorMemory* memory) : ThreadBinding(currentMemory, memory) {}
 
-MemoryScope::~MemoryScope() { currentMemory = previous_; }
-
-ArenaScope::ArenaScope(RunArena* arena) : previous_(currentArena) { currentArena = arena; }
-
-ArenaScope::~ArenaScope() { currentArena = previous_; }
+ArenaScope::ArenaScope(RunArena* arena) : ThreadBinding(currentArena, arena) {}
 
 std::shared_ptr<const Buffer> cachedWidening(const Tensor& t) {
   return currentMemory ? currentMemory->widening.widened(t) : nullptr;

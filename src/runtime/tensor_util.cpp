@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kiln/ir/shape.h"
+#include "kiln/runtime/half_block.h"
 
 namespace kiln::rt {
 
@@ -205,6 +206,15 @@ std::optional<Tensor> castTensor(const Tensor& t, DType to) {
         v = std::strtod(s.c_str(), nullptr);
       if (!storeConverted(out, i, v)) return std::nullopt;
     }
+    return std::move(out).finish();
+  }
+  // float16 <-> float32 in blocks (the same values as the element loop below).
+  if (t.dtype() == DType::Float16 && to == DType::Float32) {
+    halvesToFloats(reinterpret_cast<const uint16_t*>(t.data()), out.data<float>(), n);
+    return std::move(out).finish();
+  }
+  if (t.dtype() == DType::Float32 && to == DType::Float16) {
+    floatsToHalves(t.data(), out.data<uint16_t>(), n);
     return std::move(out).finish();
   }
   // Exact int64 paths avoid the double round trip for large values.

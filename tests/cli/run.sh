@@ -224,4 +224,17 @@ mkdir -p "$out/adir"
 expectError "convert onto a folder" K1003 "$out/adir" convert "$sample" --to onnx -o "$out/adir"
 expectNoOutput "convert onto a folder leaves no temp file" "$out" "adir"
 
+# OpenMP workers (oneDNN's runtime) sleep between parallel regions unless the user chose a policy:
+# libgomp reports what it read at start-up when OMP_DISPLAY_ENV is set.
+env -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=verbose "$kiln" --version >"$work/stdout" 2>"$work/stderr"
+if ! grep -q "OMP_WAIT_POLICY" "$work/stderr"; then
+  echo "SKIP OpenMP wait policy: this kiln does not load an OpenMP runtime (built without oneDNN)"
+else
+  if grep -q "GOMP_SPINCOUNT = '0'" "$work/stderr"; then pass "OpenMP workers sleep by default"
+  else fail "OpenMP workers sleep by default" "libgomp did not start with a zero spin count"; fi
+  OMP_WAIT_POLICY=ACTIVE OMP_DISPLAY_ENV=verbose "$kiln" --version >"$work/stdout" 2>"$work/stderr"
+  if grep -q "OMP_WAIT_POLICY = 'ACTIVE'" "$work/stderr"; then pass "a user's OpenMP wait policy is kept"
+  else fail "a user's OpenMP wait policy is kept" "OMP_WAIT_POLICY=ACTIVE was not what libgomp read"; fi
+fi
+
 finish

@@ -227,8 +227,11 @@ int main(int argc, char** argv) {
   }
   parsed.handoff = cann.has_value();
   if (!cann) std::cout << "ATC start working now, please wait for a moment." << std::endl;
-  auto start = [&] {
+  // A failure after option checks: on the hand-off path the framing line was held back, print it
+  // first so the block reads as kiln's own run.
+  auto failAfterStart = [&](const kiln::Status& status, const std::vector<kiln::Status>& errors) {
     if (cann) std::cout << "ATC start working now, please wait for a moment." << std::endl;
+    return fail(status, errors, true);
   };
   if (!parsed.errorLines.empty() || !parsed.error.isOk()) {
     for (const std::string& line : parsed.errorLines)
@@ -246,31 +249,27 @@ int main(int argc, char** argv) {
     commandLine += " " + a;
   auto options = kiln::validateAtcOptions(parsed, commandLine);
   if (!options) {
-    start();
-    return fail(options.status(), {}, true);
+    return failAfterStart(options.status(), {});
   }
   if (cann) {
     TempDir temp;
     if (temp.path.empty()) {
-      start();
-      return fail(kiln::Status(kiln::ErrorCode::FileWriteFailed,
-                               "cannot create a temporary folder for the prepared model",
-                               "set TMPDIR to a writable folder"),
-                  {}, true);
+      return failAfterStart(kiln::Status(kiln::ErrorCode::FileWriteFailed,
+                                         "cannot create a temporary folder for the prepared model",
+                                         "set TMPDIR to a writable folder"),
+                            {});
     }
     const std::string prepared =
         (fs::path(temp.path) / (fs::path(options->model).stem().string() + ".onnx")).string();
     kiln::AtcResult result;
     if (kiln::Status status = kiln::prepareForCannAtc(*options, prepared, result); !status) {
-      start();
-      return fail(status, result.errors, true);
+      return failAfterStart(status, result.errors);
     }
     std::cerr << "atc: kiln's checks and simplification passed; CANN's atc " << cann->path
               << " (from " << cann->source << ") builds the .om" << std::endl;
     auto exitStatus = runCannAtc(*cann, kiln::cannAtcArgs(args, prepared));
     if (!exitStatus) {
-      start();
-      return fail(exitStatus.status(), {}, true);
+      return failAfterStart(exitStatus.status(), {});
     }
     return *exitStatus;
   }

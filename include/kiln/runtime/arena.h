@@ -52,15 +52,9 @@ class RunArena {
 };
 
 // While alive, allocateBuffer on this thread asks `arena` first (nullptr: no arena). Nests.
-class ArenaScope {
+class ArenaScope : ThreadBinding<RunArena> {
  public:
   explicit ArenaScope(RunArena* arena);
-  ~ArenaScope();
-  ArenaScope(const ArenaScope&) = delete;
-  ArenaScope& operator=(const ArenaScope&) = delete;
-
- private:
-  RunArena* previous_;
 };
 
 } // namespace kiln::rt

@@ -116,17 +116,28 @@ struct ExecutorMemory {
   WideningCache widening;
 };
 
-// While alive, allocateBuffer and cachedWidening on this thread use `memory` (nullptr: the heap,
-// no cache). Nests: the previous binding comes back on destruction.
-class MemoryScope {
+// Sets a thread-local slot while alive; the previous value comes back on destruction, so
+// bindings nest. The scopes below are the executor's two bindings.
+template <typename T>
+class ThreadBinding {
  public:
-  explicit MemoryScope(ExecutorMemory* memory);
-  ~MemoryScope();
-  MemoryScope(const MemoryScope&) = delete;
-  MemoryScope& operator=(const MemoryScope&) = delete;
+  ThreadBinding(const ThreadBinding&) = delete;
+  ThreadBinding& operator=(const ThreadBinding&) = delete;
+
+ protected:
+  ThreadBinding(T*& slot, T* value) : slot_(slot), previous_(slot) { slot_ = value; }
+  ~ThreadBinding() { slot_ = previous_; }
 
  private:
-  ExecutorMemory* previous_;
+  T*& slot_;
+  T* previous_;
+};
+
+// While alive, allocateBuffer and cachedWidening on this thread use `memory` (nullptr: the heap,
+// no cache). Nests.
+class MemoryScope : ThreadBinding<ExecutorMemory> {
+ public:
+  explicit MemoryScope(ExecutorMemory* memory);
 };
 
 // The cached float32 copy of a half initializer on this thread's executor, or nullptr.

@@ -17,6 +17,26 @@ using namespace math;
 // Float32 input through the ISA-dispatched loop (vec_loops.h); false for other dtypes.
 bool unaryFloatFast(KernelContext& ctx, vec::UnOp op, float p0 = 0.0f, float p1 = 0.0f) {
   const Tensor& x = ctx.input(0);
+  if (x.dtype() == DType::Float16) {
+    // Blocks widened in L1, through the same loop, rounded back: the values of the element path.
+    OutTensor out(DType::Float16, x.dims());
+    const auto n = static_cast<int64_t>(x.elementCount());
+    const auto* in = reinterpret_cast<const uint16_t*>(x.data());
+    uint16_t* po = out.data<uint16_t>();
+    pool::parallelFor(n >= vec::kParallelElements ? ctx.threads() : 1, n, vec::kParallelGrain,
+                      [&](int64_t i0, int64_t i1) {
+                        constexpr int64_t kBlock = 1024;
+                        float block[kBlock];
+                        for (int64_t b0 = i0; b0 < i1; b0 += kBlock) {
+                          const int64_t len = std::min(kBlock, i1 - b0);
+                          halvesToFloats(in + b0, block, static_cast<size_t>(len));
+                          vec::unary(op, block, block, len, p0, p1);
+                          floatsToHalves(block, po + b0, static_cast<size_t>(len));
+                        }
+                      });
+    ctx.setOutput(0, std::move(out).finish());
+    return true;
+  }
   if (x.dtype() != DType::Float32) return false;
   OutTensor out(DType::Float32, x.dims());
   const auto n = static_cast<int64_t>(x.elementCount());

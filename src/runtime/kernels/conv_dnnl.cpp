@@ -8,6 +8,8 @@
 #include <array>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "kiln/runtime/memory.h"
 #include <vector>
 
 // oneDNN's CPU runtime here is OpenMP; the thread count of its parallel regions follows the
@@ -100,10 +102,11 @@ bool run(int threads, const Conv2d& c, const float* x, const float* w, const flo
     auto userSrc = memory(p.userSrc, eng, const_cast<float*>(x));
     auto userWei = memory(p.userWei, eng, const_cast<float*>(w));
     auto userDst = memory(p.userDst, eng, y);
-    // Blocked copies live in per-thread buffers kept between calls (no fresh pages each run).
-    thread_local std::vector<uint8_t> srcBuf, weiBuf, dstBuf;
-    auto scratch = [&](std::vector<uint8_t>& buf, const memory::desc& md) {
-      if (buf.size() < md.get_size()) buf.resize(md.get_size());
+    // Blocked copies in the executor's scratch memory (the run's planned arena: no fresh pages
+    // each run, and their bytes are shared with tensors whose lifetimes do not overlap).
+    Scratch<uint8_t> srcBuf, weiBuf, dstBuf;
+    auto scratch = [&](Scratch<uint8_t>& buf, const memory::desc& md) {
+      buf.reset(md.get_size());
       return memory(md, eng, buf.data());
     };
     memory convSrc = userSrc, convWei = userWei, convDst = userDst;

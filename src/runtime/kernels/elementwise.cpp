@@ -162,7 +162,52 @@ Status bitwiseNotKernel(KernelContext& ctx) {
 // Float32 Add/Sub/Mul/Div over the shapes real models use (same shape, a scalar, a per-channel
 // or trailing-suffix operand) through the ISA-dispatched loops; false leaves the node to the
 // generic path. Each output element is the same single operation, so results equal that path's.
+// Float16 operands of one shape, or one of them a scalar: blocks widened in L1, through the same
+// loops, rounded back (the values of the element path).
+bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (a.dtype() != DType::Float16 || b.dtype() != DType::Float16 || ctx.opset() < 7) return false;
+  const uint64_t na = a.elementCount(), nb = b.elementCount();
+  const bool same = a.dims() == b.dims();
+  if (!same && !(nb == 1 && b.dims().size() <= a.dims().size()) &&
+      !(na == 1 && a.dims().size() <= b.dims().size()))
+    return false;
+  const bool scalarB = !same && nb == 1, scalarA = !same && !scalarB;
+  const auto& dims = scalarA ? b.dims() : a.dims();
+  OutTensor out(DType::Float16, dims);
+  const auto n = static_cast<int64_t>(countOf(dims));
+  const auto* pa = reinterpret_cast<const uint16_t*>(a.data());
+  const auto* pb = reinterpret_cast<const uint16_t*>(b.data());
+  uint16_t* po = out.data<uint16_t>();
+  const float sa = na ? halfToFloat(pa[0]) : 0.0f, sb = nb ? halfToFloat(pb[0]) : 0.0f;
+  pool::parallelFor(n >= vec::kParallelElements ? ctx.threads() : 1, n, vec::kParallelGrain,
+                    [&](int64_t i0, int64_t i1) {
+                      constexpr int64_t kBlock = 1024;
+                      float x[kBlock], y[kBlock];
+                      for (int64_t b0 = i0; b0 < i1; b0 += kBlock) {
+                        const auto len = std::min(kBlock, i1 - b0);
+                        const auto count = static_cast<size_t>(len);
+                        if (scalarA) {
+                          halvesToFloats(pb + b0, y, count);
+                          vec::binaryScalarLeft(op, sa, y, x, len);
+                        } else if (scalarB) {
+                          halvesToFloats(pa + b0, x, count);
+                          vec::binaryScalarRight(op, x, sb, x, len);
+                        } else {
+                          halvesToFloats(pa + b0, x, count);
+                          halvesToFloats(pb + b0, y, count);
+                          vec::binarySame(op, x, y, x, len);
+                        }
+                        floatsToHalves(x, po + b0, count);
+                      }
+                    });
+  ctx.setOutput(0, std::move(out).finish());
+  return true;
+}
+
 bool binaryFloatFast(KernelContext& ctx, vec::BinOp op) {
+  if (binaryHalfFast(ctx, op)) return true;
   const Tensor& a = ctx.input(0);
   if (a.dtype() != DType::Float32 || ctx.input(1).dtype() != DType::Float32) return false;
   const Tensor b = legacyBroadcastOperand(ctx, a, ctx.input(1));

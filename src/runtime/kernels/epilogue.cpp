@@ -3,12 +3,18 @@
 
 #include <algorithm>
 
+#include "kiln/runtime/half_block.h"
+#include "kiln/runtime/memory.h"
+#include "kiln/runtime/tensor_util.h"
 #include "thread_pool.h"
 
 namespace kiln::rt {
 
-bool Epilogue::bind(const std::vector<int64_t>& outDims) {
+bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half) {
   if (outDims.size() < 2 || steps_.empty()) return false;
+  half_ = half;
+  widened_.clear();
+  widened_.reserve(2 * steps_.size()); // pointers into it are kept below
   batch_ = outDims[0];
   channels_ = outDims[1];
   plane_ = 1;
@@ -16,7 +22,20 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims) {
     plane_ *= outDims[d];
   auto classify = [&](const Operand& o, Bound& b) {
     if (!o.tensor) return o.slot >= 0;
-    const Tensor& t = *o.tensor;
+    const Tensor* src = o.tensor;
+    if (half) {
+      if (src->dtype() != DType::Float16) return false;
+      if (auto cached = cachedWidening(*src)) {
+        widened_.emplace_back(DType::Float32, src->dims(), std::move(cached));
+      } else {
+        OutTensor wide(DType::Float32, src->dims());
+        halvesToFloats(reinterpret_cast<const uint16_t*>(src->data()), wide.data<float>(),
+                       src->elementCount());
+        widened_.push_back(std::move(wide).finish());
+      }
+      src = &widened_.back();
+    }
+    const Tensor& t = *src;
     if (t.dtype() != DType::Float32 || t.dims().size() > outDims.size()) return false;
     b.data = reinterpret_cast<const float*>(t.data());
     if (t.elementCount() == 1) {
@@ -44,7 +63,8 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims) {
   return true;
 }
 
-void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset) const {
+void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
+                     uint16_t* narrowTo) const {
   constexpr int64_t kBlock = 1024; // the live step results stay in L1
   thread_local std::vector<float> scratch;
   const size_t count = steps_.size();
@@ -53,12 +73,14 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset) const
     const int64_t len = std::min(kBlock, n - b0);
     float* block = y + b0;
     auto slot = [&](int s) { return s == 0 ? block : scratch.data() + (s - 1) * kBlock; };
+    if (half_) roundThroughHalves(block, static_cast<size_t>(len));
     for (size_t i = 0; i < count; ++i) {
       const Step& st = steps_[i];
       // The last step writes the output in place (the loops allow exact aliasing).
       float* dst = i + 1 == count ? block : slot(static_cast<int>(i) + 1);
       if (st.unary) {
         vec::unary(st.unOp, slot(st.a.slot), dst, len, st.p0, st.p1);
+        if (half_ && i + 1 < count) roundThroughHalves(dst, static_cast<size_t>(len));
         continue;
       }
       const Bound& ba = boundA_[i];
@@ -74,7 +96,13 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset) const
         vec::binarySame(st.binOp, ba.data + offset + b0, slot(st.b.slot), dst, len);
       else
         vec::binaryScalarLeft(st.binOp, scalarOf(ba), slot(st.b.slot), dst, len);
+      if (half_ && i + 1 < count) roundThroughHalves(dst, static_cast<size_t>(len));
     }
+    // The last step's result is rounded by the narrowing.
+    if (narrowTo)
+      floatsToHalves(block, narrowTo + b0, static_cast<size_t>(len));
+    else if (half_)
+      roundThroughHalves(block, static_cast<size_t>(len));
   }
 }
 

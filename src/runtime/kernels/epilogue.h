@@ -36,11 +36,17 @@ class Epilogue {
   // Checks every outside operand against the convolution's output dims [N, C, spatial...]: a
   // float32 scalar, a per-channel float32 tensor or a float32 tensor of exactly those dims (none
   // may change the output's shape). False leaves the chain to the nodes' own kernels.
-  bool bind(const std::vector<int64_t>& outDims);
+  // With `half` the chain's values are float16 (the convolution computes in float and rounds its
+  // output): the operands must be float16 (widened here, once per bind), and apply rounds the
+  // convolution's values and each step's result to float16 as the nodes' own kernels do, so the
+  // fused result is again bit-identical.
+  bool bind(const std::vector<int64_t>& outDims, bool half = false);
 
   // Runs the chain in place over y[0, n), elements of channel `channel` starting at flat offset
-  // `offset` of the output (after bind). Thread-safe.
-  void apply(float* y, int64_t n, int64_t channel, int64_t offset) const;
+  // `offset` of the output (after bind); a half chain also writes the float16 result to
+  // `narrowTo[0, n)` when given. Thread-safe.
+  void apply(float* y, int64_t n, int64_t channel, int64_t offset,
+             uint16_t* narrowTo = nullptr) const;
   // The whole NC... output, planes spread over `threads`.
   void applyAll(int threads, float* y) const;
 
@@ -52,6 +58,8 @@ class Epilogue {
   };
   std::vector<Step> steps_;
   std::vector<Bound> boundA_, boundB_;
+  std::vector<Tensor> widened_; // float32 copies of a half chain's outside operands
+  bool half_ = false;
   int64_t batch_ = 0, channels_ = 0, plane_ = 0;
 };
 

@@ -2,6 +2,7 @@
 // half-precision widening, n-way broadcasting and typed map loops.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kiln/runtime/half_block.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/tensor_util.h"
 
@@ -26,8 +28,7 @@ inline Tensor widenToFloat(const Tensor& t) {
   const uint16_t* src = reinterpret_cast<const uint16_t*>(t.data());
   float* dst = out.data<float>();
   if (t.dtype() == DType::Float16) {
-    for (uint64_t i = 0; i < n; ++i)
-      dst[i] = halfToFloat(src[i]);
+    halvesToFloats(src, dst, n);
   } else {
     for (uint64_t i = 0; i < n; ++i)
       dst[i] = bfloat16ToFloat(src[i]);
@@ -44,8 +45,7 @@ inline Tensor narrowFromFloat(const Tensor& t, DType to) {
   const float* src = reinterpret_cast<const float*>(t.data());
   uint16_t* dst = out.data<uint16_t>();
   if (to == DType::Float16) {
-    for (uint64_t i = 0; i < n; ++i)
-      dst[i] = floatToHalf(src[i]);
+    floatsToHalves(src, dst, n);
   } else {
     for (uint64_t i = 0; i < n; ++i)
       dst[i] = floatToBfloat16(src[i]);
@@ -185,10 +185,23 @@ Tensor mapBinary(const Tensor& a, const Tensor& b, DType outType,
 // the half output (the same values as widening, computing and narrowing whole tensors, without
 // the two float32 copies).
 template <typename Fn> Tensor mapUnaryHalf(const Tensor& x, Fn&& fn) {
-  if (x.dtype() == DType::Float16)
-    return mapUnary<uint16_t, uint16_t>(x, x.dtype(), [&](uint16_t h) {
-      return floatToHalf(static_cast<float>(fn(halfToFloat(h))));
-    });
+  if (x.dtype() == DType::Float16) {
+    // Blocks widened into a float buffer in L1, computed and rounded back.
+    constexpr uint64_t kBlock = 1024;
+    float block[kBlock];
+    OutTensor out(x.dtype(), x.dims());
+    const uint64_t n = x.elementCount();
+    const auto* src = reinterpret_cast<const uint16_t*>(x.data());
+    uint16_t* dst = out.data<uint16_t>();
+    for (uint64_t b0 = 0; b0 < n; b0 += kBlock) {
+      const uint64_t len = std::min(kBlock, n - b0);
+      halvesToFloats(src + b0, block, len);
+      for (uint64_t i = 0; i < len; ++i)
+        block[i] = static_cast<float>(fn(block[i]));
+      floatsToHalves(block, dst + b0, len);
+    }
+    return std::move(out).finish();
+  }
   return mapUnary<uint16_t, uint16_t>(x, x.dtype(), [&](uint16_t h) {
     return floatToBfloat16(static_cast<float>(fn(bfloat16ToFloat(h))));
   });

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/runtime/kernel.h"
+#include "kiln/runtime/half_block.h"
 
 namespace kiln::rt::nn {
 
@@ -111,8 +112,12 @@ template <typename T> class Staged {
     copy_.reset(n);
     if (t.dtype() == DType::Float16) {
       const auto* src = reinterpret_cast<const uint16_t*>(t.data());
-      for (uint64_t i = 0; i < n; ++i)
-        copy_[i] = static_cast<T>(halfToFloat(src[i]));
+      if constexpr (std::is_same_v<T, float>) {
+        halvesToFloats(src, copy_.data(), n);
+      } else {
+        for (uint64_t i = 0; i < n; ++i)
+          copy_[i] = static_cast<T>(halfToFloat(src[i]));
+      }
     } else if (t.dtype() == DType::BFloat16) {
       const auto* src = reinterpret_cast<const uint16_t*>(t.data());
       for (uint64_t i = 0; i < n; ++i)
@@ -151,6 +156,12 @@ template <typename T> class StagedOut {
     if (!scratch_.empty()) {
       auto* dst = out_.template data<uint16_t>();
       const bool half = out_.dtype() == DType::Float16;
+      if constexpr (std::is_same_v<T, float>) {
+        if (half) {
+          floatsToHalves(scratch_.data(), dst, scratch_.size());
+          return std::move(out_).finish();
+        }
+      }
       for (size_t i = 0; i < scratch_.size(); ++i) {
         float v = static_cast<float>(scratch_[i]);
         dst[i] = half ? floatToHalf(v) : floatToBfloat16(v);

@@ -43,7 +43,25 @@ struct ChainModel {
   std::map<std::string, rt::RtValue> feeds;
 };
 
-ChainModel chainModel(const ConvCase& c, const std::string& extraOutput = "") {
+// Every float32 value of `t` rounded to float16.
+Tensor toHalf(const Tensor& t) {
+  const float* p = reinterpret_cast<const float*>(t.data());
+  std::vector<uint16_t> h(t.elementCount());
+  for (size_t i = 0; i < h.size(); ++i)
+    h[i] = rt::floatToHalf(p[i]);
+  return rt::makeTensor<uint16_t>(DType::Float16, t.dims(), h);
+}
+
+// With `half`, every tensor of the model and its feeds is float16.
+ChainModel chainModel(const ConvCase& c, const std::string& extraOutput = "", bool half = false) {
+  auto floats = [half](std::vector<int64_t> dims, uint32_t seed) {
+    Tensor t = ::floats(std::move(dims), seed);
+    return half ? toHalf(t) : t;
+  };
+  auto scalar = [half](float v, std::vector<int64_t> dims = {}) {
+    Tensor t = ::scalar(v, std::move(dims));
+    return half ? toHalf(t) : t;
+  };
   ChainModel m;
   m.model.opsets = {{"", 17}};
   m.model.graph = std::make_shared<Graph>("g");
@@ -139,6 +157,26 @@ TEST(ConvFusion, FusedChainEqualsNodesOneByOne) {
     EXPECT_EQ(calls(fused, "Mul"), 0u) << c.what;
     EXPECT_EQ(calls(fused, "LeakyRelu"), 0u) << c.what;
     EXPECT_EQ(calls(fused, "Conv"), 1u) << c.what;
+  }
+}
+
+// Float16 chains: the Conv computes in float and rounds; fused, the chain rounds each step's
+// result to float16 as the nodes' own kernels do, so the bytes are again those of the nodes.
+TEST(ConvFusion, HalfChainEqualsNodesOneByOne) {
+  for (const ConvCase& c : kCases) {
+    ChainModel m = chainModel(c, "", true);
+    rt::RunResult plain = run(m, false, 1);
+    rt::RunResult fused = run(m, true, 1);
+    rt::RunResult fusedTwo = run(m, true, 2);
+    ASSERT_EQ(fused.outputs.size(), 1u) << c.what;
+    EXPECT_EQ(fused.outputs[0].tensor.dtype(), DType::Float16) << c.what;
+    expectSameBytes(plain.outputs[0].tensor, fused.outputs[0].tensor, c.what);
+    expectSameBytes(fused.outputs[0].tensor, fusedTwo.outputs[0].tensor,
+                    std::string(c.what) + ", 2 threads");
+    EXPECT_EQ(calls(plain, "LeakyRelu"), 1u) << c.what;
+    EXPECT_EQ(calls(fused, "Clip"), 0u) << c.what;
+    EXPECT_EQ(calls(fused, "Mul"), 0u) << c.what;
+    EXPECT_EQ(calls(fused, "LeakyRelu"), 0u) << c.what;
   }
 }
 

@@ -1,0 +1,48 @@
+// Block float16 conversions against the scalar ones they stand for.
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kiln/runtime/half_block.h"
+#include "kiln/runtime/tensor_util.h"
+
+namespace kiln {
+namespace {
+
+TEST(HalfBlock, HalvesToFloatsMatchesScalarForEveryHalf) {
+  std::vector<uint16_t> halves(65536);
+  for (size_t i = 0; i < halves.size(); ++i)
+    halves[i] = static_cast<uint16_t>(i);
+  std::vector<float> floats(halves.size());
+  rt::halvesToFloats(halves.data(), floats.data(), halves.size());
+  for (size_t i = 0; i < halves.size(); ++i) {
+    const float want = rt::halfToFloat(halves[i]);
+    uint32_t a, b;
+    std::memcpy(&a, &floats[i], 4);
+    std::memcpy(&b, &want, 4);
+    ASSERT_EQ(a, b) << std::hex << i;
+  }
+}
+
+TEST(HalfBlock, RoundThroughHalvesMatchesScalar) {
+  std::vector<float> values;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 40009) {
+    float f;
+    const auto bits = static_cast<uint32_t>(b);
+    std::memcpy(&f, &bits, 4);
+    values.push_back(f);
+  }
+  std::vector<float> rounded = values;
+  rt::roundThroughHalves(rounded.data(), rounded.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float want = rt::halfToFloat(rt::floatToHalf(values[i]));
+    uint32_t a, b;
+    std::memcpy(&a, &rounded[i], 4);
+    std::memcpy(&b, &want, 4);
+    ASSERT_EQ(a, b) << i;
+  }
+}
+
+} // namespace
+} // namespace kiln
