@@ -471,7 +471,10 @@ Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
   MsWriteOptions write;
   write.fp16Weights = options.fp16;
   write.weightQuantBits = quantizeWeights ? weightQuant.bitNum : 0;
-  write.encodeWeights = options.config.enableEncode;
+  // enable_encode belongs to weight quant ([common_quant_param]): without it, weights the model
+  // brought as 8-bit codes (quantized ops, DequantizeLinear) are stored plain, not searched for a
+  // smaller INDEXING / SPARSE stream.
+  write.encodeWeights = quantizeWeights && options.config.enableEncode;
   KILN_TRY(writeMsFile(model, write, out.outputPath));
   std::error_code ec;
   out.bytes = std::filesystem::file_size(out.outputPath, ec);

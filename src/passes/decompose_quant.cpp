@@ -27,7 +27,9 @@
 // refuses are rewritten; without it, every node the rule knows. A node the rule cannot rewrite
 // exactly (float8 or 4-bit codes, blocked scales, unknown ranks) is left for the target
 // to refuse with its own message.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -69,8 +71,11 @@ ValueType tensorType(DType dtype, Shape shape) { return ValueType::tensor(dtype,
 class Rewriter {
  public:
   Rewriter(Graph& graph, Node* node, std::map<const Value*, Value*>& floats,
-           std::vector<Node*>& casts, int64_t opset)
-      : g_(graph), node_(node), floats_(floats), casts_(casts), opset_(opset) {}
+           std::vector<Node*>& casts, int64_t opset,
+           const std::function<bool(const Node&)>* targetTakes = nullptr,
+           int weightQuantBits = 0)
+      : g_(graph), node_(node), floats_(floats), casts_(casts), opset_(opset),
+        targetTakes_(targetTakes), weightQuantBits_(weightQuantBits) {}
 
   Value* op(const std::string& opType, const std::vector<Value*>& inputs, ValueType type,
             const std::string& what, Node::AttributeList attributes = {}) {
@@ -172,6 +177,13 @@ class Rewriter {
   }
 
   int64_t opset() const { return opset_; }
+  Graph& graph() { return g_; }
+  // The conversion's weight-quant bit width, 0 without weight quant.
+  int weightQuantBits() const { return weightQuantBits_; }
+  // Whether the conversion's target takes `n` as it is (false without a target).
+  bool targetTakes(const Node& n) const {
+    return targetTakes_ && *targetTakes_ && (*targetTakes_)(n);
+  }
   // The rule replaced the node itself (folded it to constants): nothing left for finish().
   void markReplaced() { replaced_ = true; }
   bool replaced() const { return replaced_; }
@@ -187,6 +199,8 @@ class Rewriter {
   std::map<const Value*, Value*>& floats_;
   std::vector<Node*>& casts_;
   int64_t opset_;
+  const std::function<bool(const Node&)>* targetTakes_;
+  int weightQuantBits_;
   std::vector<Final> finals_;
   bool replaced_ = false;
 };
@@ -367,13 +381,62 @@ int64_t dimOf(const Value* v, size_t i) {
   return v->shape()[i].value();
 }
 
+// ---- coded weights. For a target that stores quantized weights (the .ms writer's weight-quant
+// tensors: 8-bit codes, a scale and a zero point, dequantized by the runtime at load time), the
+// constant 8-bit codes of ConvInteger / MatMulInteger / QLinearConv / QLinearMatMul stay codes: a
+// DequantizeLinear over them stands for the float weight instead of a float32 constant made here
+// (four times the bytes, and work to widen them):
+//
+//   %y = ConvInteger(%x, %w: u8 const, %xz, %wz: u8 const)
+//     →  %w_dq = DequantizeLinear(%w, 1.0, %wz) {axis = 0}
+//        %yf = Conv(Sub(%xf, %xz), %w_dq)
+//
+// The scale is 1: the dequantized codes are exactly the integer-valued (code - zero point) floats
+// the float rewrite makes, so the numbers stay the executor's. (Moving the weight scale of the
+// quantizer's Cast → Mul(x_scale * w_scale) chain into the weight instead rounds each product
+// differently; the dynamic quantization of the next layer then flips codes, and over a deep model
+// the outputs drift far beyond the executor's tolerance.) Without such a target (the .om
+// backend, the executor's passes) the weights become float32 constants as before.
+
+// DequantizeLinear(%w, 1, %wz) {axis} when `w` holds constant 8-bit codes, `zeroPoint` is
+// constant (or absent) and the target takes the node; nullptr otherwise (nothing left behind).
+Value* codedWeight(Rewriter& r, Value* w, Value* zeroPoint, int64_t axis) {
+  const Tensor* codes = constantTensor(w);
+  if (!codes || !isInt8Like(codes->dtype()) || codes->dims().empty()) return nullptr;
+  // Weight quant to another width: the weights are to be re-quantized from floats.
+  if (r.weightQuantBits() != 0 && r.weightQuantBits() != 8) return nullptr;
+  const Tensor* zp = zeroPoint ? constantTensor(zeroPoint) : nullptr;
+  if (zeroPoint && (!zp || zp->dtype() != codes->dtype() || zp->dims().size() > 1)) return nullptr;
+  // The scale has the zero point's shape (one value, or one per channel), as the op requires.
+  const std::vector<int64_t> dims = zp ? zp->dims() : std::vector<int64_t>{};
+  const size_t count = zp ? zp->elementCount() : 1;
+  Value* s = r.constant("weight_scale",
+                        Tensor::fromValues(DType::Float32, dims, std::vector<float>(count, 1.0f)));
+  std::vector<Value*> inputs = {w, s};
+  if (zeroPoint) inputs.push_back(zeroPoint);
+  Value* dq = r.op("DequantizeLinear", inputs, tensorType(DType::Float32, w->shape()),
+                   "weight_dq", {{"axis", Attribute::ofInt(axis)}});
+  dq->producer()->setDocString(std::string(kModelWeightCodesDoc));
+  if (r.targetTakes(*dq->producer())) return dq;
+  r.graph().eraseNode(dq->producer());
+  r.graph().eraseValue(s);
+  return nullptr;
+}
+
+// The weight of an integer op: coded when the target takes that, else the float
+// (codes - zero point) constant.
+Value* integerWeight(Rewriter& r, Value* w, Value* zeroPoint, int64_t axis) {
+  if (Value* dq = codedWeight(r, w, zeroPoint, axis)) return dq;
+  return shifted(r, w, zeroPoint, axis);
+}
+
 bool convInteger(Graph&, Node* n, Rewriter& r) {
   Value* x = n->input(0);
   Value* w = n->input(1);
   if (!x || !w || !isInt8Like(x->dtype()) || !isInt8Like(w->dtype())) return false;
   if (!zeroPointFits(n->input(2), 1) || !zeroPointFits(n->input(3), dimOf(w, 0))) return false;
   Value* xf = shifted(r, x, n->input(2), 0);
-  Value* wf = shifted(r, w, n->input(3), 0);
+  Value* wf = integerWeight(r, w, n->input(3), 0);
   const Value* y = n->output(0);
   Value* acc = r.op("Conv", {xf, wf}, tensorType(DType::Float32, y->shape()), "conv",
                     convAttributes(*n));
@@ -393,7 +456,7 @@ bool matMulInteger(Graph&, Node* n, Rewriter& r) {
     return false;
   // a's zero point is per row (axis rank-2), b's per column (the last axis).
   Value* af = shifted(r, a, n->input(2), static_cast<int64_t>(ra) - 2);
-  Value* bf = shifted(r, b, n->input(3), static_cast<int64_t>(rb) - 1);
+  Value* bf = integerWeight(r, b, n->input(3), static_cast<int64_t>(rb) - 1);
   const Value* y = n->output(0);
   r.setOutput(0, r.op("MatMul", {af, bf}, tensorType(DType::Float32, y->shape()), "matmul"),
               DType::Int32);
@@ -422,7 +485,7 @@ bool qlinear(Graph&, Node* n, Rewriter& r, bool conv) {
     if (!zeroPointFits(n->input(2), 1) || !zeroPointFits(n->input(5), dimOf(w, 0))) return false;
     scaleX = r.floatOf(n->input(1));
     Value* xf = shifted(r, x, n->input(2), 0);
-    Value* wf = shifted(r, w, n->input(5), 0);
+    Value* wf = integerWeight(r, w, n->input(5), 0);
     std::vector<Value*> inputs = {xf, wf};
     if (Value* bias = n->input(8)) inputs.push_back(r.floatOf(bias));
     acc = r.op("Conv", inputs, tensorType(DType::Float32, y->shape()), "conv", convAttributes(*n));
@@ -437,7 +500,7 @@ bool qlinear(Graph&, Node* n, Rewriter& r, bool conv) {
       return false;
     scaleX = r.floatOf(n->input(1));
     Value* af = shifted(r, x, n->input(2), static_cast<int64_t>(ra) - 2);
-    Value* bf = shifted(r, w, n->input(5), static_cast<int64_t>(rb) - 1);
+    Value* bf = integerWeight(r, w, n->input(5), static_cast<int64_t>(rb) - 1);
     acc = r.op("MatMul", {af, bf}, tensorType(DType::Float32, y->shape()), "matmul");
     // a_scale per row of A ([M] → [M, 1]); b_scale per column broadcasts as is.
     scaleX = r.alongAxis(scaleX, 0, 2);
@@ -511,7 +574,8 @@ class DecomposeQuant : public Pass {
         return false;
       if (context.targetTakes && context.targetTakes(*node)) return false;
       // Every rule decides before it builds anything, so a declined node leaves the graph as is.
-      Rewriter r(g, node, floats, casts, opset);
+      Rewriter r(g, node, floats, casts, opset, &context.targetTakes,
+                 context.weightQuant ? context.weightQuant->bitNum : 0);
       if (rewriteNode(g, node, r)) {
         if (!r.replaced()) r.finish();
         return true;

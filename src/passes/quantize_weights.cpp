@@ -273,7 +273,7 @@ class QuantizeWeights : public Pass {
     std::map<Value*, Value*> dequantized; // one DequantizeLinear per weight, shared by its users
     std::map<std::string, std::pair<size_t, std::string>> skipped; // kind → count, first node
     std::map<std::string, size_t> otherFloat; // weights of another float type, by type
-    size_t count = 0;
+    size_t count = 0, coded = 0;
     uint64_t floatBytes = 0, quantBytes = 0;
     std::vector<Node*> order;
     uint64_t candidateBytes = 0;
@@ -289,6 +289,12 @@ class QuantizeWeights : public Pass {
       if (!target) continue;
       Value* weight = node->input(target->input);
       const Tensor* tensor = rewrite::constantTensor(weight);
+      if (!tensor && weight && weight->producer() &&
+          weight->producer()->opType() == "DequantizeLinear" &&
+          rewrite::constantTensor(weight->producer()->input(0))) {
+        ++coded; // integer codes already (a quantized op's weights, or a DequantizeLinear's)
+        continue;
+      }
       if (tensor && tensor->dtype() != DType::Float32 && isFloatingPoint(tensor->dtype())) {
         ++otherFloat[tensor->dtype() == DType::Float16    ? "float16"
                      : tensor->dtype() == DType::BFloat16 ? "bfloat16"
@@ -386,7 +392,12 @@ class QuantizeWeights : public Pass {
           "weight quant: {} weight(s) are {} already, not float32: weight quant leaves them as "
           "they are",
           n, type));
-    if (!count)
+    if (coded)
+      context.notes.push_back(fmt::format(
+          "weight quant: {} weight(s) are integer codes already (the model's quantized weights) "
+          "and are kept as they are",
+          coded));
+    if (!count && !coded)
       context.notes.push_back(
           "weight quant: no weight was quantized, so the model keeps its float weights and size");
     if (count)

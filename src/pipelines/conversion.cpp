@@ -103,6 +103,9 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
                                     ? std::string()
                                     : options.target.substr(options.target.find(':') + 1);
     PipelineOptions decompose;
+    // Weight quant to another width than 8 bits re-quantizes the float weights instead of keeping
+    // the model's 8-bit codes.
+    decompose.weightQuant = options.weightQuant;
     const Model* m = &model;
     decompose.targetTakes = [target, variant, m](const Node& node) {
       return target->unsupportedReason(node, variant, m->opsetVersion(node.domain())).empty();

@@ -16,6 +16,12 @@ namespace kiln {
 struct ShapeSpec;
 struct PrecisionReport;
 
+// The doc string decompose-quant gives the DequantizeLinear it puts over a quantized op's constant
+// weight codes: a backend that stores quantized weights keeps them as the model gave them (the
+// .ms writer does not search them for a smaller INDEXING / SPARSE stream, which is weight quant's
+// compression of the weights it quantizes).
+inline constexpr std::string_view kModelWeightCodesDoc = "kiln: the model's weight codes";
+
 // Precision the fp16 pass aims for (ATC --precision_mode values; converter_lite --fp16=on is
 // WeightsOnlyFp16: constants stored as fp16, compute unchanged).
 enum class PrecisionMode {

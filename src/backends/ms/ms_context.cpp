@@ -3,9 +3,11 @@
 #include "ms_context.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "kiln/ir/constant.h"
 #include "kiln/passes/expand_conv_pool.h"
+#include "kiln/passes/pass.h"
 #include "kiln/runtime/tensor_util.h"
 #include "ms_type_ids.h"
 #include "ops/attributes.h"
@@ -63,6 +65,42 @@ Tensor permuteTensor(const Tensor& t, const std::vector<int64_t>& perm) {
   const size_t elemSize = static_cast<size_t>(dtypeBits(t.dtype()) / 8);
   const uint64_t count = t.elementCount();
   std::vector<uint8_t> out(count * elemSize);
+  if (rank >= 2 && count > 0 && (elemSize == 1 || elemSize == 2 || elemSize == 4 || elemSize == 8)) {
+    // Output order, one innermost run at a time: a source offset kept by an odometer over the
+    // outer axes, the run read with the innermost axis' source stride.
+    std::vector<int64_t> stride(rank, 1), srcStride(rank, 1), idx(rank, 0);
+    for (size_t i = rank; i-- > 1;)
+      srcStride[i - 1] = srcStride[i] * dims[i];
+    for (size_t k = 0; k < rank; ++k)
+      stride[k] = srcStride[static_cast<size_t>(perm[k])];
+    const int64_t inner = outDims[rank - 1], innerStride = stride[rank - 1];
+    const uint8_t* src = t.data();
+    auto run = [&](auto width) {
+      constexpr size_t w = decltype(width)::value;
+      uint8_t* dst = out.data();
+      int64_t offset = 0;
+      for (uint64_t o = 0; o < count; o += static_cast<uint64_t>(inner)) {
+        const uint8_t* from = src + static_cast<size_t>(offset) * w;
+        for (int64_t i = 0; i < inner; ++i)
+          std::memcpy(dst + static_cast<size_t>(i) * w,
+                      from + static_cast<size_t>(i * innerStride) * w, w);
+        dst += static_cast<size_t>(inner) * w;
+        for (size_t k = rank - 1; k-- > 0;) {
+          offset += stride[k];
+          if (++idx[k] < outDims[k]) break;
+          offset -= stride[k] * outDims[k];
+          idx[k] = 0;
+        }
+      }
+    };
+    switch (elemSize) {
+    case 1: run(std::integral_constant<size_t, 1>{}); break;
+    case 2: run(std::integral_constant<size_t, 2>{}); break;
+    case 4: run(std::integral_constant<size_t, 4>{}); break;
+    default: run(std::integral_constant<size_t, 8>{}); break;
+    }
+    return Tensor(t.dtype(), outDims, Buffer::owned(std::move(out)));
+  }
   std::vector<int64_t> inStrides(rank, 1);
   for (size_t i = rank; i-- > 1;)
     inStrides[i - 1] = inStrides[i] * dims[i];
@@ -140,6 +178,19 @@ std::optional<Const> LoweringContext::constOf(const Value* v) const {
     return base;
   }
   if (p->opType() == "DequantizeLinear") {
+    // Made once per value: the lowering asks for a weight's dims, rank and data separately, and
+    // uint8 codes are shifted into a new tensor.
+    if (auto it = dequantized_.find(v); it != dequantized_.end()) return it->second;
+    auto c = dequantizedConst(*p);
+    if (c) dequantized_.emplace(v, *c);
+    return c;
+  }
+  return std::nullopt;
+}
+
+std::optional<Const> LoweringContext::dequantizedConst(const Node& dq) const {
+  const Node* p = &dq;
+  {
     auto codes = constOf(p->input(0));
     auto scale = constOf(p->input(1));
     if (!codes || !scale || codes->quantized || scale->tensor.dtype() != DType::Float32)
@@ -157,6 +208,7 @@ std::optional<Const> LoweringContext::constOf(const Value* v) const {
                                             std::vector<int8_t>(wide.begin(), wide.end()));
     }
     c.quantized = true;
+    c.modelCodes = p->docString() == kModelWeightCodesDoc;
     c.scales = scale->tensor.copyValues<float>();
     c.name = codes->name;
     if (const Value* zp = p->input(2)) {
@@ -177,11 +229,12 @@ std::optional<Const> LoweringContext::constOf(const Value* v) const {
       return std::nullopt;
     c.axis = c.scales.size() == 1 ? 0 : axis;
     if (dt == DType::UInt8) { // stored as int8 with the zero point moved by 128
-      std::vector<int64_t> vals = intValues(c.tensor);
-      std::vector<int8_t> shifted(vals.size());
-      for (size_t i = 0; i < vals.size(); ++i)
-        shifted[i] = static_cast<int8_t>(vals[i] - 128);
-      c.tensor = Tensor::fromValues<int8_t>(DType::Int8, c.tensor.dims(), shifted);
+      // u - 128 as int8 is u with its top bit flipped.
+      const uint8_t* from = c.tensor.data();
+      std::vector<uint8_t> shifted(c.tensor.elementCount());
+      for (size_t i = 0; i < shifted.size(); ++i)
+        shifted[i] = static_cast<uint8_t>(from[i] ^ 0x80u);
+      c.tensor = Tensor(DType::Int8, c.tensor.dims(), Buffer::owned(std::move(shifted)));
       for (auto& z : c.zeros)
         z -= 128;
       if (c.zeros.empty()) c.zeros.assign(c.scales.size(), -128);
@@ -354,11 +407,14 @@ Expected<uint32_t> LoweringContext::weightTensor(const Value* v, const std::vect
       for (size_t i = 0; i < perm.size(); ++i)
         if (perm[i] == c->axis) newAxis = static_cast<int64_t>(i);
     if (c->scales.size() == 1 || newAxis == preferredDim) {
-      Tensor codes = doPermute ? permuteTensor(c->tensor, perm) : c->tensor;
-      auto id = constTensor(codes, c->name, format);
+      // Permuted while written (MsTensor::writePerm), as float weights are.
+      auto id = doPermute ? permutedConstTensor(c->tensor, perm, c->name, format)
+                          : constTensor(c->tensor, c->name, format);
+      const Tensor& codes = c->tensor;
       if (!id) return id;
       MsTensor& t = out_.tensors[*id];
       t.isQuantizedWeight = true;
+      t.modelCodes = c->modelCodes;
       t.dataType = codes.dtype() == DType::Int16 ? kTypeInt16 : kTypeInt8;
       int storageBits = codes.dtype() == DType::Int16 ? 16 : 8;
       int bits = options_.weightQuantBits > 0 ? options_.weightQuantBits : storageBits;

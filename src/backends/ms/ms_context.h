@@ -42,6 +42,8 @@ struct Const {
   // quantize-weights' bias correction: per-channel offsets added after dequantizing (the
   // QuantParam meanCorr); empty when none.
   std::vector<float> meanCorr;
+  // Codes a quantized op of the model brought (kModelWeightCodesDoc).
+  bool modelCodes = false;
 };
 
 std::vector<int64_t> intValues(const Tensor& t);
@@ -129,6 +131,8 @@ class LoweringContext {
   void setAlias(const Value* from, const Value* to) { alias_[from] = resolve(to); }
   void clearAlias(const Value* v) { alias_.erase(v); }
   std::optional<Const> constOf(const Value* v) const;
+  // constOf of a DequantizeLinear's output: its constant codes as a quantized weight.
+  std::optional<Const> dequantizedConst(const Node& dq) const;
   int rankOf(const Value* v) const {
     v = resolve(v);
     if (auto c = constOf(v)) return static_cast<int>(c->tensor.dims().size());
@@ -295,6 +299,7 @@ class LoweringContext {
   std::unordered_map<const Value*, Slots> slots_;
   std::unordered_map<const Value*, const Value*> alias_;
   std::map<std::pair<const Value*, int>, uint32_t> constCache_;
+  mutable std::unordered_map<const Value*, Const> dequantized_; // constOf of DequantizeLinear outputs
   // producer → (activation node folded into it, ActivationType)
   std::unordered_map<const Node*, std::pair<const Node*, int>> fusedActivation_;
   std::set<const Node*> folded_;

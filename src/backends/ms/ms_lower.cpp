@@ -253,6 +253,7 @@ uint32_t LoweringContext::subgraphInput(uint32_t like, const std::string& name, 
   t.data.reset();
   t.quantParams.clear();
   t.isQuantizedWeight = false;
+  t.modelCodes = false;
   t.compressType = 0;
   uint32_t id = addTensor(std::move(t));
   subgraphs_[current_].inputs.push_back(id);

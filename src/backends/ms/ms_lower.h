@@ -61,6 +61,8 @@ struct MsTensor {
   // Weight-quant codes before packing (int8 or int16 element bytes in `data`); the writer packs
   // them when numBits is not the storage width.
   bool isQuantizedWeight = false;
+  // The model's own codes (kModelWeightCodesDoc): stored plain, never INDEXING / SPARSE coded.
+  bool modelCodes = false;
 };
 
 using AttrBuilder = std::function<flatbuffers::Offset<void>(flatbuffers::FlatBufferBuilder&)>;

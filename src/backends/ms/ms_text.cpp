@@ -130,6 +130,8 @@ std::string tensorLine(const fb::Tensor& t, uint32_t index) {
   if (t.quantParams() && t.quantParams()->size() > 0) {
     const fb::QuantParam* q = t.quantParams()->Get(0);
     line += fmt::format(" quant[{} x {} bits]", t.quantParams()->size(), q ? q->numBits() : 0);
+    // The first channel's parameters: what a weight's codes stand for.
+    if (q) line += fmt::format(" scale {} zero {}", static_cast<float>(q->scale()), q->zeroPoint());
   }
   return line;
 }

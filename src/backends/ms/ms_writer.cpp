@@ -155,7 +155,7 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
   s.source = t.data.get();
   s.data = t.data->data();
   s.size = t.data->size();
-  if (!t.writePerm.empty() && !t.isQuantizedWeight) {
+  if (!t.writePerm.empty()) {
     s.perm = t.writePerm;
     s.sourceDims = t.sourceDims;
   }
@@ -185,10 +185,19 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
                       "pass the bit_num the weights were quantized with");
     }
     const bool pack = bits != 8 && bits != 16;
-    if (pack || options.encodeWeights) {
+    const bool encode = options.encodeWeights && !t.modelCodes;
+    if (pack || encode) {
+      // The codes in stored order: a permuted tensor's are gathered first.
+      std::vector<uint8_t> gathered;
+      if (!s.perm.empty()) {
+        gathered.resize(s.size);
+        gatherPermuted(s.data, s.sourceDims, s.perm, wide ? 2 : 1, 0, count, gathered.data());
+        s.data = gathered.data();
+      }
       std::vector<int32_t> codes(count);
       for (size_t i = 0; i < count; ++i)
         codes[i] = code(i);
+      s.data = s.source->data();
       if (pack) {
         // BITPACKING (ms.md §3.3): biased to unsigned, LSB-first stream, bytes (≤ 7 bits) or
         // little-endian uint16 words (9..15 bits), last unit zero-padded.
@@ -211,7 +220,7 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
         s.dataType = bits < 8 ? ms::kTypeInt8 : ms::kTypeInt16;
         s.compressType = fb::WeightQuantCompressType_BITPACKING;
       }
-      if (options.encodeWeights) {
+      if (encode) {
         // converter_lite's enable_encode: INDEXING or SPARSE when smaller (ms.md §3.4); the
         // stream replaces the data, dataType stays int8 (≤ 8 bits) or int16.
         std::vector<int32_t> zeroPoints;
@@ -234,6 +243,7 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
   }
   if (!s.converted.empty()) {
     s.toHalf = false;
+    s.perm.clear(); // the stream is in stored order already
     s.data = s.converted.data();
     s.size = s.converted.size();
   }
