@@ -2,7 +2,9 @@
 // is a test failure and gives none).
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,16 @@ inline Value* startModelWithInput(Model& model, int64_t opset = 17) {
   Value* x = model.graph->addValue("x");
   model.graph->addInput(x);
   return x;
+}
+
+// n floats uniform in [-1, 1) from a fixed seed: the same values on every run and machine.
+inline std::vector<float> randomFloats(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v)
+    x = dist(gen);
+  return v;
 }
 
 } // namespace kiln::testing

@@ -23,6 +23,23 @@ struct ConvShape {
   Window window;
 };
 
+// The 2-D geometry oneDNN's float and integer convolutions are prepared for.
+dnnl_conv::Conv2d conv2dOf(const ConvShape& s) {
+  const Window& win = s.window;
+  return {s.batch,
+          s.channels,
+          win.in[0],
+          win.in[1],
+          s.filters,
+          win.out[0],
+          win.out[1],
+          {win.kernel[0], win.kernel[1]},
+          {win.strides[0], win.strides[1]},
+          {win.dilations[0], win.dilations[1]},
+          {win.padBegin[0], win.padBegin[1]},
+          {win.padEnd[0], win.padEnd[1]}};
+}
+
 Status convShape(const KernelContext& ctx, const std::vector<int64_t>& xd,
                  const std::vector<int64_t>& wd, ConvShape& s) {
   if (xd.size() < 3) return ctx.fail("X must have rank >= 3, got {}", xd.size());
@@ -217,18 +234,7 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
   if constexpr (std::is_same_v<T, float>) {
     if (dnnl_conv::available() && win.rank() == 2 && s.group == 1 && !pointwise &&
         s.batch * s.channels * inSize * outSize * s.filters > 0) {
-      const dnnl_conv::Conv2d c{s.batch,
-                                s.channels,
-                                win.in[0],
-                                win.in[1],
-                                s.filters,
-                                win.out[0],
-                                win.out[1],
-                                {win.kernel[0], win.kernel[1]},
-                                {win.strides[0], win.strides[1]},
-                                {win.dilations[0], win.dilations[1]},
-                                {win.padBegin[0], win.padBegin[1]},
-                                {win.padEnd[0], win.padEnd[1]}};
+      const dnnl_conv::Conv2d c = conv2dOf(s);
       if (dnnl_conv::run(threads, c, x, w, bias, y, packed)) {
         finish();
         return;
@@ -646,22 +652,6 @@ struct Int8State {
   int threads = 0;
   bool xSigned = false, refused = false;
 };
-
-dnnl_conv::Conv2d conv2dOf(const ConvShape& s) {
-  const Window& win = s.window;
-  return {s.batch,
-          s.channels,
-          win.in[0],
-          win.in[1],
-          s.filters,
-          win.out[0],
-          win.out[1],
-          {win.kernel[0], win.kernel[1]},
-          {win.strides[0], win.strides[1]},
-          {win.dilations[0], win.dilations[1]},
-          {win.padBegin[0], win.padBegin[1]},
-          {win.padEnd[0], win.padEnd[1]}};
-}
 
 // The oneDNN integer convolution for this node, prepared on its first run and kept in the node's
 // state: only for 2-D, group 1 convolutions whose weights and weight zero points are constant.

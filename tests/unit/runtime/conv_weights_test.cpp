@@ -10,21 +10,13 @@
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
+#include "run_model.h"
 
 using namespace kiln;
 
 namespace {
 
 constexpr int64_t kChannels = 8, kFilters = 16, kSize = 12;
-
-std::vector<float> values(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v)
-    x = dist(gen);
-  return v;
-}
 
 const std::vector<int64_t> kWeightDims = {kFilters, kChannels, 3, 3};
 constexpr size_t kWeightCount = kFilters * kChannels * 9;
@@ -46,10 +38,10 @@ Model convModel(WeightFrom from) {
   Value* w = nullptr;
   switch (from) {
   case WeightFrom::Initializer:
-    w = g.addInitializer("w", tensor(kWeightDims, values(kWeightCount, 1)));
+    w = g.addInitializer("w", tensor(kWeightDims, kiln::testing::randomFloats(kWeightCount, 1)));
     break;
   case WeightFrom::ConstantNode: {
-    Value* raw = g.addInitializer("w_raw", tensor(kWeightDims, values(kWeightCount, 1)));
+    Value* raw = g.addInitializer("w_raw", tensor(kWeightDims, kiln::testing::randomFloats(kWeightCount, 1)));
     w = g.appendNode("Identity", {raw}, {"w"})->output(0);
     break;
   }
@@ -58,7 +50,7 @@ Model convModel(WeightFrom from) {
     g.addInput(w);
     break;
   case WeightFrom::OverridableInitializer:
-    w = g.addInitializer("w", tensor(kWeightDims, values(kWeightCount, 1)));
+    w = g.addInitializer("w", tensor(kWeightDims, kiln::testing::randomFloats(kWeightCount, 1)));
     g.addInput(w);
     break;
   }
@@ -71,7 +63,7 @@ Model convModel(WeightFrom from) {
 
 rt::RtValue input() {
   return rt::RtValue::ofTensor(tensor({1, kChannels, kSize, kSize},
-                                      values(kChannels * kSize * kSize, 2)));
+                                      kiln::testing::randomFloats(kChannels * kSize * kSize, 2)));
 }
 
 // The output of a new executor's first run (nothing kept from earlier runs).
@@ -104,7 +96,7 @@ TEST(ConvWeights, ConstantWeightsAreKeptAndGiveTheSameBytes) {
 TEST(ConvWeights, FedWeightsChangedInPlaceAreNotStale) {
   const Model model = convModel(WeightFrom::GraphInput);
   // One block of memory whose contents change between runs: the weight pointer stays the same.
-  auto storage = std::make_shared<std::vector<float>>(values(kWeightCount, 3));
+  auto storage = std::make_shared<std::vector<float>>(kiln::testing::randomFloats(kWeightCount, 3));
   auto weights = [&] {
     auto buffer = Buffer::borrowed(storage, reinterpret_cast<const uint8_t*>(storage->data()),
                                    storage->size() * sizeof(float));
@@ -113,7 +105,7 @@ TEST(ConvWeights, FedWeightsChangedInPlaceAreNotStale) {
   rt::Executor executor(model);
   std::vector<Tensor> outputs;
   for (uint32_t run = 0; run < 3; ++run) {
-    *storage = values(kWeightCount, 10 + run);
+    *storage = kiln::testing::randomFloats(kWeightCount, 10 + run);
     const std::map<std::string, rt::RtValue> feeds = {{"x", input()}, {"w", weights()}};
     auto result = executor.run(feeds);
     ASSERT_TRUE(result) << result.status().toString();
@@ -128,7 +120,7 @@ TEST(ConvWeights, AnInitializerAFeedMayReplaceIsNotKept) {
   rt::Executor executor(model);
   const std::map<std::string, rt::RtValue> own = {{"x", input()}};
   const std::map<std::string, rt::RtValue> fed = {
-      {"x", input()}, {"w", rt::RtValue::ofTensor(tensor(kWeightDims, values(kWeightCount, 7)))}};
+      {"x", input()}, {"w", rt::RtValue::ofTensor(tensor(kWeightDims, kiln::testing::randomFloats(kWeightCount, 7)))}};
   for (const auto* feeds : {&own, &fed, &own}) {
     auto result = executor.run(*feeds);
     ASSERT_TRUE(result) << result.status().toString();

@@ -11,6 +11,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
+#include "run_model.h"
 
 using namespace kiln;
 
@@ -50,15 +51,6 @@ std::vector<Tensor> runNode(const std::string& op, const std::vector<Arg>& args,
   for (auto& v : result->outputs)
     out.push_back(v.tensor);
   return out;
-}
-
-std::vector<float> randomValues(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v)
-    x = dist(gen);
-  return v;
 }
 
 Tensor floats(std::vector<int64_t> dims, const std::vector<float>& v) {
@@ -101,9 +93,9 @@ std::vector<float> naiveConv2d(const std::vector<float>& x, const std::vector<fl
 
 TEST(NnKernels, ConvGroupsDilationsStridesPads) {
   const int64_t n = 2, c = 6, h = 9, wd = 8, m = 4, kh = 3, kw = 2, group = 2;
-  auto x = randomValues(static_cast<size_t>(n * c * h * wd), 1);
-  auto w = randomValues(static_cast<size_t>(m * (c / group) * kh * kw), 2);
-  auto b = randomValues(static_cast<size_t>(m), 3);
+  auto x = kiln::testing::randomFloats(static_cast<size_t>(n * c * h * wd), 1);
+  auto w = kiln::testing::randomFloats(static_cast<size_t>(m * (c / group) * kh * kw), 2);
+  auto b = kiln::testing::randomFloats(static_cast<size_t>(m), 3);
   // pads [top, left, bottom, right] = [1, 2, 0, 1], strides [2, 1], dilations [2, 3]
   const int64_t oh = (h + 1 + 0 - ((kh - 1) * 2 + 1)) / 2 + 1;
   const int64_t ow = (wd + 2 + 1 - ((kw - 1) * 3 + 1)) / 1 + 1;
@@ -125,9 +117,9 @@ TEST(NnKernels, ConvGroupsDilationsStridesPads) {
 // asymmetric pads, strides and dilations, with and without bias.
 TEST(NnKernels, ConvGroupOneDilationsStridesPads) {
   const int64_t n = 2, c = 5, h = 11, wd = 9, m = 7, kh = 3, kw = 2;
-  auto x = randomValues(static_cast<size_t>(n * c * h * wd), 11);
-  auto w = randomValues(static_cast<size_t>(m * c * kh * kw), 12);
-  auto b = randomValues(static_cast<size_t>(m), 13);
+  auto x = kiln::testing::randomFloats(static_cast<size_t>(n * c * h * wd), 11);
+  auto w = kiln::testing::randomFloats(static_cast<size_t>(m * c * kh * kw), 12);
+  auto b = kiln::testing::randomFloats(static_cast<size_t>(m), 13);
   const int64_t oh = (h + 1 + 0 - ((kh - 1) * 2 + 1)) / 2 + 1;
   const int64_t ow = (wd + 2 + 1 - ((kw - 1) * 3 + 1)) / 1 + 1;
   const std::vector<std::pair<std::string, Attribute>> attrs = {
@@ -153,9 +145,9 @@ TEST(NnKernels, ConvGroupOneDilationsStridesPads) {
 // definition, on float32.
 TEST(NnKernels, BinaryFloatBroadcastPaths) {
   const std::vector<int64_t> full = {2, 3, 4, 5};
-  auto a = randomValues(120, 21);
-  auto b = randomValues(120, 22);
-  auto ch = randomValues(3, 23);
+  auto a = kiln::testing::randomFloats(120, 21);
+  auto b = kiln::testing::randomFloats(120, 22);
+  auto ch = kiln::testing::randomFloats(3, 23);
   const float s = 0.75f;
   for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
     auto f = [op](float u, float v) {
@@ -183,11 +175,11 @@ TEST(NnKernels, BinaryFloatBroadcastPaths) {
 // Conv (GEMM and full-kernel paths), depthwise conv, elementwise and Resize give the same bytes
 // with one thread and with two.
 TEST(NnKernels, OutputsDoNotDependOnThreadCount) {
-  auto x = randomValues(2 * 16 * 48 * 48, 31);
-  auto w3 = randomValues(32 * 16 * 9, 32);
-  auto w1 = randomValues(32 * 16, 33);
-  auto wd = randomValues(16 * 9, 34);
-  auto b = randomValues(32, 35);
+  auto x = kiln::testing::randomFloats(2 * 16 * 48 * 48, 31);
+  auto w3 = kiln::testing::randomFloats(32 * 16 * 9, 32);
+  auto w1 = kiln::testing::randomFloats(32 * 16, 33);
+  auto wd = kiln::testing::randomFloats(16 * 9, 34);
+  auto b = kiln::testing::randomFloats(32, 35);
   const Tensor tx = floats({2, 16, 48, 48}, x);
   auto both = [&](const std::string& op, const std::vector<Arg>& args,
                   const std::vector<std::pair<std::string, Attribute>>& attrs) {
@@ -206,7 +198,7 @@ TEST(NnKernels, OutputsDoNotDependOnThreadCount) {
   both("Conv", {{"x", tx}, {"w", floats({16, 1, 3, 3}, wd)}},
        {{"pads", pads}, {"group", Attribute::ofInt(16)}});
   // Depthwise 5x5 stride 2 (vector loops over a phase-split plane); fused chains: conv_fusion_test.
-  auto wd5 = randomValues(16 * 25, 36);
+  auto wd5 = kiln::testing::randomFloats(16 * 25, 36);
   both("Conv", {{"x", tx}, {"w", floats({16, 1, 5, 5}, wd5)}, {"b", floats({16}, b)}},
        {{"pads", Attribute::ofInts({2, 2, 2, 2})}, {"group", Attribute::ofInt(16)},
         {"strides", Attribute::ofInts({2, 2})}});
@@ -219,8 +211,8 @@ TEST(NnKernels, OutputsDoNotDependOnThreadCount) {
 
 TEST(NnKernels, ConvDepthwiseSameLower) {
   const int64_t n = 1, c = 3, h = 5, wd = 6, m = 6, k = 4;
-  auto x = randomValues(static_cast<size_t>(n * c * h * wd), 4);
-  auto w = randomValues(static_cast<size_t>(m * k * k), 5);
+  auto x = kiln::testing::randomFloats(static_cast<size_t>(n * c * h * wd), 4);
+  auto w = kiln::testing::randomFloats(static_cast<size_t>(m * k * k), 5);
   auto out = runNode("Conv", {{"x", floats({n, c, h, wd}, x)}, {"w", floats({m, 1, k, k}, w)}},
                      {{"group", Attribute::ofInt(c)},
                       {"auto_pad", Attribute::ofString("SAME_LOWER")},
@@ -237,8 +229,8 @@ TEST(NnKernels, ConvDepthwiseSameLower) {
 TEST(NnKernels, Conv1dAnd3dMatchConv2d) {
   // A 1-D conv is a 2-D conv with a unit height; a 3-D conv with unit depth likewise.
   const int64_t n = 2, c = 4, len = 11, m = 3, k = 3;
-  auto x = randomValues(static_cast<size_t>(n * c * len), 6);
-  auto w = randomValues(static_cast<size_t>(m * c * k), 7);
+  auto x = kiln::testing::randomFloats(static_cast<size_t>(n * c * len), 6);
+  auto w = kiln::testing::randomFloats(static_cast<size_t>(m * c * k), 7);
   auto y1 =
       runNode("Conv", {{"x", floats({n, c, len}, x)}, {"w", floats({m, c, k}, w)}},
               {{"pads", Attribute::ofInts({2, 1})}, {"dilations", Attribute::ofInts({2})}}, 1);
@@ -259,8 +251,8 @@ TEST(NnKernels, Conv1dAnd3dMatchConv2d) {
 
 TEST(NnKernels, ConvTransposeGroupsDilations) {
   const int64_t n = 1, c = 4, h = 3, wd = 4, mg = 2, k = 3, group = 2, s = 2, d = 2, pad = 1;
-  auto x = randomValues(static_cast<size_t>(n * c * h * wd), 8);
-  auto w = randomValues(static_cast<size_t>(c * mg * k * k), 9);
+  auto x = kiln::testing::randomFloats(static_cast<size_t>(n * c * h * wd), 8);
+  auto w = kiln::testing::randomFloats(static_cast<size_t>(c * mg * k * k), 9);
   auto out =
       runNode("ConvTranspose", {{"x", floats({n, c, h, wd}, x)}, {"w", floats({c, mg, k, k}, w)}},
               {{"group", Attribute::ofInt(group)},
@@ -292,7 +284,7 @@ TEST(NnKernels, ConvTransposeGroupsDilations) {
 }
 
 TEST(NnKernels, MatMulBroadcastAndVectors) {
-  auto a = randomValues(2 * 1 * 3 * 4, 10), b = randomValues(5 * 4 * 6, 11);
+  auto a = kiln::testing::randomFloats(2 * 1 * 3 * 4, 10), b = kiln::testing::randomFloats(5 * 4 * 6, 11);
   auto out =
       runNode("MatMul", {{"a", floats({2, 1, 3, 4}, a)}, {"b", floats({5, 4, 6}, b)}}, {}, 1);
   ASSERT_EQ(out.size(), 1u);
@@ -310,7 +302,7 @@ TEST(NnKernels, MatMulBroadcastAndVectors) {
         }
   expectNear(out[0], y);
 
-  auto v = randomValues(4, 12);
+  auto v = kiln::testing::randomFloats(4, 12);
   auto mv = runNode("MatMul", {{"a", floats({5, 6, 4}, b)}, {"v", floats({4}, v)}}, {}, 1);
   auto vm = runNode("MatMul", {{"v", floats({4}, v)}, {"b", floats({5, 4, 6}, b)}}, {}, 1);
   ASSERT_EQ(mv.size(), 1u);
@@ -333,7 +325,7 @@ TEST(NnKernels, MatMulBroadcastAndVectors) {
 }
 
 TEST(NnKernels, GemmBiasBroadcastTransposes) {
-  auto a = randomValues(4 * 3, 13), b = randomValues(5 * 4, 14), c = randomValues(3, 15);
+  auto a = kiln::testing::randomFloats(4 * 3, 13), b = kiln::testing::randomFloats(5 * 4, 14), c = kiln::testing::randomFloats(3, 15);
   auto out = runNode("Gemm",
                      {{"a", floats({4, 3}, a)}, {"b", floats({5, 4}, b)}, {"c", floats({3, 1}, c)}},
                      {{"transA", Attribute::ofInt(1)},
@@ -354,7 +346,7 @@ TEST(NnKernels, GemmBiasBroadcastTransposes) {
 }
 
 TEST(NnKernels, ConvFloat16MatchesFloat) {
-  auto x = randomValues(1 * 2 * 5 * 5, 16), w = randomValues(3 * 2 * 3 * 3, 17);
+  auto x = kiln::testing::randomFloats(1 * 2 * 5 * 5, 16), w = kiln::testing::randomFloats(3 * 2 * 3 * 3, 17);
   auto half = [](std::vector<int64_t> dims, const std::vector<float>& v) {
     std::vector<uint16_t> h;
     for (float f : v)
@@ -416,10 +408,10 @@ struct Recurrent {
   int64_t gates, seq = 4, batch = 3, input = 2, hidden = 3;
   std::vector<float> x, w, r, b;
   Recurrent(std::string o, int64_t g, uint32_t seed) : op(std::move(o)), gates(g) {
-    x = randomValues(static_cast<size_t>(seq * batch * input), seed);
-    w = randomValues(static_cast<size_t>(gates * hidden * input), seed + 1);
-    r = randomValues(static_cast<size_t>(gates * hidden * hidden), seed + 2);
-    b = randomValues(static_cast<size_t>(2 * gates * hidden), seed + 3);
+    x = kiln::testing::randomFloats(static_cast<size_t>(seq * batch * input), seed);
+    w = kiln::testing::randomFloats(static_cast<size_t>(gates * hidden * input), seed + 1);
+    r = kiln::testing::randomFloats(static_cast<size_t>(gates * hidden * hidden), seed + 2);
+    b = kiln::testing::randomFloats(static_cast<size_t>(2 * gates * hidden), seed + 3);
   }
   static std::vector<float> twice(const std::vector<float>& v) {
     std::vector<float> t = v;
@@ -588,7 +580,7 @@ std::vector<float> naiveGruYh(const Recurrent& rc, bool linearBeforeReset,
 
 TEST(NnKernels, GruLinearBeforeResetBothWays) {
   Recurrent rc("GRU", 3, 60);
-  auto h0 = randomValues(static_cast<size_t>(rc.batch * rc.hidden), 64);
+  auto h0 = kiln::testing::randomFloats(static_cast<size_t>(rc.batch * rc.hidden), 64);
   for (int lbr = 0; lbr < 2; ++lbr) {
     auto out = runNode("GRU",
                        {{"x", floats({rc.seq, rc.batch, rc.input}, rc.x)},
