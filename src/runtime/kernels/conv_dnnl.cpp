@@ -312,9 +312,12 @@ bool runInt8(const Int8Conv& p, const uint8_t* x, int32_t xz, int threads, Int8R
     if (omp_set_num_threads) omp_set_num_threads(threads < 1 ? 1 : threads);
     const engine& eng = cpuEngine();
     stream strm(eng);
-    thread_local std::vector<uint8_t> srcBuf, convDstBuf, dstBuf, partBuf;
-    auto scratch = [&](std::vector<uint8_t>& buf, const memory::desc& md) {
-      if (buf.size() < md.get_size()) buf.resize(md.get_size());
+    // Blocked copies and chunk sums in the executor's scratch memory (the run's planned arena), as
+    // the float path does; the sums outlive this call in `out`.
+    Scratch<uint8_t>& dstBuf = out.accBytes;
+    Scratch<uint8_t> srcBuf, convDstBuf, partBuf;
+    auto scratch = [&](Scratch<uint8_t>& buf, const memory::desc& md) {
+      if (buf.size() < md.get_size()) buf.reset(md.get_size());
       return memory(md, eng, buf.data());
     };
     int32_t zp = xz;

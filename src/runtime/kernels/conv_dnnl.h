@@ -8,6 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include "kiln/runtime/memory.h"
+
 namespace kiln::rt::dnnl_conv {
 
 struct Conv2d {
@@ -51,6 +53,7 @@ std::shared_ptr<Int8Conv> prepareInt8(int threads, const Conv2d& c, bool xSigned
 // output (n, m, i) is acc[n, m, i] + corr[m] * acc[n, channels - 1, i] when corr is non-null,
 // acc[n, m, i] otherwise. False when oneDNN fails.
 struct Int8Result {
+  Scratch<uint8_t> accBytes; // what `acc` points into (the executor's scratch memory)
   const int32_t* acc = nullptr;
   int64_t channels = 0;
   const int32_t* corr = nullptr;
