@@ -263,8 +263,7 @@ bool Executor::isConstantNode(const Node& node) const {
   if (!node.domain().empty() && node.domain() != "ai.onnx.ml") return false;
   if (isRandomOp(node.opType()) || !node.subgraphs().empty()) return false;
   for (const Value* in : node.inputs())
-    if (in && !constantValues_.count(in) && !(in->isInitializer() && !in->isGraphInput()))
-      return false;
+    if (in && !isConstantValue(in)) return false;
   return true;
 }
 

@@ -31,6 +31,11 @@ float attrFloat(const Node& node, const char* name, float fallback) {
   return a && a->kind() == AttrKind::Float ? a->asFloat() : fallback;
 }
 
+int64_t attrInt(const Node& node, const char* name, int64_t fallback) {
+  const Attribute* a = node.attribute(name);
+  return a && a->kind() == AttrKind::Int ? a->asInt() : fallback;
+}
+
 // The step for `node` when it is a fusable op reading chain values (`slots`); false otherwise.
 bool makeStep(const Node& node, int64_t opset,
               const std::unordered_map<const Value*, int>& slots, FusedChain::Step& out) {
@@ -73,12 +78,9 @@ bool makeStep(const Node& node, int64_t opset,
     // Inference form only, as the kernel runs it: one output, per-channel statistics, the four
     // parameter inputs from outside the chain.
     if (node.inputs().size() != 5) return false;
-    if (opset < 9 && node.attribute("spatial") && node.attribute("spatial")->kind() == AttrKind::Int &&
-        node.attribute("spatial")->asInt() == 0)
-      return false;
-    if (const Attribute* t = node.attribute("training_mode");
-        opset >= 14 && t && (t->kind() != AttrKind::Int || t->asInt() != 0))
-      return false;
+    // Read as the kernel reads them (KernelContext::attrInt).
+    if (opset < 9 && attrInt(node, "spatial", 1) == 0) return false;
+    if (opset >= 14 && attrInt(node, "training_mode", 0) != 0) return false;
     s.kind = Kind::BatchNorm;
     s.epsilon = attrFloat(node, "epsilon", 1e-5f);
     for (int k = 0; k < 4; ++k) {

@@ -11,11 +11,9 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
-
-#include "kiln/runtime/memory.h"
+#include <string>
 #include <vector>
 
 // oneDNN's CPU runtime here is OpenMP; the thread count of its parallel regions follows the
@@ -36,7 +34,8 @@ using namespace dnnl;
 // What one convolution geometry needs, made on its first call and reused by later ones on this
 // thread: the primitive descriptor (choosing the implementation is the expensive part of a small
 // convolution's call) and the conv and reorder primitives. Only the memory objects that wrap this
-// call's pointers are made per call; the weights are still reordered on every call.
+// call's pointers are made per call (the weights are reordered per call unless the caller keeps
+// them packed).
 struct Prepared {
   memory::desc userSrc, userWei, userDst, bias;
   convolution_forward::primitive_desc pd;
@@ -60,6 +59,14 @@ const engine& cpuEngine() {
   return eng;
 }
 
+// The convolution window of c in oneDNN's terms (its dilations count the gaps: ONNX's minus 1).
+struct WindowDims {
+  memory::dims strides, dilates, padL, padR;
+  explicit WindowDims(const Conv2d& c)
+      : strides{c.strides[0], c.strides[1]}, dilates{c.dilations[0] - 1, c.dilations[1] - 1},
+        padL{c.padBegin[0], c.padBegin[1]}, padR{c.padEnd[0], c.padEnd[1]} {}
+};
+
 const Prepared& prepare(int threads, const Conv2d& c, bool hasBias) {
   using tag = memory::format_tag;
   using dt = memory::data_type;
@@ -73,9 +80,7 @@ const Prepared& prepare(int threads, const Conv2d& c, bool hasBias) {
   const memory::dims src = {c.batch, c.channels, c.height, c.width};
   const memory::dims dst = {c.batch, c.filters, c.outHeight, c.outWidth};
   const memory::dims wei = {c.filters, c.channels, c.kernel[0], c.kernel[1]};
-  const memory::dims strides = {c.strides[0], c.strides[1]};
-  const memory::dims dilates = {c.dilations[0] - 1, c.dilations[1] - 1};
-  const memory::dims padL = {c.padBegin[0], c.padBegin[1]}, padR = {c.padEnd[0], c.padEnd[1]};
+  const WindowDims win(c);
   Prepared p;
   p.userSrc = memory::desc(src, dt::f32, tag::nchw);
   p.userWei = memory::desc(wei, dt::f32, tag::oihw);
@@ -84,11 +89,13 @@ const Prepared& prepare(int threads, const Conv2d& c, bool hasBias) {
   auto desc = hasBias ? convolution_forward::desc(
                             prop_kind::forward_inference, algorithm::convolution_direct,
                             {src, dt::f32, tag::any}, {wei, dt::f32, tag::any}, p.bias,
-                            {dst, dt::f32, tag::any}, strides, dilates, padL, padR)
+                            {dst, dt::f32, tag::any}, win.strides, win.dilates, win.padL,
+                            win.padR)
                       : convolution_forward::desc(
                             prop_kind::forward_inference, algorithm::convolution_direct,
                             {src, dt::f32, tag::any}, {wei, dt::f32, tag::any},
-                            {dst, dt::f32, tag::any}, strides, dilates, padL, padR);
+                            {dst, dt::f32, tag::any}, win.strides, win.dilates, win.padL,
+                            win.padR);
   p.pd = convolution_forward::primitive_desc(desc, eng);
   p.conv = convolution_forward(p.pd);
   p.reorderSrc = p.pd.src_desc() != p.userSrc;
@@ -225,7 +232,7 @@ std::shared_ptr<Int8Conv> prepareInt8(int threads, const Conv2d& c, bool xSigned
       shifted[i] = static_cast<int8_t>(v - base);
     }
     // Chunks of input channels, greedily as long as every filter's sum of |w| stays exact.
-    if (taps > kExactLimit || taps * 128 > kExactLimit) return nullptr;
+    if (taps * 128 > kExactLimit) return nullptr; // one channel alone could exceed 2^24
     std::vector<int64_t> bounds = {0};
     std::vector<int64_t> running(static_cast<size_t>(c.filters), 0);
     for (int64_t ch = 0; ch < c.channels; ++ch) {
@@ -250,9 +257,7 @@ std::shared_ptr<Int8Conv> prepareInt8(int threads, const Conv2d& c, bool xSigned
     const engine& eng = cpuEngine();
     stream strm(eng);
     const memory::dims dst = {c.batch, p->channels, c.outHeight, c.outWidth};
-    const memory::dims strides = {c.strides[0], c.strides[1]};
-    const memory::dims dilates = {c.dilations[0] - 1, c.dilations[1] - 1};
-    const memory::dims padL = {c.padBegin[0], c.padBegin[1]}, padR = {c.padEnd[0], c.padEnd[1]};
+    const WindowDims win(c);
     const dt srcType = xSigned ? dt::s8 : dt::u8;
     p->userDst = memory::desc(dst, dt::s32, tag::nchw);
     if (omp_set_num_threads) omp_set_num_threads(threads < 1 ? 1 : threads);
@@ -275,7 +280,8 @@ std::shared_ptr<Int8Conv> prepareInt8(int threads, const Conv2d& c, bool xSigned
                   part.begin() + m * cc * taps);
       convolution_forward::desc desc(prop_kind::forward_inference, algorithm::convolution_direct,
                                      {src, srcType, tag::any}, {wei, dt::s8, tag::any},
-                                     {dst, dt::s32, tag::any}, strides, dilates, padL, padR);
+                                     {dst, dt::s32, tag::any}, win.strides, win.dilates,
+                                     win.padL, win.padR);
       primitive_attr attr;
       attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
       ck.pd = convolution_forward::primitive_desc(desc, attr, eng);

@@ -49,7 +49,7 @@ class Int8Conv;
 std::shared_ptr<Int8Conv> prepareInt8(int threads, const Conv2d& c, bool xSigned,
                                       const uint8_t* w, bool wSigned, const int32_t* wz);
 // Runs the prepared convolution on x with zero point xz. The sums land in `acc`, [N, channels,
-// outHeight * outWidth] int32 in a per-thread buffer valid until the next call on this thread:
+// outHeight * outWidth] int32 in `accBytes` (the executor's scratch memory, owned by `out`):
 // output (n, m, i) is acc[n, m, i] + corr[m] * acc[n, channels - 1, i] when corr is non-null,
 // acc[n, m, i] otherwise. False when oneDNN fails.
 struct Int8Result {

@@ -180,10 +180,11 @@ __attribute__((target("avx2"))) void quantizeAvx2(const float* x, int64_t n, flo
     y[i] = quantizeOne(x[i], scale, zp);
 }
 
-// Float32 input read in place: one pass for the range, one to quantize, both split over the pool
-// (min / max and the per-element codes are exact, so any split gives the same bytes).
-void dynamicQuantizeFloat(int threads, const float* x, int64_t n, float& mn, float& mx,
-                          float& scale, int64_t& zp, uint8_t* y) {
+// DynamicQuantizeLinear over float32 x[0, n): one pass for the range, one to quantize, both split
+// over the pool (min / max and the per-element codes are exact, so any split gives the same bytes).
+// The range always includes 0 so that 0 is exactly representable.
+void dynamicQuantizeFloat(int threads, const float* x, int64_t n, float& scale, int64_t& zp,
+                          uint8_t* y) {
   static const bool avx2 = __builtin_cpu_supports("avx2");
   constexpr int64_t kGrain = int64_t{1} << 14;
   const int64_t parts = std::max<int64_t>(1, (n + kGrain - 1) / kGrain);
@@ -201,8 +202,7 @@ void dynamicQuantizeFloat(int threads, const float* x, int64_t n, float& mn, flo
     los[static_cast<size_t>(b / kGrain)] = l;
     his[static_cast<size_t>(b / kGrain)] = h;
   });
-  mn = 0.0f;
-  mx = 0.0f;
+  float mn = 0.0f, mx = 0.0f;
   for (size_t p = 0; p < los.size(); ++p) {
     mn = std::min(mn, los[p]);
     mx = std::max(mx, his[p]);
@@ -229,22 +229,13 @@ Status dynamicQuantizeLinearOp(KernelContext& ctx) {
   OutTensor y(DType::UInt8, x.dims());
   float scale = 0.0f;
   int64_t zp = 0;
+  const auto n = static_cast<int64_t>(x.elementCount());
   if (x.dtype() == DType::Float32) {
-    float mn = 0.0f, mx = 0.0f;
-    dynamicQuantizeFloat(ctx.threads(), ctx.inputData<float>(0),
-                         static_cast<int64_t>(x.elementCount()), mn, mx, scale, zp, y.bytes());
+    dynamicQuantizeFloat(ctx.threads(), ctx.inputData<float>(0), n, scale, zp, y.bytes());
   } else {
+    // float16 / bfloat16 / float64 values widened (or narrowed) to float32 first, as before.
     std::vector<float> xv = toFloatVector(x);
-    // The range always includes 0 so that 0 is exactly representable.
-    float mn = 0.0f, mx = 0.0f;
-    for (float v : xv) {
-      mn = std::min(mn, v);
-      mx = std::max(mx, v);
-    }
-    scale = (mx - mn) / 255.0f;
-    zp = scale == 0.0f ? 0 : nn::roundSaturate((0.0f - mn) / scale, 0, 255);
-    for (size_t i = 0; i < xv.size(); ++i)
-      y.bytes()[i] = scale == 0.0f ? static_cast<uint8_t>(zp) : quantizeOne(xv[i], scale, zp);
+    dynamicQuantizeFloat(ctx.threads(), xv.data(), n, scale, zp, y.bytes());
   }
   ctx.setOutput(0, std::move(y).finish());
   ctx.setOutput(1, makeTensor<float>(DType::Float32, {}, {scale}));
