@@ -467,11 +467,8 @@ enum class Variadic { Max, Min, Sum, Mean };
 
 template <Variadic kind, typename T> T combine(T a, T b) {
   if constexpr (kind == Variadic::Max || kind == Variadic::Min) {
-    if constexpr (isFloatT<T>) {
-      // NaN in, NaN out; written as selects (a != a is isnan) so the loops vectorize.
-      const T m = kind == Variadic::Max ? (a < b ? b : a) : (b < a ? b : a);
-      return (a != a || b != b) ? std::numeric_limits<T>::quiet_NaN() : m;
-    }
+    if constexpr (isFloatT<T>)
+      return kind == Variadic::Max ? vec::pickMax(a, b) : vec::pickMin(a, b);
     if constexpr (kind == Variadic::Max)
       return a < b ? b : a;
     else

@@ -2,24 +2,12 @@
 #include "vec_loops.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace kiln::rt::vec {
 namespace {
 
 #define KILN_VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// The Max / Min kernels' pick (written as selects so that the loops vectorize).
-inline float pickMax(float x, float y) {
-  const float m = x < y ? y : x;
-  return (x != x || y != y) ? kNaN : m;
-}
-inline float pickMin(float x, float y) {
-  const float m = y < x ? y : x;
-  return (x != x || y != y) ? kNaN : m;
-}
 
 template <typename Fn>
 inline void loopSame(const float* __restrict a, const float* __restrict b, float* __restrict out,
@@ -52,11 +40,11 @@ KILN_VEC_CLONES void binarySame(BinOp op, const float* a, const float* b, float*
     break;
   case BinOp::Max:
     for (int64_t i = 0; i < n; ++i)
-      out[i] = pickMax(a[i], b[i]);
+      out[i] = pickMax<float>(a[i], b[i]);
     break;
   case BinOp::Min:
     for (int64_t i = 0; i < n; ++i)
-      out[i] = pickMin(a[i], b[i]);
+      out[i] = pickMin<float>(a[i], b[i]);
     break;
   }
 }
@@ -81,11 +69,11 @@ KILN_VEC_CLONES void binaryScalarRight(BinOp op, const float* a, float s, float*
     break;
   case BinOp::Max:
     for (int64_t i = 0; i < n; ++i)
-      out[i] = pickMax(a[i], s);
+      out[i] = pickMax<float>(a[i], s);
     break;
   case BinOp::Min:
     for (int64_t i = 0; i < n; ++i)
-      out[i] = pickMin(a[i], s);
+      out[i] = pickMin<float>(a[i], s);
     break;
   }
 }
@@ -110,11 +98,11 @@ KILN_VEC_CLONES void binaryScalarLeft(BinOp op, float s, const float* b, float* 
     break;
   case BinOp::Max:
     for (int64_t i = 0; i < n; ++i)
-      out[i] = pickMax(s, b[i]);
+      out[i] = pickMax<float>(s, b[i]);
     break;
   case BinOp::Min:
     for (int64_t i = 0; i < n; ++i)
-      out[i] = pickMin(s, b[i]);
+      out[i] = pickMin<float>(s, b[i]);
     break;
   }
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 namespace kiln::rt::vec {
 
@@ -16,6 +17,17 @@ constexpr int64_t kParallelGrain = int64_t{1} << 12;
 // Max and Min pick as the Max / Min kernels do: NaN when either operand is NaN, else the larger
 // (smaller), the left operand when they compare equal (+0 / -0).
 enum class BinOp { Add, Sub, Mul, Div, Max, Min };
+
+// That pick for one pair of a floating type, written as selects (x != x is isnan) so that the
+// loops using it vectorize; the elementwise Max / Min kernels of every float type call it too.
+template <typename T> inline T pickMax(T x, T y) {
+  const T m = x < y ? y : x;
+  return (x != x || y != y) ? std::numeric_limits<T>::quiet_NaN() : m;
+}
+template <typename T> inline T pickMin(T x, T y) {
+  const T m = y < x ? y : x;
+  return (x != x || y != y) ? std::numeric_limits<T>::quiet_NaN() : m;
+}
 
 // out[i] = a[i] op b[i].
 void binarySame(BinOp op, const float* a, const float* b, float* out, int64_t n);
