@@ -67,20 +67,26 @@ struct KilnSchema {
   const char* op;
   int since;
   std::vector<KilnAttr> attrs;
+  OpArity arity;
 };
 
 const std::vector<KilnSchema>& kilnSchemas() {
   using A = onnx::AttributeProto;
   static const std::vector<KilnSchema> table = {
-      {"Mish", 18, {}},
+      {"Mish", 18, {}, {1, 1, 1, 1}},
       {"GroupNormalization",
        18,
-       {{"epsilon", A::FLOAT}, {"num_groups", A::INT}, {"stash_type", A::INT}}},
-      {"Gelu", 20, {{"approximate", A::STRING}}},
-      {"RMSNormalization", 23, {{"axis", A::INT}, {"epsilon", A::FLOAT}, {"stash_type", A::INT}}},
+       {{"epsilon", A::FLOAT}, {"num_groups", A::INT}, {"stash_type", A::INT}},
+       {3, 3, 1, 1}},
+      {"Gelu", 20, {{"approximate", A::STRING}}, {1, 1, 1, 1}},
+      {"RMSNormalization",
+       23,
+       {{"axis", A::INT}, {"epsilon", A::FLOAT}, {"stash_type", A::INT}},
+       {2, 2, 1, 1}},
       {"RotaryEmbedding",
        23,
-       {{"interleaved", A::INT}, {"num_heads", A::INT}, {"rotary_embedding_dim", A::INT}}},
+       {{"interleaved", A::INT}, {"num_heads", A::INT}, {"rotary_embedding_dim", A::INT}},
+       {3, 4, 1, 1}},
       {"Attention",
        23,
        {{"is_causal", A::INT},
@@ -89,8 +95,9 @@ const std::vector<KilnSchema>& kilnSchemas() {
         {"qk_matmul_output_mode", A::INT},
         {"scale", A::FLOAT},
         {"softcap", A::FLOAT},
-        {"softmax_precision", A::INT}}},
-      {"Swish", 24, {{"alpha", A::FLOAT}}},
+        {"softmax_precision", A::INT}},
+       {3, 6, 1, 4}},
+      {"Swish", 24, {{"alpha", A::FLOAT}}, {1, 1, 1, 1}},
   };
   return table;
 }
@@ -106,6 +113,14 @@ const KilnSchema* kilnSchema(const std::string& op, int64_t opset, int librarySi
 }
 
 } // namespace
+
+std::optional<OpArity> kilnArity(const std::string& opType, int64_t opset) {
+  const onnx::OpSchema* schema =
+      onnx::OpSchemaRegistry::Schema(opType, static_cast<int>(opset), "");
+  const KilnSchema* own = kilnSchema(opType, opset, schema ? schema->SinceVersion() : 0);
+  if (!own) return std::nullopt;
+  return own->arity;
+}
 
 bool kilnDeclaresOp(const std::string& opType, int64_t opset) {
   const onnx::OpSchema* schema =

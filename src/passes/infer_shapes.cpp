@@ -13,6 +13,7 @@
 #include "kiln/passes/keep_dtype.h"
 #include "kiln/passes/pass.h"
 #include "kiln/passes/shape_conflicts.h"
+#include "ops/validate.h"
 
 namespace kiln {
 namespace {
@@ -119,7 +120,8 @@ class InferShapes : public Pass {
     exportOptions.weightsAsInputsAbove = kInlineInitializerBytes;
     KILN_TRY(exportOnnx(*context.model, proto, exportOptions));
     try {
-      onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0,
+      ops::guardShapeInference();
+    onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0,
                                           /*data_propagation=*/true);
       onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
     } catch (const std::exception& e) {
@@ -127,7 +129,11 @@ class InferShapes : public Pass {
       spdlog::debug("infer-shapes: ONNX shape inference stopped: {}", e.what());
       context.notes.push_back(fmt::format("shape inference stopped early: {}", e.what()));
     }
-    return apply(graph, proto.graph());
+    const bool changed = apply(graph, proto.graph());
+    // Ranks that inference just filled in decide checks import could not (an axis of a value no
+    // value_info declared): every later pass and the lowerings may rely on them.
+    if (changed) KILN_TRY(ops::validateGraph(graph, *context.model));
+    return changed;
   }
 };
 
@@ -166,6 +172,7 @@ std::string staticShapeConflict(const Node& node, const Model& model) {
   }
   nodeToOnnx(node, *graph->add_node());
   try {
+    ops::guardShapeInference();
     onnx::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/1,
                                         /*data_propagation=*/true);
     onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
@@ -214,6 +221,7 @@ std::vector<ShapeConflict> shapeConflicts(const Model& model) {
   if (!exportOnnx(model, proto, exportOptions)) return out;
   std::string message;
   try {
+    ops::guardShapeInference();
     onnx::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/1,
                                         /*data_propagation=*/true);
     onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);

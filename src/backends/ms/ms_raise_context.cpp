@@ -15,6 +15,7 @@
 
 #include "kiln/backends/ms_reader.h"
 #include "kiln/runtime/tensor_util.h"
+#include "ops/validate.h"
 #include "weight_coding.h"
 
 namespace kiln::ms {
@@ -755,7 +756,11 @@ Expected<Model> readBuffer(const uint8_t* data, size_t size, std::shared_ptr<con
                     displayName, size),
         kInvalidHint);
   RaisingContext reader(msfb::GetMetaGraph(data), std::move(owner), file, displayName, baseDir);
-  return reader.read();
+  KILN_ASSIGN_OR_RETURN(Model model, reader.read());
+  // The raised graph feeds the same executor and passes as an imported one: the same checks.
+  if (Status valid = ops::validateGraph(*model.graph, model); !valid)
+    return valid.withContext(displayName);
+  return model;
 }
 
 } // namespace

@@ -5,6 +5,7 @@
 #include "kiln/backends/om_formats.h"
 #include "kiln/support/mapped_file.h"
 #include "om_context.h"
+#include "ops/validate.h"
 
 namespace kiln::om {
 namespace {
@@ -312,6 +313,9 @@ Expected<Model> raiseModelDef(const ge::proto::ModelDef& modelDef, const uint8_t
   raiser.setModelDef(&modelDef);
   raiser.setMetadata(&model.metadata);
   if (auto s = raiser.raise(root); !s) return s;
+  // The raised graph feeds the same executor and passes as an imported one: the same checks.
+  if (Status valid = ops::validateGraph(*model.graph, model); !valid)
+    return valid.withContext(displayName);
   return model;
 }
 

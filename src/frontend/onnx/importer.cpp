@@ -18,6 +18,7 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/ir/verifier.h"
 #include "ops/attributes.h"
+#include "ops/validate.h"
 #include "wire_scan.h"
 
 namespace kiln {
@@ -118,6 +119,8 @@ class Importer {
     if (model.graph->outputs().empty())
       return makeError(ErrorCode::EmptyGraph, "export the model again with its outputs declared",
                        "graph '{}' has no outputs", model.graph->name());
+    // Before any pass, inference or kernel sees a node: arity and attributes it can be run with.
+    KILN_TRY(ops::validateGraph(*model.graph, model));
     if (options.verify) KILN_TRY(verifyModel(model));
     return model;
   }
@@ -587,6 +590,7 @@ class Importer {
                            "{}: {} redefines '{}'", graphText, nodeLabel(*nodeProto), name);
       KILN_ASSIGN_OR_RETURN(Node * node,
                             addNode(graph, anchor, *nodeProto, graphText, &locations));
+      KILN_TRY(ops::validateNode(*node, model.opsetVersion(node->domain()), graphText));
       added.push_back(node);
     }
     return added;
