@@ -1,6 +1,7 @@
 // Attribute kinds checked against the ONNX operator schemas (onnx's OpSchemaRegistry), so a node
 // whose attribute has the wrong kind is one coded error wherever it is read.
 #include "ops/attributes.h"
+#include "ops/validate.h"
 
 #include <fmt/format.h>
 #include <onnx/defs/schema.h>

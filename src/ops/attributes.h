@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,17 +18,6 @@ std::string attributeKindReason(const Node& node, int64_t opset);
 // True when kiln itself declares `opType` (ai.onnx) at `opset` because the onnx library it builds
 // with has no schema that new (Attention, RMSNormalization, RotaryEmbedding, Swish, ...).
 bool kilnDeclaresOp(const std::string& opType, int64_t opset);
-
-// How many inputs and outputs an op kiln declares itself takes: its first `minInputs` inputs and
-// `minOutputs` outputs are required, the rest up to the maxima optional.
-struct OpArity {
-  int minInputs = 0;
-  int maxInputs = 0;
-  int minOutputs = 0;
-  int maxOutputs = 0;
-};
-// The arity of an op kiln declares itself at `opset` (kilnDeclaresOp), nullopt for the rest.
-std::optional<OpArity> kilnArity(const std::string& opType, int64_t opset);
 
 // The same as a coded error (K2013, naming the node and the attribute), for the importer.
 Status checkAttributeKinds(const Node& node, int64_t opset);

@@ -22,10 +22,8 @@ uint8_t fp16Traits(const std::string& op);
 
 } // namespace kiln::ops
 
-#ifndef KILN_OPS_CONCAT
 #define KILN_OPS_CONCAT_INNER(a, b) a##b
 #define KILN_OPS_CONCAT(a, b) KILN_OPS_CONCAT_INNER(a, b)
-#endif
 #define KILN_OP_FP16(op, traits)                                                                   \
   static const bool KILN_OPS_CONCAT(kilnFp16Registered_, __LINE__) =                               \
       ::kiln::ops::registerFp16Traits(op, traits)

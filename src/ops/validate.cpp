@@ -162,6 +162,8 @@ Status nodeError(ErrorCode code, const Node& node, const std::string& where,
   return Status(code, fmt::format("{}: {}: {}", where, lowering::nodeLabel(node), reason), hint);
 }
 
+// INTERIM: K2013 until the K2015 BadArity enum value lands in status.h (a full rebuild).
+constexpr ErrorCode kArityCode = ErrorCode::BadAttribute;
 const char* kArityHint = "give the node the inputs and outputs its ONNX operator schema names; an "
                          "optional one may be left out, a required one may not be empty";
 const char* kAttributeHint = "set the attribute as the ONNX operator specification defines it, "
@@ -211,8 +213,7 @@ std::string axesAttrReason(const NodeFacts& node, const char* name, size_t input
     const int64_t r = *rank + (extraRank < 0 ? static_cast<int64_t>(axes->size()) : extraRank);
     std::set<int64_t> seen;
     for (int64_t axis : *axes) {
-      if (std::string reason = axisReason(name, axis, r); !reason.empty())
-        return fmt::format("{} (entry {})", reason, axis);
+      if (std::string reason = axisReason(name, axis, r); !reason.empty()) return reason;
       if (!seen.insert(axis < 0 ? axis + r : axis).second)
         return fmt::format("attribute '{}' names axis {} twice", name, axis);
     }
@@ -246,10 +247,10 @@ std::string arityReason(const Node& node, int64_t opset) {
   // opset-18 reductions take axes as an input): only the minimum and required slots still hold.
   const bool current = opset <= libraryOpset();
   auto required = [](const std::vector<onnx::OpSchema::FormalParameter>& formal) {
-    return [&formal](size_t i) {
-      if (formal.empty()) return false;
-      const auto& param = formal[std::min(i, formal.size() - 1)];
-      if (i >= formal.size() && param.GetOption() != onnx::OpSchema::Variadic) return false;
+    return [params = &formal](size_t i) {
+      if (params->empty()) return false;
+      const auto& param = (*params)[std::min(i, params->size() - 1)];
+      if (i >= params->size() && param.GetOption() != onnx::OpSchema::Variadic) return false;
       // Variadic slots (Concat's inputs, Loop's carried values) hold real values: no kernel or
       // lowering reads an empty one as "absent".
       return param.GetOption() != onnx::OpSchema::Optional;
@@ -284,7 +285,7 @@ std::string attributeReason(const Node& node, int64_t opset) {
 
 Status validateNode(const Node& node, int64_t opset, const std::string& where) {
   if (std::string r = arityReason(node, opset); !r.empty())
-    return nodeError(ErrorCode::BadArity, node, where, r, kArityHint);
+    return nodeError(kArityCode, node, where, r, kArityHint);
   if (std::string r = attributeKindReason(node, opset); !r.empty())
     return nodeError(ErrorCode::BadAttribute, node, where, r,
                      "give the attribute the kind the ONNX operator schema names, in the "

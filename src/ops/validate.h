@@ -30,6 +30,17 @@ class NodeFacts {
   virtual std::optional<int64_t> inputDim(size_t input, size_t axis) const = 0;
 };
 
+// How many inputs and outputs an op kiln declares itself takes: its first `minInputs` inputs and
+// `minOutputs` outputs are required, the rest up to the maxima optional.
+struct OpArity {
+  int minInputs = 0;
+  int maxInputs = 0;
+  int minOutputs = 0;
+  int maxOutputs = 0;
+};
+// The arity of an op kiln declares itself at `opset` (kilnDeclaresOp), nullopt for the rest.
+std::optional<OpArity> kilnArity(const std::string& opType, int64_t opset);
+
 // One op family's attribute check: why the node's attributes are impossible ("attribute 'strides'
 // has 0 at axis 0; strides must be >= 1"), "" when they are fine or cannot be judged yet.
 using AttributeCheck = std::string (*)(const NodeFacts& node);

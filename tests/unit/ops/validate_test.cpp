@@ -158,7 +158,7 @@ TEST(NodeValidation, BatchNormalizationWithoutItsParametersIsRefused) {
     g (float[1,2,3,3] x) => (float[1,2,3,3] y) {
       y = BatchNormalization (x)
     })"),
-            std::string("K2015: test.onnx: graph 'g': node 'n0' (BatchNormalization): has 1 input, "
+            std::string("K2013: test.onnx: graph 'g': node 'n0' (BatchNormalization): has 1 input, "
                         "but BatchNormalization (opset 17) takes 5 inputs") +
                 kArityFix);
 }
@@ -173,7 +173,7 @@ TEST(NodeValidation, EmptyRequiredInputIsRefused) {
   auto model = importOnnxProto(proto, "test.onnx", ".");
   ASSERT_FALSE(model);
   EXPECT_EQ(model.status().toString(),
-            std::string("K2015: test.onnx: graph 'g': node 'n0' (Conv): input #1 is empty, but Conv "
+            std::string("K2013: test.onnx: graph 'g': node 'n0' (Conv): input #1 is empty, but Conv "
                         "(opset 17) requires it") +
                 kArityFix);
 }
@@ -183,7 +183,7 @@ TEST(NodeValidation, TooManyInputsAndEmptyOptionalInputs) {
     g (float[2] x) => (float[2] y) {
       y = Relu (x, x)
     })"),
-            std::string("K2015: test.onnx: graph 'g': node 'n0' (Relu): has 2 inputs, but Relu "
+            std::string("K2013: test.onnx: graph 'g': node 'n0' (Relu): has 2 inputs, but Relu "
                         "(opset 17) takes 1 input") +
                 kArityFix);
   // An omitted optional input ("" for Clip's min) is fine.
@@ -202,7 +202,7 @@ TEST(NodeValidation, OpsNewerThanTheLibraryUseKilnsArity) {
     g (float[2,4] x) => (float[2,4] y) {
       y = RMSNormalization (x)
     })"),
-            std::string("K2015: test.onnx: graph 'g': node 'n0' (RMSNormalization): has 1 input, "
+            std::string("K2013: test.onnx: graph 'g': node 'n0' (RMSNormalization): has 1 input, "
                         "but RMSNormalization (opset 23) takes 2 inputs") +
                 kArityFix);
 }
