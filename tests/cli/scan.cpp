@@ -561,6 +561,8 @@ class Scanner {
     while (true) {
       size_t i = next++;
       if (i >= models.size()) return;
+      if (i > 0 && i % 250 == 0) // CI logs show the scan moving
+        std::cout << "kiln_scan: " << i << " of " << models.size() << " models started" << std::endl;
       fs::path dir = options_.work / "models" / std::to_string(i);
       bool keep = scanModel(models[i], dir) || options_.keepAll;
       std::error_code ec;
