@@ -1,0 +1,926 @@
+// Crash-and-hang scan: every tool and mode of kiln, atc, converter_lite and benchmark on every
+// model of tests/, Debian's ONNX test data and the newer ONNX node tests. The matrix, the known
+// list and the time it takes are described in tests/cli/README.md.
+//
+// Starting a tool costs ~40 ms of CPU (loading and relocating its libraries), more than most runs
+// themselves, so by default each run is a fork of this program, which links the four tools' own
+// main() (tools/*/main.cpp built with main renamed) and has done that loading once; --exec runs
+// the installed binaries instead. Either way every run is its own process with a deadline.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <onnx/defs/schema.h>
+
+extern char** environ;
+
+// The tools' main() functions, compiled from tools/*/main.cpp under these names (CMakeLists.txt).
+int kiln_scan_kiln_main(int argc, char** argv);
+int kiln_scan_atc_main(int argc, char** argv);
+int kiln_scan_converter_lite_main(int argc, char** argv);
+int kiln_scan_benchmark_main(int argc, char** argv);
+
+namespace fs = std::filesystem;
+
+namespace {
+
+enum class Tool { Kiln, Atc, ConverterLite, Benchmark };
+
+struct Tools {
+  std::string kiln, atc, converterLite, benchmark;
+  const std::string& path(Tool tool) const {
+    switch (tool) {
+    case Tool::Kiln:
+      return kiln;
+    case Tool::Atc:
+      return atc;
+    case Tool::ConverterLite:
+      return converterLite;
+    case Tool::Benchmark:
+      return benchmark;
+    }
+    return kiln;
+  }
+};
+
+int toolMain(Tool tool, int argc, char** argv) {
+  switch (tool) {
+  case Tool::Kiln:
+    return kiln_scan_kiln_main(argc, argv);
+  case Tool::Atc:
+    return kiln_scan_atc_main(argc, argv);
+  case Tool::ConverterLite:
+    return kiln_scan_converter_lite_main(argc, argv);
+  case Tool::Benchmark:
+    return kiln_scan_benchmark_main(argc, argv);
+  }
+  return 127;
+}
+
+struct Options {
+  Tools tools;
+  fs::path source;       // the repository (tests/, samples/)
+  fs::path work;         // scratch folder, emptied first
+  fs::path testData;     // Debian's libonnx-testdata data folder
+  fs::path newNodeTests; // the newer ONNX node tests (skipped when absent)
+  fs::path knownList;    // the known-crash list
+  int jobs = 2;
+  double timeoutSeconds = 10;
+  std::string only;                // substring a model id must contain (for reproducing)
+  std::set<std::string> onlySteps; // steps to run (empty: all)
+  bool keepAll = false;            // keep every model's scratch folder, not only crashing ones
+  bool exec = false;               // run the tools' binaries instead of forks of this program
+};
+
+// One model to scan. `caseDir` holds test_data_set_0 for ONNX test cases.
+struct Model {
+  std::string id; // stable name used in the known list: "<set>/<relative path>"
+  fs::path path;
+  fs::path caseDir;
+};
+
+enum class Outcome { Ok, Coded, Uncoded, Signal, Hang, NotRun };
+
+struct RunResult {
+  Outcome outcome = Outcome::NotRun;
+  int code = 0; // exit status or signal number
+  double seconds = 0;
+  bool slow = false; // passed the deadline once, then finished within 4x it
+  std::string firstErrorLine;
+};
+
+// A step's outcome as recorded for the summary.
+struct Record {
+  std::string step;
+  std::string modelId;
+  RunResult result;
+  std::string command;
+  std::string known; // the known list's note, when listed
+};
+
+std::string shellQuote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789_-./=:,+@%") == std::string::npos)
+    return s;
+  std::string out = "'";
+  for (char c : s)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string commandLine(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv)
+    out += (out.empty() ? "" : " ") + shellQuote(a);
+  return out;
+}
+
+// Model-derived text reaches this report: keep it printable and short.
+std::string printable(const std::string& s, size_t cap = 200) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (out.size() >= cap) return out + "...";
+    out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
+  }
+  return out;
+}
+
+std::string readFile(const fs::path& path, size_t cap = 1 << 20) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text(cap, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(cap));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
+}
+
+// A clean failure carries a coded line: kiln's K#### (drop-in tools add their own code to it).
+bool hasCodedLine(const std::string& text) {
+  static const std::regex coded(R"((^|[^A-Za-z0-9])K[0-9]{4}([^0-9]|$))");
+  return std::regex_search(text, coded);
+}
+
+std::string firstNonEmptyLine(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) return line;
+  return "";
+}
+
+// One run of a tool: its step name, which main() it calls, and its command line (argv[0] is the
+// tool's binary, so the printed command reproduces the run).
+struct Step {
+  std::string name;
+  Tool tool;
+  std::vector<std::string> argv;
+};
+
+// Points the standard streams of a run's process at empty stdin and the step's output files.
+bool redirect(const fs::path& out, const fs::path& err) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  int in = open("/dev/null", O_RDONLY);
+  int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (in < 0 || o < 0 || e < 0) return false;
+  dup2(in, 0);
+  dup2(o, 1);
+  dup2(e, 2);
+  close(in);
+  close(o);
+  close(e);
+  return true;
+}
+
+// Calls the step's tool main() in this process and flushes what it printed.
+int callMain(const Step& step) {
+  std::vector<std::string> argv = step.argv; // main() may modify its arguments
+  std::vector<char*> args;
+  for (auto& a : argv)
+    args.push_back(a.data());
+  args.push_back(nullptr);
+  int status = toolMain(step.tool, static_cast<int>(argv.size()), args.data());
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  return status;
+}
+
+// Forks a child in its own process group with the signals at their defaults; -1 on failure.
+pid_t forkRun() {
+  std::cout.flush();
+  std::fflush(nullptr); // nothing buffered here is written twice by the child
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    for (int sig = 1; sig < NSIG; ++sig)
+      signal(sig, SIG_DFL);
+  }
+  return pid;
+}
+
+// Waits for `pid` until `deadline` (also returning early when `fd` >= 0 becomes readable).
+// Returns true when the child ended (status in `status`).
+bool waitUntil(pid_t pid, int pidfd, int fd, std::chrono::steady_clock::time_point deadline,
+               int& status) {
+  while (true) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return true;
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    int waitMs = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1);
+    pollfd fds[2] = {{pidfd, POLLIN, 0}, {fd, POLLIN, 0}};
+    if (pidfd < 0) waitMs = std::min(waitMs, 2);
+    int ready = poll(fds, 2, waitMs);
+    if (ready > 0 && fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP))) return false;
+  }
+}
+
+// The outcome of a run that ended with `status` (or was killed at its deadline).
+RunResult classify(bool timedOut, int status, double seconds, const fs::path& out,
+                   const fs::path& err, bool codedOnStdout) {
+  RunResult result;
+  result.seconds = seconds;
+  const std::string errText = readFile(err);
+  result.firstErrorLine = printable(firstNonEmptyLine(errText));
+  if (timedOut) {
+    result.outcome = Outcome::Hang;
+  } else if (WIFSIGNALED(status)) {
+    result.outcome = Outcome::Signal;
+    result.code = WTERMSIG(status);
+  } else if (WEXITSTATUS(status) == 0) {
+    result.outcome = Outcome::Ok;
+  } else {
+    result.code = WEXITSTATUS(status);
+    bool coded = hasCodedLine(errText);
+    if (!coded && codedOnStdout) { // kiln check: a report ending in FAIL is its answer
+      const std::string outText = readFile(out);
+      coded = hasCodedLine(outText) || outText.find("problem(s): FAIL\n") != std::string::npos;
+    }
+    result.outcome = coded ? Outcome::Coded : Outcome::Uncoded;
+  }
+  return result;
+}
+
+// kiln check prints its report, and the problems it found, on stdout.
+bool codedOnStdout(const Step& step) { return step.name.rfind("check-", 0) == 0; }
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::chrono::steady_clock::duration toDuration(double seconds) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(seconds));
+}
+
+// Runs one step as its own process (a fork calling main(), or the binary with --exec) with a
+// deadline; past it the process group is killed and the run is a hang.
+RunResult runAlone(const Step& step, const fs::path& dir, double timeoutSeconds, bool exec) {
+  const fs::path out = dir / (step.name + ".out"), err = dir / (step.name + ".err");
+  const auto start = std::chrono::steady_clock::now();
+  pid_t pid = forkRun();
+  if (pid < 0) {
+    RunResult failed;
+    failed.outcome = Outcome::Uncoded;
+    failed.code = -1;
+    failed.firstErrorLine = std::string("cannot fork: ") + std::strerror(errno);
+    return failed;
+  }
+  if (pid == 0) {
+    if (!redirect(out, err)) _exit(126);
+    if (exec) {
+      std::vector<char*> args;
+      for (const auto& a : step.argv)
+        args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    _exit(callMain(step)); // static destructors skipped: they would only cost time here
+  }
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  int status = 0;
+  bool ended = waitUntil(pid, pidfd, -1, start + toDuration(timeoutSeconds), status);
+  if (!ended) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  if (pidfd >= 0) close(pidfd);
+  kill(-pid, SIGKILL); // anything the tool left running in its group
+  return classify(!ended, status, secondsSince(start), out, err, codedOnStdout(step));
+}
+
+// A signal or hang is always the outcome of the step run on its own: a busy machine can stretch a
+// run past the deadline, so a hang must also outlast 4x it.
+RunResult runConfirmed(const Step& step, const fs::path& dir, double timeoutSeconds, bool exec) {
+  RunResult r = runAlone(step, dir, timeoutSeconds, exec);
+  if (r.outcome == Outcome::Hang) {
+    r = runAlone(step, dir, timeoutSeconds * 4, exec);
+    r.slow = r.outcome != Outcome::Hang;
+  }
+  return r;
+}
+
+// Runs steps[i...] one after another in one forked process, which saves a fork per step; the
+// child reports each step's start and exit status on a pipe. When the child does not finish a
+// step (signal, hang, exit() from inside a tool), that step runs again on its own and is recorded
+// from there, then the batch resumes after it in a new process. So every signal and hang recorded
+// comes from a process that ran that step alone.
+std::vector<RunResult> runBatch(const std::vector<Step>& steps, const fs::path& dir,
+                                double timeoutSeconds, bool exec) {
+  std::vector<RunResult> results(steps.size());
+  size_t next = 0;
+  while (next < steps.size()) {
+    if (exec) {
+      results[next] = runConfirmed(steps[next], dir, timeoutSeconds, exec);
+      ++next;
+      continue;
+    }
+    int pipeFds[2];
+    if (pipe2(pipeFds, O_CLOEXEC) != 0 || fcntl(pipeFds[0], F_SETFL, O_NONBLOCK) != 0) {
+      results[next] = runConfirmed(steps[next], dir, timeoutSeconds, exec);
+      ++next;
+      continue;
+    }
+    const size_t first = next;
+    pid_t pid = forkRun();
+    if (pid == 0) {
+      close(pipeFds[0]);
+      for (size_t i = first; i < steps.size(); ++i) {
+        const Step& s = steps[i];
+        if (!redirect(dir / (s.name + ".out"), dir / (s.name + ".err"))) _exit(126);
+        int status = callMain(s);
+        // A status line is shorter than PIPE_BUF, so it is written whole.
+        std::string line = std::to_string(i) + " " + std::to_string(status) + "\n";
+        if (write(pipeFds[1], line.data(), line.size()) < 0) _exit(126);
+      }
+      _exit(0);
+    }
+    close(pipeFds[1]);
+    if (pid < 0) {
+      close(pipeFds[0]);
+      results[next] = runConfirmed(steps[next], dir, timeoutSeconds, exec);
+      ++next;
+      continue;
+    }
+    int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    std::string pending;
+    auto stepStart = std::chrono::steady_clock::now();
+    bool childEnded = false;
+    int status = 0;
+    while (next < steps.size() && !childEnded) {
+      childEnded =
+          waitUntil(pid, pidfd, pipeFds[0], stepStart + toDuration(timeoutSeconds), status);
+      // Read whatever step lines arrived (also after the child ended).
+      char buffer[512];
+      ssize_t n;
+      while ((n = read(pipeFds[0], buffer, sizeof buffer)) > 0)
+        pending.append(buffer, static_cast<size_t>(n));
+      size_t eol;
+      bool progressed = false;
+      while ((eol = pending.find('\n')) != std::string::npos) {
+        std::istringstream line(pending.substr(0, eol));
+        pending.erase(0, eol + 1);
+        size_t index = 0;
+        int exitStatus = 0;
+        line >> index >> exitStatus;
+        if (index != next) continue;
+        const Step& s = steps[index];
+        // Encode the exit status as waitpid would, so classify reads it the same way.
+        results[index] =
+            classify(false, (exitStatus & 0xff) << 8, secondsSince(stepStart),
+                     dir / (s.name + ".out"), dir / (s.name + ".err"), codedOnStdout(s));
+        ++next;
+        stepStart = std::chrono::steady_clock::now();
+        progressed = true;
+      }
+      if (!childEnded && !progressed &&
+          std::chrono::steady_clock::now() >= stepStart + toDuration(timeoutSeconds))
+        break; // the step in progress passed its deadline
+    }
+    if (!childEnded) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+    }
+    kill(-pid, SIGKILL);
+    if (pidfd >= 0) close(pidfd);
+    close(pipeFds[0]);
+    if (next < steps.size()) { // the step in progress did not finish in the batch
+      results[next] = runConfirmed(steps[next], dir, timeoutSeconds, exec);
+      ++next;
+    }
+  }
+  return results;
+}
+
+// input_10.pb sorts after input_9.pb.
+std::vector<fs::path> inputFiles(const fs::path& set) {
+  std::vector<std::pair<long, fs::path>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(set, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind("input_", 0) == 0 && entry.path().extension() == ".pb")
+      found.emplace_back(std::atol(name.c_str() + 6), entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> out;
+  for (auto& f : found)
+    out.push_back(f.second);
+  return out;
+}
+
+// The scan's steps, in the order they run on a model; later steps read what earlier ones write.
+const std::vector<std::pair<std::string, std::string>>& stepTable() {
+  static const std::vector<std::pair<std::string, std::string>> steps = {
+      {"inspect", "kiln inspect M"},
+      {"inspect-json", "kiln inspect --json M"},
+      {"inspect-ir", "kiln inspect --ir M"},
+      {"convert-onnx", "kiln convert M --to onnx"},
+      {"check-ms", "kiln check M --target ms"},
+      {"check-om", "kiln check M --target om"},
+      {"lower-ms", "kiln lower M --target ms"},
+      {"lower-om", "kiln lower M --target om"},
+      {"opt", "kiln opt M --pipeline default -o"},
+      {"atc-0", "atc --mode=0 (M -> X.om)"},
+      {"atc-1-onnx", "atc --mode=1 --om=M"},
+      {"atc-3", "atc --mode=3 (precheck M)"},
+      {"converter_lite", "converter_lite (M -> X.ms)"},
+      {"run", "kiln run M [--input test_data_set_0]"},
+      {"compare", "kiln compare M X.ms (M M without X.ms)"},
+      {"atc-1-om", "atc --mode=1 --om=X.om"},
+      {"atc-6", "atc --mode=6 --om=X.om"},
+      {"om-inspect", "kiln inspect X.om"},
+      {"om-convert", "kiln convert X.om --to onnx"},
+      {"om-run", "kiln run X.om [inputs]"},
+      {"benchmark", "benchmark --modelFile=X.ms"},
+      {"ms-inspect", "kiln inspect X.ms"},
+      {"ms-inspect-json", "kiln inspect --json X.ms"},
+      {"ms-convert", "kiln convert X.ms --to onnx"},
+      {"ms-run", "kiln run X.ms [inputs]"},
+  };
+  return steps;
+}
+
+class Scanner {
+ public:
+  explicit Scanner(const Options& options) : options_(options) {}
+
+  // Runs every step on one model in `dir`; returns whether the folder should be kept.
+  bool scanModel(const Model& model, const fs::path& dir) {
+    fs::create_directories(dir);
+    const Tools& t = options_.tools;
+    const std::string m = model.path.string();
+    const std::string d = dir.string();
+    bool crashed = false;
+    std::vector<Step> steps;
+    auto add = [&](const std::string& name, Tool tool, std::vector<std::string> args) {
+      if (!options_.onlySteps.empty() && !options_.onlySteps.count(name)) return;
+      args.insert(args.begin(), t.path(tool));
+      steps.push_back({name, tool, std::move(args)});
+    };
+    auto runAdded = [&]() {
+      std::vector<RunResult> results = runBatch(steps, dir, options_.timeoutSeconds, options_.exec);
+      for (size_t i = 0; i < steps.size(); ++i) {
+        const RunResult& r = results[i];
+        if (r.outcome == Outcome::Signal || r.outcome == Outcome::Hang) crashed = true;
+        records_.push_back({steps[i].name, model.id, r, commandLine(steps[i].argv), ""});
+      }
+      steps.clear();
+    };
+
+    // Phase 1: the model itself.
+    add("inspect", Tool::Kiln, {"inspect", m});
+    add("inspect-json", Tool::Kiln, {"inspect", "--json", m});
+    add("inspect-ir", Tool::Kiln, {"inspect", "--ir", m});
+    add("convert-onnx", Tool::Kiln, {"convert", m, "--to", "onnx", "-o", d + "/converted.onnx"});
+    add("check-ms", Tool::Kiln, {"check", m, "--target", "ms"});
+    add("check-om", Tool::Kiln, {"check", m, "--target", "om"});
+    add("lower-ms", Tool::Kiln, {"lower", m, "--target", "ms"});
+    add("lower-om", Tool::Kiln, {"lower", m, "--target", "om"});
+    add("opt", Tool::Kiln, {"opt", m, "--pipeline", "default", "-o", d + "/opt.onnx"});
+    add("atc-0", Tool::Atc,
+        {"--mode=0", "--framework=5", "--model=" + m, "--output=" + d + "/x",
+         "--soc_version=Ascend310P3"});
+    add("atc-1-onnx", Tool::Atc,
+        {"--mode=1", "--framework=5", "--om=" + m, "--json=" + d + "/onnx.json"});
+    add("atc-3", Tool::Atc,
+        {"--mode=3", "--framework=5", "--model=" + m, "--soc_version=Ascend310P3",
+         "--check_report=" + d + "/check_report.json"});
+    add("converter_lite", Tool::ConverterLite,
+        {"--fmk=ONNX", "--modelFile=" + m, "--outputFile=" + d + "/x"});
+    runAdded();
+
+    // Phase 2: runs with the case's own inputs, and the .om / .ms phase 1 wrote. The inputs are
+    // bound by position to the graph's inputs as `kiln inspect --json` lists them.
+    std::vector<std::string> feeds;
+    if (!model.caseDir.empty()) {
+      auto parsed = nlohmann::json::parse(readFile(dir / "inspect-json.out"), nullptr, false);
+      std::vector<fs::path> files = inputFiles(model.caseDir / "test_data_set_0");
+      if (parsed.is_object() && parsed["inputs"].is_array())
+        for (size_t i = 0; i < files.size() && i < parsed["inputs"].size(); ++i)
+          if (parsed["inputs"][i]["name"].is_string())
+            feeds.push_back(parsed["inputs"][i]["name"].get<std::string>() + "=" +
+                            files[i].string());
+    }
+    auto withFeeds = [&](std::vector<std::string> args) {
+      for (const auto& f : feeds) {
+        args.push_back("--input");
+        args.push_back(f);
+      }
+      return args;
+    };
+    const std::string om = d + "/x.om", ms = d + "/x.ms";
+    const bool haveOm = fs::exists(om), haveMs = fs::exists(ms);
+    add("run", Tool::Kiln, withFeeds({"run", m, "--output-dir", d + "/run"}));
+    add("compare", Tool::Kiln, withFeeds({"compare", m, haveMs ? ms : m}));
+    if (haveOm) {
+      add("atc-1-om", Tool::Atc, {"--mode=1", "--om=" + om, "--json=" + d + "/om.json"});
+      add("atc-6", Tool::Atc, {"--mode=6", "--om=" + om});
+      add("om-inspect", Tool::Kiln, {"inspect", om});
+      add("om-convert", Tool::Kiln, {"convert", om, "--to", "onnx", "-o", d + "/from_om.onnx"});
+      add("om-run", Tool::Kiln, withFeeds({"run", om, "--output-dir", d + "/run_om"}));
+    }
+    if (haveMs) {
+      add("benchmark", Tool::Benchmark,
+          {"--modelFile=" + ms, "--loopCount=1", "--warmUpLoopCount=0", "--numThreads=1"});
+      add("ms-inspect", Tool::Kiln, {"inspect", ms});
+      add("ms-inspect-json", Tool::Kiln, {"inspect", "--json", ms});
+      add("ms-convert", Tool::Kiln, {"convert", ms, "--to", "onnx", "-o", d + "/from_ms.onnx"});
+      add("ms-run", Tool::Kiln, withFeeds({"run", ms, "--output-dir", d + "/run_ms"}));
+    }
+    runAdded();
+    return crashed;
+  }
+
+  // Scans models[next++] until none is left (`next` is shared by the worker processes).
+  void scanQueue(const std::vector<Model>& models, std::atomic<size_t>& next) {
+    while (true) {
+      size_t i = next++;
+      if (i >= models.size()) return;
+      if (i > 0 && i % 250 == 0) // CI logs show the scan moving
+        std::cout << "kiln_scan: " << i << " of " << models.size() << " models started" << std::endl;
+      fs::path dir = options_.work / "models" / std::to_string(i);
+      bool keep = scanModel(models[i], dir) || options_.keepAll;
+      std::error_code ec;
+      if (!keep)
+        fs::remove_all(dir, ec);
+      else
+        std::ofstream(dir / "MODEL") << models[i].id << "\n" << models[i].path.string() << "\n";
+    }
+  }
+
+  std::vector<Record>& records() { return records_; }
+
+ private:
+  const Options& options_;
+  std::vector<Record> records_;
+};
+
+// Records cross from the worker processes to the main one as tab-separated lines.
+void writeRecords(const std::vector<Record>& records, const fs::path& path) {
+  std::ofstream out(path);
+  for (const auto& r : records)
+    out << r.step << '\t' << r.modelId << '\t' << static_cast<int>(r.result.outcome) << '\t'
+        << r.result.code << '\t' << r.result.seconds << '\t' << r.result.slow << '\t'
+        << r.result.firstErrorLine << '\t' << r.command << '\n';
+}
+
+void readRecords(const fs::path& path, std::vector<Record>& records) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    size_t pos = 0;
+    for (int k = 0; k < 7; ++k) {
+      size_t tab = line.find('\t', pos);
+      if (tab == std::string::npos) break;
+      f.push_back(line.substr(pos, tab - pos));
+      pos = tab + 1;
+    }
+    if (f.size() != 7) continue;
+    Record r;
+    r.step = f[0];
+    r.modelId = f[1];
+    r.result.outcome = static_cast<Outcome>(std::atoi(f[2].c_str()));
+    r.result.code = std::atoi(f[3].c_str());
+    r.result.seconds = std::atof(f[4].c_str());
+    r.result.slow = f[5] == "1";
+    r.result.firstErrorLine = f[6];
+    r.command = line.substr(pos);
+    records.push_back(std::move(r));
+  }
+}
+
+// Each worker is a single-threaded process (forking a multi-threaded one could copy a held lock
+// into a run); they share the queue's counter through an anonymous shared mapping.
+std::vector<Record> scanAll(const Options& options, const std::vector<Model>& models) {
+  void* shared = mmap(nullptr, sizeof(std::atomic<size_t>), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) {
+    std::perror("kiln_scan: mmap");
+    std::exit(2);
+  }
+  auto* next = new (shared) std::atomic<size_t>(0);
+  std::vector<pid_t> workers;
+  for (int j = 0; j < options.jobs; ++j) {
+    std::cout.flush();
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+      Scanner scanner(options);
+      scanner.scanQueue(models, *next);
+      writeRecords(scanner.records(), options.work / ("records." + std::to_string(j)));
+      _exit(0);
+    }
+    if (pid < 0) {
+      std::perror("kiln_scan: fork");
+      std::exit(2);
+    }
+    workers.push_back(pid);
+  }
+  std::vector<Record> records;
+  for (size_t j = 0; j < workers.size(); ++j) {
+    int status = 0;
+    waitpid(workers[j], &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::cerr << "kiln_scan: worker " << j << " failed (status " << status << ")\n";
+      std::exit(2);
+    }
+    readRecords(options.work / ("records." + std::to_string(j)), records);
+  }
+  return records;
+}
+
+// The known list: "STEP MODEL_ID  # class, owner: what" per line; STEP may be "*".
+std::map<std::pair<std::string, std::string>, std::string> readKnownList(const fs::path& path) {
+  std::map<std::pair<std::string, std::string>, std::string> known;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::string note;
+    if (auto hash = line.find('#'); hash != std::string::npos) {
+      note = line.substr(hash + 1);
+      line = line.substr(0, hash);
+    }
+    std::istringstream fields(line);
+    std::string step, model;
+    if (!(fields >> step >> model)) continue;
+    note.erase(0, note.find_first_not_of(' '));
+    known[{step, model}] = note.empty() ? "listed" : note;
+  }
+  return known;
+}
+
+// Every .onnx / .onnxtxt under the folder, sorted.
+void addModelFiles(const fs::path& root, const fs::path& base, const std::string& set,
+                   std::vector<Model>& models) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const fs::path& p = it->path();
+    if (it->is_regular_file() && (p.extension() == ".onnx" || p.extension() == ".onnxtxt"))
+      found.push_back(p);
+  }
+  std::sort(found.begin(), found.end());
+  for (const auto& p : found)
+    models.push_back({set + "/" + fs::relative(p, base).string(), p, {}});
+}
+
+// ONNX backend test cases: folders holding model.onnx (and test_data_set_*).
+size_t addCases(const fs::path& root, const std::string& set, std::vector<Model>& models) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec))
+    if (fs::exists(entry.path() / "model.onnx")) found.push_back(entry.path());
+  std::sort(found.begin(), found.end());
+  for (const auto& c : found)
+    models.push_back({set + "/" + c.filename().string(), c / "model.onnx", c});
+  return found.size();
+}
+
+int usage() {
+  std::cerr << "usage: kiln_scan --kiln K --atc A --converter-lite C --benchmark B --source DIR "
+               "--work DIR [--testdata DIR] [--new-node-tests DIR] [--known FILE] [--jobs N] "
+               "[--timeout SECONDS] [--only SUBSTRING] [--steps a,b] [--keep-all] [--exec]\n";
+  return 2;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  options.testData = "/usr/share/libonnx-testdata/data";
+  options.newNodeTests = "/work/shared/onnx-node-tests/node";
+  if (const char* env = std::getenv("KILN_SCAN_NEW_NODE_TESTS")) options.newNodeTests = env;
+  if (const char* env = std::getenv("KILN_SCAN_TIMEOUT")) options.timeoutSeconds = std::atof(env);
+  if (const char* env = std::getenv("KILN_SCAN_JOBS")) options.jobs = std::atoi(env);
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--kiln")
+      options.tools.kiln = value();
+    else if (a == "--atc")
+      options.tools.atc = value();
+    else if (a == "--converter-lite")
+      options.tools.converterLite = value();
+    else if (a == "--benchmark")
+      options.tools.benchmark = value();
+    else if (a == "--source")
+      options.source = value();
+    else if (a == "--work")
+      options.work = value();
+    else if (a == "--testdata")
+      options.testData = value();
+    else if (a == "--new-node-tests")
+      options.newNodeTests = value();
+    else if (a == "--known")
+      options.knownList = value();
+    else if (a == "--jobs")
+      options.jobs = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--timeout")
+      options.timeoutSeconds = std::atof(value().c_str());
+    else if (a == "--only")
+      options.only = value();
+    else if (a == "--keep-all")
+      options.keepAll = true;
+    else if (a == "--exec")
+      options.exec = true;
+    else if (a == "--steps") {
+      std::istringstream list(value());
+      std::string s;
+      while (std::getline(list, s, ','))
+        options.onlySteps.insert(s);
+    } else
+      return usage();
+  }
+  if (options.tools.kiln.empty() || options.tools.atc.empty() ||
+      options.tools.converterLite.empty() || options.tools.benchmark.empty() ||
+      options.source.empty() || options.work.empty())
+    return usage();
+  for (const auto& s : options.onlySteps)
+    if (std::none_of(stepTable().begin(), stepTable().end(),
+                     [&](const auto& row) { return row.first == s; })) {
+      std::cerr << "kiln_scan: no step '" << s << "'\n";
+      return 2;
+    }
+  // kiln's own atc is under test, not a CANN atc on PATH. The library thread settings the tools
+  // would re-execute themselves to add (tools/library_threads.cpp) are given up front.
+  setenv("KILN_CANN_ATC", "off", 1);
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+  setenv("OPENBLAS_NUM_THREADS", "1", 0);
+
+  std::vector<Model> models;
+  std::vector<std::string> skipped;
+  std::map<std::string, size_t> perSet;
+  auto count = [&](const std::string& set, size_t before) { perSet[set] = models.size() - before; };
+  size_t before = models.size();
+  addModelFiles(options.source / "tests", options.source, "src", models);
+  addModelFiles(options.source / "samples", options.source, "src", models);
+  count("tests/ and samples/ (.onnx, .onnxtxt)", before);
+  for (const char* suite : {"node", "pytorch-converted", "pytorch-operator", "simple", "real"}) {
+    fs::path dir = options.testData / suite;
+    before = models.size();
+    if (!fs::is_directory(dir)) {
+      skipped.push_back(std::string("libonnx-testdata ") + suite + ": " + dir.string() +
+                        " is absent (apt-get install libonnx-testdata)");
+      continue;
+    }
+    if (addCases(dir, std::string("onnx-testdata/") + suite, models) == 0)
+      skipped.push_back(std::string("libonnx-testdata ") + suite +
+                        ": no case holds a model.onnx (Debian ships only the data.json "
+                        "download manifests)");
+    else
+      count(std::string("libonnx-testdata ") + suite, before);
+  }
+  before = models.size();
+  if (fs::is_directory(options.newNodeTests) &&
+      addCases(options.newNodeTests, "onnx-node-tests", models) > 0)
+    count("newer ONNX node tests (" + options.newNodeTests.string() + ")", before);
+  else
+    skipped.push_back("newer ONNX node tests: " + options.newNodeTests.string() +
+                      " is absent (set KILN_SCAN_NEW_NODE_TESTS to a folder of node test cases)");
+  if (!options.only.empty())
+    models.erase(std::remove_if(
+                     models.begin(), models.end(),
+                     [&](const Model& m) { return m.id.find(options.only) == std::string::npos; }),
+                 models.end());
+
+  std::error_code ec;
+  fs::remove_all(options.work, ec);
+  fs::create_directories(options.work);
+  auto known =
+      options.knownList.empty() ? decltype(readKnownList({})){} : readKnownList(options.knownList);
+
+  std::cout << "kiln_scan: " << models.size() << " models, " << options.jobs << " jobs, timeout "
+            << options.timeoutSeconds << " s per run\n";
+  for (const auto& [set, n] : perSet)
+    std::cout << "  " << n << " from " << set << "\n";
+  for (const auto& s : skipped)
+    std::cout << "  skipped: " << s << "\n";
+  std::cout.flush();
+
+  const auto start = std::chrono::steady_clock::now();
+  // ONNX builds its operator schema registry on first use (~10 ms): build it once, here.
+  onnx::OpSchemaRegistry::Schema("Relu", 14, "");
+  std::vector<Record> records = scanAll(options, models);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  struct Row {
+    size_t runs = 0, ok = 0, coded = 0, uncoded = 0, signals = 0, hangs = 0, known = 0, slow = 0;
+    double seconds = 0, maxSeconds = 0;
+  };
+  std::map<std::string, Row> rows;
+  Row total;
+  std::vector<const Record*> crashes, uncoded, slow;
+  std::set<std::pair<std::string, std::string>> knownSeen;
+  for (auto& r : records) {
+    Row& row = rows[r.step];
+    for (Row* x : {&row, &total}) {
+      ++x->runs;
+      x->seconds += r.result.seconds;
+      x->maxSeconds = std::max(x->maxSeconds, r.result.seconds);
+      if (r.result.slow) ++x->slow;
+    }
+    if (r.result.slow) slow.push_back(&r);
+    switch (r.result.outcome) {
+    case Outcome::Ok:
+      ++row.ok, ++total.ok;
+      break;
+    case Outcome::Coded:
+      ++row.coded, ++total.coded;
+      break;
+    case Outcome::Uncoded:
+      ++row.uncoded, ++total.uncoded;
+      uncoded.push_back(&r);
+      break;
+    case Outcome::Signal:
+    case Outcome::Hang: {
+      auto it = known.find({r.step, r.modelId});
+      if (it == known.end()) it = known.find({"*", r.modelId});
+      if (it != known.end()) {
+        r.known = it->second;
+        knownSeen.insert(it->first);
+        ++row.known, ++total.known;
+      }
+      if (r.result.outcome == Outcome::Signal)
+        ++row.signals, ++total.signals;
+      else
+        ++row.hangs, ++total.hangs;
+      crashes.push_back(&r);
+      break;
+    }
+    case Outcome::NotRun:
+      break;
+    }
+  }
+
+  std::sort(crashes.begin(), crashes.end(), [](const Record* a, const Record* b) {
+    return std::tie(a->modelId, a->step) < std::tie(b->modelId, b->step);
+  });
+  for (const Record* r : crashes)
+    std::cout << (r->result.outcome == Outcome::Hang ? "HANG"
+                                                     : "SIGNAL " + std::to_string(r->result.code) +
+                                                           " (" + strsignal(r->result.code) + ")")
+              << " " << r->step << " " << r->modelId
+              << (r->known.empty() ? "" : "  [known: " + r->known + "]")
+              << "\n  repro: " << r->command << "\n";
+  const size_t uncodedShown = std::min<size_t>(uncoded.size(), 40);
+  for (size_t i = 0; i < uncodedShown; ++i)
+    std::cout << "UNCODED exit " << uncoded[i]->result.code << " " << uncoded[i]->step << " "
+              << uncoded[i]->modelId << ": " << uncoded[i]->result.firstErrorLine
+              << "\n  repro: " << uncoded[i]->command << "\n";
+  if (uncoded.size() > uncodedShown)
+    std::cout << "(" << uncoded.size() - uncodedShown << " more failures without a coded line)\n";
+  for (const Record* r : slow)
+    std::cout << "SLOW " << r->step << " " << r->modelId << ": " << r->result.seconds
+              << " s (past the " << options.timeoutSeconds << " s deadline, finished on retry)\n";
+  for (const auto& [key, note] : known)
+    if (!knownSeen.count(key))
+      std::cout << "NOTE known entry no longer crashes, remove it: " << key.first << " "
+                << key.second << "\n";
+
+  std::printf("\n%-16s %-40s %6s %6s %6s %8s %7s %5s %5s %5s %8s %6s\n", "step", "command", "runs",
+              "ok", "coded", "uncoded", "signal", "hang", "known", "slow", "total s", "max s");
+  for (const auto& [name, command] : stepTable()) {
+    const Row& r = rows[name];
+    std::printf("%-16s %-40s %6zu %6zu %6zu %8zu %7zu %5zu %5zu %5zu %8.1f %6.2f\n", name.c_str(),
+                command.c_str(), r.runs, r.ok, r.coded, r.uncoded, r.signals, r.hangs, r.known,
+                r.slow, r.seconds, r.maxSeconds);
+  }
+  std::printf("%-16s %-40s %6zu %6zu %6zu %8zu %7zu %5zu %5zu %5zu %8.1f %6.2f\n", "all", "",
+              total.runs, total.ok, total.coded, total.uncoded, total.signals, total.hangs,
+              total.known, total.slow, total.seconds, total.maxSeconds);
+  const size_t unlisted = total.signals + total.hangs - total.known;
+  std::printf("kiln_scan: %zu models, %zu runs in %.0f s: %zu signals, %zu hangs (%zu of them on "
+              "the known list), %zu failures without a coded line\n",
+              models.size(), total.runs, wall, total.signals, total.hangs, total.known,
+              total.uncoded);
+  return unlisted > 0 ? 1 : 0;
+}
