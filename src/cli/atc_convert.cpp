@@ -1,4 +1,5 @@
 // atc's run modes: 0 (ONNX → .om), 1 (.om or ONNX → JSON), 3 (pre-check report), 6 (.om info).
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "kiln/pipelines/conversion.h"
 #include "kiln/shape_spec.h"
 #include "kiln/support/atomic_file.h"
+#include "kiln/support/mapped_file.h"
 
 namespace kiln {
 namespace {
@@ -506,9 +508,13 @@ Status runToJson(const AtcOptions& o, AtcResult& result) {
   std::string json;
   if (o.framework == 5) {
     // The ONNX ModelProto as protobuf's JSON mapping prints it.
-    std::ifstream in(o.om, std::ios::binary);
+    auto file = MappedFile::open(o.om);
+    if (!file)
+      return withAtc(file.status(), "E13005", fmt::format("Failed to parse file {}.", o.om),
+                     result);
     onnx::ModelProto proto;
-    if (!in || !proto.ParseFromIstream(&in)) {
+    if ((*file)->size() > INT_MAX ||
+        !proto.ParseFromArray((*file)->data(), static_cast<int>((*file)->size()))) {
       Status st(ErrorCode::NotProtobuf, fmt::format("'{}' is not a binary ONNX model", o.om),
                 "pass a .onnx file with --framework=5, or an .om without --framework");
       return withAtc(st, "E13005", fmt::format("Failed to parse file {}.", o.om), result);

@@ -2,9 +2,11 @@
 // and the command-line parser are atc_flags.cpp).
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <set>
@@ -75,9 +77,13 @@ Status checkOutputPath(const std::string& output) {
         fmt::format("[Errno {}] {}", ec ? ec.value() : ENOTDIR,
                     ec ? ec.message() : "Not a directory"),
         fmt::format("'{}' must be a folder kiln can create and write", dir.string()));
-  if (access(dir.c_str(), W_OK) != 0)
-    return invalidValue("E10001", "output", output, "[Errno 13] Permission denied",
-                        fmt::format("make '{}' writable or write elsewhere", dir.string()));
+  if (access(dir.c_str(), W_OK) != 0) {
+    int err = errno; // EROFS on a read-only mount, EACCES for permissions
+    return invalidValue("E10001", "output", output,
+                        fmt::format("[Errno {}] {}", err, std::strerror(err)),
+                        fmt::format("'{}' is not writable; make it writable or write elsewhere",
+                                    dir.string()));
+  }
   std::string real = fs::weakly_canonical(fs::absolute(output), ec).string();
   if (!pathCharsValid(real))
     return invalidValue("E10001", "output", output, kPathCharsReason,

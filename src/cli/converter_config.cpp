@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "kiln/support/input_file.h"
+
 namespace kiln {
 namespace {
 
@@ -428,19 +430,14 @@ Expected<ConverterConfig> parseConverterConfigText(const std::string& text,
 }
 
 Expected<ConverterConfig> parseConverterConfigFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  auto text = readInputFile(path);
+  if (!text && text.status().code() == ErrorCode::FileNotFound)
     return Status(ErrorCode::FileNotFound,
                   fmt::format("--configFile={}: the config file cannot be opened", path),
                   "check the path passed to --configFile")
         .withPeerCode("-600");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad())
-    return Status(ErrorCode::FileUnreadable, fmt::format("--configFile={}: read failed", path),
-                  "check the file's permissions")
-        .withPeerCode("-600");
-  return parseConverterConfigText(buffer.str(), path);
+  if (!text) return text.status().withContext("--configFile").withPeerCode("-600");
+  return parseConverterConfigText(*text, path);
 }
 
 bool weightQuantOptionsFor(const ConverterConfig& config, WeightQuantOptions& options) {

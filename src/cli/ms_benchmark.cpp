@@ -20,6 +20,7 @@
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
 #include "kiln/shape_spec.h"
+#include "kiln/support/input_file.h"
 #include "lite_flags.h"
 
 namespace kiln {
@@ -187,12 +188,12 @@ Expected<std::map<std::string, rt::RtValue>> readInputs(const BenchmarkOptions& 
       return dataInvalid(fmt::format("input '{}' has type {}, which a raw binary file cannot hold",
                                      in->name(), dtypeName(in->dtype())),
                          "benchmark this model with generated inputs (no --inDataFile)");
-    std::ifstream file(path, std::ios::binary);
-    if (!file)
+    auto read = readInputFile(path);
+    if (!read && read.status().code() == ErrorCode::FileNotFound)
       return Status(ErrorCode::FileNotFound, fmt::format("--inDataFile: {} cannot be opened", path),
                     "check the path (files are separated by ',')");
-    std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
-                            std::istreambuf_iterator<char>());
+    if (!read) return read.status().withContext("--inDataFile");
+    const std::string& bytes = *read;
     rt::OutTensor tensor(in->dtype(), in->shape().staticDims());
     if (bytes.size() != tensor.byteSize())
       return dataInvalid(fmt::format("Input binary file size error, required: {}, in fact: {} "
@@ -220,16 +221,15 @@ std::string joinFirst(const std::vector<float>& values, size_t count) {
 
 Status compareOutputs(const BenchmarkOptions& options, const Model& model, const rt::RunResult& run,
                       std::ostream& out) {
-  std::ifstream file(options.benchmarkDataFile, std::ios::binary);
-  if (!file)
+  auto text = readInputFile(options.benchmarkDataFile);
+  if (!text && text.status().code() == ErrorCode::FileNotFound)
     return Status(
         ErrorCode::FileNotFound,
         fmt::format("--benchmarkDataFile: {} cannot be opened", options.benchmarkDataFile),
         "check the path");
-  std::stringstream text;
-  text << file.rdbuf();
+  if (!text) return text.status().withContext("--benchmarkDataFile");
   KILN_ASSIGN_OR_RETURN(std::vector<BenchmarkDataTensor> expected,
-                        parseBenchmarkData(text.str(), options.benchmarkDataFile));
+                        parseBenchmarkData(*text, options.benchmarkDataFile));
   std::map<std::string, size_t> outputIndex;
   std::vector<std::string> outputNames;
   for (size_t i = 0; i < model.graph->outputs().size(); ++i) {

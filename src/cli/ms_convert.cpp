@@ -20,6 +20,7 @@
 #include "kiln/pipelines/conversion.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/shape_spec.h"
+#include "kiln/support/input_file.h"
 #include "lite_flags.h"
 
 namespace kiln {
@@ -120,12 +121,13 @@ Expected<std::vector<std::string>> passesFor(const MsConvertOptions& options,
 }
 
 Expected<Model> importModel(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
+  auto opened = openInputFile(path); // a folder or FIFO is refused here, never waited on
+  if (!opened && opened.status().code() == ErrorCode::FileNotFound)
     return Status(ErrorCode::FileNotFound,
                   fmt::format("--modelFile={}: the model file does not exist", path),
                   "check the path passed to --modelFile")
         .withPeerCode("-600");
+  if (!opened) return opened.status().withContext("--modelFile").withPeerCode("-600");
   if (std::filesystem::path(path).extension() == ".onnxtxt") return importOnnxTextFile(path);
   return importOnnxFile(path);
 }

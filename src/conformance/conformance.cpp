@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -25,6 +26,8 @@
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
 #include "kiln/shape_spec.h"
+#include "kiln/support/atomic_file.h"
+#include "kiln/support/input_file.h"
 
 namespace kiln {
 namespace {
@@ -469,11 +472,13 @@ int runConformance(const std::vector<std::string>& paths, const ConformanceOptio
   }
   int exitCode = 0;
   if (!options.expectFile.empty()) {
-    std::ifstream in(options.expectFile);
-    if (!in) {
-      out << "kiln: cannot read expectation list " << options.expectFile << "\n";
+    auto listed = readInputFile(options.expectFile);
+    if (!listed) {
+      out << "kiln: cannot read expectation list " << options.expectFile << ": "
+          << listed.status().message() << "\n";
       return 1;
     }
+    std::istringstream in(*listed);
     std::set<std::string> found;
     for (const auto& c : cases)
       found.insert(c.second);
@@ -500,10 +505,14 @@ int runConformance(const std::vector<std::string>& paths, const ConformanceOptio
     if (regressions) exitCode = 1;
   }
   if (!options.writeExpected.empty()) {
-    std::ofstream list(options.writeExpected);
-    list << "# Cases expected to pass `kiln conformance` (regenerate with --write-expected).\n";
+    std::string list =
+        "# Cases expected to pass `kiln conformance` (regenerate with --write-expected).\n";
     for (const auto& name : passing)
-      list << name << "\n";
+      list += name + "\n";
+    if (Status s = writeFileAtomically(options.writeExpected, list); !s) {
+      out << "kiln: error " << s.toString() << "\n";
+      return 1;
+    }
   }
   out << fmt::format("{} passed, {} failed, {} skipped\n", passed, failed, skipped);
   if (options.expectFile.empty() && failed > 0) exitCode = 1;

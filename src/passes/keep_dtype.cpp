@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "kiln/support/input_file.h"
+
 namespace kiln {
 namespace {
 
@@ -32,11 +34,14 @@ std::string keepDtypeNodeName(const Node& node) {
 }
 
 Expected<std::vector<std::string>> readKeepDtypeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  auto text = readInputFile(path);
+  if (!text && text.status().code() == ErrorCode::FileNotFound)
     return invalid(path, 0, "cannot be opened (File defined by keep_dtype is not found)",
                    "pass the path of an existing text file with one node name per line")
         .withPeerCode("E10410");
+  if (!text)
+    return invalid(path, 0, text.status().message(), text.status().hint()).withPeerCode("E10410");
+  std::istringstream in(*text);
   std::vector<std::string> entries;
   std::string raw;
   size_t lineNo = 0;

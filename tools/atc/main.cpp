@@ -87,6 +87,8 @@ bool sameFile(const std::string& a, const std::string& b) {
 // This binary, a hard link to it, or any file holding kiln's atc identity string.
 bool isKilnAtc(const std::string& path) {
   if (sameFile(path, "/proc/self/exe")) return true;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false; // a FIFO would block the read
   std::ifstream in(path, std::ios::binary);
   const std::string needle = kKilnAtcIdentity;
   std::string carry;

@@ -36,6 +36,7 @@
 #include "kiln/sensitivity.h"
 #include "kiln/shape_spec.h"
 #include "kiln/support/atomic_file.h"
+#include "kiln/support/input_file.h"
 #include "kiln/support/version.h"
 #include "kiln/support/progress.h"
 
@@ -68,8 +69,7 @@ std::string fileNameFor(const std::string& valueName) {
 
 kiln::Status writeValues(const std::filesystem::path& dir,
                          const std::map<std::string, kiln::rt::RtValue>& values) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  KILN_TRY(kiln::makeOutputFolder(dir.string()));
   for (const auto& [name, value] : values)
     KILN_TRY(kiln::writeValueFile((dir / fileNameFor(name)).string(), name, value));
   return kiln::Status::ok();
@@ -422,8 +422,9 @@ int sensitivityCommand(const SensitivityFlags& flags) {
       return report(Status(ErrorCode::BadFlag,
                            fmt::format("{} asks for no weight quantization", flags.config),
                            "set [common_quant_param] quant_type=WEIGHT_QUANT"));
-    std::ifstream in(flags.config, std::ios::binary); // parsed above, so readable
-    configText.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    auto text = kiln::readInputFile(flags.config); // parsed above, so readable
+    if (!text) return report(text.status());
+    configText = text.take();
   } else {
     options.weightQuant.bitNum = flags.weightQuantBits;
     options.weightQuant.symmetric = false; // converter_lite's CPU weight quant
@@ -527,6 +528,8 @@ int writeSvg(const std::string& dot, const std::string& path) {
                                "--svg needs Graphviz's `dot`, which is not on PATH",
                                "install graphviz (apt-get install graphviz), or use --dot > "
                                "model.dot and render it elsewhere"));
+  // `dot` writes the target itself: hold it to the rules every output follows.
+  if (auto s = kiln::checkOutputTarget(path); !s) return report(s);
   std::string tmp = path + ".dot.tmp";
   if (auto s = kiln::writeFileAtomically(tmp, dot); !s) return report(s);
   std::string command = "dot -Tsvg -o '" + path + "' '" + tmp + "'";

@@ -16,6 +16,7 @@
 #include "kiln/backends/ms_reader.h"
 #include "kiln/runtime/tensor_util.h"
 #include "ops/validate.h"
+#include "kiln/support/contained_path.h"
 #include "weight_coding.h"
 
 namespace kiln::ms {
@@ -172,13 +173,15 @@ Expected<RaisingContext::RawBytes> RaisingContext::rawBytes(uint32_t i) {
         "tensor '{}' keeps its data in '{}', but this buffer has no folder to find it in",
         tensorName(i), ext->location()->str());
   std::string location = ext->location()->str();
-  std::filesystem::path rel(location);
-  if (rel.is_absolute() || location.find("..") != std::string::npos)
-    return invalid("tensor '{}': external data location '{}' leaves the model's folder",
-                   tensorName(i), location);
   auto& side = sideFiles_[location];
   if (!side) {
-    auto mapped = MappedFile::open((std::filesystem::path(baseDir_) / rel).string());
+    const SideFileRule rule{ErrorCode::MsFileInvalid,
+                            fmt::format("tensor '{}': external data location", tensorName(i)),
+                            "keep the .msw weight file inside the .ms's folder, named by a "
+                            "relative path (as kiln and converter_lite write it)"};
+    auto contained = resolveInsideFolder(baseDir_, location, rule);
+    if (!contained) return contained.status().withContext(name_);
+    auto mapped = MappedFile::open(*contained);
     if (!mapped) return mapped.status().withContext(name_ + ": tensor '" + tensorName(i) + "'");
     side = mapped.take();
   }

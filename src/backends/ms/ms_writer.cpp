@@ -17,6 +17,7 @@
 #include "kiln/support/atomic_file.h"
 #include "kiln/support/page_release.h"
 #include "kiln/support/progress.h"
+#include "kiln/support/sigbus_guard.h"
 #include "kiln_proto/ms_model_generated.h"
 #include "ms_lower.h"
 #include "weight_coding.h"
@@ -506,12 +507,19 @@ Status writeMsFile(const Model& model, const MsWriteOptions& options, const std:
   uint64_t total = built->model.size();
   for (const StoredData& s : built->stored)
     total += s.size;
+  // Both targets are checked before either is written: a refused .ms must not leave (or, on the
+  // cleanup below, delete) a .msw.
+  KILN_TRY(checkOutputTarget(path));
+  if (built->external) KILN_TRY(checkOutputTarget(mswPath));
   WriteProgress progress("writing " + path, total);
+  int pairGuard = -1;
   if (built->external) {
     Status s = writeWeights(mswPath, *built, &progress);
     if (!s) return s;
+    pairGuard = guardUnfinishedOutput(mswPath); // until its .ms is in place
   }
   Status s = writeModel(path, *built, &progress);
+  releaseUnfinishedOutput(pairGuard);
   if (!s && built->external) {
     std::error_code ec;
     std::filesystem::remove(mswPath, ec); // no half-written model pair

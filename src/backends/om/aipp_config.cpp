@@ -9,6 +9,7 @@
 #include <google/protobuf/text_format.h>
 
 #include "kiln/backends/aipp.h"
+#include "kiln/support/input_file.h"
 #include "kiln_proto/insert_op.pb.h"
 
 namespace kiln {
@@ -392,17 +393,12 @@ Expected<AippConfig> parseAippConfigText(const std::string& text, const std::str
 }
 
 Expected<AippConfig> parseAippConfigFile(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
+  auto text = readInputFile(path);
+  if (!text && text.status().code() == ErrorCode::FileNotFound)
     return makeError(ErrorCode::FileNotFound, "check the --insert_op_conf path",
                      "cannot open AIPP configuration '{}': no such file", path);
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in && !in.eof())
-    return makeError(ErrorCode::FileUnreadable, "check the file's permissions",
-                     "cannot read AIPP configuration '{}'", path);
-  return parseAippConfigText(text.str(), path);
+  if (!text) return text.status().withContext("AIPP configuration");
+  return parseAippConfigText(*text, path);
 }
 
 } // namespace kiln

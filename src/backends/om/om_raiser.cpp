@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "kiln/backends/om_formats.h"
+#include "kiln/support/contained_path.h"
 #include "kiln/support/mapped_file.h"
 #include "om_context.h"
 #include "ops/validate.h"
@@ -146,9 +147,15 @@ Status Raiser::raiseConst(const OpDef& op) {
 Status Raiser::raiseFileConstant(const OpDef& op) {
   std::string location = getS(op, "location", getS(op, "file_path", ""));
   if (location.empty()) return unsupported(op, "FileConstant without a location");
-  std::filesystem::path path = std::filesystem::path(baseDir_) / location;
+  const SideFileRule rule{ErrorCode::OmFileInvalid,
+                          fmt::format("FileConstant '{}' location", op.name()),
+                          "keep the weight files inside the .om's folder, named by relative "
+                          "paths (as atc --external_weight writes them)"};
+  auto contained = resolveInsideFolder(baseDir_, location, rule);
+  if (!contained) return contained.status().withContext(displayName_);
+  std::filesystem::path path(*contained);
   auto file = MappedFile::open(path.string());
-  if (!file) return file.status();
+  if (!file) return file.status().withContext(fmt::format("{}: FileConstant '{}'", displayName_, op.name()));
   uint64_t offset = static_cast<uint64_t>(getI(op, "offset", 0));
   uint64_t length = static_cast<uint64_t>(getI(op, "length", (*file)->size()));
   if (offset > (*file)->size() || length > (*file)->size() - offset)

@@ -11,6 +11,7 @@
 
 #include "kiln/support/atomic_file.h"
 #include "kiln/support/progress.h"
+#include "kiln/support/sigbus_guard.h"
 #include "kiln_proto/task.pb.h"
 #include "om_internal.h"
 
@@ -273,21 +274,27 @@ Status writeOmFile(const Model& model, const OmWriteOptions& options, const std:
   namespace fs = std::filesystem;
   fs::path base = fs::path(path).parent_path();
   std::vector<fs::path> written;
+  std::vector<int> guards;
+  auto releaseGuards = [&] {
+    for (int guard : guards)
+      releaseUnfinishedOutput(guard);
+    guards.clear();
+  };
   auto undo = [&] {
+    releaseGuards();
     std::error_code ec;
     for (const auto& f : written)
       fs::remove(f, ec);
   };
+  // Every target is checked before any is written, so a refused one leaves nothing behind.
+  KILN_TRY(checkOutputTarget(path));
+  for (const auto& [relative, source] : p.lowered.externalFiles)
+    KILN_TRY(checkOutputTarget((base / relative).string()));
   for (const auto& [relative, source] : p.lowered.externalFiles) {
     fs::path target = base / relative;
-    std::error_code ec;
-    fs::create_directories(target.parent_path(), ec);
-    if (ec) {
+    if (Status s = makeOutputFolder(target.parent_path().string()); !s) {
       undo();
-      return Status(
-          ErrorCode::FileWriteFailed,
-          fmt::format("cannot create '{}': {}", target.parent_path().string(), ec.message()),
-          "check the output path");
+      return s;
     }
     Status s = writeFileAtomically(target.string(), [&](std::ostream& os) {
       return source.emit(om::streamSink(os, progress)) ? Status::ok()
@@ -298,10 +305,13 @@ Status writeOmFile(const Model& model, const OmWriteOptions& options, const std:
       return s;
     }
     written.push_back(target);
+    // The weight files stand only once the .om that names them does.
+    guards.push_back(guardUnfinishedOutput(target.string()));
   }
   Status s = writeFileAtomically(path, [&](std::ostream& os) {
     return om::emitOm(p, om::streamSink(os, progress)) ? Status::ok() : om::writeFailed(path);
   });
+  releaseGuards();
   if (!s) undo();
   progress.finish();
   return s;

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kiln/frontend/onnx.h"
+#include "kiln/support/contained_path.h"
 #include "kiln/ir/verifier.h"
 #include "ops/attributes.h"
 #include "ops/validate.h"
@@ -250,40 +251,23 @@ class Importer {
         (entry.key() == "offset" ? offset : length.emplace()) = parsed;
       }
     }
-    const std::string escapeHint =
-        "keep external data files inside the model's folder, named by relative paths";
+    const SideFileRule rule{
+        ErrorCode::ExternalDataEscape, "external data location",
+        "keep external data files inside the model's folder, named by relative paths"};
     if (location.empty())
-      return makeError(ErrorCode::ExternalDataEscape, escapeHint,
-                       "{}: external data has no location", label);
-    fs::path relative(location);
-    if (relative.is_absolute())
-      return makeError(ErrorCode::ExternalDataEscape, escapeHint,
-                       "{}: external data location '{}' is absolute", label, location);
-    for (const auto& part : relative)
-      if (part == "..")
-        return makeError(ErrorCode::ExternalDataEscape, escapeHint,
-                         "{}: external data location '{}' leaves the model folder", label,
-                         location);
+      return Status(rule.code, label + ": external data has no location", rule.hint);
     if (baseDir_.empty())
       return makeError(ErrorCode::ExternalDataEscape, "load the model from a file",
                        "{}: external data '{}' cannot be resolved for an in-memory model", label,
                        location);
-    // Canonical paths follow symlinks, so a link inside the folder that points out is caught too.
-    std::error_code baseError, resolvedError;
-    fs::path base = fs::weakly_canonical(fs::path(baseDir_), baseError);
-    fs::path resolved = fs::weakly_canonical(base / relative, resolvedError);
-    auto [baseEnd, resolvedIt] =
-        std::mismatch(base.begin(), base.end(), resolved.begin(), resolved.end());
-    if (baseError || resolvedError || baseEnd != base.end())
-      return makeError(
-          ErrorCode::ExternalDataEscape, escapeHint,
-          "{}: external data location '{}' resolves outside the model folder (to '{}')", label,
-          location, resolved.string());
-    auto cached = externalFiles_.find(resolved.string());
+    auto contained = resolveInsideFolder(baseDir_, location, rule);
+    if (!contained) return contained.status().withContext(label);
+    const std::string& resolved = *contained;
+    auto cached = externalFiles_.find(resolved);
     if (cached == externalFiles_.end()) {
-      auto file = MappedFile::open(resolved.string());
+      auto file = MappedFile::open(resolved);
       if (!file) return file.status().withContext(label + ": external data");
-      cached = externalFiles_.emplace(resolved.string(), *file).first;
+      cached = externalFiles_.emplace(resolved, *file).first;
     }
     const auto& file = cached->second;
     uint64_t available = file->size();

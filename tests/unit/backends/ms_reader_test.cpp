@@ -590,3 +590,58 @@ TEST(MsReader, ExternalWeightsComeFromTheMswFile) {
   EXPECT_NE(noDir.status().message().find("m.msw"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+// The .msw a .ms names must stay in the .ms's folder: an absolute location, a ".." step, or a
+// symlink leading out is refused (K7001) before anything is read; a symlink that stays inside is
+// followed. (The symlink case used to read whatever the link pointed at.)
+TEST(MsReader, ExternalWeightsStayInTheModelFolder) {
+  namespace fs = std::filesystem;
+  fs::path root = fs::temp_directory_path() / ("kiln_msr_escape_" + std::to_string(getpid()));
+  fs::remove_all(root);
+  fs::path dir = root / "model";
+  fs::create_directories(dir / "sub");
+  {
+    std::vector<uint8_t> side(4096 + 48, 7);
+    std::ofstream((root / "outside.bin").string(), std::ios::binary)
+        .write(reinterpret_cast<const char*>(side.data()), std::streamsize(side.size()));
+    std::ofstream((dir / "sub" / "inside.bin").string(), std::ios::binary)
+        .write(reinterpret_cast<const char*>(side.data()), std::streamsize(side.size()));
+  }
+  auto modelNaming = [&](const std::string& location) {
+    MsBuilder b;
+    uint32_t tx = b.activation("x", {2, 4});
+    std::vector<int32_t> wd{3, 4};
+    std::vector<flatbuffers::Offset<fb::ExternalData>> ext{
+        fb::CreateExternalDataDirect(b.fbb, "0", location.c_str(), 4096, 48)};
+    b.tensors.push_back(fb::CreateTensorDirect(b.fbb, 0, 43, &wd, fb::Format_NHWC, 0, 0, nullptr,
+                                               nullptr, nullptr, "w", false,
+                                               fb::WeightQuantCompressType_NONE, &ext));
+    uint32_t tw = uint32_t(b.tensors.size() - 1);
+    uint32_t ty = b.activation("y", {2, 3});
+    b.node("fc", fb::PrimitiveType_MatMulFusion, fb::CreateMatMulFusion(b.fbb, false, true),
+           {tx, tw}, {ty});
+    auto bytes = b.finish({tx}, {ty});
+    std::ofstream((dir / "m.ms").string(), std::ios::binary | std::ios::trunc)
+        .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    return readMsFile((dir / "m.ms").string());
+  };
+  fs::create_symlink(root / "outside.bin", dir / "m.msw");
+  fs::create_symlink("sub/inside.bin", dir / "ok.msw");
+  const std::string absolute = (root / "outside.bin").string();
+  const std::vector<std::pair<std::string, std::string>> refused{
+      {"m.msw", "resolves outside the model folder"},
+      {absolute, "is absolute"},
+      {"sub/../../outside.bin", "leaves the model folder"}};
+  for (const auto& [location, why] : refused) {
+    auto model = modelNaming(location);
+    ASSERT_FALSE(model) << location;
+    EXPECT_EQ(model.status().code(), ErrorCode::MsFileInvalid) << location;
+    EXPECT_NE(model.status().message().find("tensor 'w': external data location '" + location +
+                                            "' " + why),
+              std::string::npos)
+        << model.status().toString();
+  }
+  EXPECT_TRUE(modelNaming("ok.msw"));
+  EXPECT_TRUE(modelNaming("sub/inside.bin"));
+  fs::remove_all(root);
+}

@@ -238,6 +238,43 @@ TEST(OmWriter, ExternalWeightsBesideTheModel) {
   fs::remove_all(dir);
 }
 
+// A FileConstant's weight file must stay in the .om's folder: a weight file replaced by a symlink
+// leading out is refused (K8001) instead of read (it used to be copied into the model); a symlink
+// that stays inside is followed.
+TEST(OmWriter, ExternalWeightsStayInTheModelFolder) {
+  fs::path root = tempDir("escape");
+  fs::path dir = root / "model";
+  fs::create_directories(dir);
+  fs::path out = dir / "cnn.om";
+  OmWriteOptions options;
+  options.externalWeight = true;
+  Model m = smallCnn();
+  ASSERT_TRUE(writeOmFile(m, options, out.string()));
+  fs::path weight;
+  for (const auto& e : fs::directory_iterator(dir / "weight"))
+    if (weight.empty() || e.path() < weight) weight = e.path();
+  ASSERT_FALSE(weight.empty());
+  fs::path moved = root / "secret.bin";
+  fs::rename(weight, moved);
+  fs::create_symlink(moved, weight);
+  auto escaped = readOmFile(out.string());
+  ASSERT_FALSE(escaped);
+  EXPECT_EQ(escaped.status().code(), ErrorCode::OmFileInvalid);
+  const std::string message = escaped.status().message();
+  EXPECT_NE(message.find("location 'weight/" + weight.filename().string() +
+                         "' resolves outside the model folder"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.rfind(out.string() + ": FileConstant '", 0), 0u) << message;
+  // Kept inside the folder, the same link target is fine.
+  fs::rename(moved, dir / "kept.bin");
+  fs::remove(weight);
+  fs::create_symlink("../kept.bin", weight);
+  auto inside = readOmFile(out.string());
+  EXPECT_TRUE(inside) << inside.status().toString();
+  fs::remove_all(root);
+}
+
 // Opset-6 Clip keeps its bounds as attributes; in a float16 graph they must become float16 Const
 // inputs of ClipByValue (they were once dropped, so the .om did not clip at all).
 TEST(OmWriter, Fp16AttributeClipKeepsItsBounds) {
