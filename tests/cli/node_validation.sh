@@ -94,10 +94,10 @@ expect "$model: converter_lite" 56 stderr "converter_lite: error K2013 (-200): $
 # without its parameters (`kiln run` crashed on it), an .ms the old converter_lite wrote with
 # dilation 0.
 expect "batchnorm_no_params.om: kiln check" 1 stderr \
-  "kiln: error K2013: batchnorm_no_params.om: graph 'o_batchnorm_no_params': node 'BatchNormalization_0' (BatchNormalization): input #1 is empty, but BatchNormalization (opset 18) requires it. Fix: $arityFix" \
+  "kiln: error K8001: batchnorm_no_params.om: graph 'o_batchnorm_no_params': node 'BatchNormalization_0' (BatchNormalization): input #1 is empty, but BatchNormalization (opset 18) requires it. Fix: re-convert the model with kiln's atc, which refuses such nodes" \
   "$kiln" check batchnorm_no_params.om --target om
 expect "conv_dilation0.ms: kiln convert --to onnx" 1 stderr \
-  "kiln: error K2013: conv_dilation0.ms: graph 'conv_dilation0': node 'Conv2DFusion_2/Conv_6' (Conv): attribute 'dilations' has 0 at axis 0; it must be >= 1. Fix: $attributeFix" \
+  "kiln: error K7001: conv_dilation0.ms: graph 'conv_dilation0': node 'Conv2DFusion_2/Conv_6' (Conv): attribute 'dilations' has 0 at axis 0; it must be >= 1. Fix: pass a complete .ms file written by converter_lite or kiln" \
   "$kiln" convert conv_dilation0.ms --to onnx -o out.onnx
 
 finish
