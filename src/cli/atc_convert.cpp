@@ -46,6 +46,13 @@ Status failWith(std::vector<Status> errors, AtcResult& result) {
   return result.errors.front();
 }
 
+// A node refused once shape inference knows its input ranks (an axis outside the rank): ATC fails
+// such a node in InferShape, with its inner-error code.
+Status inferShapeFailure(Status st, AtcResult& result) {
+  if (st.code() != ErrorCode::BadAttribute) return st;
+  return failWith({st.withPeerCode("E19999")}, result);
+}
+
 Expected<Model> loadOnnx(const std::string& path, AtcResult& result) {
   auto model =
       fs::path(path).extension() == ".onnxtxt" ? importOnnxTextFile(path) : importOnnxFile(path);
@@ -293,7 +300,7 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
     if (o.namesNodes) conversion.simplifyPasses = {"fix-input-shapes"};
     spdlog::debug("running kiln's simplification for CANN's atc");
     auto ran = runConversionPipeline(p.model, conversion);
-    if (!ran) return ran.status();
+    if (!ran) return inferShapeFailure(ran.status(), result);
     spdlog::info("after simplification: {} nodes", p.model.graph->nodes().size());
     p.conflicts = shapeConflicts(p.model);
     for (ShapeConflict& c : p.conflicts)
@@ -329,7 +336,7 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
     };
   spdlog::debug("running kiln's conversion pipeline for {}", conversion.target);
   auto ran = runConversionPipeline(p.model, conversion);
-  if (!ran) return ran.status();
+  if (!ran) return inferShapeFailure(ran.status(), result);
   spdlog::info("after simplification: {} nodes", p.model.graph->nodes().size());
   for (const std::string& note : ran->notes)
     spdlog::info("{}", note);

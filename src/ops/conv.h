@@ -20,7 +20,7 @@ class NodeFacts;
 
 // Why a window op's attributes are impossible (ops/validate.h): kernel_shape, strides and
 // dilations >= 1 with one entry per spatial axis, pads >= 0 with two per axis, a known auto_pad,
-// group >= 1 dividing the channels. `dataInput` is X; `weightInput` W, whose rank gives the
+// group >= 1. `dataInput` is X; `weightInput` W, whose rank gives the
 // spatial rank when X's is unknown; `hasGroup` for the convolutions.
 std::string windowReason(const NodeFacts& node, size_t dataInput, std::optional<size_t> weightInput,
                          bool hasGroup);

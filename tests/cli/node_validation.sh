@@ -15,7 +15,7 @@ converter=$3
 src=$4
 makeWork kiln-node-validation "${5:-}"
 cd "$work" || exit 2
-cp "$src"/tests/cli/models/invalid_nodes/*.onnxtxt .
+cp "$src"/tests/cli/models/invalid_nodes/* .
 
 attributeFix="set the attribute as the ONNX operator specification defines it, in the exporter"
 arityFix="give the node the inputs and outputs its ONNX operator schema names; an optional one may be left out, a required one may not be empty"
@@ -75,5 +75,31 @@ refusedEverywhere batchnorm_no_params K2013 \
   "$arityFix"
 refusedEverywhere conv_empty_weight K2013 \
   "node producing 'y' (Conv): input #1 is empty, but Conv (opset 17) requires it" "$arityFix"
+
+# An axis only inference can judge (LayerNormalization reads Relu's output, whose rank no
+# value_info declares): ONNX's inference used to index dims by it (SIGSEGV everywhere); now the
+# same family check runs inside inference and again on the inferred ranks.
+model=layernorm_axis_m99
+text="pass settle-shapes: graph '$model': node producing 'y' (LayerNormalization): attribute 'axis' is -99, outside [-3, 2] for the rank-3 input. Fix: $attributeFix"
+expect "$model: kiln check --target om" 1 stdout "problem: K2013: $text" "$kiln" check $model.onnxtxt --target om
+expect "$model: kiln check --target ms" 1 stdout "problem: K2013: $text" "$kiln" check $model.onnxtxt --target ms
+for mode in 0 3; do
+  # ATC fails such a node in InferShape: E19999 (an inner error) with kiln's message.
+  expect "$model: atc --mode=$mode (E19999)" 255 stdout "E19999: Inner Error!" \
+    "$atc" --mode=$mode --framework=5 --model=$model.onnxtxt --output=out --soc_version=Ascend310P3
+  grep -qF " ${text%%. Fix: *}" "$work/stdout" || fail "$model: atc --mode=$mode message" "no '${text%%. Fix: *}'"
+done
+expect "$model: converter_lite" 56 stderr "converter_lite: error K2013 (-200): $text" \
+  "$converter" --fmk=ONNX --modelFile=$model.onnxtxt --outputFile=out
+
+# The .om and .ms readers run the same layer: an .om the old atc wrote for a BatchNormalization
+# without its parameters (`kiln run` crashed on it), an .ms the old converter_lite wrote with
+# dilation 0.
+expect "batchnorm_no_params.om: kiln check" 1 stderr \
+  "kiln: error K8001: batchnorm_no_params.om: graph 'o_batchnorm_no_params': node 'BatchNormalization_0' (BatchNormalization): input #1 is empty, but BatchNormalization (opset 18) requires it. Fix: re-convert the model with kiln's atc, which refuses such nodes" \
+  "$kiln" check batchnorm_no_params.om --target om
+expect "conv_dilation0.ms: kiln convert --to onnx" 1 stderr \
+  "kiln: error K7001: conv_dilation0.ms: graph 'conv_dilation0': node 'Conv2DFusion_2/Conv_6' (Conv): attribute 'dilations' has 0 at axis 0; it must be >= 1. Fix: pass a complete .ms file written by converter_lite or kiln" \
+  "$kiln" convert conv_dilation0.ms --to onnx -o out.onnx
 
 finish

@@ -760,9 +760,10 @@ Expected<Model> readBuffer(const uint8_t* data, size_t size, std::shared_ptr<con
         kInvalidHint);
   RaisingContext reader(msfb::GetMetaGraph(data), std::move(owner), file, displayName, baseDir);
   KILN_ASSIGN_OR_RETURN(Model model, reader.read());
-  // The raised graph feeds the same executor and passes as an imported one: the same checks.
+  // The raised graph feeds the same executor and passes as an imported one: the same checks. A
+  // node they refuse makes the file inconsistent, whoever wrote it.
   if (Status valid = ops::validateGraph(*model.graph, model); !valid)
-    return valid.withContext(displayName);
+    return Status(ErrorCode::MsFileInvalid, displayName + ": " + valid.message(), kInvalidHint);
   return model;
 }
 

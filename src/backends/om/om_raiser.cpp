@@ -320,9 +320,11 @@ Expected<Model> raiseModelDef(const ge::proto::ModelDef& modelDef, const uint8_t
   raiser.setModelDef(&modelDef);
   raiser.setMetadata(&model.metadata);
   if (auto s = raiser.raise(root); !s) return s;
-  // The raised graph feeds the same executor and passes as an imported one: the same checks.
+  // The raised graph feeds the same executor and passes as an imported one: the same checks. A
+  // node they refuse makes the file inconsistent, whoever wrote it.
   if (Status valid = ops::validateGraph(*model.graph, model); !valid)
-    return valid.withContext(displayName);
+    return Status(ErrorCode::OmFileInvalid, displayName + ": " + valid.message(),
+                  "re-convert the model with kiln's atc, which refuses such nodes");
   return model;
 }
 
