@@ -161,6 +161,18 @@ mkdir -p folder.bin
 expectLine "folder input data: benchmark --inDataFile" 255 \
   "benchmark: error K1002 (-1): --inDataFile: 'folder.bin' is not a regular file (it is a folder). Fix: pass a regular file" \
   "$benchmark" --modelFile=tiny.ms --inDataFile=folder.bin
+expectLine "folder as config: converter_lite --configFile" 168 \
+  "converter_lite: error K1002 (-600): --configFile: 'folder.bin' is not a regular file (it is a folder). Fix: pass a regular file" \
+  "$converter" --fmk=ONNX --modelFile=tiny.onnx --outputFile=x --configFile=folder.bin
+expectLine "folder as model: converter_lite --modelFile" 168 \
+  "converter_lite: error K1002 (-600): --modelFile: 'folder.bin' is not a regular file (it is a folder). Fix: pass a regular file" \
+  "$converter" --fmk=ONNX --modelFile=folder.bin --outputFile=x
+expectLine "folder as AIPP config: atc --insert_op_conf" 255 \
+  "atc: error K1002: AIPP configuration: 'folder.bin' is not a regular file (it is a folder). Fix: pass a regular file" \
+  "$atc" --framework=5 --model=tiny.onnx --output=o/x --soc_version=Ascend310P3 --insert_op_conf=folder.bin
+expectLine "folder as expected data: benchmark --benchmarkDataFile" 255 \
+  "benchmark: error K1002 (-1): --benchmarkDataFile: 'folder.bin' is not a regular file (it is a folder). Fix: pass a regular file" \
+  "$benchmark" --modelFile=tiny.ms --benchmarkDataFile=folder.bin
 
 # --- class 6: outputs that are not regular files, symlinks, or the input itself.
 if mknod nulldev c 1 3 2>/dev/null; then

@@ -3,6 +3,7 @@
 // folders named with the real reason, and a truncated mapping turned into one coded line.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -128,11 +129,19 @@ TEST(OutputTarget, RefusesWhatItWouldReplace) {
     EXPECT_EQ(s.code(), ErrorCode::FileWriteFailed);
     return s.message();
   };
-  EXPECT_EQ(refusal("/dev/null"), "refusing to write '/dev/null': it is a character device, which "
-                                  "kiln would replace with a file");
-  struct stat info {};
-  ASSERT_EQ(::lstat("/dev/null", &info), 0);
-  EXPECT_TRUE(S_ISCHR(info.st_mode));
+  // A private null device (root only), so a regression cannot replace the system's /dev/null.
+  fs::path device = dir / "null";
+  if (::mknod(device.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {
+    EXPECT_EQ(refusal(device), "refusing to write '" + device.string() +
+                                   "': it is a character device, which kiln would replace with a "
+                                   "file");
+    struct stat info {};
+    ASSERT_EQ(::lstat(device.c_str(), &info), 0);
+    EXPECT_TRUE(S_ISCHR(info.st_mode));
+  }
+  EXPECT_EQ(checkOutputTarget("/dev/null").message(),
+            "refusing to write '/dev/null': it is a character device, which kiln would replace "
+            "with a file");
 
   fs::path fifo = dir / "out.fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
