@@ -232,6 +232,12 @@ if "${roRun[@]}" true 2>/dev/null; then
   expectLine "read-only output folder: kiln convert -o" 1 \
     "kiln: error K1003: cannot create a file in 'ro': Read-only file system. Fix: the folder is on a read-only file system; write the output elsewhere" \
     "${roRun[@]}" "$kiln" convert tiny.onnx --to ms -o ro/x.ms
+  expectLine "read-only output folder: atc --output" 255 \
+    "atc: error K8202 (E10001): fix: '$work/ro' is not writable; make it writable or write elsewhere" \
+    "${roRun[@]}" "$atc" --framework=5 --model=tiny.onnx --output=ro/x --soc_version=Ascend310P3
+  if grep -qF "Value ro/x for parameter --output is invalid. Reason: [Errno 30] Read-only file system" stdout; then
+    pass "read-only output folder: atc gives the reason"
+  else fail "read-only output folder: atc gives the reason" "stdout lacks [Errno 30]"; fi
 else
   echo "SKIP read-only output folder: cannot mount a read-only tmpfs here (needs root and mount namespaces)"
 fi
