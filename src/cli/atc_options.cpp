@@ -79,10 +79,9 @@ Status checkOutputPath(const std::string& output) {
         fmt::format("'{}' must be a folder kiln can create and write", dir.string()));
   if (access(dir.c_str(), W_OK) != 0) {
     int err = errno; // EROFS on a read-only mount, EACCES for permissions
-    return invalidValue("E10001", "output", output,
-                        fmt::format("[Errno {}] {}", err, std::strerror(err)),
-                        fmt::format("'{}' is not writable; make it writable or write elsewhere",
-                                    dir.string()));
+    return invalidValue(
+        "E10001", "output", output, fmt::format("[Errno {}] {}", err, std::strerror(err)),
+        fmt::format("'{}' is not writable; make it writable or write elsewhere", dir.string()));
   }
   std::string real = fs::weakly_canonical(fs::absolute(output), ec).string();
   if (!pathCharsValid(real))

@@ -39,8 +39,8 @@ std::string folderHint(int err) {
 
 Status checkOutputTarget(const std::string& path) {
   struct stat info {};
-  if (::lstat(path.c_str(), &info) != 0) return Status::ok(); // not there yet (or unreachable:
-                                                              // creating it reports why)
+  // Not there yet is fine; an unreachable path is reported by the write itself.
+  if (::lstat(path.c_str(), &info) != 0) return Status::ok();
   if (S_ISLNK(info.st_mode)) {
     std::error_code ec;
     std::string target = std::filesystem::read_symlink(path, ec).string();
@@ -83,8 +83,8 @@ Status writeFileAtomically(const std::string& path,
   int fd = ::mkstemp(pattern.data());
   if (fd < 0) {
     int err = errno;
-    return makeError(ErrorCode::FileWriteFailed, folderHint(err), "cannot create a file in '{}': {}",
-                     folder.string(), std::strerror(err));
+    return makeError(ErrorCode::FileWriteFailed, folderHint(err),
+                     "cannot create a file in '{}': {}", folder.string(), std::strerror(err));
   }
   // A SIGBUS exit while the output is written (an input shrank) removes the temp file.
   int guard = guardUnfinishedOutput(pattern);

@@ -19,7 +19,8 @@ Expected<std::string> resolveInsideFolder(const std::string& folder, const std::
                        location);
   // Canonical paths follow symlinks, so a link inside the folder that points out is caught too.
   std::error_code baseError, resolvedError;
-  fs::path base = fs::weakly_canonical(folder.empty() ? fs::path(".") : fs::path(folder), baseError);
+  fs::path base =
+      fs::weakly_canonical(folder.empty() ? fs::path(".") : fs::path(folder), baseError);
   fs::path resolved = fs::weakly_canonical(base / relative, resolvedError);
   auto [baseEnd, resolvedIt] =
       std::mismatch(base.begin(), base.end(), resolved.begin(), resolved.end());

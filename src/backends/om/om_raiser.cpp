@@ -155,7 +155,8 @@ Status Raiser::raiseFileConstant(const OpDef& op) {
   if (!contained) return contained.status().withContext(displayName_);
   std::filesystem::path path(*contained);
   auto file = MappedFile::open(path.string());
-  if (!file) return file.status().withContext(fmt::format("{}: FileConstant '{}'", displayName_, op.name()));
+  if (!file)
+    return file.status().withContext(fmt::format("{}: FileConstant '{}'", displayName_, op.name()));
   uint64_t offset = static_cast<uint64_t>(getI(op, "offset", 0));
   uint64_t length = static_cast<uint64_t>(getI(op, "length", (*file)->size()));
   if (offset > (*file)->size() || length > (*file)->size() - offset)

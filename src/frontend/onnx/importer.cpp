@@ -16,8 +16,8 @@
 #include <spdlog/spdlog.h>
 
 #include "kiln/frontend/onnx.h"
-#include "kiln/support/contained_path.h"
 #include "kiln/ir/verifier.h"
+#include "kiln/support/contained_path.h"
 #include "ops/attributes.h"
 #include "ops/validate.h"
 #include "wire_scan.h"

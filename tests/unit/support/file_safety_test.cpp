@@ -3,6 +3,7 @@
 // folders named with the real reason, and a truncated mapping turned into one coded line.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -101,10 +102,12 @@ TEST(InputFile, RefusesSpecialFilesWithoutBlocking) {
 
   auto folder = readInputFile(dir.string());
   ASSERT_FALSE(folder);
-  EXPECT_EQ(folder.status().message(), "'" + dir.string() + "' is not a regular file (it is a folder)");
+  EXPECT_EQ(folder.status().message(),
+            "'" + dir.string() + "' is not a regular file (it is a folder)");
   auto device = MappedFile::open("/dev/null");
   ASSERT_FALSE(device);
-  EXPECT_EQ(device.status().message(), "'/dev/null' is not a regular file (it is a character device)");
+  EXPECT_EQ(device.status().message(),
+            "'/dev/null' is not a regular file (it is a character device)");
   auto missing = readInputFile((dir / "none").string());
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.status().code(), ErrorCode::FileNotFound);
@@ -126,11 +129,19 @@ TEST(OutputTarget, RefusesWhatItWouldReplace) {
     EXPECT_EQ(s.code(), ErrorCode::FileWriteFailed);
     return s.message();
   };
-  EXPECT_EQ(refusal("/dev/null"), "refusing to write '/dev/null': it is a character device, which "
-                                  "kiln would replace with a file");
-  struct stat info {};
-  ASSERT_EQ(::lstat("/dev/null", &info), 0);
-  EXPECT_TRUE(S_ISCHR(info.st_mode));
+  // A private null device (root only), so a regression cannot replace the system's /dev/null.
+  fs::path device = dir / "null";
+  if (::mknod(device.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {
+    EXPECT_EQ(refusal(device), "refusing to write '" + device.string() +
+                                   "': it is a character device, which kiln would replace with a "
+                                   "file");
+    struct stat info {};
+    ASSERT_EQ(::lstat(device.c_str(), &info), 0);
+    EXPECT_TRUE(S_ISCHR(info.st_mode));
+  }
+  EXPECT_EQ(checkOutputTarget("/dev/null").message(),
+            "refusing to write '/dev/null': it is a character device, which kiln would replace "
+            "with a file");
 
   fs::path fifo = dir / "out.fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
@@ -140,9 +151,9 @@ TEST(OutputTarget, RefusesWhatItWouldReplace) {
 
   writeText(dir / "victim.txt", "keep");
   fs::create_symlink(dir / "victim.txt", dir / "link.onnx");
-  EXPECT_EQ(refusal(dir / "link.onnx"),
-            "refusing to write '" + (dir / "link.onnx").string() +
-                "': it is a symbolic link (to '" + (dir / "victim.txt").string() + "')");
+  EXPECT_EQ(refusal(dir / "link.onnx"), "refusing to write '" + (dir / "link.onnx").string() +
+                                            "': it is a symbolic link (to '" +
+                                            (dir / "victim.txt").string() + "')");
   EXPECT_TRUE(fs::is_symlink(dir / "link.onnx"));
   EXPECT_EQ(readText(dir / "victim.txt"), "keep");
 
@@ -151,10 +162,9 @@ TEST(OutputTarget, RefusesWhatItWouldReplace) {
   fs::create_hard_link(dir / "model.onnx", dir / "alias.onnx");
   auto input = MappedFile::open((dir / "model.onnx").string());
   ASSERT_TRUE(input);
-  EXPECT_EQ(refusal(dir / "model.onnx"), "refusing to write '" + (dir / "model.onnx").string() +
-                                             "': it is the input '" +
-                                             (dir / "model.onnx").string() +
-                                             "', which the output would replace");
+  EXPECT_EQ(refusal(dir / "model.onnx"),
+            "refusing to write '" + (dir / "model.onnx").string() + "': it is the input '" +
+                (dir / "model.onnx").string() + "', which the output would replace");
   EXPECT_NE(refusal(dir / "alias.onnx").find("it is the input"), std::string::npos);
   EXPECT_EQ(readText(dir / "model.onnx"), "model");
   for (const auto& e : fs::directory_iterator(dir))
@@ -177,9 +187,8 @@ TEST(OutputFolder, NamesTheRealReason) {
   Status underFile = makeOutputFolder((dir / "file" / "sub").string());
   ASSERT_FALSE(underFile);
   EXPECT_EQ(underFile.code(), ErrorCode::FileWriteFailed);
-  EXPECT_EQ(underFile.message().rfind("cannot create the output folder '" +
-                                          (dir / "file" / "sub").string() + "': ",
-                                      0),
+  EXPECT_EQ(underFile.message().rfind(
+                "cannot create the output folder '" + (dir / "file" / "sub").string() + "': ", 0),
             0u)
       << underFile.message();
   EXPECT_TRUE(makeOutputFolder((dir / "a" / "b").string()));
@@ -213,7 +222,8 @@ TEST(OutputFolder, NamesTheRealReason) {
 // A mapped input truncated under kiln used to kill it with SIGBUS; now the process prints one
 // coded line naming the file, removes unfinished outputs and exits 1.
 TEST(MappedFileDeathTest, TruncatedMappingIsOneCodedLine) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // The default ("fast") style forks here, so the child sees this test's folder; ctest runs each
+  // test in its own process, so no other threads are around.
   fs::path dir = freshDir("sigbus");
   fs::path model = dir / "model.ms";
   writeText(model, std::string(3 * 65536, 'w'));
