@@ -8,10 +8,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "kiln/compare.h"
 #include "kiln/runtime/allocation_limit.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/support/checked_math.h"
 #include "onnx_text.h"
+#include "run_model.h"
 
 using namespace kiln;
 
@@ -203,4 +205,17 @@ g (float[2] x) => (float[A] y)
   EXPECT_EQ(s.code(), ErrorCode::RuntimeBadInput) << s.toString();
   EXPECT_EQ(s.message(), "node 'n0' (Pad): pads 9223372036854775807+9223372036854775807 on axis 0 "
                          "of size 2 overflow");
+}
+
+// Inputs generated for benchmark, converter_lite's accuracy run and kiln compare: 2^62 floats
+// overflow the byte size, and the old generator wrote them into a 0-byte buffer.
+TEST(SizeOverflow, GeneratedInputsOfAnOverflowingShapeAreRefused) {
+  Model model;
+  Value* x = kiln::testing::startModelWithInput(model);
+  x->setType(ValueType::tensor(DType::Float32, Shape::fromStatic({4611686018427387904})));
+  auto feeds = makeDeterministicInputs(*model.graph, 1);
+  ASSERT_FALSE(feeds);
+  EXPECT_EQ(feeds.status().code(), ErrorCode::RuntimeBadInput);
+  EXPECT_EQ(feeds.status().message(),
+            "input 'x': 4611686018427387904 elements of f32 overflow the byte size");
 }
