@@ -22,17 +22,18 @@ std::string commonReason(const Node& node, const OpContext& context, bool hasRul
   if (std::string reason = ops::attributeKindReason(node, context.opset); !reason.empty())
     return reason;
   if (!hasRule) return fmt::format("no lowering for ONNX {}", node.opType());
-  // Both writers size tensors from these shapes (tensor descs, buffer sizes): one that cannot
-  // exist would be written with a wrapped size.
+  // Both writers size tensors from these shapes (tensor descs, buffer sizes, in elements and
+  // bytes): one that cannot exist would be written with a wrapped size.
   for (const auto* values : {&node.inputs(), &node.outputs()})
     for (const Value* v : *values) {
       if (!v || v->type().kind != TypeKind::Tensor || !v->shape().hasRank()) continue;
       std::vector<int64_t> known;
       for (const Dim& d : v->shape().dims())
         if (d.isStatic()) known.push_back(d.value());
-      if (!checkedElementCount(known))
-        return fmt::format("'{}' has shape {}, whose element count overflows", v->name(),
-                           v->shape().toString());
+      auto extent = checkTensorExtent(known, static_cast<unsigned>(dtypeBits(v->dtype())),
+                                      dtypeName(v->dtype()), ErrorCode::SizeOverflow,
+                                      fmt::format("'{}' {}", v->name(), v->shape().toString()));
+      if (!extent) return extent.status().message();
     }
   // If and Loop rules lower their subgraphs themselves (and check every node in them).
   const bool ownsSubgraphs = node.opType() == "If" || node.opType() == "Loop";

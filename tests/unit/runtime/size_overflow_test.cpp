@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "kiln/backends/ms_writer.h"
+#include "kiln/backends/om.h"
 #include "kiln/compare.h"
 #include "kiln/runtime/allocation_limit.h"
 #include "kiln/runtime/executor.h"
@@ -218,4 +220,19 @@ TEST(SizeOverflow, GeneratedInputsOfAnOverflowingShapeAreRefused) {
   EXPECT_EQ(feeds.status().code(), ErrorCode::RuntimeBadInput);
   EXPECT_EQ(feeds.status().message(),
             "input 'x': 4611686018427387904 elements of f32 overflow the byte size");
+}
+
+// Both writers size tensor descs and buffers from value shapes: a shape whose bytes overflow is
+// refused by the lowering check every target shares (kiln check --target, atc, converter_lite),
+// where the old writers computed a wrapped size.
+TEST(SizeOverflow, LoweringRefusesValuesWhoseSizeOverflows) {
+  Model model;
+  Value* x = kiln::testing::startModelWithInput(model);
+  x->setType(ValueType::tensor(DType::Float32, Shape::fromStatic({4611686018427387904})));
+  Node* relu = model.graph->appendNode("Relu", {x}, {"y"});
+  model.graph->addOutput(relu->output(0));
+  const std::string expected =
+      "'x' [4611686018427387904]: 4611686018427387904 elements of f32 overflow the byte size";
+  EXPECT_EQ(msUnsupportedReason(*relu, 17), expected);
+  EXPECT_EQ(omUnsupportedReason(*relu, "Ascend310P3", 17), expected);
 }
