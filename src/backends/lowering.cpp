@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/support/checked_math.h"
 #include "ops/attributes.h"
 
 namespace kiln::lowering {
@@ -21,6 +22,19 @@ std::string commonReason(const Node& node, const OpContext& context, bool hasRul
   if (std::string reason = ops::attributeKindReason(node, context.opset); !reason.empty())
     return reason;
   if (!hasRule) return fmt::format("no lowering for ONNX {}", node.opType());
+  // Both writers size tensors from these shapes (tensor descs, buffer sizes, in elements and
+  // bytes): one that cannot exist would be written with a wrapped size.
+  for (const auto* values : {&node.inputs(), &node.outputs()})
+    for (const Value* v : *values) {
+      if (!v || v->type().kind != TypeKind::Tensor || !v->shape().hasRank()) continue;
+      std::vector<int64_t> known;
+      for (const Dim& d : v->shape().dims())
+        if (d.isStatic()) known.push_back(d.value());
+      auto extent = checkTensorExtent(known, static_cast<unsigned>(dtypeBits(v->dtype())),
+                                      dtypeName(v->dtype()), ErrorCode::SizeOverflow,
+                                      fmt::format("'{}' {}", v->name(), v->shape().toString()));
+      if (!extent) return extent.status().message();
+    }
   // If and Loop rules lower their subgraphs themselves (and check every node in them).
   const bool ownsSubgraphs = node.opType() == "If" || node.opType() == "Loop";
   if (!node.subgraphs().empty() && !ownsSubgraphs)

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include "kiln/compare.h"
+#include "kiln/runtime/allocation_limit.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
+#include "kiln/support/checked_math.h"
 
 namespace kiln {
 
@@ -62,7 +64,21 @@ Expected<std::map<std::string, rt::RtValue>> makeDeterministicInputs(const Graph
                     fmt::format("input '{}' has no static shape ({}) to generate data for",
                                 in->name(), in->shape().toString()),
                     "fix its shape with --input-shape or pass --input NAME=FILE.pb");
-    rt::OutTensor out(in->dtype(), in->shape().staticDims(), rt::Init::Zeroed);
+    // Checked here, not left to OutTensor: outside a kernel its refusal would be an exception.
+    const std::vector<int64_t> dims = in->shape().staticDims();
+    auto extent = checkTensorExtent(dims, static_cast<unsigned>(dtypeBits(in->dtype())),
+                                    dtypeName(in->dtype()), ErrorCode::RuntimeBadInput,
+                                    fmt::format("input '{}'", in->name()),
+                                    "fix its shape with --input-shape");
+    if (!extent) return extent.status();
+    if (extent->bytes > rt::allocationLimitBytes())
+      return Status(ErrorCode::RuntimeOutOfMemory,
+                    fmt::format("input '{}' {} needs {} bytes, more than this machine's memory "
+                                "({} bytes)",
+                                in->name(), in->shape().toString(), extent->bytes,
+                                rt::allocationLimitBytes()),
+                    "fix its shape with --input-shape");
+    rt::OutTensor out(in->dtype(), dims, rt::Init::Zeroed);
     uint32_t state = seed * 2654435761u + index;
     if (in->dtype() == DType::Float32 || in->dtype() == DType::Float16 ||
         in->dtype() == DType::Float64) {

@@ -1,6 +1,8 @@
 // DType tables.
 #include "kiln/ir/dtype.h"
 
+#include "kiln/support/checked_math.h"
+
 namespace kiln {
 
 std::optional<DType> dtypeFromOnnx(int32_t onnxType) {
@@ -131,9 +133,7 @@ bool isInteger(DType type) {
 }
 
 std::optional<uint64_t> dtypeStorageBytes(DType type, uint64_t count) {
-  uint64_t bits = static_cast<uint64_t>(dtypeBits(type));
-  if (bits != 0 && count > UINT64_MAX / bits) return std::nullopt;
-  return (count * bits + 7) / 8;
+  return checkedStorageBytes(count, static_cast<unsigned>(dtypeBits(type)));
 }
 
 } // namespace kiln

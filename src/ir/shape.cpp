@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "kiln/support/checked_math.h"
+
 namespace kiln {
 
 std::string Dim::toString() const {
@@ -50,14 +52,7 @@ std::string Shape::toString() const {
 }
 
 std::optional<uint64_t> checkedElementCount(const std::vector<int64_t>& dims) {
-  uint64_t count = 1;
-  for (int64_t d : dims) {
-    if (d < 0) return std::nullopt;
-    uint64_t u = static_cast<uint64_t>(d);
-    if (u != 0 && count > UINT64_MAX / u) return std::nullopt;
-    count *= u;
-  }
-  return count;
+  return checkedElementCount(std::span<const int64_t>(dims));
 }
 
 } // namespace kiln

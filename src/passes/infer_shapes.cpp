@@ -75,6 +75,9 @@ bool apply(Graph& graph, const onnx::GraphProto& proto, bool subgraph = false) {
   auto update = [&](Value* value) {
     auto it = types.find(value->name());
     if (it == types.end()) return;
+    // valueTypeFromOnnx refuses dims whose element count overflows (K2007), so such an
+    // inferred shape is never applied: the node keeps its less specific type, and the executor
+    // refuses the shape where a kernel would make it.
     auto inferred = valueTypeFromOnnx(*it->second, value->name());
     if (!inferred || !moreSpecific(*inferred, value->type())) return;
     bool wasAnnotated = value->type().kind != TypeKind::Unknown;

@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "kiln/passes/pass.h"
+#include "kiln/support/checked_math.h"
 #include "rewrite_util.h"
 
 namespace kiln {
@@ -66,15 +67,20 @@ std::optional<std::vector<int64_t>> intsOf(const Node& node, const char* attr, s
   return std::vector<int64_t>{};
 }
 
-// Product of dims as a static factor times a multiset of symbols; unknown dims poison it.
+// Product of dims as a static factor times a multiset of symbols; unknown dims, and a factor that
+// overflows, poison it.
 struct Product {
   int64_t factor = 1;
   std::multiset<std::string> symbols;
   bool unknown = false;
   void times(const Dim& d) {
-    if (d.isStatic())
-      factor *= d.value();
-    else if (d.isSymbolic())
+    if (d.isStatic()) {
+      auto product = checkedMul<int64_t>(factor, d.value());
+      if (product)
+        factor = *product;
+      else
+        unknown = true;
+    } else if (d.isSymbolic())
       symbols.insert(d.symbol());
     else
       unknown = true;
@@ -323,6 +329,12 @@ class Propagation {
       if (!better) return;
       next = Shape(std::move(dims));
     }
+    // A shape whose static dims overflow no tensor can have; the executor reports it (K5002/K5004)
+    // at the node that would make it, so it is not written into the graph.
+    std::vector<int64_t> known;
+    for (const Dim& d : next.dims())
+      if (d.isStatic()) known.push_back(d.value());
+    if (!checkedElementCount(known)) return;
     v->setShape(next);
     changed_ = true;
   }

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "kiln/runtime/allocation_limit.h"
 #include "kiln/runtime/arena.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/memory.h"
@@ -51,6 +52,12 @@ void collectOuterReads(const Graph& graph, const Graph& scopeOwner,
 Status callKernel(const KernelFn& kernel, KernelContext& context, const Node& node) {
   try {
     return kernel(context);
+  } catch (const AllocationRefused& refused) {
+    return Status(ErrorCode::RuntimeOutOfMemory,
+                  fmt::format("node '{}' ({}) could not allocate {}", node.name(), node.opType(),
+                              refused.reason()),
+                  "check the model's shapes and attributes (kiln inspect --ir) and the inputs "
+                  "fed to it; a damaged file can ask for any size");
   } catch (const std::bad_alloc&) {
   } catch (const std::length_error&) {
   }

@@ -1,6 +1,7 @@
 // Executor memory: the buffer pool, uninitialised/zeroed allocation, the fp16 weight cache.
 #include "kiln/runtime/memory.h"
 
+#include "kiln/runtime/allocation_limit.h"
 #include "kiln/runtime/arena.h"
 
 #include <algorithm>
@@ -10,12 +11,14 @@
 #include <new>
 
 #include <sys/mman.h>
+#include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
 #include "kiln/runtime/half_block.h"
 #include "kiln/runtime/tensor_util.h"
+#include "kiln/support/checked_math.h"
 
 namespace kiln::rt {
 namespace {
@@ -374,7 +377,27 @@ RunArena::Stats RunArena::stats() const {
   return state_->stats;
 }
 
+uint64_t allocationLimitBytes() {
+  static const uint64_t limit = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || pageSize <= 0) return kMaxTensorExtent;
+    return checkedMul<uint64_t>(static_cast<uint64_t>(pages), static_cast<uint64_t>(pageSize))
+        .value_or(kMaxTensorExtent);
+  }();
+  return limit;
+}
+
+void checkAllocationLimit(uint64_t bytes) {
+  if (bytes > allocationLimitBytes())
+    throw AllocationRefused(fmt::format("a buffer of {} bytes: more than this machine's memory "
+                                        "({} bytes)",
+                                        bytes, allocationLimitBytes()));
+}
+
 Allocation allocateBuffer(size_t bytes, Init init) {
+  // Refused before asking the system: with overcommit a huge mapping can succeed and then take
+  // minutes of page faults (or the OOM killer) when the kernel fills it.
+  checkAllocationLimit(bytes);
   Allocation out;
   if (bytes == 0) {
     out.buffer = Buffer::owned({});

@@ -7,13 +7,38 @@
 #include <string>
 
 #include "kiln/ir/shape.h"
+#include "kiln/runtime/allocation_limit.h"
 #include "kiln/runtime/half_block.h"
+#include "kiln/support/checked_math.h"
 
 namespace kiln::rt {
 
+namespace {
+
+// Size of an output tensor; an overflowing shape throws AllocationRefused (K5004) rather than
+// giving a short buffer that the kernel would then write past.
+TensorExtent outputExtent(DType dtype, const std::vector<int64_t>& dims) {
+  auto extent = checkTensorExtent(dims, dtypeBits(dtype), dtypeName(dtype),
+                                  ErrorCode::RuntimeOutOfMemory, "its output");
+  if (!extent) throw AllocationRefused(extent.status().message());
+  return *extent;
+}
+
+} // namespace
+
+uint64_t outputElementCount(const std::vector<int64_t>& dims) {
+  return outputExtent(DType::Undefined, dims).elements;
+}
+
+void checkOutputFits(DType dtype, const std::vector<int64_t>& dims) {
+  checkAllocationLimit(outputExtent(dtype, dims).bytes);
+}
+
 OutTensor::OutTensor(DType dtype, std::vector<int64_t> dims, Init init)
-    : dtype_(dtype), dims_(std::move(dims)), count_(checkedElementCount(dims_).value_or(0)),
-      size_(dtypeStorageBytes(dtype, count_).value_or(0)) {
+    : dtype_(dtype), dims_(std::move(dims)) {
+  const TensorExtent extent = outputExtent(dtype_, dims_);
+  count_ = extent.elements;
+  size_ = extent.bytes;
   // Packed 4-bit data ends in a padding nibble when the count is odd; it must not be garbage.
   if (dtype == DType::Int4 || dtype == DType::UInt4) init = Init::Zeroed;
   Allocation a = allocateBuffer(size_, init);
@@ -250,6 +275,7 @@ std::optional<std::vector<int64_t>> broadcastShapes(const std::vector<int64_t>& 
   for (size_t i = 0; i < rank; ++i) {
     int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da < 0 || db < 0) return std::nullopt;
     if (da == db || db == 1)
       out[i] = da;
     else if (da == 1)

@@ -17,6 +17,7 @@
 #include "kiln/runtime/tensor_util.h"
 #include "ops/validate.h"
 #include "kiln/support/contained_path.h"
+#include "kiln/support/checked_math.h"
 #include "weight_coding.h"
 
 namespace kiln::ms {
@@ -41,9 +42,7 @@ std::vector<uint8_t> permuteBytes(const uint8_t* src, size_t elemSize,
                                   const std::vector<int64_t>& dims,
                                   const std::vector<int64_t>& perm) {
   size_t rank = dims.size();
-  uint64_t count = 1;
-  for (int64_t d : dims)
-    count *= static_cast<uint64_t>(d);
+  const uint64_t count = checkedElementCount(dims).value_or(0); // a decoded tensor's dims
   std::vector<uint8_t> out(count * elemSize);
   std::vector<int64_t> inStrides(rank, 1), outDims(rank);
   for (size_t i = rank; i-- > 1;)
@@ -96,8 +95,19 @@ Status RaisingContext::checkIndices() {
   if (!meta_->outputIndex() || meta_->outputIndex()->size() == 0)
     return invalid("the model has no graph outputs (outputIndex)");
   uint32_t count = meta_->allTensors()->size();
-  for (uint32_t i = 0; i < count; ++i)
+  for (uint32_t i = 0; i < count; ++i) {
     if (!meta_->allTensors()->Get(i)) return invalid("tensor {} is null", i);
+    // Static dims must multiply to a size a tensor can have: a count that wraps would pass every
+    // later size comparison and let kernels index past the data.
+    std::vector<int64_t> known; // -1 is a dynamic dim
+    for (int64_t d : dims(i))
+      if (d >= 0) known.push_back(d);
+    const DType dtype = ms::dtypeOfTypeId(tensor(i)->dataType()).value_or(DType::Undefined);
+    auto extent =
+        checkTensorExtent(known, dtypeBits(dtype), dtypeName(dtype), ErrorCode::MsFileInvalid,
+                          fmt::format("{}: tensor '{}'", name_, tensorName(i)), kInvalidHint);
+    if (!extent) return extent.status();
+  }
   auto check = [&](const flatbuffers::Vector<uint32_t>* v, const std::string& where) -> Status {
     if (v)
       for (uint32_t i : *v)
@@ -199,9 +209,9 @@ Expected<std::vector<float>> RaisingContext::dequantize(uint32_t i, const uint8_
   const msfb::Tensor* t = tensor(i);
   auto params = t->quantParams();
   std::vector<int64_t> d = dims(i);
-  uint64_t count = 1;
-  for (int64_t x : d)
-    count *= uint64_t(x);
+  auto counted = checkedElementCount(d); // checkIndices has bounded the static dims
+  if (!counted) return invalid("quantized tensor '{}' has a negative dim", tensorName(i));
+  const uint64_t count = *counted;
   auto compress = t->weightQuantCompressType();
   if (t->enableHuffmanCode())
     return unsupported("tensor '{}' is Huffman coded; kiln does not decode that", tensorName(i));
@@ -305,9 +315,7 @@ Expected<Tensor> RaisingContext::decodeConstant(uint32_t i, const ConstRequest& 
   KILN_ASSIGN_OR_RETURN(RawBytes raw, rawBytes(i));
   const uint8_t* data = raw.data;
   size_t size = raw.size;
-  uint64_t count = 1;
-  for (int64_t x : d)
-    count *= uint64_t(x);
+  const uint64_t count = checkedElementCount(d).value_or(0); // bounded by checkIndices
 
   Tensor result;
   bool quantized = t->quantParams() && t->quantParams()->size() > 0 &&

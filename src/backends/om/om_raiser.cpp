@@ -1,9 +1,12 @@
 // The shared .om raising machinery: ge.proto.ModelDef → IR, each op by its family's raising rule.
 #include <algorithm>
 #include <filesystem>
+#include <queue>
+#include <unordered_map>
 
 #include "kiln/backends/om_formats.h"
 #include "kiln/support/contained_path.h"
+#include "kiln/support/checked_math.h"
 #include "kiln/support/mapped_file.h"
 #include "om_context.h"
 #include "ops/validate.h"
@@ -52,6 +55,37 @@ Status Raiser::unsupported(const OpDef& op, const std::string& why) const {
                 fmt::format("{}: op '{}' (type {}): {}", displayName_, op.name(), op.type(), why),
                 "kiln reads the GraphEngine ops it writes; convert the model again with kiln");
 }
+
+namespace {
+
+// K8001 when the static dims of one of the op's tensor descs (or a heavy layout's origin_shape)
+// multiply past what a tensor can hold (checked_math.h).
+Status checkDescDims(const OpDef& op, const std::string& displayName) {
+  auto check = [&](const TensorDescriptor& d, const std::string& what) -> Status {
+    std::vector<std::vector<int64_t>> shapes{{d.shape().dim().begin(), d.shape().dim().end()}};
+    if (auto it = d.attr().find("origin_shape"); it != d.attr().end())
+      shapes.push_back({it->second.list().i().begin(), it->second.list().i().end()});
+    for (const std::vector<int64_t>& dims : shapes) {
+      std::vector<int64_t> known; // -1 (dynamic) and -2 (unknown rank) do not multiply
+      for (int64_t x : dims)
+        if (x >= 0) known.push_back(x);
+      const DType dtype = fromGeDType(d.dtype()).value_or(DType::Undefined);
+      auto extent = checkTensorExtent(
+          known, dtypeBits(dtype), dtypeName(dtype), ErrorCode::OmFileInvalid,
+          fmt::format("{}: op '{}' (type {}): {}", displayName, op.name(), op.type(), what),
+          "the file is damaged; convert the model again");
+      if (!extent) return extent.status();
+    }
+    return Status::ok();
+  };
+  for (int i = 0; i < op.input_desc_size(); ++i)
+    KILN_TRY(check(op.input_desc(i), fmt::format("input desc {}", i)));
+  for (int i = 0; i < op.output_desc_size(); ++i)
+    KILN_TRY(check(op.output_desc(i), fmt::format("output desc {}", i)));
+  return Status::ok();
+}
+
+} // namespace
 
 ValueType Raiser::descType(const TensorDescriptor& d) {
   DType dtype = fromGeDType(d.dtype()).value_or(DType::Undefined);
@@ -181,6 +215,7 @@ Status Raiser::raise(const ge::proto::GraphDef& g) {
   const OpDef* netOutput = nullptr;
   std::map<std::string, const OpDef*> byName;
   for (const OpDef& op : g.op()) {
+    KILN_TRY(checkDescDims(op, displayName_));
     byName[op.name()] = &op;
     if (op.type() == "Data" || op.type() == "RefData") datas.push_back(&op);
     if (op.type() == "NetOutput") netOutput = &op;
@@ -215,50 +250,68 @@ Status Raiser::raise(const ge::proto::GraphDef& g) {
   std::vector<const OpDef*> pending;
   for (const OpDef& op : g.op())
     if (!done.count(op.name()) && &op != netOutput) pending.push_back(&op);
-  auto ready = [&](const OpDef& op) {
-    for (const std::string& input : op.input()) {
+  // Ops are raised in sweeps over the file order: an op whose producers are all raised is raised
+  // when the sweep reaches it, the others wait for the next sweep. Counting each op's unraised
+  // producers and waking its readers when a producer is raised gives that same order in time
+  // linear in the graph (re-scanning every pending op per sweep was quadratic on a file listing
+  // a long chain backwards).
+  std::vector<int> waitingOn(pending.size(), 0);
+  std::unordered_map<std::string, std::vector<size_t>> readers; // producer name → pending index
+  for (size_t k = 0; k < pending.size(); ++k)
+    for (const std::string& input : pending[k]->input()) {
       if (input.empty()) continue;
       std::string src = input.substr(0, input.rfind(':'));
-      if (byName.count(src) && !done.count(src)) return false;
-    }
-    return true;
-  };
-  while (!pending.empty()) {
-    bool progress = false;
-    std::vector<const OpDef*> next;
-    for (const OpDef* op : pending) {
-      if (!ready(*op)) {
-        next.push_back(op);
-        continue;
+      if (byName.count(src) && !done.count(src)) {
+        ++waitingOn[k];
+        readers[src].push_back(k);
       }
-      for (int i = 0; i < op->input_size(); ++i) {
-        const std::string& input = op->input(i);
-        if (input.empty() || isControlInput(input)) continue;
-        if (!sources_.count(input))
-          return Status(ErrorCode::OmFileInvalid,
-                        fmt::format("{}: op '{}' reads '{}', which no op produces", displayName_,
-                                    op->name(), input),
-                        "the file is damaged; convert the model again");
-      }
-      Status s;
-      if (op->type() == "Const" || op->type() == "Constant")
-        s = raiseConst(*op);
-      else if (op->type() == "FileConstant")
-        s = raiseFileConstant(*op);
-      else if (const RaisingRule* rule = omRaisingRules().find(op->type()))
-        s = rule->raise(*this, *op);
-      else
-        s = unsupported(*op, "kiln has no ONNX equivalent for this op type");
-      if (!s) return s;
-      done.insert(op->name());
-      progress = true;
     }
-    if (!progress)
+  using MinHeap = std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>>;
+  MinHeap thisSweep, nextSweep;
+  for (size_t k = 0; k < pending.size(); ++k)
+    if (waitingOn[k] == 0) thisSweep.push(k);
+  std::vector<bool> raised(pending.size(), false);
+  size_t raisedCount = 0;
+  while (raisedCount < pending.size()) {
+    if (thisSweep.empty()) std::swap(thisSweep, nextSweep);
+    if (thisSweep.empty()) {
+      size_t first = 0;
+      while (raised[first])
+        ++first;
       return Status(
           ErrorCode::OmFileInvalid,
-          fmt::format("{}: ops form a cycle (e.g. '{}')", displayName_, next.front()->name()),
+          fmt::format("{}: ops form a cycle (e.g. '{}')", displayName_, pending[first]->name()),
           "the file is damaged; convert the model again");
-    pending = std::move(next);
+    }
+    const size_t k = thisSweep.top();
+    thisSweep.pop();
+    const OpDef* op = pending[k];
+    for (int i = 0; i < op->input_size(); ++i) {
+      const std::string& input = op->input(i);
+      if (input.empty() || isControlInput(input)) continue;
+      if (!sources_.count(input))
+        return Status(ErrorCode::OmFileInvalid,
+                      fmt::format("{}: op '{}' reads '{}', which no op produces", displayName_,
+                                  op->name(), input),
+                      "the file is damaged; convert the model again");
+    }
+    Status s;
+    if (op->type() == "Const" || op->type() == "Constant")
+      s = raiseConst(*op);
+    else if (op->type() == "FileConstant")
+      s = raiseFileConstant(*op);
+    else if (const RaisingRule* rule = omRaisingRules().find(op->type()))
+      s = rule->raise(*this, *op);
+    else
+      s = unsupported(*op, "kiln has no ONNX equivalent for this op type");
+    if (!s) return s;
+    raised[k] = true;
+    ++raisedCount;
+    if (!done.insert(op->name()).second) continue; // its readers were woken by a namesake
+    auto it = readers.find(op->name());
+    if (it == readers.end()) continue;
+    for (size_t reader : it->second)
+      if (--waitingOn[reader] == 0) (reader > k ? thisSweep : nextSweep).push(reader);
   }
   if (!netOutput)
     return Status(ErrorCode::OmFileInvalid,

@@ -10,6 +10,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "kiln/support/atomic_file.h"
+#include "kiln/support/checked_math.h"
 #include "kiln/support/progress.h"
 #include "kiln/support/sigbus_guard.h"
 #include "kiln_proto/task.pb.h"
@@ -40,16 +41,12 @@ std::string tensorBlock(const std::vector<IoTensor>& tensors) {
   putU32(out, static_cast<uint32_t>(tensors.size()));
   for (const IoTensor& t : tensors) {
     uint64_t size = 0;
-    bool known = true;
-    uint64_t count = 1;
-    for (int64_t d : t.dims)
-      if (d < 0)
-        known = false;
-      else
-        count *= static_cast<uint64_t>(d);
-    if (known)
-      if (auto bytes = dtypeStorageBytes(t.dtype, count)) size = *bytes;
-    bool dynamic = !known;
+    // Negative (dynamic) dims have no count: the size stays 0. lowering::commonReason has
+    // refused static dims that overflow.
+    const auto count = checkedElementCount(t.dims);
+    if (count)
+      if (auto bytes = dtypeStorageBytes(t.dtype, *count)) size = *bytes;
+    bool dynamic = !count;
     putU64(out, size);
     putU32(out, static_cast<uint32_t>(t.format));
     putU32(out, static_cast<uint32_t>(

@@ -18,6 +18,7 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/ir/verifier.h"
 #include "kiln/support/contained_path.h"
+#include "kiln/support/checked_math.h"
 #include "ops/attributes.h"
 #include "ops/validate.h"
 #include "wire_scan.h"
@@ -142,32 +143,26 @@ class Importer {
       if (dims[i] < 0)
         return makeError(ErrorCode::BadDim, "tensor dims must be >= 0",
                          "{} has negative dim {} at axis {}", label, dims[i], i);
-    auto count = checkedElementCount(dims);
-    if (!count)
-      return makeError(ErrorCode::SizeOverflow, "check the tensor dims",
-                       "{}: element count of {} overflows", label,
-                       Shape::fromStatic(dims).toString());
+    KILN_ASSIGN_OR_RETURN(TensorExtent extent,
+                          checkTensorExtent(dims, dtypeBits(*dtype), dtypeName(*dtype),
+                                            ErrorCode::SizeOverflow, label));
+    const uint64_t count = extent.elements, bytes = extent.bytes;
     if (proto.has_segment())
       return makeError(ErrorCode::BadAttribute, "re-export without segmented tensors",
                        "{} is segmented, which is not supported", label);
     if (*dtype == DType::String) {
-      if (static_cast<uint64_t>(proto.string_data_size()) != *count)
+      if (static_cast<uint64_t>(proto.string_data_size()) != count)
         return makeError(ErrorCode::DataSizeMismatch, "store one string per element",
                          "{} holds {} strings but its shape {} needs {}", label,
-                         proto.string_data_size(), Shape::fromStatic(dims).toString(), *count);
+                         proto.string_data_size(), Shape::fromStatic(dims).toString(), count);
       return Tensor::strings(std::move(dims),
                              {proto.string_data().begin(), proto.string_data().end()});
     }
-    auto bytes = dtypeStorageBytes(*dtype, *count);
-    if (!bytes || *bytes > static_cast<uint64_t>(PTRDIFF_MAX))
-      return makeError(ErrorCode::SizeOverflow, "check the tensor dims",
-                       "{}: {} elements of {} overflow the byte size", label, *count,
-                       dtypeName(*dtype));
     auto sizeMismatch = [&](uint64_t actual) {
       return makeError(ErrorCode::DataSizeMismatch,
                        "the data must be exactly elements x element size",
                        "{} has {} data bytes but {} {} x {} needs {}", label, actual,
-                       Shape::fromStatic(dims).toString(), *count, dtypeName(*dtype), *bytes);
+                       Shape::fromStatic(dims).toString(), count, dtypeName(*dtype), bytes);
     };
 
     std::shared_ptr<const Buffer> buffer;
@@ -178,9 +173,9 @@ class Importer {
     } else if (proto.has_raw_data()) {
       buffer = Buffer::owned({proto.raw_data().begin(), proto.raw_data().end()});
     } else {
-      KILN_ASSIGN_OR_RETURN(buffer, typedData(proto, *dtype, *count, label));
+      KILN_ASSIGN_OR_RETURN(buffer, typedData(proto, *dtype, count, label));
     }
-    if (buffer->size() != *bytes) return sizeMismatch(buffer->size());
+    if (buffer->size() != bytes) return sizeMismatch(buffer->size());
     return Tensor(*dtype, std::move(dims), std::move(buffer));
   }
 
@@ -303,6 +298,14 @@ class Importer {
         dims.emplace_back();
       }
     }
+    // Only the static dims multiply; a dynamic one can still be given a size later, which the
+    // passes and the executor check again.
+    std::vector<int64_t> known;
+    for (const Dim& d : dims)
+      if (d.isStatic()) known.push_back(d.value());
+    if (!checkedElementCount(known))
+      return makeError(ErrorCode::SizeOverflow, "check the tensor dims",
+                       "{}: element count of {} overflows", label, Shape(dims).toString());
     return Shape(std::move(dims));
   }
 

@@ -7,6 +7,7 @@
 #include "conv_dnnl.h"
 #include "conv_loops.h"
 #include "epilogue.h"
+#include "kiln/support/checked_math.h"
 #include "nn_util.h"
 #include "thread_pool.h"
 
@@ -400,27 +401,48 @@ Status convTransposeShape(const KernelContext& ctx, const std::vector<int64_t>& 
   w.padEnd.assign(pads.begin() + static_cast<std::ptrdiff_t>(r), pads.end());
   w.in.assign(r, 0);
   for (size_t d = 0; d < r; ++d) {
-    const int64_t full = w.strides[d] * (w.out[d] - 1) + outputPadding[d] + w.effectiveKernel(d);
+    if (w.strides[d] < 1 || w.dilations[d] < 1 || w.kernel[d] < 1)
+      return ctx.fail("strides, dilations and kernel dims must be positive");
+    // strides * (out - 1) + output_padding + (kernel - 1) * dilation + 1, checked: attributes of
+    // a damaged file can make any term wrap.
+    auto full = checkedMul<int64_t>(w.strides[d], w.out[d] - 1);
+    const auto reach = checkedMul<int64_t>(w.kernel[d] - 1, w.dilations[d]);
+    if (full && reach) full = checkedAdd<int64_t>(*full, *reach);
+    if (full) full = checkedAdd<int64_t>(*full, outputPadding[d]);
+    if (full) full = checkedAdd<int64_t>(*full, 1);
+    const auto pads = checkedAdd<int64_t>(w.padBegin[d], w.padEnd[d]);
+    const auto natural = checkedMul<int64_t>(w.out[d], w.strides[d]);
+    std::optional<int64_t> in;
+    if (full && pads && natural) {
+      if (!outputShape.empty() || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")
+        in = outputShape.empty() ? *natural : outputShape[d];
+      else
+        in = checkedSub<int64_t>(*full, autoPad == "VALID" ? 0 : *pads);
+    }
+    const auto total = in ? checkedSub<int64_t>(*full, *in) : std::nullopt;
+    if (!total)
+      return ctx.fail("output size arithmetic overflows on spatial axis {} (input {}, kernel "
+                      "{}, stride {}, dilation {}, pads {}+{}, output_padding {})",
+                      d, w.out[d], w.kernel[d], w.strides[d], w.dilations[d], w.padBegin[d],
+                      w.padEnd[d], outputPadding[d]);
+    w.in[d] = *in;
     if (!outputShape.empty() || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      w.in[d] = outputShape.empty() ? w.out[d] * w.strides[d] : outputShape[d];
       // Floor division: an output_shape larger than the natural one gives negative padding,
       // which then lands at the end (as extra output_padding would).
-      const int64_t total = full - w.in[d];
-      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      const int64_t half = *total >= 0 ? *total / 2 : -((-*total + 1) / 2);
       if (autoPad == "SAME_UPPER") {
         w.padBegin[d] = half;
-        w.padEnd[d] = total - half;
+        w.padEnd[d] = *total - half;
       } else {
-        w.padBegin[d] = total - half;
+        w.padBegin[d] = *total - half;
         w.padEnd[d] = half;
       }
-    } else {
-      if (autoPad == "VALID") w.padBegin[d] = w.padEnd[d] = 0;
-      w.in[d] = full - w.padBegin[d] - w.padEnd[d];
+    } else if (autoPad == "VALID") {
+      w.padBegin[d] = w.padEnd[d] = 0;
     }
     if (w.in[d] < 0) return ctx.fail("negative output size on spatial axis {}", d);
   }
-  return Status::ok();
+  return checkWindowProducts(ctx, w);
 }
 
 // True for a 2-D ConvTranspose whose kernel equals its stride with no padding or dilation (the

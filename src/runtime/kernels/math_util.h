@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kiln/runtime/allocation_limit.h"
 #include "kiln/runtime/half_block.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/tensor_util.h"
@@ -78,13 +79,8 @@ template <typename Fn> bool dispatchAll(DType dtype, Fn&& fn) {
 
 template <typename T> constexpr bool isFloatT = std::is_floating_point_v<T>;
 
-// Total element count of dims.
-inline uint64_t countOf(const std::vector<int64_t>& dims) {
-  uint64_t n = 1;
-  for (int64_t d : dims)
-    n *= static_cast<uint64_t>(d);
-  return n;
-}
+// Total element count of dims (outputElementCount: an overflow is K5004 for the node).
+inline uint64_t countOf(const std::vector<int64_t>& dims) { return outputElementCount(dims); }
 
 // out[i] = fn(in[i]) over a whole tensor.
 template <typename TI, typename TO, typename Fn>

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include <fmt/ranges.h>
+
 #include <cblas.h>
 #ifdef KILN_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -11,6 +13,7 @@
 extern "C" void omp_set_num_threads(int) __attribute__((weak));
 #endif
 
+#include "kiln/support/checked_math.h"
 #include "ops/conv.h"
 #include "thread_pool.h"
 
@@ -119,6 +122,11 @@ Status resolveWindow(const KernelContext& ctx, const std::vector<int64_t>& in,
   for (size_t d = 0; d < r; ++d) {
     if (w.strides[d] < 1 || w.dilations[d] < 1 || kernel[d] < 1)
       return ctx.fail("strides, dilations and kernel dims must be positive");
+    if (!checkedWindowSpan(w, d))
+      return ctx.fail("window arithmetic overflows on spatial axis {} (input {}, kernel {}, "
+                      "stride {}, dilation {}, pads {}+{})",
+                      d, in[d], kernel[d], w.strides[d], w.dilations[d], w.padBegin[d],
+                      w.padEnd[d]);
     const int64_t ek = w.effectiveKernel(d), s = w.strides[d];
     if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
       w.out[d] = (in[d] + s - 1) / s;
@@ -138,7 +146,32 @@ Status resolveWindow(const KernelContext& ctx, const std::vector<int64_t>& in,
       if (ceilMode && (w.out[d] - 1) * s >= in[d] + w.padBegin[d]) --w.out[d];
     }
   }
-  return Status::ok();
+  return checkWindowProducts(ctx, w);
+}
+
+std::optional<int64_t> checkedWindowSpan(const Window& w, size_t d) {
+  // (kernel - 1) * dilation + 1, then in + padBegin + padEnd: every later expression of the
+  // geometry is bounded by these two.
+  auto ek = checkedMul<int64_t>(w.kernel[d] - 1, w.dilations[d]);
+  if (!ek || !(ek = checkedAdd<int64_t>(*ek, 1))) return std::nullopt;
+  auto padded = checkedAdd<int64_t>(w.in[d], w.padBegin[d]);
+  if (!padded || !(padded = checkedAdd<int64_t>(*padded, w.padEnd[d]))) return std::nullopt;
+  // SAME padding computes in + stride - 1; ceil mode span + stride - 1.
+  if (!checkedAdd<int64_t>(*padded, w.strides[d]) || !checkedAdd<int64_t>(w.in[d], w.strides[d]))
+    return std::nullopt;
+  return *padded - *ek;
+}
+
+Status checkWindowProducts(const KernelContext& ctx, const Window& w) {
+  // Kernels index planes with product(in), product(kernel) and product(out), and column matrices
+  // with product(kernel) * product(out); all must fit before anything is allocated.
+  const auto in = checkedElementCount(w.in), kernel = checkedElementCount(w.kernel),
+             out = checkedElementCount(w.out);
+  std::optional<uint64_t> columns;
+  if (kernel && out) columns = checkedMul<uint64_t>(*kernel, *out);
+  if (in && columns && *columns <= kMaxTensorExtent) return Status::ok();
+  return ctx.fail("window of input [{}], kernel [{}], output [{}]: the element count overflows",
+                  fmt::join(w.in, ","), fmt::join(w.kernel, ","), fmt::join(w.out, ","));
 }
 
 } // namespace kiln::rt::nn

@@ -199,6 +199,13 @@ struct Window {
   int64_t effectiveKernel(size_t d) const { return (kernel[d] - 1) * dilations[d] + 1; }
 };
 
+// in + padBegin + padEnd - effectiveKernel on spatial axis d, or nullopt when computing the
+// window geometry of that axis would overflow int64 (huge kernel, dilation, pads or stride).
+std::optional<int64_t> checkedWindowSpan(const Window& w, size_t d);
+// K5002 unless product(in), product(kernel), product(out) and product(kernel) * product(out)
+// all fit (checked_math.h): kernels index planes and column matrices with them.
+Status checkWindowProducts(const KernelContext& ctx, const Window& w);
+
 // Reads strides, dilations, pads and auto_pad for input spatial dims `in` and `kernel`, and
 // computes the output dims (ceil_mode rounds up, as pooling allows).
 Status resolveWindow(const KernelContext& ctx, const std::vector<int64_t>& in,

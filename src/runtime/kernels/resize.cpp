@@ -217,6 +217,10 @@ Status runResize(KernelContext& ctx, const Tensor& x, const std::vector<int64_t>
                  const std::vector<double>& scales, const std::vector<double>& roi,
                  const ResizeParams& p) {
   const size_t rank = x.dims().size();
+  for (int64_t d : outDims)
+    if (d < 0) return ctx.fail("negative output size in [{}]", fmt::join(outDims, ","));
+  // The axis plans are as long as the output's axes: refuse an output that cannot exist first.
+  checkOutputFits(x.dtype(), outDims);
   std::vector<AxisPlan> plans;
   bool anyOutside = false;
   for (size_t a = 0; a < rank; ++a) {
@@ -320,8 +324,13 @@ std::optional<Mode> modeOf(const std::string& name) {
 std::vector<int64_t> dimsFromScales(const std::vector<int64_t>& in,
                                     const std::vector<double>& scales) {
   std::vector<int64_t> out(in.size());
-  for (size_t i = 0; i < in.size(); ++i)
-    out[i] = static_cast<int64_t>(std::floor(static_cast<double>(in[i]) * scales[i] + 1e-9));
+  for (size_t i = 0; i < in.size(); ++i) {
+    const double size = std::floor(static_cast<double>(in[i]) * scales[i] + 1e-9);
+    // Converting a double beyond int64 is undefined; such a size (or NaN) becomes INT64_MAX,
+    // which runResize refuses as an output that cannot be allocated.
+    out[i] = size < 0x1p63 ? static_cast<int64_t>(size) : INT64_MAX;
+    if (size < -0x1p63) out[i] = -1;
+  }
   return out;
 }
 

@@ -59,7 +59,6 @@ Status reshape(KernelContext& ctx) {
   if (!target) return ctx.fail("no target shape");
   std::vector<int64_t> dims = *target;
   const bool allowZero = ctx.attrInt("allowzero", 0) != 0;
-  int64_t known = 1;
   int64_t inferAt = -1;
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] == 0 && !allowZero) {
@@ -68,19 +67,25 @@ Status reshape(KernelContext& ctx) {
     } else if (dims[i] == -1) {
       if (inferAt >= 0) return ctx.fail("more than one -1 in shape");
       inferAt = static_cast<int64_t>(i);
-      continue;
     } else if (dims[i] < 0) {
       return ctx.fail("negative shape entry {}", dims[i]);
     }
-    known *= dims[i];
   }
-  const auto total = static_cast<int64_t>(x.elementCount());
+  // Checked: a product that wraps could otherwise match the input's count (4 elements into
+  // [4611686018427387905,4]) and give later kernels a shape far larger than the data.
+  std::vector<int64_t> givenDims = dims;
+  if (inferAt >= 0) givenDims[static_cast<size_t>(inferAt)] = 1;
+  auto known = checkedElementCount(givenDims);
+  if (!known)
+    return ctx.fail("cannot reshape [{}] to [{}]: the element count overflows",
+                    fmt::join(x.dims(), ","), fmt::join(*target, ","));
+  const uint64_t total = x.elementCount();
   if (inferAt >= 0) {
-    if (known == 0 || total % known != 0)
+    if (*known == 0 || total % *known != 0)
       return ctx.fail("cannot infer -1: {} elements into [{}]", total, fmt::join(*target, ","));
-    dims[static_cast<size_t>(inferAt)] = total / known;
+    dims[static_cast<size_t>(inferAt)] = static_cast<int64_t>(total / *known);
   }
-  if (static_cast<int64_t>(countOf(dims)) != total)
+  if (checkedElementCount(dims) != total)
     return ctx.fail("cannot reshape [{}] to [{}]", fmt::join(x.dims(), ","), fmt::join(dims, ","));
   ctx.setOutput(0, shape::reshaped(x, std::move(dims)));
   return Status::ok();
@@ -300,10 +305,12 @@ Status tile(KernelContext& ctx) {
     if (repeats[i] < 0) return ctx.fail("negative repeat {}", repeats[i]);
     viewDims.insert(viewDims.end(), {repeats[i], x.dims()[i]});
     viewStrides.insert(viewStrides.end(), {0, inStrides[i]});
-    outDims.push_back(repeats[i] * x.dims()[i]);
   }
   auto view = shape::stridedView(x, viewDims, viewStrides, 0);
   if (!view) return setMoved(ctx, 0, std::nullopt, x.dtype());
+  // Only now: the view's allocation has checked that these products fit.
+  for (size_t i = 0; i < rank; ++i)
+    outDims.push_back(repeats[i] * x.dims()[i]);
   ctx.setOutput(0, shape::reshaped(*view, outDims));
   return Status::ok();
 }
@@ -381,13 +388,22 @@ Status pad(KernelContext& ctx) {
   if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
     return ctx.unsupported("mode '{}'", mode);
   std::vector<int64_t> outDims(static_cast<size_t>(rank));
-  std::vector<std::vector<int64_t>> maps(static_cast<size_t>(rank));
   for (size_t a = 0; a < static_cast<size_t>(rank); ++a) {
     const int64_t d = x.dims()[a], before = full[a], after = full[a + static_cast<size_t>(rank)];
-    outDims[a] = d + before + after;
+    auto padded = checkedAdd<int64_t>(d, before);
+    if (padded) padded = checkedAdd<int64_t>(*padded, after);
+    if (!padded) return ctx.fail("pads {}+{} on axis {} of size {} overflow", before, after, a, d);
+    outDims[a] = *padded;
     if (outDims[a] < 0) return ctx.fail("pads crop axis {} below zero", a);
     if (mode != "constant" && d == 0 && outDims[a] > 0)
       return ctx.fail("mode '{}' cannot pad an empty axis", mode);
+  }
+  // The index maps below are as long as the output's axes: refuse an output that cannot exist
+  // before building them.
+  checkOutputFits(x.dtype(), outDims);
+  std::vector<std::vector<int64_t>> maps(static_cast<size_t>(rank));
+  for (size_t a = 0; a < static_cast<size_t>(rank); ++a) {
+    const int64_t d = x.dims()[a], before = full[a];
     maps[a].resize(static_cast<size_t>(outDims[a]));
     for (int64_t o = 0; o < outDims[a]; ++o) {
       int64_t s = o - before;

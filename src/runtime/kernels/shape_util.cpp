@@ -6,6 +6,9 @@
 namespace kiln::rt::shape {
 
 Tensor reshaped(const Tensor& src, std::vector<int64_t> dims) {
+  KILN_CHECK(checkedElementCount(dims) == checkedElementCount(src.dims()),
+             "reshape of [{}] to [{}] changes the element count", fmt::join(src.dims(), ","),
+             fmt::join(dims, ","));
   if (src.dtype() == DType::String) return Tensor::strings(std::move(dims), src.stringValues());
   return Tensor(src.dtype(), std::move(dims), src.buffer());
 }

@@ -8,9 +8,13 @@
 #include <type_traits>
 #include <vector>
 
+#include <fmt/ranges.h>
+
 #include "kiln/ir/tensor.h"
+#include "kiln/runtime/allocation_limit.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/tensor_util.h"
+#include "kiln/support/checked_math.h"
 
 namespace kiln::rt::shape {
 
@@ -71,28 +75,27 @@ template <typename T> class ElemOut {
 template <> class ElemOut<std::string> {
  public:
   ElemOut(DType, std::vector<int64_t> dims, Init = Init::Uninitialised)
-      : dims_(std::move(dims)), values_(elementCountOf(dims_)) {}
+      : dims_(std::move(dims)), values_(stringCountOf(dims_)) {}
   std::string* data() { return values_.data(); }
   uint64_t size() const { return values_.size(); }
   Tensor finish() && { return Tensor::strings(std::move(dims_), std::move(values_)); }
 
  private:
-  static size_t elementCountOf(const std::vector<int64_t>& dims) {
-    size_t n = 1;
-    for (int64_t d : dims)
-      n *= static_cast<size_t>(d);
-    return n;
+  // Checked as OutTensor checks numeric outputs (AllocationRefused, K5004), and against the
+  // memory limit at the size of the empty strings alone.
+  static size_t stringCountOf(const std::vector<int64_t>& dims) {
+    auto extent = checkTensorExtent(dims, 8 * sizeof(std::string), "string",
+                                    ErrorCode::RuntimeOutOfMemory, "its output");
+    if (!extent) throw AllocationRefused(extent.status().message());
+    checkAllocationLimit(extent->bytes);
+    return extent->elements;
   }
   std::vector<int64_t> dims_;
   std::vector<std::string> values_;
 };
 
-inline uint64_t countOf(const std::vector<int64_t>& dims) {
-  uint64_t n = 1;
-  for (int64_t d : dims)
-    n *= static_cast<uint64_t>(d);
-  return n;
-}
+// Element count of dims (outputElementCount: an overflow is K5004 for the node).
+inline uint64_t countOf(const std::vector<int64_t>& dims) { return outputElementCount(dims); }
 
 // Copies the elements of a strided view of src (offset + sum idx[k] * strides[k]) into dst in
 // row-major order of dims. Strides may be 0 (broadcast) or negative (reversed).

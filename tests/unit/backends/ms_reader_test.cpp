@@ -645,3 +645,18 @@ TEST(MsReader, ExternalWeightsStayInTheModelFolder) {
   EXPECT_TRUE(modelNaming("sub/inside.bin"));
   fs::remove_all(root);
 }
+
+// Dims of 65536^4 wrap to 0 elements in 64 bits; the old reader took the tensor, so a run would
+// have handed kernels a shape far larger than any data.
+TEST(MsReader, DimsWhoseElementCountOverflowsAreInvalid) {
+  MsBuilder b;
+  uint32_t tx = b.activation("x", {65536, 65536, 65536, 65536});
+  uint32_t ty = b.activation("y", {65536, 65536, 65536, 65536});
+  b.node("relu", fb::PrimitiveType_Activation, fb::CreateActivation(b.fbb, fb::ActivationType_RELU),
+         {tx}, {ty});
+  auto model = readBuffer(b.finish({tx}, {ty}));
+  ASSERT_FALSE(model);
+  EXPECT_EQ(model.status().code(), ErrorCode::MsFileInvalid);
+  EXPECT_EQ(model.status().message(),
+            "test.ms: tensor 'x': element count of [65536,65536,65536,65536] overflows");
+}

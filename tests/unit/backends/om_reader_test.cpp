@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/backends/om.h"
+// raiseModelDef reads a ModelDef built here without the container around it.
+#include "../../../src/backends/om/om_internal.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -145,4 +147,71 @@ TEST(OmReader, DamagedCopiesAreInvalid) {
     EXPECT_FALSE(dumpOmFile(path)) << c.tag;
     fs::remove(path);
   }
+}
+
+// A Data op whose desc is [2^32, 2^32]: the old reader raised it as a graph input of that shape.
+TEST(OmReader, DescDimsWhoseElementCountOverflowsAreInvalid) {
+  ge::proto::ModelDef def;
+  ge::proto::GraphDef* graph = def.add_graph();
+  graph->set_name("g");
+  ge::proto::OpDef* data = graph->add_op();
+  data->set_name("x");
+  data->set_type("Data");
+  ge::proto::TensorDescriptor* desc = data->add_output_desc();
+  desc->set_dtype(ge::proto::DT_FLOAT);
+  desc->set_layout("ND");
+  desc->mutable_shape()->add_dim(4294967296);
+  desc->mutable_shape()->add_dim(4294967296);
+  ge::proto::OpDef* out = graph->add_op();
+  out->set_name("out");
+  out->set_type("NetOutput");
+  out->add_input("x:0");
+  *out->add_input_desc() = *desc;
+  auto model = om::raiseModelDef(def, nullptr, 0, ".", "test.om");
+  ASSERT_FALSE(model);
+  EXPECT_EQ(model.status().code(), ErrorCode::OmFileInvalid);
+  EXPECT_EQ(model.status().message(), "test.om: op 'x' (type Data): output desc 0: element count "
+                                      "of [4294967296,4294967296] overflows");
+}
+
+// A Relu chain listed backwards (each op before the op it reads): raised in dependency order, in
+// time linear in the ops (the reader once re-scanned every waiting op per sweep, one sweep per
+// op here, so 20,000 ops took 2 * 10^8 scans).
+TEST(OmReader, AChainListedBackwardsIsRaisedInOrder) {
+  constexpr int kOps = 20000;
+  ge::proto::ModelDef def;
+  ge::proto::GraphDef* graph = def.add_graph();
+  graph->set_name("g");
+  ge::proto::TensorDescriptor desc;
+  desc.set_dtype(ge::proto::DT_FLOAT);
+  desc.set_layout("ND");
+  desc.mutable_shape()->add_dim(1);
+  desc.mutable_shape()->add_dim(4);
+  ge::proto::OpDef* data = graph->add_op();
+  data->set_name("x");
+  data->set_type("Data");
+  *data->add_output_desc() = desc;
+  for (int i = kOps - 1; i >= 0; --i) {
+    ge::proto::OpDef* relu = graph->add_op();
+    relu->set_name("r" + std::to_string(i));
+    relu->set_type("Relu");
+    relu->add_input(i == 0 ? "x:0" : "r" + std::to_string(i - 1) + ":0");
+    *relu->add_input_desc() = desc;
+    *relu->add_output_desc() = desc;
+  }
+  ge::proto::OpDef* out = graph->add_op();
+  out->set_name("out");
+  out->set_type("NetOutput");
+  out->add_input("r" + std::to_string(kOps - 1) + ":0");
+  *out->add_input_desc() = desc;
+  auto model = om::raiseModelDef(def, nullptr, 0, ".", "chain.om");
+  ASSERT_TRUE(model) << model.status().toString();
+  ASSERT_EQ(model->graph->nodeCount(), size_t{kOps});
+  const Value* previous = model->graph->inputs().at(0);
+  for (const auto& node : model->graph->nodes()) {
+    ASSERT_EQ(node->opType(), "Relu");
+    ASSERT_EQ(node->input(0), previous);
+    previous = node->output(0);
+  }
+  EXPECT_EQ(model->graph->outputs().at(0), previous);
 }

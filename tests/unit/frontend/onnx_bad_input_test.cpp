@@ -284,6 +284,24 @@ TEST_F(OnnxBadInput, ByteSizeOverflows) {
   expectError(path, ErrorCode::SizeOverflow, {"tensor 'W'", "overflow the byte size"}, "dims");
 }
 
+// A graph input's static dims wrap (2^32 x 2^32): taken as a shape, kernels and writers would
+// compute a wrapped size from it.
+TEST_F(OnnxBadInput, GraphInputElementCountOverflows) {
+  onnx::ModelProto model = addModel();
+  auto* shape = model.mutable_graph()
+                    ->mutable_input(0)
+                    ->mutable_type()
+                    ->mutable_tensor_type()
+                    ->mutable_shape();
+  shape->clear_dim();
+  shape->add_dim()->set_dim_value(int64_t{1} << 32);
+  shape->add_dim()->set_dim_param("N");
+  shape->add_dim()->set_dim_value(int64_t{1} << 32);
+  auto path = writeModel("overflow_input.onnx", model);
+  expectError(path, ErrorCode::SizeOverflow,
+              {"'X'", "element count of [4294967296,N,4294967296] overflows"}, "dims");
+}
+
 TEST_F(OnnxBadInput, RawDataSizeDisagrees) {
   onnx::ModelProto model = addModel();
   weight(model)->set_dims(0, 3); // 3 floats need 12 bytes; raw_data holds 8
