@@ -1,5 +1,6 @@
 // --precision-report: the precision passes' decisions as JSON.
 #include "kiln/passes/precision_report.h"
+#include "kiln/support/json_text.h"
 
 #include <nlohmann/json.hpp>
 
@@ -47,7 +48,7 @@ std::string precisionReportToJson(const PrecisionReport& report) {
     skipped.push_back(
         {{"weight", s.weight}, {"node", s.node}, {"op_type", s.opType}, {"reason", s.reason}});
   out["weights_skipped"] = std::move(skipped);
-  return out.dump(2) + "\n";
+  return jsonText(out, 2) + "\n";
 }
 
 Status writePrecisionReport(const PrecisionReport& report, const std::string& path) {

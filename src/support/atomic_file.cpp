@@ -15,6 +15,12 @@ namespace kiln {
 
 Status writeFileAtomically(const std::string& path,
                            const std::function<Status(std::ostream&)>& write) {
+  return writeFileAtomically(path, write, nullptr);
+}
+
+Status writeFileAtomically(const std::string& path,
+                           const std::function<Status(std::ostream&)>& write,
+                           const std::function<Status(const std::string& writtenPath)>& verify) {
   namespace fs = std::filesystem;
   fs::path target(path);
   fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -38,6 +44,7 @@ Status writeFileAtomically(const std::string& path,
       status = makeError(ErrorCode::FileWriteFailed, "check free disk space",
                          "writing '{}' failed: {}", path, std::strerror(errno));
   } // the filebuf closes fd
+  if (status.isOk() && verify) status = verify(pattern);
   if (status.isOk() && std::rename(pattern.c_str(), path.c_str()) != 0)
     status = makeError(ErrorCode::FileWriteFailed, "check the output path",
                        "cannot rename onto '{}': {}", path, std::strerror(errno));

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/backends/ms.h"
+#include "kiln/support/json_text.h"
 #include "kiln/support/mapped_file.h"
 #include "kiln_proto/ms_model_generated.h"
 
@@ -243,7 +244,7 @@ std::string dimsText(const json& dims) {
 
 Expected<std::string> dumpMsFile(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(json out, msJson(path));
-  return out.dump(2) + "\n";
+  return jsonText(out, 2) + "\n";
 }
 
 Expected<std::string> summarizeMsFile(const std::string& path) {

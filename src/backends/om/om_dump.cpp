@@ -10,6 +10,7 @@
 #include <google/protobuf/unknown_field_set.h>
 #include <nlohmann/json.hpp>
 
+#include "kiln/support/json_text.h"
 #include "kiln_proto/task.pb.h"
 #include "om_internal.h"
 
@@ -430,7 +431,7 @@ Expected<std::string> dumpOmFile(const std::string& path) {
   om::Json body = om::containerJson(loaded->bytes.data(), loaded->bytes.size(), path, 0);
   for (auto& [k, v] : body.items())
     out[k] = v;
-  return out.dump(2) + "\n";
+  return jsonText(out, 2) + "\n";
 }
 
 Expected<std::string> summarizeOmFile(const std::string& path) {
@@ -486,7 +487,7 @@ Expected<std::string> omToJson(const std::string& path) {
   if (loaded->modelDefs.empty())
     return Status(ErrorCode::OmFileInvalid, fmt::format("{}: no MODEL_DEF partition", path),
                   "the file is damaged; convert the model again");
-  return om::messageJson(loaded->modelDefs.front()).dump(4) + "\n";
+  return jsonText(om::messageJson(loaded->modelDefs.front()), 4) + "\n";
 }
 
 Expected<std::string> omInfoText(const std::string& path) {

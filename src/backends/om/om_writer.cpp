@@ -2,6 +2,7 @@
 // and TASK_INFO in the order ATC writes them, behind the 256-byte header and a wide table.
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <ostream>
 #include <system_error>
 
@@ -10,6 +11,8 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "kiln/support/atomic_file.h"
+#include "kiln/support/display.h"
+#include "kiln/support/mapped_file.h"
 #include "kiln/support/progress.h"
 #include "kiln_proto/task.pb.h"
 #include "om_internal.h"
@@ -128,9 +131,39 @@ struct Prepared {
   uint64_t fileSize = 0;
 };
 
+// The first `string` field under `message` (recursively) that is not UTF-8, as "path: value".
+// protobuf parsers refuse such a ModelDef (`string` fields must be UTF-8), so neither kiln's .om
+// reader nor CANN's would load the file.
+std::optional<std::string> findNonUtf8String(const google::protobuf::Message& message,
+                                             const std::string& path) {
+  using google::protobuf::FieldDescriptor;
+  const auto* reflection = message.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const FieldDescriptor* field : fields) {
+    const std::string here = path.empty() ? field->name() : path + "." + field->name();
+    const int count = field->is_repeated() ? reflection->FieldSize(message, field) : 1;
+    for (int i = 0; i < count; ++i) {
+      if (field->type() == FieldDescriptor::TYPE_STRING) {
+        std::string scratch;
+        const std::string& text =
+            field->is_repeated()
+                ? reflection->GetRepeatedStringReference(message, field, i, &scratch)
+                : reflection->GetStringReference(message, field, &scratch);
+        if (!isValidUtf8(text)) return fmt::format("{}: '{}'", here, displayName(text));
+      } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        const auto& child = field->is_repeated() ? reflection->GetRepeatedMessage(message, field, i)
+                                                 : reflection->GetMessage(message, field);
+        if (auto found = findNonUtf8String(child, here)) return found;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 Expected<Prepared> prepare(const Model& model, const OmWriteOptions& options) {
-  auto lowered = options.gears ? lowerGearModels(*options.gears, options)
-                               : lowerModel(model, options);
+  auto lowered =
+      options.gears ? lowerGearModels(*options.gears, options) : lowerModel(model, options);
   if (!lowered) return lowered.status();
   Prepared p;
   p.lowered = lowered.take();
@@ -169,6 +202,12 @@ Expected<Prepared> prepare(const Model& model, const OmWriteOptions& options) {
   for (const auto& [key, value] : options.modelAttributes)
     attrs[key] = attrS(value);
 
+  if (auto bad = findNonUtf8String(l.modelDef, ""))
+    return Status(ErrorCode::OmLowerBadAttribute,
+                  fmt::format("a name or string in the model is not valid UTF-8, which .om "
+                              "string fields require ({})",
+                              *bad),
+                  "rename the node, value or attribute in the ONNX model to UTF-8 text");
   p.partitions.emplace_back(kModelInoutInfo, inoutInfo(l));
   p.partitions.emplace_back(kModelDef, serializeDeterministic(l.modelDef));
   if (!l.weights.empty()) p.partitions.emplace_back(kWeightsData, std::string());
@@ -227,6 +266,19 @@ bool emitOm(const Prepared& p, const ByteSink& sink) {
 Status writeFailed(const std::string& path) {
   return Status(ErrorCode::FileWriteFailed, fmt::format("{}: write failed", path),
                 "check free space and permissions");
+}
+
+// Reads the written file (`written`, the temp file beside `target`) with kiln's own .om reader,
+// weights mapped rather than copied: a file it refuses never takes the target's place.
+Status readBack(const std::string& written, const std::string& target) {
+  auto file = MappedFile::open(written);
+  if (!file) return file.status();
+  auto model = readOmBuffer((*file)->data(), (*file)->size(), target);
+  if (model) return Status::ok();
+  return Status(ErrorCode::Internal,
+                fmt::format("the .om written for '{}' does not read back: {}", target,
+                            model.status().toString()),
+                "report it with the model and the command line; nothing was written");
 }
 
 // Streams pieces of output to `os`; counts what went through for the progress line.
@@ -291,7 +343,7 @@ Status writeOmFile(const Model& model, const OmWriteOptions& options, const std:
     }
     Status s = writeFileAtomically(target.string(), [&](std::ostream& os) {
       return source.emit(om::streamSink(os, progress)) ? Status::ok()
-                                                        : om::writeFailed(target.string());
+                                                       : om::writeFailed(target.string());
     });
     if (!s) {
       undo();
@@ -299,9 +351,12 @@ Status writeOmFile(const Model& model, const OmWriteOptions& options, const std:
     }
     written.push_back(target);
   }
-  Status s = writeFileAtomically(path, [&](std::ostream& os) {
-    return om::emitOm(p, om::streamSink(os, progress)) ? Status::ok() : om::writeFailed(path);
-  });
+  Status s = writeFileAtomically(
+      path,
+      [&](std::ostream& os) {
+        return om::emitOm(p, om::streamSink(os, progress)) ? Status::ok() : om::writeFailed(path);
+      },
+      [&](const std::string& written) { return om::readBack(written, path); });
   if (!s) undo();
   progress.finish();
   return s;

@@ -17,6 +17,7 @@
 
 #include "kiln/frontend/onnx.h"
 #include "kiln/ir/verifier.h"
+#include "kiln/support/display.h"
 #include "ops/attributes.h"
 #include "wire_scan.h"
 
@@ -30,10 +31,11 @@ using onnx_import::ScannedInitializer;
 // The label every message gives a node (as lowering::nodeLabel): its name, else its first named
 // output.
 std::string nodeLabel(const onnx::NodeProto& node) {
-  if (!node.name().empty()) return fmt::format("node '{}' ({})", node.name(), node.op_type());
+  const std::string opType = displayName(node.op_type());
+  if (!node.name().empty()) return fmt::format("node '{}' ({})", displayName(node.name()), opType);
   for (const auto& out : node.output())
-    if (!out.empty()) return fmt::format("node producing '{}' ({})", out, node.op_type());
-  return fmt::format("unnamed node ({})", node.op_type());
+    if (!out.empty()) return fmt::format("node producing '{}' ({})", displayName(out), opType);
+  return fmt::format("unnamed node ({})", opType);
 }
 
 // Everything a subgraph reads from enclosing scopes: drives topological order of the node holding
@@ -585,15 +587,13 @@ class Importer {
         if (!name.empty() && graph.findLocalValue(name))
           return makeError(ErrorCode::DuplicateName, "give each new value a new name",
                            "{}: {} redefines '{}'", graphText, nodeLabel(*nodeProto), name);
-      KILN_ASSIGN_OR_RETURN(Node * node,
-                            addNode(graph, anchor, *nodeProto, graphText, &locations));
+      KILN_ASSIGN_OR_RETURN(Node * node, addNode(graph, anchor, *nodeProto, graphText, &locations));
       added.push_back(node);
     }
     return added;
   }
 
  private:
-
   Expected<GraphPtr> buildGraph(const onnx::GraphProto& proto, Graph* parent,
                                 const std::vector<ScannedInitializer>* scanned) {
     auto graph = std::make_shared<Graph>(proto.name(), parent);
@@ -707,8 +707,7 @@ bool looksLikeText(const uint8_t* data, size_t size) {
 std::string otherModelFormat(const uint8_t* data, size_t size) {
   if (size >= 4 && std::memcmp(data, "IMOD", 4) == 0)
     return "an Ascend .om (offline model: IMOD header)";
-  if (size >= 8 && std::memcmp(data + 4, "MSL", 3) == 0)
-    return "a MindSpore Lite .ms model";
+  if (size >= 8 && std::memcmp(data + 4, "MSL", 3) == 0) return "a MindSpore Lite .ms model";
   return "";
 }
 
