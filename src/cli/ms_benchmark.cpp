@@ -106,17 +106,14 @@ template <typename T> bool parseNumber(const std::string& text, T& value) {
   return ec == std::errc() && end == text.data() + text.size();
 }
 
-// Bytes of a tensor of `type` and `dims`, or nothing when the count does not fit in int64 (dims
-// come from the command line and from files). A local check until the shared checked-arithmetic
-// helper lands.
+// Bytes of a tensor of `type` and `dims`, or nothing when they do not fit in int64 (dims come
+// from the command line and from model files; the tensor code would get a 0-byte buffer).
 std::optional<uint64_t> staticByteSize(DType type, const std::vector<int64_t>& dims) {
-  constexpr uint64_t kLimit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-  uint64_t bytes = static_cast<uint64_t>(std::max(dtypeBits(type), 8) / 8);
-  for (int64_t d : dims) {
-    if (d < 0) return std::nullopt;
-    if (d != 0 && bytes > kLimit / static_cast<uint64_t>(d)) return std::nullopt;
-    bytes *= static_cast<uint64_t>(d);
-  }
+  auto count = checkedElementCount(dims);
+  if (!count) return std::nullopt;
+  auto bytes = dtypeStorageBytes(type, *count);
+  if (!bytes || *bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return std::nullopt;
   return bytes;
 }
 
