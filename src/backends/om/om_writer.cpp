@@ -268,17 +268,25 @@ Status writeFailed(const std::string& path) {
                 "check free space and permissions");
 }
 
-// Reads the written file (`written`, the temp file beside `target`) with kiln's own .om reader,
-// weights mapped rather than copied: a file it refuses never takes the target's place.
+// Checks the written file (`written`, the temp file beside `target`) as kiln's .om reader first
+// does: the container, its partition table and each MODEL_DEF parsed as a ModelDef. The weights
+// are not read again (they can be gigabytes), so this costs about what the ModelDef does.
 Status readBack(const std::string& written, const std::string& target) {
   auto file = MappedFile::open(written);
   if (!file) return file.status();
-  auto model = readOmBuffer((*file)->data(), (*file)->size(), target);
-  if (model) return Status::ok();
-  return Status(ErrorCode::Internal,
-                fmt::format("the .om written for '{}' does not read back: {}", target,
-                            model.status().toString()),
-                "report it with the model and the command line; nothing was written");
+  Status problem;
+  auto container = parseContainer((*file)->data(), (*file)->size(), target);
+  if (!container) problem = container.status();
+  for (size_t i = 0; problem.isOk() && i < container->blocks.size(); ++i)
+    if (const Partition* def = container->blocks[i].find(kModelDef)) {
+      auto parsed = parseModelDef(*def, target);
+      if (!parsed) problem = parsed.status();
+    }
+  if (problem.isOk()) return problem;
+  return Status(
+      ErrorCode::Internal,
+      fmt::format("the .om written for '{}' does not read back: {}", target, problem.toString()),
+      "report it with the model and the command line; nothing was written");
 }
 
 // Streams pieces of output to `os`; counts what went through for the progress line.
