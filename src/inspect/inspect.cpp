@@ -1,7 +1,5 @@
 // Model summaries shared by `kiln inspect` text and JSON output.
 #include "kiln/inspect.h"
-#include "kiln/support/display.h"
-#include "kiln/support/json_text.h"
 
 #include <filesystem>
 #include <map>
@@ -12,6 +10,8 @@
 #include "kiln/backends/target.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/ir/printer.h"
+#include "kiln/support/display.h"
+#include "kiln/support/json_text.h"
 
 namespace kiln {
 namespace {

@@ -1,10 +1,10 @@
 // --precision-report: the precision passes' decisions as JSON.
 #include "kiln/passes/precision_report.h"
-#include "kiln/support/json_text.h"
 
 #include <nlohmann/json.hpp>
 
 #include "kiln/support/atomic_file.h"
+#include "kiln/support/json_text.h"
 
 namespace kiln {
 

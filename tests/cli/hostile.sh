@@ -75,6 +75,9 @@ lineIs "atc: the block escapes the name" stdout "        $forgedLabel on Ascend3
 run "$kiln" check forged.onnx --target ms
 tidy "kiln check: forged node name" 1
 lineIs "kiln check: the report escapes the name" stdout "unsupported: node 'a\\nK0000: forged\\x1b[31m' (Bogus, opset 17): no lowering for ONNX Bogus"
+run "$kiln" run forged.onnx --output-dir run_out
+tidy "kiln run: forged node name" 1
+lineIs "kiln run: K5001 escapes the name" stderr "kiln: error K5001: no CPU kernel for 1 op type(s) [Bogus], used by 'a\\nK0000: forged\\x1b[31m' (Bogus). Fix: these ops cannot be executed yet"
 run "$kiln" inspect forged_op.onnx
 tidy "kiln inspect: forged op type" 0
 lineIs "kiln inspect: op histogram escapes the op type" stdout '  Evil\nK0000: forged      1'
@@ -88,6 +91,9 @@ run "$atc" "${soc[@]}" --model=huge.onnx --output=huge
 tidy "atc: 10 MB name is capped" 255
 run "$kiln" check huge.onnx --target om:Ascend310P3
 tidy "kiln check: 10 MB name is capped" 1
+run "$kiln" run huge.onnx --output-dir run_out
+tidy "kiln run: 10 MB name is capped" 1
+lineIs "kiln run: the capped name keeps the rest of the line" stderr "kiln: error K5001: no CPU kernel for 1 op type(s) [Bogus], used by '$(printf 'n%.0s' $(seq 256))$capped' (Bogus). Fix: these ops cannot be executed yet"
 
 # --- atc's stderr carries ATC's code and message, not only stdout's block
 printf 'hello\n' >text.onnx
