@@ -1,4 +1,4 @@
-// Escaping and capping of model-derived text for messages, and UTF-8 repair for JSON/protobuf.
+// Escaping and capping of model-derived text for messages, and the UTF-8 check for protobuf.
 #include "kiln/support/display.h"
 
 #include <fmt/format.h>
@@ -110,24 +110,6 @@ bool isValidUtf8(std::string_view text) {
     pos += length;
   }
   return true;
-}
-
-std::string validUtf8(std::string_view text) {
-  if (isValidUtf8(text)) return std::string(text);
-  std::string out;
-  out.reserve(text.size() + 8);
-  char32_t codePoint = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    const size_t length = decodeUtf8(text, pos, codePoint);
-    if (length == 0) {
-      out += "\xEF\xBF\xBD"; // U+FFFD REPLACEMENT CHARACTER
-      pos += 1;
-    } else {
-      out.append(text.substr(pos, length));
-      pos += length;
-    }
-  }
-  return out;
 }
 
 } // namespace kiln

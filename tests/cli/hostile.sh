@@ -82,6 +82,18 @@ run "$kiln" inspect forged_op.onnx
 tidy "kiln inspect: forged op type" 0
 lineIs "kiln inspect: op histogram escapes the op type" stdout '  Evil\nK0000: forged      1'
 
+# Names read from .ms/.om files are escaped in `kiln inspect` too (an OSC title sequence here).
+model osc_input.onnx --input 'x\x1b]0;pwned\x07'
+"$converter" --fmk=ONNX --modelFile=osc_input.onnx --outputFile=osc_input >/dev/null 2>&1
+"$atc" "${soc[@]}" --model=osc_input.onnx --output=osc_input >/dev/null 2>&1
+run "$kiln" inspect osc_input.ms
+tidy "kiln inspect .ms: escape in an input name" 0
+lineIs "kiln inspect .ms: the name is escaped" stdout '  x\x1b]0;pwned\x07 [1,4] dataType 43'
+run "$kiln" inspect osc_input.om
+tidy "kiln inspect .om: escape in an input name" 0
+lineIs "kiln inspect .om: the name is escaped" stdout '    input  x\x1b]0;pwned\x07 DT_FLOAT [1,4]'
+readsBack "the .ms and .om with an escape in a name read back" "$kiln" osc_input.ms osc_input.om
+
 capped="... (10485760 bytes)"
 run "$converter" --fmk=ONNX --modelFile=huge.onnx --outputFile=huge
 tidy "converter_lite: 10 MB name is capped" 212

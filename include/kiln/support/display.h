@@ -21,11 +21,8 @@ std::string displayName(std::string_view text, size_t maxBytes = kDisplayNameMax
 // A whole message line escaped as displayName does, cut after `maxBytes` of the original.
 std::string displayLine(std::string_view text, size_t maxBytes = kDisplayLineMaxBytes);
 
-// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF):
+// what protobuf `string` fields must hold.
 bool isValidUtf8(std::string_view text);
-
-// `text` with each ill-formed UTF-8 sequence replaced by U+FFFD: for formats whose strings must be
-// UTF-8 (JSON, protobuf `string` fields).
-std::string validUtf8(std::string_view text);
 
 } // namespace kiln

@@ -1,10 +1,13 @@
-// displayName/displayLine/validUtf8: model-derived text cannot forge lines, drive the terminal or
-// flood the log, and what JSON/protobuf get is UTF-8.
+// displayName/displayLine/isValidUtf8/jsonText: model-derived text cannot forge lines, drive the
+// terminal or flood the log, and what JSON/protobuf get is UTF-8.
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "kiln/support/display.h"
+#include "kiln/support/json_text.h"
 #include "kiln/support/status.h"
 
 namespace kiln {
@@ -54,16 +57,19 @@ TEST(DisplayLine, CapsTheWholeLine) {
   EXPECT_EQ(shown.find('\n'), std::string::npos);
 }
 
-TEST(ValidUtf8, ReplacesEachBadSequence) {
-  EXPECT_TRUE(isValidUtf8("plain ü 图"));
+TEST(IsValidUtf8, RefusesEachIllFormedSequence) {
+  EXPECT_TRUE(isValidUtf8("plain ü 图 😀"));
   EXPECT_FALSE(isValidUtf8("a\xff"));
   EXPECT_FALSE(isValidUtf8("\xf4\x90\x80\x80")); // past U+10FFFF
-  EXPECT_EQ(validUtf8("a\xff"
-                      "b"),
-            "a\xef\xbf\xbd"
-            "b");
-  EXPECT_EQ(validUtf8("ok"), "ok");
-  EXPECT_TRUE(isValidUtf8(validUtf8("\xc0\xaf\xed\xa0\x80x\xe2\x82")));
+  EXPECT_FALSE(isValidUtf8("\xc0\xaf"));         // overlong '/'
+  EXPECT_FALSE(isValidUtf8("\xed\xa0\x80"));     // surrogate
+  EXPECT_FALSE(isValidUtf8("cut\xe2\x82"));      // truncated
+}
+
+// JSON of names that are not UTF-8 is written, not thrown on (atc mode 3 used to abort).
+TEST(JsonText, ReplacesIllFormedUtf8) {
+  nlohmann::json doc = {{"name", "n\xff\xfe"}};
+  EXPECT_EQ(jsonText(doc, -1), "{\"name\":\"n\xef\xbf\xbd\xef\xbf\xbd\"}");
 }
 
 // The one line users see cannot be split or flooded by a name inside the message.
