@@ -118,8 +118,13 @@ lineIs "atc: stderr has E13005 and its message" stderr "atc: error K8001 (E13005
 # --- class 5: names that are not UTF-8 give JSON, not an abort
 rm -f check_result.json # mode 0's refusals above write one too
 run "$atc" "${soc[@]}" --mode=3 --model=not_utf8.onnx
-tidy "atc mode 3: name not UTF-8" 0
+tidy "atc mode 3: name not UTF-8" 255
 validJson "atc mode 3: check_result.json parses" check_result.json
+if python3 -c 'import json,sys; d=json.load(open("check_result.json", encoding="utf-8")); op=d["op"][1]
+sys.exit(not (d["result"] == "failed" and op["name"] == "n\ufffd\ufffd" and
+              "not valid UTF-8" in op["cause"][0]["message"]))' 2>/dev/null; then
+  pass "atc mode 3: reports the name mode 0 refuses"
+else fail "atc mode 3: reports the name mode 0 refuses" "$(head -c 600 check_result.json)"; fi
 run "$kiln" inspect --json not_utf8_input.onnx
 tidy "kiln inspect --json: input name not UTF-8" 0
 validJson "kiln inspect --json parses" stdout
@@ -132,7 +137,7 @@ validJson "atc mode 1: JSON parses" not_utf8.json
 # --- class 8: what atc/converter_lite write reads back; what it cannot, they refuse
 run "$atc" "${soc[@]}" --model=not_utf8.onnx --output=not_utf8
 tidy "atc: name not UTF-8 refused" 255
-lineIs "atc: refusal names the string" stderr "atc: error K8102 (E19999): a name or string in the model is not valid UTF-8, which .om string fields require (graph.op.name: 'n\\xff\\xfe'). Fix: rename the node, value or attribute in the ONNX model to UTF-8 text"
+lineIs "atc: refusal names the node" stderr "atc: error K8101 (EZ3003): No supported Ops kernel and engine are found for [n\\xff\\xfe], optype [Relu]. node 'n\\xff\\xfe' (Relu) on Ascend310P3: its name or op type is not valid UTF-8, which .om string fields require. Fix: replace the ops in the exporter; \`atc --mode=3\` or \`kiln check MODEL --target om:Ascend310P3\` lists them all"
 [ ! -e not_utf8.om ] && pass "atc: no .om for a name not UTF-8" ||
   fail "atc: no .om for a name not UTF-8" "not_utf8.om written"
 run "$converter" --fmk=ONNX --modelFile=not_utf8.onnx --outputFile=not_utf8

@@ -4,6 +4,7 @@ names hold hostile bytes: forged log lines, terminal escapes, invalid UTF-8, 10 
 Encodes the protobuf by hand so the tests need no onnx package.
 
 usage: hostile_model.py OUT.onnx [--name TEXT] [--op TYPE] [--input NAME] [--output NAME]
+                        [--graph NAME]
 TEXT, TYPE and NAME take Python escapes (\\n, \\x1b, \\xff); "huge:N:C" is N bytes of C."""
 import sys
 
@@ -44,14 +45,14 @@ def value_info(name):
 
 def main(argv):
     out = argv[1]
-    options = {"--name": "n", "--op": "Relu", "--input": "x", "--output": "y"}
+    options = {"--name": "n", "--op": "Relu", "--input": "x", "--output": "y", "--graph": "g"}
     rest = argv[2:]
     for flag, value in zip(rest[::2], rest[1::2]):
         options[flag] = value
     name, op = decode(options["--name"]), decode(options["--op"])
     x, y = decode(options["--input"]), decode(options["--output"])
     node = field(1, x) + field(2, y) + field(3, name) + field(4, op)
-    graph = field(1, node) + field(2, b"g") + field(11, value_info(x)) + field(12, value_info(y))
+    graph = field(1, node) + field(2, decode(options["--graph"])) + field(11, value_info(x)) + field(12, value_info(y))
     opset = field(1, b"") + number_field(2, 17)
     model = number_field(1, 8) + field(8, opset) + field(7, graph)
     with open(out, "wb") as f:

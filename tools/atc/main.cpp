@@ -30,20 +30,23 @@ constexpr int kFailed = 255; // ATC's ge::FAILED / -1 as an exit status
 const char* kFailLine =
     "ATC run failed, Please check the detail log, Try 'atc --help' for more information";
 
-// The one coded line on stderr: kiln's code, ATC's code and message (the block's head when the
-// kiln error has no ATC code of its own, e.g. E10041 "Failed to load the model"), kiln's message
-// and the fix, so a log that keeps only stderr still says what failed.
+// The one coded line on stderr: kiln's code, ATC's code and message (the block's head, e.g. E10041
+// "Failed to load the model" when kiln's error has no ATC code of its own), then kiln's own words
+// on the first problem and the fix, so a log that keeps only stderr still says what failed.
 std::string stderrLine(const kiln::Status& status, const std::vector<kiln::Status>& errors) {
-  if (!status.peerCode().empty()) return status.toString();
+  const kiln::Status* head = status.peerCode().empty() ? nullptr : &status;
+  const kiln::Status* detail = nullptr;
   for (const kiln::Status& e : errors) {
-    if (e.peerCode().empty()) continue;
-    std::string message = e.message();
-    if (e.message() != status.message()) message += " " + status.message();
-    return kiln::Status(status.code(), message, status.hint())
-        .withPeerCode(e.peerCode())
-        .toString();
+    if (!head && !e.peerCode().empty()) head = &e;
+    if (!detail && e.peerCode().empty()) detail = &e;
   }
-  return status.toString();
+  if (!head) return status.toString();
+  std::string message = head->message();
+  const kiln::Status& words = detail ? *detail : status;
+  if (words.message() != head->message()) message += " " + words.message();
+  return kiln::Status(status.code(), message, status.hint())
+      .withPeerCode(head->peerCode())
+      .toString();
 }
 
 int fail(const kiln::Status& status, const std::vector<kiln::Status>& errors, bool afterRun) {
