@@ -4,16 +4,18 @@
 #include <fmt/format.h>
 
 #include "kiln/support/checked_math.h"
+#include "kiln/support/display.h"
 #include "ops/attributes.h"
 
 namespace kiln::lowering {
 
 std::string nodeLabel(const Node& node, size_t position) {
-  if (!node.name().empty()) return fmt::format("node '{}' ({})", node.name(), node.opType());
+  const std::string opType = displayName(node.opType());
+  if (!node.name().empty()) return fmt::format("node '{}' ({})", displayName(node.name()), opType);
   for (const Value* out : node.outputs())
     if (out && !out->name().empty())
-      return fmt::format("node producing '{}' ({})", out->name(), node.opType());
-  return fmt::format("node #{} ({})", position, node.opType());
+      return fmt::format("node producing '{}' ({})", displayName(out->name()), opType);
+  return fmt::format("node #{} ({})", position, opType);
 }
 
 std::string commonReason(const Node& node, const OpContext& context, bool hasRule) {

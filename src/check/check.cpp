@@ -16,6 +16,8 @@
 #include "kiln/pipelines/conversion.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/shape_spec.h"
+#include "kiln/support/display.h"
+#include "kiln/support/json_text.h"
 
 namespace kiln {
 namespace {
@@ -156,8 +158,8 @@ Expected<CheckReport> checkModel(Model& model, const CheckOptions& options) {
 }
 
 std::string NodeCheck::label() const {
-  return name.empty() ? fmt::format("node producing '{}'", firstOutput)
-                      : fmt::format("node '{}'", name);
+  return name.empty() ? fmt::format("node producing '{}'", displayName(firstOutput))
+                      : fmt::format("node '{}'", displayName(name));
 }
 
 std::string CheckReport::toText() const {
@@ -177,16 +179,16 @@ std::string CheckReport::toText() const {
     if (n.supported) continue;
     const auto& same = byReason[n.reason];
     if (same.size() < kGroupFrom) {
-      out += fmt::format("unsupported: {} ({}, opset {}): {}\n", n.label(), n.opType, n.opset,
-                         n.reason);
+      out += fmt::format("unsupported: {} ({}, opset {}): {}\n", n.label(), displayName(n.opType),
+                         n.opset, displayLine(n.reason));
       continue;
     }
     if (!grouped.insert(n.reason).second) continue;
     std::set<std::string> types;
     for (const NodeCheck* m : same)
-      types.insert(m->opType);
+      types.insert(displayName(m->opType));
     out += fmt::format("unsupported: {} nodes ({}; first {}): {}\n", same.size(),
-                       fmt::join(types, ", "), n.label(), n.reason);
+                       fmt::join(types, ", "), n.label(), displayLine(n.reason));
   }
   out += fmt::format("{} nodes checked, {} unsupported, {} other problem(s): {}\n", nodes.size(),
                      unsupportedNodes, problems.size(), ok() ? "PASS" : "FAIL");
@@ -217,7 +219,7 @@ std::string CheckReport::toJson() const {
                             {"outputs", n.outputTypes},
                             {"result", n.supported ? "success" : "failed"},
                             {"reason", n.reason}});
-  return out.dump(2) + "\n";
+  return jsonText(out, 2) + "\n";
 }
 
 } // namespace kiln

@@ -25,6 +25,7 @@
 #include "kiln/shape_spec.h"
 #include "kiln/support/atomic_file.h"
 #include "kiln/support/mapped_file.h"
+#include "kiln/support/json_text.h"
 
 namespace kiln {
 namespace {
@@ -259,7 +260,7 @@ std::string checkReportJson(const std::string& modelName, const Graph& g,
   nlohmann::json report = {{"name", modelName},   {"result", fail ? "failed" : "success"},
                            {"total", ops.size()}, {"pass", ops.size() - fail},
                            {"fail", fail},        {"op", std::move(ops)}};
-  return report.dump(2) + "\n";
+  return jsonText(report, 2) + "\n";
 }
 
 // The shared front half of modes 0 and 3: load, check inputs, fix shapes, AIPP, precision.

@@ -18,6 +18,7 @@
 #include "atc_errors.h"
 #include "kiln/backends/atc.h"
 #include "kiln/shape_spec.h"
+#include "kiln/support/display.h"
 
 namespace kiln {
 
@@ -603,14 +604,14 @@ std::string formatAtcErrorBlock(const std::vector<Status>& errors, long pid,
       }
     if (!first) return "";
     std::string out = fmt::format("{}: Inner Error!\n{}: [PID: {}] {} {}\n", first->peerCode(),
-                                  first->peerCode(), pid, timestamp, first->message());
+                                  first->peerCode(), pid, timestamp, displayLine(first->message()));
     std::set<std::string> seen = {first->peerCode() + first->message()};
     bool traceback = false;
     for (const Status& e : errors) {
       if (&e == first || !seen.insert(e.peerCode() + e.message()).second) continue;
       if (!traceback) out += "TraceBack (most recent call last):\n";
       traceback = true;
-      out += "       " + e.message() + "\n";
+      out += "       " + displayLine(e.message()) + "\n";
     }
     return out;
   }
@@ -618,14 +619,14 @@ std::string formatAtcErrorBlock(const std::vector<Status>& errors, long pid,
   auto it = atcCatalog().find(head->peerCode());
   const char* title = it != atcCatalog().end() ? it->second.title : "Invalid_Argument";
   out += fmt::format("[PID: {}] {} {}({}): {}\n", pid, timestamp, title, head->peerCode(),
-                     head->message());
+                     displayLine(head->message()));
   if (it != atcCatalog().end() && *it->second.solution)
     out += fmt::format("        Solution: {}\n", it->second.solution);
   std::vector<std::string> rest;
   std::set<std::string> seen = {head->peerCode() + head->message()};
   for (const Status& e : errors) {
     if (&e == head || !seen.insert(e.peerCode() + e.message()).second) continue;
-    rest.push_back(e.message());
+    rest.push_back(displayLine(e.message()));
   }
   if (!rest.empty()) {
     out += "TraceBack (most recent call last):\n";

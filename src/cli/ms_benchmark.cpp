@@ -8,7 +8,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -21,6 +23,7 @@
 #include "kiln/runtime/tensor_util.h"
 #include "kiln/shape_spec.h"
 #include "kiln/support/input_file.h"
+#include "kiln/support/display.h"
 #include "lite_flags.h"
 
 namespace kiln {
@@ -75,6 +78,10 @@ const std::vector<FlagSpec>& flagSpecs() {
   return specs;
 }
 
+// The most worker threads a run takes (as `kiln run --threads`): each one costs a stack and
+// scratch memory, so 100000 would only exhaust memory.
+constexpr int kMaxBenchmarkThreads = 256;
+
 Status badFlag(const std::string& message, const std::string& hint) {
   return Status(ErrorCode::BadFlag, message, hint).withPeerCode("-1");
 }
@@ -98,6 +105,17 @@ std::vector<std::string> splitAny(const std::string& s, const std::string& separ
 template <typename T> bool parseNumber(const std::string& text, T& value) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   return ec == std::errc() && end == text.data() + text.size();
+}
+
+// Bytes of a tensor of `type` and `dims`, or nothing when they do not fit in int64 (dims come
+// from the command line and from model files; the tensor code would get a 0-byte buffer).
+std::optional<uint64_t> staticByteSize(DType type, const std::vector<int64_t>& dims) {
+  auto count = checkedElementCount(dims);
+  if (!count) return std::nullopt;
+  auto bytes = dtypeStorageBytes(type, *count);
+  if (!bytes || *bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return std::nullopt;
+  return bytes;
 }
 
 // Input dims after --inputShape / --inputShapes, checked against the graph's inputs.
@@ -149,6 +167,12 @@ Status applyInputShapes(const BenchmarkOptions& options, Graph& graph) {
     }
   }
   for (auto& [in, dims] : shapes) {
+    if (!staticByteSize(in->dtype(), dims))
+      return Status(
+          ErrorCode::ShapeSpecBadDim,
+          fmt::format("input '{}': the shape given ({}) holds more bytes than a tensor can",
+                      displayName(in->name()), fmt::join(dims, ",")),
+          "give the dims the model is meant to run at");
     if (in->shape().hasRank() && in->shape().rank() != dims.size())
       return Status(ErrorCode::ShapeSpecRankMismatch,
                     fmt::format("input '{}' has rank {} ({}) but the shape given has {} dims",
@@ -160,13 +184,22 @@ Status applyInputShapes(const BenchmarkOptions& options, Graph& graph) {
     type.shape = Shape::fromStatic(dims);
     in->setType(type);
   }
-  for (Value* in : inputs)
+  for (Value* in : inputs) {
     if (!in->shape().isStatic())
       return Status(ErrorCode::RuntimeMissingInput,
                     fmt::format("The shape of input '{}' is {}, which contains a dynamic or "
                                 "negative dimension",
                                 in->name(), in->shape().toString()),
                     fmt::format("give it with --inputShape=\"{}:...\"", in->name()));
+    // The model file's own dims (a damaged .ms can say 2147483647 for each) must give a size
+    // that fits before any input is generated or read.
+    if (!staticByteSize(in->dtype(), in->shape().staticDims()))
+      return Status(
+          ErrorCode::RuntimeBadInput,
+          fmt::format("input '{}' has shape {}, which holds more bytes than a tensor can",
+                      displayName(in->name()), in->shape().toString()),
+          fmt::format("give its real shape with --inputShape=\"{}:...\"", displayName(in->name())));
+  }
   return Status::ok();
 }
 
@@ -188,20 +221,22 @@ Expected<std::map<std::string, rt::RtValue>> readInputs(const BenchmarkOptions& 
       return dataInvalid(fmt::format("input '{}' has type {}, which a raw binary file cannot hold",
                                      in->name(), dtypeName(in->dtype())),
                          "benchmark this model with generated inputs (no --inDataFile)");
+    auto required = staticByteSize(in->dtype(), in->shape().staticDims());
     auto read = readInputFile(path);
     if (!read && read.status().code() == ErrorCode::FileNotFound)
       return Status(ErrorCode::FileNotFound, fmt::format("--inDataFile: {} cannot be opened", path),
                     "check the path (files are separated by ',')");
-    if (!read) return read.status().withContext("--inDataFile");
+    if (!read) return read.status().withContext("--inDataFile").withPeerCode("-1");
     const std::string& bytes = *read;
-    rt::OutTensor tensor(in->dtype(), in->shape().staticDims());
-    if (bytes.size() != tensor.byteSize())
+    if (!required || bytes.size() != *required)
       return dataInvalid(fmt::format("Input binary file size error, required: {}, in fact: {} "
                                      "({} for input '{}' {} {})",
-                                     tensor.byteSize(), bytes.size(), path, in->name(),
+                                     required ? fmt::format("{}", *required) : "too many",
+                                     bytes.size(), path, displayName(in->name()),
                                      dtypeName(in->dtype()), in->shape().toString()),
                          "write exactly elements × sizeof(dtype) bytes per input, or fix the "
                          "shape with --inputShape");
+    rt::OutTensor tensor(in->dtype(), in->shape().staticDims());
     std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(tensor.bytes()));
     feeds[in->name()] = rt::RtValue::ofTensor(std::move(tensor).finish());
   }
@@ -265,14 +300,15 @@ Status compareOutputs(const BenchmarkOptions& options, const Model& model, const
                                      Shape::fromStatic(e.dims).toString()),
                          "regenerate the data file, or give the inputs' shapes with --inputShape");
     std::vector<float> actual = rt::toFloatVector(value.tensor);
-    out << "Data of node " << e.name << " : " << joinFirst(actual, 50) << "\n";
+    out << "Data of node " << displayName(e.name) << " : " << joinFirst(actual, 50) << "\n";
     BenchmarkTensorAccuracy accuracy = compareBenchmarkTensor(e.values, actual);
     if (accuracy.nonFinite)
       return Status(ErrorCode::BenchmarkAccuracyFailed,
                     fmt::format("output '{}' holds NaN or Inf", e.name),
                     "kiln compare --per-tensor names the first node that goes non-finite")
           .withPeerCode("-1");
-    out << fmt::format("Mean bias of node/tensor {} : {:f}%\n", e.name, accuracy.meanError * 100);
+    out << fmt::format("Mean bias of node/tensor {} : {:f}%\n", displayName(e.name),
+                       accuracy.meanError * 100);
     biasSum += accuracy.meanError;
     cosineSum += accuracy.cosine;
   }
@@ -384,9 +420,13 @@ Expected<BenchmarkOptions> parseBenchmarkArgs(const std::vector<std::string>& ar
     parseNumber(get("accuracyThreshold"), options.accuracyThreshold);
   if (given.count("cosineDistanceThreshold"))
     parseNumber(get("cosineDistanceThreshold"), options.cosineDistanceThreshold);
-  if (given.count("loopCount")) parseNumber(get("loopCount"), options.loopCount);
-  if (given.count("warmUpLoopCount")) parseNumber(get("warmUpLoopCount"), options.warmUpLoopCount);
-  if (given.count("numThreads")) parseNumber(get("numThreads"), options.numThreads);
+  // Counts must be integers that fit: "abc" or 99999999999 is an error, not the default.
+  for (auto [name, value] : {std::pair<const char*, int*>{"loopCount", &options.loopCount},
+                             {"warmUpLoopCount", &options.warmUpLoopCount},
+                             {"numThreads", &options.numThreads}})
+    if (given.count(name) && !parseNumber(get(name), *value))
+      return badFlag(fmt::format("--{}={} is not an integer", name, displayName(get(name))),
+                     fmt::format("pass --{} as a whole number", name));
   if (options.accuracyThreshold < 0)
     return badFlag(fmt::format("--accuracyThreshold={} is negative", options.accuracyThreshold),
                    "give the maximum mean bias in percent, e.g. 0.5");
@@ -403,6 +443,10 @@ Expected<BenchmarkOptions> parseBenchmarkArgs(const std::vector<std::string>& ar
     return badFlag(
         fmt::format("--numThreads={}: numThreads must be greater than 0", options.numThreads),
         "pass --numThreads=1 or more");
+  if (options.numThreads > kMaxBenchmarkThreads)
+    return badFlag(fmt::format("--numThreads={}: numThreads must be at most {}", options.numThreads,
+                               kMaxBenchmarkThreads),
+                   fmt::format("pass --numThreads from 1 to {}", kMaxBenchmarkThreads));
   if (get("device", "CPU") != "CPU")
     return Status(ErrorCode::BadFlag,
                   fmt::format("--device={}: kiln's benchmark runs on the CPU only", get("device")),
@@ -412,10 +456,20 @@ Expected<BenchmarkOptions> parseBenchmarkArgs(const std::vector<std::string>& ar
   options.inputShape = get("inputShape");
   options.timeProfiling = get("timeProfiling", "false") == "true";
   // Accepted for compatibility, with no effect: say so instead of ignoring them silently.
-  static const std::set<std::string> used = {
-      "modelFile",   "modelType",  "inDataFile", "benchmarkDataFile", "benchmarkDataType",
-      "accuracyThreshold", "cosineDistanceThreshold", "loopCount", "warmUpLoopCount",
-      "numThreads",  "device",     "inputShapes", "inputShape",       "timeProfiling"};
+  static const std::set<std::string> used = {"modelFile",
+                                             "modelType",
+                                             "inDataFile",
+                                             "benchmarkDataFile",
+                                             "benchmarkDataType",
+                                             "accuracyThreshold",
+                                             "cosineDistanceThreshold",
+                                             "loopCount",
+                                             "warmUpLoopCount",
+                                             "numThreads",
+                                             "device",
+                                             "inputShapes",
+                                             "inputShape",
+                                             "timeProfiling"};
   for (const auto& [name, value] : given) {
     if (used.count(name)) continue;
     if (name == "enableFp16" && value == "true")
@@ -429,9 +483,9 @@ Expected<BenchmarkOptions> parseBenchmarkArgs(const std::vector<std::string>& ar
                                           "executor, kiln's CPU reference executor",
                                           value));
     else
-      options.notes.push_back(fmt::format(
-          "--{}={} is accepted for compatibility and has no effect in kiln's benchmark", name,
-          value));
+      options.notes.push_back(
+          fmt::format("--{}={} is accepted for compatibility and has no effect in kiln's benchmark",
+                      name, value));
   }
   return options;
 }
@@ -558,7 +612,7 @@ Status runBenchmark(const BenchmarkOptions& options, std::ostream& out) {
       out << "-------------------------------------------------------------------------\n";
       out << fmt::format("{:<24}{:>16}{:>12}{:>16}\n", "opType", "avg(ms)", "calls", "total(ms)");
       for (const auto& [op, p] : profile)
-        out << fmt::format("{:<24}{:>16f}{:>12}{:>16f}\n", op,
+        out << fmt::format("{:<24}{:>16f}{:>12}{:>16f}\n", displayName(op),
                            p.millis / static_cast<double>(options.loopCount),
                            p.calls / static_cast<uint64_t>(options.loopCount), p.millis);
     }

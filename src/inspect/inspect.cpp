@@ -10,6 +10,8 @@
 #include "kiln/backends/target.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/ir/printer.h"
+#include "kiln/support/display.h"
+#include "kiln/support/json_text.h"
 
 namespace kiln {
 namespace {
@@ -84,20 +86,21 @@ std::string inspectText(const Model& model) {
   accumulate(*model.graph, summary);
   std::string out = fmt::format("model: {}\n", model.sourcePath);
   out += fmt::format("format: onnx (ir_version {}, producer '{}' {})\n", model.irVersion,
-                     model.producerName, model.producerVersion);
+                     displayName(model.producerName), displayName(model.producerVersion));
   out += "opsets:";
   for (const auto& opset : model.opsets)
-    out += fmt::format(" {}:{}", opset.domain.empty() ? "ai.onnx" : opset.domain, opset.version);
+    out += fmt::format(" {}:{}", opset.domain.empty() ? "ai.onnx" : displayName(opset.domain),
+                       opset.version);
   out += "\ninputs:\n";
   for (const Value* in : realInputs(*model.graph))
-    out += fmt::format("  {}: {}\n", in->name(), typeToText(in->type()));
+    out += fmt::format("  {}: {}\n", displayName(in->name()), typeToText(in->type()));
   out += "outputs:\n";
   for (const Value* o : model.graph->outputs())
-    out += fmt::format("  {}: {}\n", o->name(), typeToText(o->type()));
+    out += fmt::format("  {}: {}\n", displayName(o->name()), typeToText(o->type()));
   out += fmt::format("nodes: {} ({} subgraphs)\n", summary.nodeCount, summary.subgraphCount);
   out += "ops:\n";
   for (const auto& [op, count] : summary.opCounts)
-    out += fmt::format("  {:<24} {}\n", op, count);
+    out += fmt::format("  {:<24} {}\n", displayName(op), count);
   out += fmt::format("parameters: {} elements, {} bytes\n", summary.parameterCount,
                      summary.parameterBytes);
   return out;
@@ -125,7 +128,7 @@ std::string inspectJson(const Model& model) {
   out["subgraph_count"] = summary.subgraphCount;
   out["ops"] = summary.opCounts;
   out["parameters"] = {{"elements", summary.parameterCount}, {"bytes", summary.parameterBytes}};
-  return out.dump(2) + "\n";
+  return jsonText(out, 2) + "\n";
 }
 
 namespace {
@@ -199,8 +202,9 @@ void dotGraph(const Graph& graph, const std::string& prefix, std::string& out,
 } // namespace
 
 std::string inspectDot(const Model& model) {
-  std::string out = fmt::format("digraph {} {{\n  rankdir=TB;\n  node [fontname=\"Helvetica\"];\n",
-                                dotQuote(model.graph->name().empty() ? "model" : model.graph->name()));
+  std::string out =
+      fmt::format("digraph {} {{\n  rankdir=TB;\n  node [fontname=\"Helvetica\"];\n",
+                  dotQuote(model.graph->name().empty() ? "model" : model.graph->name()));
   std::map<const Value*, std::string> producers;
   size_t clusters = 0;
   dotGraph(*model.graph, "", out, producers, clusters);

@@ -1,5 +1,6 @@
 // IR verifier; passes run it after each step in debug builds, the importer after every import.
 #include "kiln/ir/verifier.h"
+#include "kiln/support/display.h"
 
 #include <algorithm>
 #include <unordered_set>
@@ -13,7 +14,7 @@ Status fail(const Graph& graph, const std::string& what) {
 }
 
 std::string nodeLabel(const Node& node) {
-  return fmt::format("node '{}' ({})", node.name(), node.opType());
+  return fmt::format("node '{}' ({})", displayName(node.name()), displayName(node.opType()));
 }
 
 bool isAncestor(const Graph* maybeAncestor, const Graph* graph) {

@@ -14,6 +14,7 @@
 #include "kiln/passes/pass.h"
 #include "kiln/passes/shape_conflicts.h"
 #include "ops/validate.h"
+#include "kiln/support/display.h"
 
 namespace kiln {
 namespace {
@@ -148,8 +149,7 @@ std::string staticShapeConflict(const Node& node, const Model& model) {
   if (!(node.domain().empty() || node.domain() == "ai.onnx") || !node.subgraphs().empty())
     return "";
   const int64_t opset = model.opsetVersion("");
-  if (!onnx::OpSchemaRegistry::Schema(node.opType(), static_cast<int>(opset), ""))
-    return "";
+  if (!onnx::OpSchemaRegistry::Schema(node.opType(), static_cast<int>(opset), "")) return "";
   onnx::ModelProto proto;
   proto.set_ir_version(8);
   auto* import = proto.add_opset_import();
@@ -182,7 +182,8 @@ std::string staticShapeConflict(const Node& node, const Model& model) {
   } catch (const std::exception& e) {
     std::string text = e.what();
     // "... (op_type:T, node name: N): [ShapeInferenceError] text": keep the text.
-    if (size_t kind = text.rfind("Error] "); kind != std::string::npos) text = text.substr(kind + 7);
+    if (size_t kind = text.rfind("Error] "); kind != std::string::npos)
+      text = text.substr(kind + 7);
     while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
       text.pop_back();
     return text;
@@ -251,8 +252,9 @@ std::vector<ShapeConflict> shapeConflicts(const Model& model) {
     std::string opType = head.substr(0, head.find(','));
     size_t named = head.find("node name: ");
     std::string node = named == std::string::npos ? "" : head.substr(named + 11);
-    std::string who = node.empty() ? fmt::format("a {} node", opType)
-                                   : fmt::format("node '{}' ({})", node, opType);
+    std::string who = node.empty()
+                          ? fmt::format("a {} node", displayName(opType))
+                          : fmt::format("node '{}' ({})", displayName(node), displayName(opType));
     out.push_back(
         {node, opType, Status(ErrorCode::ShapeConflict, fmt::format("{}: {}", who, text), hint)});
     at = next;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/support/atomic_file.h"
+#include "kiln/support/json_text.h"
 
 namespace kiln {
 
@@ -47,7 +48,7 @@ std::string precisionReportToJson(const PrecisionReport& report) {
     skipped.push_back(
         {{"weight", s.weight}, {"node", s.node}, {"op_type", s.opType}, {"reason", s.reason}});
   out["weights_skipped"] = std::move(skipped);
-  return out.dump(2) + "\n";
+  return jsonText(out, 2) + "\n";
 }
 
 Status writePrecisionReport(const PrecisionReport& report, const std::string& path) {

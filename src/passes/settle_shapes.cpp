@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "kiln/passes/pass.h"
+#include "kiln/support/display.h"
 
 namespace kiln {
 namespace {
@@ -42,7 +43,8 @@ void reportDynamic(const Graph& graph, PassContext& context) {
     for (const Value* out : node->outputs()) {
       if (!out || out->type().kind != TypeKind::Tensor || isStaticTensor(out)) continue;
       std::string origin = inherited.empty()
-                               ? fmt::format("node '{}' ({})", node->name(), node->opType())
+                               ? fmt::format("node '{}' ({})", displayName(node->name()),
+                                             displayName(node->opType()))
                                : inherited;
       originOf[out] = origin;
       byOrigin[origin].push_back(fmt::format("{}{}", out->name(), out->shape().toString()));
@@ -61,9 +63,9 @@ class SettleShapes : public Pass {
  public:
   std::string_view name() const override { return "settle-shapes"; }
   Expected<bool> run(Graph& graph, PassContext& context) override {
-    const std::vector<std::string> round = {"infer-shapes", "propagate-shape-values",
-                                            "fold-constants", "fold-constant-if", "remove-noops",
-                                            "eliminate-dead-nodes"};
+    const std::vector<std::string> round = {"infer-shapes",   "propagate-shape-values",
+                                            "fold-constants", "fold-constant-if",
+                                            "remove-noops",   "eliminate-dead-nodes"};
     std::vector<std::unique_ptr<Pass>> passes;
     for (const auto& name : round)
       passes.push_back(createPass(name));

@@ -12,10 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/runtime/allocation_limit.h"
+#include "fusion.h"
 #include "kiln/runtime/arena.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/memory.h"
-#include "fusion.h"
+#include "kiln/support/display.h"
 
 namespace kiln::rt {
 namespace {
@@ -24,10 +25,11 @@ void collectUnsupported(const Graph& graph, std::set<std::string>& ops,
                         std::vector<std::string>& nodes) {
   for (const auto& node : graph.nodes()) {
     if (!findKernel(node->domain(), node->opType())) {
-      std::string op =
-          node->domain().empty() ? node->opType() : node->domain() + "::" + node->opType();
+      std::string op = displayName(node->domain().empty() ? node->opType()
+                                                          : node->domain() + "::" + node->opType());
       ops.insert(op);
-      if (nodes.size() < 20) nodes.push_back(fmt::format("'{}' ({})", node->name(), op));
+      if (nodes.size() < 20)
+        nodes.push_back(fmt::format("'{}' ({})", displayName(node->name()), op));
     }
     for (const Graph* sub : node->subgraphs())
       collectUnsupported(*sub, ops, nodes);
@@ -66,8 +68,9 @@ Status callKernel(const KernelFn& kernel, KernelContext& context, const Node& no
     if (out && out->shape().hasRank())
       shapes += (shapes.empty() ? "" : ", ") + out->shape().toString();
   return Status(ErrorCode::RuntimeOutOfMemory,
-                fmt::format("node '{}' ({}) could not allocate its output{}", node.name(),
-                            node.opType(), shapes.empty() ? "" : " (" + shapes + ")"),
+                fmt::format("node '{}' ({}) could not allocate its output{}",
+                            displayName(node.name()), displayName(node.opType()),
+                            shapes.empty() ? "" : " (" + shapes + ")"),
                 "check the model's shapes and attributes (kiln inspect --ir); a damaged file can "
                 "ask for any size");
 }
@@ -248,8 +251,7 @@ Executor::runGraph(const Graph& graph, const std::vector<RtValue>& inputs, const
   for (size_t i = 0; i < graph.inputs().size() && i < inputs.size(); ++i)
     scope.slots[i] = inputs[i];
   for (size_t i = inputs.size(); i < graph.inputs().size(); ++i)
-    if (graph.inputs()[i]->isInitializer())
-      scope.slots[i] = initializerValue(graph.inputs()[i]);
+    if (graph.inputs()[i]->isInitializer()) scope.slots[i] = initializerValue(graph.inputs()[i]);
   KILN_TRY(runNodes(plan, scope));
   std::vector<RtValue> outputs;
   outputs.reserve(graph.outputs().size());
@@ -418,8 +420,9 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
     }
     if (!step.kernel)
       return Status(ErrorCode::RuntimeUnsupported,
-                    fmt::format("node '{}': no CPU kernel for op {}{}", node.name(),
-                                node.domain().empty() ? "" : node.domain() + "::", node.opType()),
+                    fmt::format("node '{}': no CPU kernel for op {}{}", displayName(node.name()),
+                                node.domain().empty() ? "" : displayName(node.domain()) + "::",
+                                displayName(node.opType())),
                     "this op cannot be executed yet");
     const bool constant = plan.constant[index];
     if (constant && !plan.cached[index].empty()) {
@@ -454,8 +457,8 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
       }
       if (!v)
         return Status(ErrorCode::Internal,
-                      fmt::format("node '{}': input '{}' has no value", node.name(),
-                                  ref.value->name()),
+                      fmt::format("node '{}': input '{}' has no value", displayName(node.name()),
+                                  displayName(ref.value->name())),
                       "");
       inputs[i] = v;
     }
@@ -502,8 +505,9 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
       RtValue& produced = outputs[i];
       if (produced.kind == RtValue::Kind::Missing)
         return Status(ErrorCode::Internal,
-                      fmt::format("node '{}' ({}) did not produce output '{}'", node.name(),
-                                  node.opType(), ref.value->name()),
+                      fmt::format("node '{}' ({}) did not produce output '{}'",
+                                  displayName(node.name()), displayName(node.opType()),
+                                  displayName(ref.value->name())),
                       "");
       if (ref.capture && current_) current_->captured[ref.value->name()] = produced;
       if (keepOutputs)

@@ -75,6 +75,12 @@ Status makeOutputFolder(const std::string& folder) {
 
 Status writeFileAtomically(const std::string& path,
                            const std::function<Status(std::ostream&)>& write) {
+  return writeFileAtomically(path, write, nullptr);
+}
+
+Status writeFileAtomically(const std::string& path,
+                           const std::function<Status(std::ostream&)>& write,
+                           const std::function<Status(const std::string& writtenPath)>& verify) {
   namespace fs = std::filesystem;
   KILN_TRY(checkOutputTarget(path));
   fs::path target(path);
@@ -104,6 +110,7 @@ Status writeFileAtomically(const std::string& path,
                          "writing '{}' failed: {}", path, std::strerror(errno));
     if (status.isOk() && ::fstat(fd, &written) != 0) written = {};
   } // the filebuf closes fd
+  if (status.isOk() && verify) status = verify(pattern);
   if (status.isOk() && std::rename(pattern.c_str(), path.c_str()) != 0)
     status = makeError(ErrorCode::FileWriteFailed, "check the output path",
                        "cannot rename onto '{}': {}", path, std::strerror(errno));

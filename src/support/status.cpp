@@ -3,15 +3,20 @@
 
 #include <cstdio>
 
+#include "kiln/support/display.h"
+
 namespace kiln {
 
 std::string codeString(ErrorCode code) { return fmt::format("K{:04d}", static_cast<int>(code)); }
 
 std::string Status::toString() const {
   if (isOk()) return "OK";
-  std::string text = codeString(code_) + (peerCode_.empty() ? "" : " (" + peerCode_ + ")") + ": " + message_;
+  // Messages quote names from model files: escaped and capped here, so no name can break the one
+  // line into several, reach the terminal as a control sequence, or make the line megabytes long.
+  std::string text = codeString(code_) + (peerCode_.empty() ? "" : " (" + peerCode_ + ")") + ": " +
+                     displayLine(message_);
   // Messages quoting a peer tool's sentence may already end in a full stop.
-  if (!hint_.empty()) text += (text.back() == '.' ? " Fix: " : ". Fix: ") + hint_;
+  if (!hint_.empty()) text += (text.back() == '.' ? " Fix: " : ". Fix: ") + displayLine(hint_);
   return text;
 }
 

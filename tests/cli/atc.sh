@@ -203,5 +203,7 @@ if [ "$run2" -eq 0 ] && [ "$status" -eq 0 ] && ! cmp -s out/keep.om out/nokeep.o
 else fail "--keep_dtype changes the model" "status $run2/$status or identical files"; fi
 failsWith "op without a kernel for this use" EZ3003 "No supported Ops kernel and engine are found for [y], optype [Reshape]." --framework=5 --model=dyn.onnx --output=o/dyn --soc_version=Ascend310P3 "--input_shape=x:-1,3,8,8"
 if "$kiln" compare tiny.onnx out/tiny.om >compare.txt 2>&1; then pass "kiln compare tiny.onnx tiny.om"; else fail "kiln compare tiny.onnx tiny.om" "$(cat compare.txt)"; fi
+# Every .om this script had atc write reads back with kiln's own reader.
+readsBack "every .om written reads back" "$kiln" o/*.om out/*.om
 
 finish

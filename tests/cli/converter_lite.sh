@@ -225,5 +225,10 @@ if [ $? -eq 0 ]; then pass "benchmark accuracy mode: WEIGHT_QUANT .ms within 5%"
 # NHWC input: the .ms takes [1,8,8,1].
 "$kiln" inspect "$out/nhwc.ms" >"$work/stdout" 2>"$work/stderr"
 if grep -q "1,8,8,1" "$work/stdout"; then pass "NHWC input shape"; else fail "NHWC input shape" "no [1,8,8,1] input"; fi
+# Every .ms this script had converter_lite write reads back with kiln's own reader (kept.ms is the
+# text a failed run must leave alone).
+written=()
+for f in "$out"/*.ms; do [ "$f" = "$out/kept.ms" ] || written+=("$f"); done
+readsBack "every .ms written reads back" "$kiln" "${written[@]}"
 
 finish

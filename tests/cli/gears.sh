@@ -152,7 +152,8 @@ if [ "$status" -eq 0 ] && python3 -c 'import json,sys; d=json.load(open("check_r
 else fail "--mode=3 with gears checks each gear" "exit $status"; fi
 
 # ATC's rules for the flags (om.md §2.6): exit 255, ATC's framing and error block line for line
-# (the [PID: n] time prefix aside), one stderr line with kiln's code and the fix, no .om.
+# (the [PID: n] time prefix aside), one stderr line with kiln's and ATC's codes, ATC's message and
+# the fix, no .om.
 failsWithLines() {
   local name=$1 block=$2 err=$3
   shift 3
@@ -172,19 +173,19 @@ $err"; fi
 }
 failsWithLines "batch gear on a non-batch axis" \
   "Invalid_Argument_Tensor_Dynamic_Shape(E10018): Value 1,-1,8,8 for shape 0 is invalid. When --dynamic_batch_size is included, only batch size N can be -1 in --input_shape." \
-  "atc: error K4106 (E10018): fix: see atc --help for the dynamic gear flags" \
+  "atc: error K4106 (E10018): Value 1,-1,8,8 for shape 0 is invalid. When --dynamic_batch_size is included, only batch size N can be -1 in --input_shape. Fix: see atc --help for the dynamic gear flags" \
   "${common[@]}" --output=out/bad "--input_shape=x:1,-1,8,8" --dynamic_batch_size=1,2
 failsWithLines "duplicate gears" \
   "Invalid_Argument_Tensor_Dynamic_Shape(E10039): The --dynamic_batch_size, --dynamic_image_size, or --dynamic_dims argument has duplicate profiles." \
-  "atc: error K4106 (E10039): fix: see atc --help for the dynamic gear flags" \
+  "atc: error K4106 (E10039): The --dynamic_batch_size, --dynamic_image_size, or --dynamic_dims argument has duplicate profiles. Fix: see atc --help for the dynamic gear flags" \
   "${common[@]}" --output=out/bad "--input_shape=x:-1,3,8,8" --dynamic_batch_size=1,1
 failsWithLines "gear value 0" \
   "Invalid_Argument_Tensor_Dynamic_Shape(E10038): Dimension size 0 is invalid. The value must be greater than 0." \
-  "atc: error K4106 (E10038): fix: see atc --help for the dynamic gear flags" \
+  "atc: error K4106 (E10038): Dimension size 0 is invalid. The value must be greater than 0. Fix: see atc --help for the dynamic gear flags" \
   "${common[@]}" --output=out/bad "--input_shape=x:-1,3,8,8" --dynamic_batch_size=0,2
 failsWithLines "dims count differs from the -1s" \
   "Invalid_Argument(E10003): Value 1;2 for parameter --dynamic_dims is invalid. Reason: Each setting needs to be consistent with the number of -1 in the input shape." \
-  "atc: error K4106 (E10003): fix: see atc --help for the dynamic gear flags" \
+  "atc: error K4106 (E10003): Value 1;2 for parameter --dynamic_dims is invalid. Reason: Each setting needs to be consistent with the number of -1 in the input shape. Fix: see atc --help for the dynamic gear flags" \
   "${common[@]}" --output=out/bad "--input_shape=x:-1,3,-1,8" "--dynamic_dims=1;2"
 
 finish

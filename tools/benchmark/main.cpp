@@ -8,9 +8,28 @@
 #include <malloc.h>
 
 #include "kiln/backends/ms_benchmark.h"
+#include "kiln/support/display.h"
+#include "kiln/support/exception_status.h"
 #include "kiln/support/version.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+std::string modelFile; // for the failure line, once the flags named it
+
+// benchmark ends every failure with RET_ERROR (-1; the shell sees 255): kiln's coded line on
+// stderr, benchmark's failure line on stdout.
+int fail(kiln::Status status) {
+  if (status.peerCode().empty()) status = status.withPeerCode("-1");
+  std::fprintf(stderr, "benchmark: error %s\n", status.toString().c_str());
+  std::cout << "Run Benchmark "
+            << (modelFile.empty()
+                    ? std::string()
+                    : kiln::displayName(std::filesystem::path(modelFile).filename().string()) + " ")
+            << "Failed : -1\n";
+  return -1;
+}
+
+int runTool(int argc, char** argv) {
   if (kiln::asksForVersion(argc, argv)) {
     std::cout << kiln::versionBanner("benchmark");
     return 0;
@@ -28,16 +47,23 @@ int main(int argc, char** argv) {
   }
   if (options)
     for (const std::string& note : options->notes)
-      std::cerr << "benchmark: note: " << note << "\n";
+      std::cerr << "benchmark: note: " << kiln::displayLine(note) << "\n";
+  if (options) modelFile = options->modelFile;
   kiln::Status status = options ? kiln::runBenchmark(*options, std::cout) : options.status();
   std::cout.flush();
   if (status) return 0;
-  // benchmark ends every failure with RET_ERROR (-1; the shell sees 255).
-  if (status.peerCode().empty()) status = status.withPeerCode("-1");
-  std::fprintf(stderr, "benchmark: error %s\n", status.toString().c_str());
-  std::cout << "Run Benchmark "
-            << (options ? std::filesystem::path(options->modelFile).filename().string() + " "
-                        : std::string())
-            << "Failed : -1\n";
-  return -1;
+  return fail(status);
+}
+
+} // namespace
+
+// The last resort: an exception the library let through still ends in benchmark's failure line and
+// one coded line, not an abort.
+int main(int argc, char** argv) {
+  try {
+    return runTool(argc, argv);
+  } catch (...) {
+    std::cout.flush();
+    return fail(kiln::statusFromCurrentException());
+  }
 }

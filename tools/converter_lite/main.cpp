@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "kiln/backends/ms_convert.h"
-#include "kiln/support/version.h"
+#include "kiln/support/display.h"
+#include "kiln/support/exception_status.h"
 #include "kiln/support/progress.h"
+#include "kiln/support/version.h"
 
 namespace {
 
@@ -21,9 +23,7 @@ int fail(const kiln::Status& status) {
   return code;
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
+int runTool(int argc, char** argv) {
   kiln::enableProgress(); // long conversions show progress on a terminal's stderr
   if (kiln::asksForVersion(argc, argv)) {
     std::cout << kiln::versionBanner("converter_lite");
@@ -40,17 +40,30 @@ int main(int argc, char** argv) {
   kiln::MsConvertReport report;
   kiln::Status status = kiln::convertToMs(*options, &report);
   for (const std::string& note : report.notes)
-    std::cerr << "converter_lite: note: " << note << "\n";
+    std::cerr << "converter_lite: note: " << kiln::displayLine(note) << "\n";
   if (!report.unsupported.empty()) {
     std::set<std::string> opTypes;
     std::cout << "===========================================\n";
     std::cout << "UNSUPPORTED OP LIST:\n";
     for (const auto& op : report.unsupported)
       if (opTypes.insert(op.opType).second)
-        std::cout << "FMKTYPE: " << options->fmk << ", OP TYPE: " << op.opType << "\n";
+        std::cout << "FMKTYPE: " << options->fmk << ", OP TYPE: " << kiln::displayName(op.opType)
+                  << "\n";
     std::cout << "===========================================\n";
   }
   if (!status) return fail(status);
   std::cout << "CONVERT RESULT SUCCESS:0\n";
   return 0;
+}
+
+} // namespace
+
+// The last resort: an exception the library let through still ends in converter_lite's status line
+// and one coded line, not an abort.
+int main(int argc, char** argv) {
+  try {
+    return runTool(argc, argv);
+  } catch (...) {
+    return fail(kiln::statusFromCurrentException());
+  }
 }

@@ -38,6 +38,9 @@
 #include "kiln/support/atomic_file.h"
 #include "kiln/support/input_file.h"
 #include "kiln/support/version.h"
+#include "kiln/support/display.h"
+#include "kiln/support/exception_status.h"
+#include "kiln/support/json_text.h"
 #include "kiln/support/progress.h"
 
 namespace {
@@ -284,7 +287,7 @@ int compareCommand(const CompareFlags& flags) {
                      {"max_abs_error", o.metrics.maxAbsError},
                      {"sqnr_db", std::isinf(o.metrics.sqnrDb) ? nlohmann::json("inf")
                                                               : nlohmann::json(o.metrics.sqnrDb)}});
-    std::cout << out.dump(2) << "\n";
+    std::cout << kiln::jsonText(out, 2) << "\n";
   } else {
     std::cout << fmt::format("{:<32} {:>12} {:>14} {:>14} {:>10}\n", "output", "cosine",
                              "mean_rel_err", "max_abs_err", "sqnr_db");
@@ -475,7 +478,7 @@ int sensitivityCommand(const SensitivityFlags& flags) {
                        {"keep", r.keep},
                        {"score", r.keptScore},
                        {"met", r.targetMet}};
-    std::cout << out.dump(2) << "\n";
+    std::cout << kiln::jsonText(out, 2) << "\n";
   } else {
     std::cout << fmt::format("{} of {} candidate nodes converted: {} {}\n",
                              fp16 ? "FP16" : "weight quant", r.candidates,
@@ -579,8 +582,8 @@ int optimizeModel(const OptFlags& flags) {
       auto unknown = kiln::addKeepDtypeFile(*model->graph, flags.keepDtypeFile, precision);
       if (!unknown) return report(unknown.status());
       for (const auto& entry : *unknown)
-        std::cerr << "kiln: note: keep_dtype entry '" << entry << "' names nothing in "
-                  << flags.model << "\n";
+        std::cerr << "kiln: note: keep_dtype entry '" << kiln::displayName(entry)
+                  << "' names nothing in " << flags.model << "\n";
       precisionReport.keepDtypeUnknown = *unknown;
     }
     precision.inputFp16Nodes = flags.inputFp16Nodes;
@@ -614,7 +617,7 @@ int optimizeModel(const OptFlags& flags) {
     if (auto status = kiln::writePrecisionReport(precisionReport, flags.precisionReport); !status)
       return report(status);
   for (const auto& note : result->notes)
-    std::cerr << "kiln: note: " << note << "\n";
+    std::cerr << "kiln: note: " << kiln::displayLine(note) << "\n";
   if (!flags.output.empty()) {
     if (auto status = kiln::writeOnnxFile(*model, flags.output); !status) return report(status);
     std::cout << "kiln: wrote " << flags.output << " (" << model->graph->nodeCount() << " nodes)\n";
@@ -624,12 +627,11 @@ int optimizeModel(const OptFlags& flags) {
   return 0;
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
+int runTool(int argc, char** argv) {
   kiln::enableProgress(); // long conversions show progress on a terminal's stderr
   CLI::App app{"kiln — ONNX to Ascend .om / MindSpore Lite .ms conversion toolchain"};
-  app.set_version_flag("--version", [] { return kiln::versionBanner("kiln"); }, "print the version and exit");
+  app.set_version_flag(
+      "--version", [] { return kiln::versionBanner("kiln"); }, "print the version and exit");
   app.require_subcommand(1);
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "debug logging");
@@ -901,4 +903,15 @@ int main(int argc, char** argv) {
   if (conformance->parsed())
     return kiln::runConformance(conformancePaths, conformanceOptions, std::cout);
   return 0;
+}
+
+} // namespace
+
+// The last resort: an exception the library let through is still one coded line, not an abort.
+int main(int argc, char** argv) {
+  try {
+    return runTool(argc, argv);
+  } catch (...) {
+    return report(kiln::statusFromCurrentException());
+  }
 }

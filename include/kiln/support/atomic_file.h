@@ -28,6 +28,12 @@ Status makeOutputFolder(const std::string& folder);
 Status writeFileAtomically(const std::string& path,
                            const std::function<Status(std::ostream&)>& write);
 
+// As above, and before the rename calls `verify` with the temp file's path: a writer reads back
+// what it wrote, so a file kiln's own readers would refuse never takes the target's place.
+Status writeFileAtomically(const std::string& path,
+                           const std::function<Status(std::ostream&)>& write,
+                           const std::function<Status(const std::string& writtenPath)>& verify);
+
 // Convenience for an in-memory payload.
 Status writeFileAtomically(const std::string& path, const std::string& bytes);
 

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/backends/ms.h"
+#include "kiln/support/display.h"
+#include "kiln/support/json_text.h"
 #include "kiln/support/mapped_file.h"
 #include "kiln_proto/ms_model_generated.h"
 
@@ -243,16 +245,17 @@ std::string dimsText(const json& dims) {
 
 Expected<std::string> dumpMsFile(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(json out, msJson(path));
-  return out.dump(2) + "\n";
+  return jsonText(out, 2) + "\n";
 }
 
 Expected<std::string> summarizeMsFile(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(json out, msJson(path));
-  std::string text = fmt::format("{}: .ms, {}\n", path, out["version"].get<std::string>());
+  std::string text =
+      fmt::format("{}: .ms, {}\n", path, displayName(out["version"].get<std::string>()));
   for (const char* side : {"inputs", "outputs"}) {
     text += fmt::format("{}:\n", side);
     for (const json& io : out[side])
-      text += fmt::format("  {} {} dataType {}\n", io.value("name", std::string()),
+      text += fmt::format("  {} {} dataType {}\n", displayName(io.value("name", std::string())),
                           dimsText(io.value("dims", json::array())), io.value("dataType", 0));
   }
   size_t dataBytes = 0;
@@ -262,7 +265,7 @@ Expected<std::string> summarizeMsFile(const std::string& path) {
       fmt::format("tensors: {} ({} bytes of data), nodes: {}, subgraphs: {}\nops:\n",
                   out["tensors"].size(), dataBytes, out["nodes"].size(), out["subgraphs"].size());
   for (const auto& [op, count] : out["ops"].items())
-    text += fmt::format("  {:<24} {}\n", op, count.get<int>());
+    text += fmt::format("  {:<24} {}\n", displayName(op), count.get<int>());
   return text;
 }
 

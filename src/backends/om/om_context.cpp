@@ -8,6 +8,7 @@
 
 #include "kiln/ir/constant.h"
 #include "kiln/runtime/tensor_util.h"
+#include "kiln/support/display.h"
 #include "ops/control_flow.h"
 #include "ops/conv.h"
 
@@ -464,6 +465,17 @@ std::string dtypeReason(DType t, const SocInfo* soc, const std::string& socVersi
 // fault (a value that is not a tensor: K8101) or the value's (a data type: K8102).
 std::pair<std::string, bool> valueReason(const Node& n, const SocInfo* soc,
                                          const std::string& socVersion) {
+  // .om keeps names in protobuf `string` fields, which readers refuse unless they are UTF-8: said
+  // here so `atc --mode=3` and `kiln check` report what the writer would refuse.
+  if (!isValidUtf8(n.name()) || !isValidUtf8(n.opType()))
+    return {"its name or op type is not valid UTF-8, which .om string fields require", false};
+  for (const auto* list : {&n.inputs(), &n.outputs()})
+    for (const Value* v : *list)
+      if (v && !isValidUtf8(v->name()))
+        return {fmt::format("value '{}' has a name that is not valid UTF-8, which .om string "
+                            "fields require",
+                            displayName(v->name())),
+                false};
   for (const Value* v : n.inputs())
     if (v) {
       if (v->type().kind != TypeKind::Tensor && v->type().kind != TypeKind::Unknown)
@@ -543,11 +555,12 @@ Expected<LoweredModel> Lowerer::run(std::vector<lowering::Refusal>* refusalsOut)
   // tensors.
   if (std::string r = ops::boundaryKindReason(g, ".om"); !r.empty()) {
     if (refusalsOut) refusalsOut->clear();
-    return Status(ErrorCode::OmLowerBadAttribute,
-                  fmt::format("{}: {}", model_.sourcePath.empty() ? g.name() : model_.sourcePath, r),
-                  "export the sequence's tensors as separate inputs/outputs (a sequence built and "
-                  "read inside the model with constant positions converts), or run the model on "
-                  "the CPU (kiln run)");
+    return Status(
+        ErrorCode::OmLowerBadAttribute,
+        fmt::format("{}: {}", model_.sourcePath.empty() ? g.name() : model_.sourcePath, r),
+        "export the sequence's tensors as separate inputs/outputs (a sequence built and "
+        "read inside the model with constant positions converts), or run the model on "
+        "the CPU (kiln run)");
   }
   opset = model_.opsetVersion("");
   narrowF64_ = narrowsFloat64(soc_);
@@ -596,7 +609,7 @@ Expected<LoweredModel> Lowerer::run(std::vector<lowering::Refusal>* refusalsOut)
 
   // Data ops for the graph inputs, Const ops for the initializers.
   int64_t index = 0;
-  std::vector<std::string> narrowed;              // float64 values computed in float32, for the note
+  std::vector<std::string> narrowed; // float64 values computed in float32, for the note
   std::map<const Value*, std::string> graphInputSources; // float64 inputs: the Data op itself
   for (const Value* v : g.inputs()) {
     if (v->isInitializer()) continue;
@@ -744,8 +757,8 @@ OpDef* Lowerer::addDataOp(const std::string& name, DType dtype, const Shape& sha
   return o;
 }
 
-Port Lowerer::subgraphData(const std::string& name, DType dtype, const Shape& shape,
-                           int64_t index, int64_t parentIndex) {
+Port Lowerer::subgraphData(const std::string& name, DType dtype, const Shape& shape, int64_t index,
+                           int64_t parentIndex) {
   OpDef* o = addDataOp(name, dtype, shape, "ND", index);
   (*o->mutable_attr())["_parent_node_index"] = attrI(parentIndex);
   return Port{o->name() + ":0", dtype, shape};

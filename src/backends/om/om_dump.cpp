@@ -10,6 +10,8 @@
 #include <google/protobuf/unknown_field_set.h>
 #include <nlohmann/json.hpp>
 
+#include "kiln/support/display.h"
+#include "kiln/support/json_text.h"
 #include "kiln_proto/task.pb.h"
 #include "om_internal.h"
 
@@ -430,18 +432,18 @@ Expected<std::string> dumpOmFile(const std::string& path) {
   om::Json body = om::containerJson(loaded->bytes.data(), loaded->bytes.size(), path, 0);
   for (auto& [k, v] : body.items())
     out[k] = v;
-  return out.dump(2) + "\n";
+  return jsonText(out, 2) + "\n";
 }
 
 Expected<std::string> summarizeOmFile(const std::string& path) {
   auto loaded = om::loadOmFile(path);
   if (!loaded) return loaded.status();
   const om::OmContainer& c = loaded->container;
-  std::string out =
-      fmt::format("{}: Ascend offline model, header {} (version 0x{:08X}), name '{}', "
-                  "model type {}, {} model block(s), {} bytes\n",
-                  path, om::headerGenerationName(c.header.generation), c.header.version,
-                  c.header.name, c.header.modelType, c.blocks.size(), loaded->bytes.size());
+  std::string out = fmt::format(
+      "{}: Ascend offline model, header {} (version 0x{:08X}), name '{}', "
+      "model type {}, {} model block(s), {} bytes\n",
+      path, om::headerGenerationName(c.header.generation), c.header.version,
+      displayName(c.header.name), c.header.modelType, c.blocks.size(), loaded->bytes.size());
   for (size_t b = 0; b < c.blocks.size(); ++b) {
     out += fmt::format("block {}:", b);
     for (const auto& p : c.blocks[b].partitions)
@@ -450,28 +452,29 @@ Expected<std::string> summarizeOmFile(const std::string& path) {
   }
   for (const auto& def : loaded->modelDefs) {
     std::string soc = om::attrString(def, "soc_version");
-    out += fmt::format("model '{}'{}: {} graph(s)\n", def.name(), soc.empty() ? "" : " for " + soc,
-                       def.graph_size());
+    out += fmt::format("model '{}'{}: {} graph(s)\n", displayName(def.name()),
+                       soc.empty() ? "" : " for " + displayName(soc), def.graph_size());
     for (const auto& g : def.graph()) {
       std::map<std::string, int> histogram;
       for (const auto& op : g.op())
-        ++histogram[op.type()];
+        ++histogram[displayName(op.type())];
       std::string ops;
       for (const auto& [t, n] : histogram)
         ops += fmt::format("{}{} {}", ops.empty() ? "" : ", ", t, n);
-      out += fmt::format("  graph '{}': {} ops ({})\n", g.name(), g.op_size(), ops);
+      out += fmt::format("  graph '{}': {} ops ({})\n", displayName(g.name()), g.op_size(), ops);
       for (const auto& op : g.op()) {
         if (op.type() == "Data" && op.output_desc_size()) {
           const auto& d = op.output_desc(0);
           std::vector<int64_t> dims(d.shape().dim().begin(), d.shape().dim().end());
-          out += fmt::format("    input  {} {} [{}]\n", op.name(), om::geDTypeName(d.dtype()),
-                             fmt::join(dims, ","));
+          out += fmt::format("    input  {} {} [{}]\n", displayName(op.name()),
+                             om::geDTypeName(d.dtype()), fmt::join(dims, ","));
         }
         if (op.type() == "NetOutput")
           for (int i = 0; i < op.input_desc_size(); ++i) {
             const auto& d = op.input_desc(i);
             std::vector<int64_t> dims(d.shape().dim().begin(), d.shape().dim().end());
-            out += fmt::format("    output {} {} [{}]\n", d.name().empty() ? op.input(i) : d.name(),
+            out += fmt::format("    output {} {} [{}]\n",
+                               displayName(d.name().empty() ? op.input(i) : d.name()),
                                om::geDTypeName(d.dtype()), fmt::join(dims, ","));
           }
       }
@@ -486,7 +489,7 @@ Expected<std::string> omToJson(const std::string& path) {
   if (loaded->modelDefs.empty())
     return Status(ErrorCode::OmFileInvalid, fmt::format("{}: no MODEL_DEF partition", path),
                   "the file is damaged; convert the model again");
-  return om::messageJson(loaded->modelDefs.front()).dump(4) + "\n";
+  return jsonText(om::messageJson(loaded->modelDefs.front()), 4) + "\n";
 }
 
 Expected<std::string> omInfoText(const std::string& path) {

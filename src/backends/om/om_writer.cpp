@@ -2,6 +2,7 @@
 // and TASK_INFO in the order ATC writes them, behind the 256-byte header and a wide table.
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <ostream>
 #include <system_error>
 
@@ -11,6 +12,8 @@
 
 #include "kiln/support/atomic_file.h"
 #include "kiln/support/checked_math.h"
+#include "kiln/support/display.h"
+#include "kiln/support/mapped_file.h"
 #include "kiln/support/progress.h"
 #include "kiln/support/sigbus_guard.h"
 #include "kiln_proto/task.pb.h"
@@ -126,9 +129,39 @@ struct Prepared {
   uint64_t fileSize = 0;
 };
 
+// The first `string` field under `message` (recursively) that is not UTF-8, as "path: value".
+// protobuf parsers refuse such a ModelDef (`string` fields must be UTF-8), so neither kiln's .om
+// reader nor CANN's would load the file.
+std::optional<std::string> findNonUtf8String(const google::protobuf::Message& message,
+                                             const std::string& path) {
+  using google::protobuf::FieldDescriptor;
+  const auto* reflection = message.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const FieldDescriptor* field : fields) {
+    const std::string here = path.empty() ? field->name() : path + "." + field->name();
+    const int count = field->is_repeated() ? reflection->FieldSize(message, field) : 1;
+    for (int i = 0; i < count; ++i) {
+      if (field->type() == FieldDescriptor::TYPE_STRING) {
+        std::string scratch;
+        const std::string& text =
+            field->is_repeated()
+                ? reflection->GetRepeatedStringReference(message, field, i, &scratch)
+                : reflection->GetStringReference(message, field, &scratch);
+        if (!isValidUtf8(text)) return fmt::format("{}: '{}'", here, displayName(text));
+      } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        const auto& child = field->is_repeated() ? reflection->GetRepeatedMessage(message, field, i)
+                                                 : reflection->GetMessage(message, field);
+        if (auto found = findNonUtf8String(child, here)) return found;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 Expected<Prepared> prepare(const Model& model, const OmWriteOptions& options) {
-  auto lowered = options.gears ? lowerGearModels(*options.gears, options)
-                               : lowerModel(model, options);
+  auto lowered =
+      options.gears ? lowerGearModels(*options.gears, options) : lowerModel(model, options);
   if (!lowered) return lowered.status();
   Prepared p;
   p.lowered = lowered.take();
@@ -167,6 +200,12 @@ Expected<Prepared> prepare(const Model& model, const OmWriteOptions& options) {
   for (const auto& [key, value] : options.modelAttributes)
     attrs[key] = attrS(value);
 
+  if (auto bad = findNonUtf8String(l.modelDef, ""))
+    return Status(ErrorCode::OmLowerBadAttribute,
+                  fmt::format("a name or string in the model is not valid UTF-8, which .om "
+                              "string fields require ({})",
+                              *bad),
+                  "rename the node, value or attribute in the ONNX model to UTF-8 text");
   p.partitions.emplace_back(kModelInoutInfo, inoutInfo(l));
   p.partitions.emplace_back(kModelDef, serializeDeterministic(l.modelDef));
   if (!l.weights.empty()) p.partitions.emplace_back(kWeightsData, std::string());
@@ -225,6 +264,27 @@ bool emitOm(const Prepared& p, const ByteSink& sink) {
 Status writeFailed(const std::string& path) {
   return Status(ErrorCode::FileWriteFailed, fmt::format("{}: write failed", path),
                 "check free space and permissions");
+}
+
+// Checks the written file (`written`, the temp file beside `target`) as kiln's .om reader first
+// does: the container, its partition table and each MODEL_DEF parsed as a ModelDef. The weights
+// are not read again (they can be gigabytes), so this costs about what the ModelDef does.
+Status readBack(const std::string& written, const std::string& target) {
+  auto file = MappedFile::open(written);
+  if (!file) return file.status();
+  Status problem;
+  auto container = parseContainer((*file)->data(), (*file)->size(), target);
+  if (!container) problem = container.status();
+  for (size_t i = 0; problem.isOk() && i < container->blocks.size(); ++i)
+    if (const Partition* def = container->blocks[i].find(kModelDef)) {
+      auto parsed = parseModelDef(*def, target);
+      if (!parsed) problem = parsed.status();
+    }
+  if (problem.isOk()) return problem;
+  return Status(
+      ErrorCode::Internal,
+      fmt::format("the .om written for '{}' does not read back: {}", target, problem.toString()),
+      "report it with the model and the command line; nothing was written");
 }
 
 // Streams pieces of output to `os`; counts what went through for the progress line.
@@ -295,7 +355,7 @@ Status writeOmFile(const Model& model, const OmWriteOptions& options, const std:
     }
     Status s = writeFileAtomically(target.string(), [&](std::ostream& os) {
       return source.emit(om::streamSink(os, progress)) ? Status::ok()
-                                                        : om::writeFailed(target.string());
+                                                       : om::writeFailed(target.string());
     });
     if (!s) {
       undo();
@@ -305,9 +365,12 @@ Status writeOmFile(const Model& model, const OmWriteOptions& options, const std:
     // The weight files stand only once the .om that names them does.
     guards.push_back(guardUnfinishedOutput(target.string()));
   }
-  Status s = writeFileAtomically(path, [&](std::ostream& os) {
-    return om::emitOm(p, om::streamSink(os, progress)) ? Status::ok() : om::writeFailed(path);
-  });
+  Status s = writeFileAtomically(
+      path,
+      [&](std::ostream& os) {
+        return om::emitOm(p, om::streamSink(os, progress)) ? Status::ok() : om::writeFailed(path);
+      },
+      [&](const std::string& written) { return om::readBack(written, path); });
   releaseGuards();
   if (!s) undo();
   progress.finish();

@@ -19,6 +19,7 @@
 #include "kiln/ir/verifier.h"
 #include "kiln/support/contained_path.h"
 #include "kiln/support/checked_math.h"
+#include "kiln/support/display.h"
 #include "ops/attributes.h"
 #include "ops/validate.h"
 #include "wire_scan.h"
@@ -33,10 +34,11 @@ using onnx_import::ScannedInitializer;
 // The label every message gives a node (as lowering::nodeLabel): its name, else its first named
 // output.
 std::string nodeLabel(const onnx::NodeProto& node) {
-  if (!node.name().empty()) return fmt::format("node '{}' ({})", node.name(), node.op_type());
+  const std::string opType = displayName(node.op_type());
+  if (!node.name().empty()) return fmt::format("node '{}' ({})", displayName(node.name()), opType);
   for (const auto& out : node.output())
-    if (!out.empty()) return fmt::format("node producing '{}' ({})", out, node.op_type());
-  return fmt::format("unnamed node ({})", node.op_type());
+    if (!out.empty()) return fmt::format("node producing '{}' ({})", displayName(out), opType);
+  return fmt::format("unnamed node ({})", opType);
 }
 
 // Everything a subgraph reads from enclosing scopes: drives topological order of the node holding
@@ -584,7 +586,6 @@ class Importer {
   }
 
  private:
-
   Expected<GraphPtr> buildGraph(const onnx::GraphProto& proto, Graph* parent,
                                 const std::vector<ScannedInitializer>* scanned) {
     auto graph = std::make_shared<Graph>(proto.name(), parent);
@@ -698,8 +699,7 @@ bool looksLikeText(const uint8_t* data, size_t size) {
 std::string otherModelFormat(const uint8_t* data, size_t size) {
   if (size >= 4 && std::memcmp(data, "IMOD", 4) == 0)
     return "an Ascend .om (offline model: IMOD header)";
-  if (size >= 8 && std::memcmp(data + 4, "MSL", 3) == 0)
-    return "a MindSpore Lite .ms model";
+  if (size >= 8 && std::memcmp(data + 4, "MSL", 3) == 0) return "a MindSpore Lite .ms model";
   return "";
 }
 
