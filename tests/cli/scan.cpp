@@ -410,7 +410,12 @@ std::vector<RunResult> runBatch(const std::vector<Step>& steps, const fs::path& 
     if (pidfd >= 0) close(pidfd);
     close(pipeFds[0]);
     if (next < steps.size()) { // the step in progress did not finish in the batch
-      results[next] = runConfirmed(steps[next], dir, timeoutSeconds, exec);
+      if (childEnded) {
+        results[next] = runConfirmed(steps[next], dir, timeoutSeconds, exec);
+      } else { // it already passed the deadline once: alone, it gets 4x
+        results[next] = runAlone(steps[next], dir, timeoutSeconds * 4, exec);
+        results[next].slow = results[next].outcome != Outcome::Hang;
+      }
       ++next;
     }
   }
@@ -562,7 +567,8 @@ class Scanner {
       size_t i = next++;
       if (i >= models.size()) return;
       if (i > 0 && i % 250 == 0) // CI logs show the scan moving
-        std::cout << "kiln_scan: " << i << " of " << models.size() << " models started" << std::endl;
+        std::cout << "kiln_scan: " << i << " of " << models.size() << " models started"
+                  << std::endl;
       fs::path dir = options_.work / "models" / std::to_string(i);
       bool keep = scanModel(models[i], dir) || options_.keepAll;
       std::error_code ec;
