@@ -3,9 +3,10 @@
 // list and the time it takes are described in tests/cli/README.md.
 //
 // Starting a tool costs ~40 ms of CPU (loading and relocating its libraries), more than most runs
-// themselves, so by default each run is a fork of this program, which links the four tools' own
-// main() (tools/*/main.cpp built with main renamed) and has done that loading once; --exec runs
-// the installed binaries instead. Either way every run is its own process with a deadline.
+// themselves. So this program links the four tools' own main() (tools/*/main.cpp built with main
+// renamed), and a fork of it calls them for one model's steps in turn, each with its own output
+// files and deadline; a step that does not finish there is run again alone in a fresh fork, and
+// that run is what gets recorded (runBatch). --exec runs the installed binaries, one per step.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
