@@ -327,7 +327,7 @@ RunResult runConfirmed(const Step& step, const fs::path& dir, double timeoutSeco
 }
 
 // Runs steps[i...] one after another in one forked process, which saves a fork per step; the
-// child reports each step's start and exit status on a pipe. When the child does not finish a
+// child reports each step's exit status on a pipe. When the child does not finish a
 // step (signal, hang, exit() from inside a tool), that step runs again on its own and is recorded
 // from there, then the batch resumes after it in a new process. So every signal and hang recorded
 // comes from a process that ran that step alone.
