@@ -53,8 +53,8 @@ std::string windowReason(const NodeFacts& node, size_t dataInput, std::optional<
   if (std::optional<std::vector<int64_t>> pads = node.intsAttr("pads")) {
     for (size_t i = 0; i < pads->size(); ++i)
       if ((*pads)[i] < 0)
-        return fmt::format("attribute 'pads' has {} at position {}; pads must be >= 0",
-                           (*pads)[i], i);
+        return fmt::format("attribute 'pads' has {} at position {}; pads must be >= 0", (*pads)[i],
+                           i);
     if (pads->size() % 2 != 0 || (spatial && static_cast<int64_t>(pads->size()) != 2 * *spatial))
       return fmt::format("attribute 'pads' has {} entries; it needs 2 per spatial axis{}",
                          pads->size(),

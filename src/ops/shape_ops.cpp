@@ -39,8 +39,7 @@ std::string transposeCheck(const NodeFacts& node) {
   std::vector<bool> seen(perm->size(), false);
   for (int64_t axis : *perm) {
     if (axis < 0 || axis >= n || seen[static_cast<size_t>(axis)])
-      return fmt::format("attribute 'perm' is not a permutation of 0..{} (entry {})", n - 1,
-                         axis);
+      return fmt::format("attribute 'perm' is not a permutation of 0..{} (entry {})", n - 1, axis);
     seen[static_cast<size_t>(axis)] = true;
   }
   return "";

@@ -2,11 +2,11 @@
 // attribute kinds (ops/attributes.h), and the op families' registered attribute checks.
 #include "ops/validate.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <limits>
-#include <algorithm>
 #include <map>
 #include <mutex>
 #include <set>
@@ -162,8 +162,6 @@ Status nodeError(ErrorCode code, const Node& node, const std::string& where,
   return Status(code, fmt::format("{}: {}: {}", where, lowering::nodeLabel(node), reason), hint);
 }
 
-// INTERIM: K2013 until the K2015 BadArity enum value lands in status.h (a full rebuild).
-constexpr ErrorCode kArityCode = ErrorCode::BadAttribute;
 const char* kArityHint = "give the node the inputs and outputs its ONNX operator schema names; an "
                          "optional one may be left out, a required one may not be empty";
 const char* kAttributeHint = "set the attribute as the ONNX operator specification defines it, "
@@ -196,8 +194,8 @@ std::string axisReason(const char* attribute, int64_t value, int64_t rank, bool 
                      value, -rank, end, rank);
 }
 
-std::string axisAttrReason(const NodeFacts& node, const char* name, size_t input,
-                           bool inclusiveEnd, int64_t extraRank) {
+std::string axisAttrReason(const NodeFacts& node, const char* name, size_t input, bool inclusiveEnd,
+                           int64_t extraRank) {
   std::optional<int64_t> axis = node.intAttr(name);
   std::optional<int64_t> rank = node.inputRank(input);
   if (!axis || !rank) return "";
@@ -237,8 +235,8 @@ std::string arityReason(const Node& node, int64_t opset) {
                                    own->maxInputs, true, requiredUpTo(own->minInputs));
         !r.empty())
       return r;
-    return sideReason(node, opset, node.outputs(), "output", own->minOutputs, own->maxOutputs,
-                      true, requiredUpTo(own->minOutputs));
+    return sideReason(node, opset, node.outputs(), "output", own->minOutputs, own->maxOutputs, true,
+                      requiredUpTo(own->minOutputs));
   }
   const onnx::OpSchema* schema =
       onnx::OpSchemaRegistry::Schema(node.opType(), static_cast<int>(opset), "");
@@ -271,8 +269,8 @@ std::string requiredAttributeReason(const Node& node, int64_t opset) {
   if (!schema || kilnDeclaresOp(node.opType(), opset)) return "";
   for (const auto& [name, attr] : schema->attributes())
     if (attr.required && !node.attribute(name))
-      return fmt::format("has no attribute '{}', which {} (opset {}) requires", name,
-                         node.opType(), opset);
+      return fmt::format("has no attribute '{}', which {} (opset {}) requires", name, node.opType(),
+                         opset);
   return "";
 }
 
@@ -285,7 +283,7 @@ std::string attributeReason(const Node& node, int64_t opset) {
 
 Status validateNode(const Node& node, int64_t opset, const std::string& where) {
   if (std::string r = arityReason(node, opset); !r.empty())
-    return nodeError(kArityCode, node, where, r, kArityHint);
+    return nodeError(ErrorCode::BadArity, node, where, r, kArityHint);
   if (std::string r = attributeKindReason(node, opset); !r.empty())
     return nodeError(ErrorCode::BadAttribute, node, where, r,
                      "give the attribute the kind the ONNX operator schema names, in the "
@@ -314,13 +312,12 @@ void guardShapeInference() {
         auto* writable = const_cast<onnx::OpSchema*>(schema);
         onnx::InferenceFunction original = writable->GetTypeAndShapeInferenceFunction();
         const int since = schema->SinceVersion();
-        writable->TypeAndShapeInferenceFunction(
-            [opType = std::string(op), since, check = check,
-             original](onnx::InferenceContext& ctx) {
-              std::string reason = check(InferenceNodeFacts(opType, since, ctx));
-              if (!reason.empty()) fail_shape_inference(reason);
-              if (original) original(ctx);
-            });
+        writable->TypeAndShapeInferenceFunction([opType = std::string(op), since, check = check,
+                                                 original](onnx::InferenceContext& ctx) {
+          std::string reason = check(InferenceNodeFacts(opType, since, ctx));
+          if (!reason.empty()) fail_shape_inference(reason);
+          if (original) original(ctx);
+        });
       }
     }
   });

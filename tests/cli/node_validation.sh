@@ -70,10 +70,10 @@ refusedEverywhere maxpool_kernel40 K2013 \
 refusedEverywhere scan_no_body K2013 \
   "node producing 't' (Scan): has no attribute 'body', which Scan (opset 17) requires" \
   "$attributeFix"
-refusedEverywhere batchnorm_no_params K2013 \
+refusedEverywhere batchnorm_no_params K2015 \
   "node producing 'y' (BatchNormalization): has 1 input, but BatchNormalization (opset 17) takes 5 inputs" \
   "$arityFix"
-refusedEverywhere conv_empty_weight K2013 \
+refusedEverywhere conv_empty_weight K2015 \
   "node producing 'y' (Conv): input #1 is empty, but Conv (opset 17) requires it" "$arityFix"
 
 # An axis only inference can judge (LayerNormalization reads Relu's output, whose rank no

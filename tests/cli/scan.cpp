@@ -3,9 +3,10 @@
 // list and the time it takes are described in tests/cli/README.md.
 //
 // Starting a tool costs ~40 ms of CPU (loading and relocating its libraries), more than most runs
-// themselves, so by default each run is a fork of this program, which links the four tools' own
-// main() (tools/*/main.cpp built with main renamed) and has done that loading once; --exec runs
-// the installed binaries instead. Either way every run is its own process with a deadline.
+// themselves. So this program links the four tools' own main() (tools/*/main.cpp built with main
+// renamed), and a fork of it calls them for one model's steps in turn, each with its own output
+// files and deadline; a step that does not finish there is run again alone in a fresh fork, and
+// that run is what gets recorded (runBatch). --exec runs the installed binaries, one per step.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -326,7 +327,7 @@ RunResult runConfirmed(const Step& step, const fs::path& dir, double timeoutSeco
 }
 
 // Runs steps[i...] one after another in one forked process, which saves a fork per step; the
-// child reports each step's start and exit status on a pipe. When the child does not finish a
+// child reports each step's exit status on a pipe. When the child does not finish a
 // step (signal, hang, exit() from inside a tool), that step runs again on its own and is recorded
 // from there, then the batch resumes after it in a new process. So every signal and hang recorded
 // comes from a process that ran that step alone.
@@ -410,7 +411,12 @@ std::vector<RunResult> runBatch(const std::vector<Step>& steps, const fs::path& 
     if (pidfd >= 0) close(pidfd);
     close(pipeFds[0]);
     if (next < steps.size()) { // the step in progress did not finish in the batch
-      results[next] = runConfirmed(steps[next], dir, timeoutSeconds, exec);
+      if (childEnded) {
+        results[next] = runConfirmed(steps[next], dir, timeoutSeconds, exec);
+      } else { // it already passed the deadline once: alone, it gets 4x
+        results[next] = runAlone(steps[next], dir, timeoutSeconds * 4, exec);
+        results[next].slow = results[next].outcome != Outcome::Hang;
+      }
       ++next;
     }
   }
@@ -562,7 +568,8 @@ class Scanner {
       size_t i = next++;
       if (i >= models.size()) return;
       if (i > 0 && i % 250 == 0) // CI logs show the scan moving
-        std::cout << "kiln_scan: " << i << " of " << models.size() << " models started" << std::endl;
+        std::cout << "kiln_scan: " << i << " of " << models.size() << " models started"
+                  << std::endl;
       fs::path dir = options_.work / "models" / std::to_string(i);
       bool keep = scanModel(models[i], dir) || options_.keepAll;
       std::error_code ec;

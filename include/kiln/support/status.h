@@ -33,6 +33,7 @@ enum class ErrorCode : int {
   ExternalDataRange = 2012,
   BadAttribute = 2013,
   NoGraph = 2014,
+  BadArity = 2015,
   // K3xxx: IR invariants (verifier)
   VerifyFailed = 3001,
   ShapeConflict = 3002,

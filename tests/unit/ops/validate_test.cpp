@@ -94,7 +94,8 @@ TEST(NodeValidation, FortyEntryKernelOnATwoDimensionalInputIsRefused) {
   kernel += "]";
   EXPECT_EQ(importError(R"(<ir_version: 8, opset_import: ["" : 17]>
     g (float[4,4] x) => (float[4,4] y) {
-      y = MaxPool <)" + kernel + R"(> (x)
+      y = MaxPool <)" + kernel +
+                        R"(> (x)
     })"),
             std::string("K2013: test.onnx: graph 'g': node 'n0' (MaxPool): input #0 has rank 2, "
                         "but MaxPool needs a batch, a channel and at least one spatial axis") +
@@ -158,20 +159,21 @@ TEST(NodeValidation, BatchNormalizationWithoutItsParametersIsRefused) {
     g (float[1,2,3,3] x) => (float[1,2,3,3] y) {
       y = BatchNormalization (x)
     })"),
-            std::string("K2013: test.onnx: graph 'g': node 'n0' (BatchNormalization): has 1 input, "
+            std::string("K2015: test.onnx: graph 'g': node 'n0' (BatchNormalization): has 1 input, "
                         "but BatchNormalization (opset 17) takes 5 inputs") +
                 kArityFix);
 }
 
 TEST(NodeValidation, EmptyRequiredInputIsRefused) {
   // Conv(x, "") crashed constant folding, `kiln check --target` and both lowerings.
-  EXPECT_EQ(importError(R"(<ir_version: 8, opset_import: ["" : 17]>
+  EXPECT_EQ(
+      importError(R"(<ir_version: 8, opset_import: ["" : 17]>
     g (float[1,1,5,5] x) => (float[1,1,3,3] y) {
       y = Conv (x, )
     })"),
-            std::string("K2013: test.onnx: graph 'g': node 'n0' (Conv): input #1 is empty, but Conv "
-                        "(opset 17) requires it") +
-                kArityFix);
+      std::string("K2015: test.onnx: graph 'g': node 'n0' (Conv): input #1 is empty, but Conv "
+                  "(opset 17) requires it") +
+          kArityFix);
 }
 
 TEST(NodeValidation, TooManyInputsAndEmptyOptionalInputs) {
@@ -179,7 +181,7 @@ TEST(NodeValidation, TooManyInputsAndEmptyOptionalInputs) {
     g (float[2] x) => (float[2] y) {
       y = Relu (x, x)
     })"),
-            std::string("K2013: test.onnx: graph 'g': node 'n0' (Relu): has 2 inputs, but Relu "
+            std::string("K2015: test.onnx: graph 'g': node 'n0' (Relu): has 2 inputs, but Relu "
                         "(opset 17) takes 1 input") +
                 kArityFix);
   // An omitted optional input ("" for Clip's min) is fine.
@@ -198,7 +200,7 @@ TEST(NodeValidation, OpsNewerThanTheLibraryUseKilnsArity) {
     g (float[2,4] x) => (float[2,4] y) {
       y = RMSNormalization (x)
     })"),
-            std::string("K2013: test.onnx: graph 'g': node 'n0' (RMSNormalization): has 1 input, "
+            std::string("K2015: test.onnx: graph 'g': node 'n0' (RMSNormalization): has 1 input, "
                         "but RMSNormalization (opset 23) takes 2 inputs") +
                 kArityFix);
 }
