@@ -7,8 +7,12 @@ JOBS ?= $(shell nproc)
 
 all: build
 
+# `make test` also installs clang and its libFuzzer runtime: the fuzz_* tests build and run the
+# libFuzzer targets (tests/fuzz/README.md).
+DEPS_SET ?=
+test: DEPS_SET = fuzz
 deps:
-	bash scripts/install-deps.sh
+	bash scripts/install-deps.sh $(DEPS_SET)
 
 configure: deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
@@ -36,7 +40,8 @@ fuzz:
 	cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzzers kiln_unit_tests
 
 fuzz-run: fuzz
-	bash tests/fuzz/run_all.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+	bash tests/fuzz/run_all.sh $(FUZZ_DIR)/tests/fuzz $(FUZZ_SECONDS) 2 $(FUZZ_DIR)/fuzz-work
+	$(FUZZ_DIR)/tests/unit/kiln_unit_tests --gtest_brief=1
 
 clean:
 	rm -rf $(BUILD_DIR) $(FUZZ_DIR)
