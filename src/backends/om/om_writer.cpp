@@ -278,7 +278,11 @@ Status writeOmFile(const Model& model, const OmWriteOptions& options, const std:
     for (const auto& f : written)
       fs::remove(f, ec);
   };
-  for (const auto& [relative, source] : p.lowered.externalFiles) {
+  for (const auto& file : p.lowered.externalFiles) {
+    // Named references, not a structured binding: the lambda below captures `source`, which
+    // clang 14 cannot do with a binding.
+    const auto& relative = file.first;
+    const auto& source = file.second;
     fs::path target = base / relative;
     std::error_code ec;
     fs::create_directories(target.parent_path(), ec);
