@@ -3,12 +3,16 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build demo test fuzz clean
+.PHONY: all deps configure build demo test fuzz fuzz-run clean
 
 all: build
 
+# `make test` also installs clang and its libFuzzer runtime: the fuzz_* tests build and run the
+# libFuzzer targets (tests/fuzz/README.md).
+DEPS_SET ?=
+test: DEPS_SET = fuzz
 deps:
-	bash scripts/install-deps.sh
+	bash scripts/install-deps.sh $(DEPS_SET)
 
 configure: deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
@@ -22,11 +26,22 @@ demo: build
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
-# libFuzzer harness for the ONNX importer (clang); how to seed and run it: tests/fuzz/README.md
+# The ASan+UBSan libFuzzer build (clang, build-fuzz/): every harness and the unit tests; `make
+# fuzz-run` runs each target FUZZ_SECONDS under the sanitizers, then the unit tests. See
+# tests/fuzz/README.md.
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS = -O1 -gline-tables-only -DNDEBUG
 fuzz:
 	bash scripts/install-deps.sh fuzz # the build deps plus clang's fuzzer/sanitizer runtimes
-	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON -DKILN_BUILD_TESTS=OFF
-	cmake --build build-fuzz -j $(JOBS) --target onnx_import_fuzz
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$(FUZZ_FLAGS)" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=$(FUZZ_FLAGS)" \
+	  -DKILN_FUZZ=ON -DKILN_BUILD_TESTS=ON
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzzers kiln_unit_tests
+
+fuzz-run: fuzz
+	bash tests/fuzz/run_all.sh $(FUZZ_DIR)/tests/fuzz $(FUZZ_SECONDS) 2 $(FUZZ_DIR)/fuzz-work
+	$(FUZZ_DIR)/tests/unit/kiln_unit_tests --gtest_brief=1
 
 clean:
-	rm -rf $(BUILD_DIR) build-fuzz
+	rm -rf $(BUILD_DIR) $(FUZZ_DIR)

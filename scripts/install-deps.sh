@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs kiln's build and test dependencies from Debian packages. Idempotent: does nothing when all are present.
-# `install-deps.sh fuzz` also installs clang and its sanitizer/libFuzzer runtimes (only `make fuzz` needs them).
+# `install-deps.sh fuzz` also installs clang and its sanitizer/libFuzzer runtimes (`make test` and `make fuzz` ask for them).
 set -euo pipefail
 
 packages=(

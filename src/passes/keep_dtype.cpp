@@ -2,6 +2,7 @@
 #include "kiln/passes/keep_dtype.h"
 
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -33,15 +34,9 @@ std::string keepDtypeNodeName(const Node& node) {
   return node.output(0)->name();
 }
 
-Expected<std::vector<std::string>> readKeepDtypeFile(const std::string& path) {
-  auto text = readInputFile(path);
-  if (!text && text.status().code() == ErrorCode::FileNotFound)
-    return invalid(path, 0, "cannot be opened (File defined by keep_dtype is not found)",
-                   "pass the path of an existing text file with one node name per line")
-        .withPeerCode("E10410");
-  if (!text)
-    return invalid(path, 0, text.status().message(), text.status().hint()).withPeerCode("E10410");
-  std::istringstream in(*text);
+Expected<std::vector<std::string>> parseKeepDtypeText(const std::string& text,
+                                                      const std::string& displayName) {
+  std::istringstream in(text);
   std::vector<std::string> entries;
   std::string raw;
   size_t lineNo = 0;
@@ -52,19 +47,29 @@ Expected<std::vector<std::string>> readKeepDtypeFile(const std::string& path) {
     if (entry.empty()) continue;
     for (unsigned char c : entry)
       if (c < 0x20 || c == 0x7f)
-        return invalid(path, lineNo, fmt::format("holds control character 0x{:02x}", c),
+        return invalid(displayName, lineNo, fmt::format("holds control character 0x{:02x}", c),
                        "write one node name per line as plain text");
     if (entry.rfind(prefix, 0) == 0 && trim(entry.substr(prefix.size())).empty())
-      return invalid(path, lineNo, "'OpType::' names no op type",
+      return invalid(displayName, lineNo, "'OpType::' names no op type",
                      "write the op type after the prefix, e.g. OpType::Softmax");
     if (entry.rfind(prefix, 0) == 0) entry = prefix + trim(entry.substr(prefix.size()));
     entries.push_back(entry);
   }
-  if (in.bad()) return invalid(path, 0, "read failed", "check that the file is readable");
   if (entries.empty())
-    return invalid(path, 0, "holds no entry",
+    return invalid(displayName, 0, "holds no entry",
                    "list the node names to keep in fp32, one per line (or drop --keep_dtype)");
   return entries;
+}
+
+Expected<std::vector<std::string>> readKeepDtypeFile(const std::string& path) {
+  auto text = readInputFile(path);
+  if (!text && text.status().code() == ErrorCode::FileNotFound)
+    return invalid(path, 0, "cannot be opened (File defined by keep_dtype is not found)",
+                   "pass the path of an existing text file with one node name per line")
+        .withPeerCode("E10410");
+  if (!text)
+    return invalid(path, 0, text.status().message(), text.status().hint()).withPeerCode("E10410");
+  return parseKeepDtypeText(*text, path);
 }
 
 Expected<KeepDtypeCheck> checkKeepDtypeEntries(const Graph& graph,

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -17,7 +18,12 @@ namespace {
 // NaN on widening): every other value converts exactly as floatToHalf / halfToFloat (round to
 // nearest even, overflow to inf, subnormals kept; the instructions ignore MXCSR's DAZ and FTZ).
 bool haveF16c() {
-  static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // F16C read off CPUID leaf 1 (ECX): clang 14's __builtin_cpu_supports does not know "f16c".
+  static const bool have = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+           (ecx & bit_F16C) != 0;
+  }();
   return have;
 }
 

@@ -16,6 +16,10 @@ namespace kiln {
 // both forms). Errors: K4201 PrecisionConfigInvalid naming the file (and line): the file cannot be
 // read, holds no entry, or a line is `OpType::` with no type or holds a control character.
 Expected<std::vector<std::string>> readKeepDtypeFile(const std::string& path);
+// The same on text already in memory; `displayName` names the source in errors (the fuzz target
+// tests/fuzz/keep_dtype_fuzz.cpp feeds it arbitrary bytes).
+Expected<std::vector<std::string>> parseKeepDtypeText(const std::string& text,
+                                                      const std::string& displayName);
 
 // Entries of `entries` that name no node (and no op type) of `graph`, as written. Callers report
 // them as notes; K4201 (naming `path`) when none of the entries matches anything.

@@ -350,7 +350,9 @@ void simple(const std::string& onnx, const std::string& geType,
         if (context.opset < minOpset)
           return fmt::format("{} of opset {} (kiln lowers opset {} and later)", onnx, context.opset,
                              minOpset);
-        for (const auto& [name, value] : n.attributes()) {
+        for (const auto& attribute : n.attributes()) {
+          // A named variable, not a structured binding: clang 14 cannot capture those.
+          const std::string& name = attribute.first;
           bool known = std::any_of(attrs.begin(), attrs.end(),
                                    [&](const auto& p) { return p.first == name; });
           if (!known) return fmt::format("attribute '{}' of {}", name, onnx);

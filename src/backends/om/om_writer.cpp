@@ -347,7 +347,11 @@ Status writeOmFile(const Model& model, const OmWriteOptions& options, const std:
   KILN_TRY(checkOutputTarget(path));
   for (const auto& [relative, source] : p.lowered.externalFiles)
     KILN_TRY(checkOutputTarget((base / relative).string()));
-  for (const auto& [relative, source] : p.lowered.externalFiles) {
+  for (const auto& file : p.lowered.externalFiles) {
+    // Named references, not a structured binding: the lambda below captures `source`, which
+    // clang 14 cannot do with a binding.
+    const auto& relative = file.first;
+    const auto& source = file.second;
     fs::path target = base / relative;
     if (Status s = makeOutputFolder(target.parent_path().string()); !s) {
       undo();

@@ -1,4 +1,5 @@
-// readKeepDtypeFile / checkKeepDtypeEntries (ATC --keep_dtype files) and the precision report JSON.
+// readKeepDtypeFile / parseKeepDtypeText / checkKeepDtypeEntries (ATC --keep_dtype files) and the
+// precision report JSON.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -46,6 +47,23 @@ TEST(KeepDtype, ErrorsNameTheFileAndLine) {
   EXPECT_NE(noType.status().message().find(bad + ":2"), std::string::npos)
       << noType.status().message();
   std::remove(bad.c_str());
+}
+
+// The text form the file reader and the fuzz target share: same entries, errors name the given
+// display name and line.
+TEST(KeepDtype, ParsesTextInMemory) {
+  auto entries = parseKeepDtypeText("conv1\r\n\n   OpType::  Softmax  \n", "mem.keep");
+  ASSERT_TRUE(entries) << entries.status().toString();
+  EXPECT_EQ(*entries, (std::vector<std::string>{"conv1", "OpType::Softmax"}));
+
+  auto control = parseKeepDtypeText("a\nb\x1b[2Jc\n", "mem.keep");
+  ASSERT_FALSE(control);
+  EXPECT_EQ(control.status().code(), ErrorCode::PrecisionConfigInvalid);
+  EXPECT_EQ(control.status().message(), "keep_dtype file mem.keep:2: holds control character 0x1b");
+
+  auto none = parseKeepDtypeText("\n  \r\n", "mem.keep");
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.status().message(), "keep_dtype file mem.keep: holds no entry");
 }
 
 TEST(KeepDtype, ReportsEntriesThatMatchNothing) {
