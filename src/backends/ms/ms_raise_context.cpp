@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "kiln/backends/ms_reader.h"
+#include "kiln/runtime/allocation_limit.h"
 #include "kiln/runtime/tensor_util.h"
 #include "ops/validate.h"
 #include "kiln/support/contained_path.h"
@@ -225,8 +226,21 @@ Expected<std::vector<float>> RaisingContext::dequantize(uint32_t i, const uint8_
   int bits = params->Get(0) ? params->Get(0)->numBits() : 8;
   if (bits < 1 || bits > 16)
     return invalid("tensor '{}': quant numBits {} is outside 1..16", tensorName(i), bits);
-  std::vector<int32_t> q(count);
   bool packed = (bits >= 1 && bits <= 7) || (bits >= 9 && bits <= 15);
+  // Refuse before allocating: the codes and the floats take 8 bytes per element, and plain or
+  // bit-packed weights must hold every element (only INDEXING/SPARSE codes expand).
+  auto decodedBytes = checkedMul<uint64_t>(count, 8);
+  if (!decodedBytes || *decodedBytes > rt::allocationLimitBytes())
+    return invalid("quantized tensor '{}' has {} elements, more than this machine can decode",
+                   tensorName(i), count);
+  if (compress == msfb::WeightQuantCompressType_NONE) {
+    const uint64_t need = packed ? (count * uint64_t(bits) + 7) / 8
+                                 : count * (dt == DType::Int8 ? 1 : dt == DType::Int16 ? 2 : 4);
+    if (need > size)
+      return invalid("tensor '{}' holds {} bytes, {} quantized elements need {}", tensorName(i),
+                     size, count, need);
+  }
+  std::vector<int32_t> q(count);
   std::string where = fmt::format("{}: tensor '{}'", name_, tensorName(i));
   if (compress == msfb::WeightQuantCompressType_INDEXING) {
     KILN_ASSIGN_OR_RETURN(q, ms::decodeIndexing(data, size, bits, count, where));

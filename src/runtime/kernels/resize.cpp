@@ -221,6 +221,9 @@ Status runResize(KernelContext& ctx, const Tensor& x, const std::vector<int64_t>
     if (d < 0) return ctx.fail("negative output size in [{}]", fmt::join(outDims, ","));
   // The axis plans are as long as the output's axes: refuse an output that cannot exist first.
   checkOutputFits(x.dtype(), outDims);
+  // Each axis plan holds an offset per output index, even when another axis makes the output empty.
+  for (int64_t d : outDims)
+    checkOutputFits(DType::Int64, {d});
   std::vector<AxisPlan> plans;
   bool anyOutside = false;
   for (size_t a = 0; a < rank; ++a) {
