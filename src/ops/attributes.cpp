@@ -98,6 +98,17 @@ const std::vector<KilnSchema>& kilnSchemas() {
         {"softcap", A::FLOAT},
         {"softmax_precision", A::INT}},
        {3, 6, 1, 4}},
+      // Opset 24 adds a seventh input, nonpad_kv_seqlen.
+      {"Attention",
+       24,
+       {{"is_causal", A::INT},
+        {"kv_num_heads", A::INT},
+        {"q_num_heads", A::INT},
+        {"qk_matmul_output_mode", A::INT},
+        {"scale", A::FLOAT},
+        {"softcap", A::FLOAT},
+        {"softmax_precision", A::INT}},
+       {3, 7, 1, 4}},
       {"Swish", 24, {{"alpha", A::FLOAT}}, {1, 1, 1, 1}},
   };
   return table;

@@ -379,6 +379,12 @@ RunArena::Stats RunArena::stats() const {
 
 uint64_t allocationLimitBytes() {
   static const uint64_t limit = [] {
+    // A lower cap for harnesses (the fuzzers run under a 2.5 GB RSS limit): KILN_MAX_BUFFER_BYTES.
+    if (const char* cap = std::getenv("KILN_MAX_BUFFER_BYTES"); cap && *cap) {
+      char* end = nullptr;
+      const unsigned long long bytes = std::strtoull(cap, &end, 10);
+      if (end && *end == '\0' && bytes > 0) return static_cast<uint64_t>(bytes);
+    }
     const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || pageSize <= 0) return kMaxTensorExtent;
     return checkedMul<uint64_t>(static_cast<uint64_t>(pages), static_cast<uint64_t>(pageSize))

@@ -138,7 +138,7 @@ expectLine "FIFO model: benchmark" 255 \
   "benchmark: error K1002 (-1): 'fifo.ms' is not a regular file (it is a FIFO (named pipe)). Fix: pass a regular file" \
   "$benchmark" --modelFile=fifo.ms
 # atc prints the message in its error block on stdout, the code and fix on stderr.
-expectLine "FIFO model: atc" 255 "atc: error K1002: fix: pass a regular file" \
+expectLine "FIFO model: atc" 255 "atc: error K1002 (E10041): Failed to load the model from fifo.onnx. 'fifo.onnx' is not a regular file (it is a FIFO (named pipe)). Fix: pass a regular file" \
   "$atc" --framework=5 --model=fifo.onnx --output=o/x --soc_version=Ascend310P3
 if grep -qF "'fifo.onnx' is not a regular file (it is a FIFO (named pipe))" stdout; then
   pass "FIFO model: atc names the FIFO"
@@ -146,7 +146,7 @@ else fail "FIFO model: atc names the FIFO" "stdout lacks the reason"; fi
 expectLine "FIFO config: converter_lite --configFile" 168 \
   "converter_lite: error K1002 (-600): --configFile: 'fifo.cfg' is not a regular file (it is a FIFO (named pipe)). Fix: pass a regular file" \
   "$converter" --fmk=ONNX --modelFile=tiny.onnx --outputFile=x --configFile=fifo.cfg
-expectLine "FIFO keep_dtype: atc --keep_dtype" 255 "atc: error K4201 (E10001): fix: pass a regular file" \
+expectLine "FIFO keep_dtype: atc --keep_dtype" 255 "atc: error K4201 (E10001): keep_dtype file fifo.txt: 'fifo.txt' is not a regular file (it is a FIFO (named pipe)). Fix: pass a regular file" \
   "$atc" --framework=5 --model=tiny.onnx --output=o/x --soc_version=Ascend310P3 --keep_dtype=fifo.txt
 if grep -qF "keep_dtype file fifo.txt: 'fifo.txt' is not a regular file (it is a FIFO (named pipe))" stdout; then
   pass "FIFO keep_dtype: atc names the FIFO"
@@ -233,7 +233,7 @@ if "${roRun[@]}" true 2>/dev/null; then
     "kiln: error K1003: cannot create a file in 'ro': Read-only file system. Fix: the folder is on a read-only file system; write the output elsewhere" \
     "${roRun[@]}" "$kiln" convert tiny.onnx --to ms -o ro/x.ms
   expectLine "read-only output folder: atc --output" 255 \
-    "atc: error K8202 (E10001): fix: '$work/ro' is not writable; make it writable or write elsewhere" \
+    "atc: error K8202 (E10001): Value ro/x for parameter --output is invalid. Reason: [Errno 30] Read-only file system. Fix: '$work/ro' is not writable; make it writable or write elsewhere" \
     "${roRun[@]}" "$atc" --framework=5 --model=tiny.onnx --output=ro/x --soc_version=Ascend310P3
   if grep -qF "Value ro/x for parameter --output is invalid. Reason: [Errno 30] Read-only file system" stdout; then
     pass "read-only output folder: atc gives the reason"

@@ -18,7 +18,13 @@ dict=$(dirname "$corpus")/../dict/$(basename "$corpus").dict
 dictFlag=()
 [ -f "$dict" ] && dictFlag=(-dict="$dict")
 # -timeout: one input taking this long is a hang. -rss_limit_mb also caps a single allocation.
+# Kernels refuse buffers over 64 MiB (K5004) here: a few-KB model may legitimately ask for GBs of
+# intermediates, which would trip the RSS limit below without being a bug.
+export KILN_MAX_BUFFER_BYTES="${KILN_MAX_BUFFER_BYTES:-67108864}"
+# A fixed seed and a run cap keep CI's mutation sequence the same from run to run, so a CI result
+# is repeatable (KILN_FUZZ_SEED / KILN_FUZZ_RUNS change them; the ASan+UBSan runs use neither).
 "$bin" "$work/corpus" "$corpus" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2560 \
+  -seed="${KILN_FUZZ_SEED:-1}" -runs="${KILN_FUZZ_RUNS:-20000}" \
   "${dictFlag[@]}" -print_final_stats=1 -artifact_prefix="$work/artifacts/" >"$work/log" 2>&1
 rc=$?
 execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)

@@ -11,5 +11,7 @@ namespace kiln {
 // ill-formed UTF-8 sequence becomes U+FFFD (as validUtf8 does), so the output is JSON every reader
 // accepts.
 std::string jsonText(const nlohmann::json& value, int indent = 2);
+// The same for documents that keep their keys in the order written (precision reports, dumps).
+std::string jsonText(const nlohmann::ordered_json& value, int indent = 2);
 
 } // namespace kiln
