@@ -73,6 +73,11 @@ struct KilnSchema {
 
 const std::vector<KilnSchema>& kilnSchemas() {
   using A = onnx::AttributeProto;
+  static const std::vector<KilnAttr> attentionAttrs = {
+      {"is_causal", A::INT},        {"kv_num_heads", A::INT},
+      {"q_num_heads", A::INT},      {"qk_matmul_output_mode", A::INT},
+      {"scale", A::FLOAT},          {"softcap", A::FLOAT},
+      {"softmax_precision", A::INT}};
   static const std::vector<KilnSchema> table = {
       {"Mish", 18, {}, {1, 1, 1, 1}},
       {"GroupNormalization",
@@ -88,27 +93,9 @@ const std::vector<KilnSchema>& kilnSchemas() {
        23,
        {{"interleaved", A::INT}, {"num_heads", A::INT}, {"rotary_embedding_dim", A::INT}},
        {3, 4, 1, 1}},
-      {"Attention",
-       23,
-       {{"is_causal", A::INT},
-        {"kv_num_heads", A::INT},
-        {"q_num_heads", A::INT},
-        {"qk_matmul_output_mode", A::INT},
-        {"scale", A::FLOAT},
-        {"softcap", A::FLOAT},
-        {"softmax_precision", A::INT}},
-       {3, 6, 1, 4}},
+      {"Attention", 23, attentionAttrs, {3, 6, 1, 4}},
       // Opset 24 adds a seventh input, nonpad_kv_seqlen.
-      {"Attention",
-       24,
-       {{"is_causal", A::INT},
-        {"kv_num_heads", A::INT},
-        {"q_num_heads", A::INT},
-        {"qk_matmul_output_mode", A::INT},
-        {"scale", A::FLOAT},
-        {"softcap", A::FLOAT},
-        {"softmax_precision", A::INT}},
-       {3, 7, 1, 4}},
+      {"Attention", 24, attentionAttrs, {3, 7, 1, 4}},
       {"Swish", 24, {{"alpha", A::FLOAT}}, {1, 1, 1, 1}},
   };
   return table;

@@ -17,15 +17,6 @@
 namespace kiln {
 namespace {
 
-const char* kindOf(mode_t mode) {
-  if (S_ISDIR(mode)) return "a folder";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "not a regular file";
-}
-
 // The fix for a folder kiln cannot create files in, by the reason.
 std::string folderHint(int err) {
   if (err == EROFS) return "the folder is on a read-only file system; write the output elsewhere";
@@ -52,7 +43,7 @@ Status checkOutputTarget(const std::string& path) {
   if (!S_ISREG(info.st_mode))
     return makeError(ErrorCode::FileWriteFailed, "write the output to a regular file path",
                      "refusing to write '{}': it is {}, which kiln would replace with a file", path,
-                     kindOf(info.st_mode));
+                     fileKindName(info.st_mode));
   if (auto input = inputFileAt(info.st_dev, info.st_ino))
     return makeError(ErrorCode::FileWriteFailed, "write the output to another path",
                      "refusing to write '{}': it is the input '{}', which the output would replace",

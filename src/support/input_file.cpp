@@ -34,19 +34,9 @@ void noteInput(const struct stat& info, const std::string& path) {
   r.inputs.emplace(FileId{info.st_dev, info.st_ino}, path);
 }
 
-// What a non-regular file is, for the message.
-const char* kindOf(mode_t mode) {
-  if (S_ISDIR(mode)) return "a folder";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "not a regular file";
-}
-
 Status notRegular(const std::string& path, mode_t mode) {
   return makeError(ErrorCode::FileUnreadable, "pass a regular file",
-                   "'{}' is not a regular file (it is {})", path, kindOf(mode));
+                   "'{}' is not a regular file (it is {})", path, fileKindName(mode));
 }
 
 Status openFailed(const std::string& path, int err) {
@@ -125,6 +115,15 @@ void noteWrittenFile(dev_t device, ino_t inode) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.written.insert(FileId{device, inode});
+}
+
+const char* fileKindName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
 }
 
 } // namespace kiln

@@ -12,6 +12,9 @@
 
 namespace kiln {
 
+// What a non-regular file is ("a folder", "a FIFO (named pipe)", ...), for messages.
+const char* fileKindName(mode_t mode);
+
 // An open, regular, readable file. Owns the descriptor.
 class InputFile {
  public:
