@@ -25,10 +25,6 @@ cd "$work" || exit 2
 mkdir -p tmp fake log
 export TMPDIR=$work/tmp FAKE_LOG=$work/log
 
-run() {
-  "$@" >"$work/stdout" 2>"$work/stderr"
-  status=$?
-}
 # same NAME FILE EXPECTED: FILE's text is exactly EXPECTED.
 same() {
   if [ "$(cat "$work/$2")" = "$3" ]; then pass "$1"; else

@@ -17,11 +17,6 @@ src=$5
 makeWork kiln-hostile "${6:-}"
 cd "$work" || exit 2
 
-run() {
-  "$@" >"$work/stdout" 2>"$work/stderr"
-  status=$?
-}
-
 # lineIs NAME FILE TEXT: FILE (stdout or stderr) holds TEXT as one of its lines.
 lineIs() {
   if grep -qxF -- "$3" "$work/$2"; then pass "$1"; else fail "$1" "$2 lacks the line '$3'"; fi

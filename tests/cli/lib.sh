@@ -22,6 +22,12 @@ makeWork() {
   mkdir -p "$work"
   trap 'rm -rf "$work"' EXIT
 }
+# run COMMAND ARGS...: stdout and stderr to $work/stdout and $work/stderr, the status in $status.
+# Scripts that always run one tool define their own run that names it.
+run() {
+  "$@" >"$work/stdout" 2>"$work/stderr"
+  status=$?
+}
 passed=0
 failed=0
 pass() { passed=$((passed + 1)); echo "PASS $1"; }

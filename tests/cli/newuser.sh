@@ -21,10 +21,6 @@ models=$src/tests/cli/models
 fidelity=$src/scripts/om_fidelity.py
 protoc=$(command -v protoc || true)
 
-run() {
-  "$@" >"$work/stdout" 2>"$work/stderr"
-  status=$?
-}
 # lineIs NAME FILE EXPECTED: FILE holds exactly the one line EXPECTED.
 lineIs() {
   if [ "$(cat "$work/$2")" = "$3" ]; then pass "$1"; else
