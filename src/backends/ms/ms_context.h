@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "kiln/backends/lowering.h"
-#include "kiln_proto/ms_model_generated.h"
+#include "ms_model_schema.h"
 #include "ms_lower.h"
 #include "ms_type_ids.h"
 

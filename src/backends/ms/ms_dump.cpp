@@ -11,7 +11,7 @@
 #include "kiln/support/display.h"
 #include "kiln/support/json_text.h"
 #include "kiln/support/mapped_file.h"
-#include "kiln_proto/ms_model_generated.h"
+#include "ms_model_schema.h"
 
 namespace kiln {
 

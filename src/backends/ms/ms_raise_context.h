@@ -20,7 +20,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/support/mapped_file.h"
 #include "kiln/support/status.h"
-#include "kiln_proto/ms_model_generated.h"
+#include "ms_model_schema.h"
 #include "ms_type_ids.h"
 
 namespace kiln::ms {

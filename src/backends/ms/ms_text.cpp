@@ -11,7 +11,7 @@
 
 #include "kiln/backends/ms.h"
 #include "kiln_proto/ms_model_bfbs_generated.h"
-#include "kiln_proto/ms_model_generated.h"
+#include "ms_model_schema.h"
 #include "ms_type_ids.h"
 
 namespace kiln {

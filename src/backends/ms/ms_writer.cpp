@@ -18,7 +18,7 @@
 #include "kiln/support/page_release.h"
 #include "kiln/support/progress.h"
 #include "kiln/support/sigbus_guard.h"
-#include "kiln_proto/ms_model_generated.h"
+#include "ms_model_schema.h"
 #include "ms_lower.h"
 #include "weight_coding.h"
 

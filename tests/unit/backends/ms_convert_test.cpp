@@ -9,7 +9,7 @@
 #include "kiln/backends/ms_convert.h"
 #include "kiln/backends/ms_reader.h"
 #include "kiln/compare.h"
-#include "kiln_proto/ms_model_generated.h"
+#include "backends/ms/ms_model_schema.h"
 #include "onnx_text.h"
 
 using namespace kiln;

@@ -28,7 +28,7 @@
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/half_block.h"
 #include "kiln/runtime/tensor_util.h"
-#include "kiln_proto/ms_model_generated.h"
+#include "backends/ms/ms_model_schema.h"
 #include "onnx_text.h"
 
 using namespace kiln;
