@@ -96,6 +96,7 @@ Value* Graph::addValue(const std::string& name) {
   if (valuesByName_.count(name)) return nullptr;
   values_.push_back(std::unique_ptr<Value>(new Value(this, name)));
   Value* value = values_.back().get();
+  value->slot_ = std::prev(values_.end());
   valuesByName_.emplace(name, value);
   return value;
 }
@@ -132,12 +133,11 @@ void Graph::eraseValue(Value* value) {
              "erasing live value '{}'", value->name_);
   KILN_CHECK(!value->isGraphInput() && !value->isGraphOutput(), "erasing graph I/O '{}'",
              value->name_);
-  removeInitializer(value);
-  annotated_.erase(std::remove(annotated_.begin(), annotated_.end(), value), annotated_.end());
+  if (value->isInitializer()) removeInitializer(value);
+  if (value->annotated_)
+    annotated_.erase(std::remove(annotated_.begin(), annotated_.end(), value), annotated_.end());
   valuesByName_.erase(value->name_);
-  auto it =
-      std::find_if(values_.begin(), values_.end(), [&](const auto& v) { return v.get() == value; });
-  values_.erase(it);
+  values_.erase(value->slot_);
 }
 
 Value* Graph::addInitializer(const std::string& name, Tensor tensor) {
@@ -156,10 +156,8 @@ void Graph::removeInitializer(Value* value) {
 }
 
 Graph::NodeList::iterator Graph::findNode(Node* node) {
-  auto it =
-      std::find_if(nodes_.begin(), nodes_.end(), [&](const auto& n) { return n.get() == node; });
-  KILN_CHECK(it != nodes_.end(), "node '{}' is not in graph '{}'", node->name_, name_);
-  return it;
+  KILN_CHECK(node->owner_ == this, "node '{}' is not in graph '{}'", node->name_, name_);
+  return node->slot_;
 }
 
 Node* Graph::appendNode(const std::string& opType, const std::vector<Value*>& inputs,
@@ -185,7 +183,7 @@ Node* Graph::insertNodeBefore(Node* anchor, const std::string& opType,
     out->producerIndex_ = raw->outputs_.size();
     raw->outputs_.push_back(out);
   }
-  nodes_.insert(anchor ? findNode(anchor) : nodes_.end(), std::move(node));
+  raw->slot_ = nodes_.insert(anchor ? findNode(anchor) : nodes_.end(), std::move(node));
   return raw;
 }
 
@@ -223,7 +221,10 @@ void Graph::replaceNodeWithConstants(Node* node, std::vector<Tensor> values) {
     out->setType(ValueType::tensor(values[i].dtype(), Shape::fromStatic(values[i].dims())));
     out->setInitializer(std::move(values[i]));
     initializers_.push_back(out);
-    annotated_.erase(std::remove(annotated_.begin(), annotated_.end(), out), annotated_.end());
+    if (out->annotated_) {
+      annotated_.erase(std::remove(annotated_.begin(), annotated_.end(), out), annotated_.end());
+      out->annotated_ = false;
+    }
   }
   nodes_.erase(it);
 }
@@ -238,14 +239,12 @@ void Graph::replaceAllUsesWith(Value* from, Value* to) {
 
 void Graph::reorderNodes(const std::vector<Node*>& order) {
   KILN_CHECK(order.size() == nodes_.size(), "reorder must list every node");
-  std::unordered_map<Node*, std::unique_ptr<Node>> owned;
-  for (auto& n : nodes_)
-    owned.emplace(n.get(), std::move(n));
-  nodes_.clear();
+  std::unordered_set<Node*> placed;
+  // Splicing keeps every node's slot valid.
   for (Node* n : order) {
-    auto it = owned.find(n);
-    KILN_CHECK(it != owned.end() && it->second, "reorder lists a node twice or a foreign node");
-    nodes_.push_back(std::move(it->second));
+    KILN_CHECK(n && n->owner_ == this && placed.insert(n).second,
+               "reorder lists a node twice or a foreign node");
+    nodes_.splice(nodes_.end(), nodes_, n->slot_);
   }
 }
 

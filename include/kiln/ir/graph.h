@@ -98,6 +98,9 @@ class Value {
   std::vector<Use> uses_;
   std::optional<Tensor> initializer_;
   std::string docString_;
+  // Where the owning graph keeps this value, so erasing it needs no search.
+  std::list<std::unique_ptr<Value>>::iterator slot_;
+  bool annotated_ = false;
 };
 
 class Node {
@@ -138,6 +141,9 @@ class Node {
   friend class Graph;
   Node(Graph* owner, std::string opType) : owner_(owner), opType_(std::move(opType)) {}
 
+  // Where the owning graph keeps this node, so erasing or moving it needs no search.
+  std::list<std::unique_ptr<Node>>::iterator slot_;
+
   Graph* owner_;
   std::string opType_;
   std::string domain_;
@@ -174,7 +180,10 @@ class Graph {
   std::string uniqueName(const std::string& base);
   // Gives a value a new (unused) name; uses and graph I/O keep pointing at the same Value.
   void renameValue(Value* value, const std::string& name);
-  const std::vector<std::unique_ptr<Value>>& values() const { return values_; }
+  // A list, not a vector: values and nodes are erased in O(1) by their slot (a pass that erases a
+  // long chain one node at a time stays linear).
+  using ValueList = std::list<std::unique_ptr<Value>>;
+  const ValueList& values() const { return values_; }
   // Removes an unused, unproduced value (not an input or output).
   void eraseValue(Value* value);
 
@@ -188,7 +197,10 @@ class Graph {
   void removeInitializer(Value* value);
   // Values with type info that are neither inputs nor outputs (ONNX value_info), in import order.
   const std::vector<Value*>& annotatedValues() const { return annotated_; }
-  void addAnnotatedValue(Value* value) { annotated_.push_back(value); }
+  void addAnnotatedValue(Value* value) {
+    value->annotated_ = true;
+    annotated_.push_back(value);
+  }
 
   // Nodes, in topological order.
   const NodeList& nodes() const { return nodes_; }
@@ -216,7 +228,7 @@ class Graph {
   std::string docString_;
   Graph* parent_;
   // Values are declared before nodes so nodes (and their subgraphs) die first and can unhook uses.
-  std::vector<std::unique_ptr<Value>> values_;
+  ValueList values_;
   std::unordered_map<std::string, Value*> valuesByName_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
