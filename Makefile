@@ -40,7 +40,7 @@ fuzz:
 	cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzzers kiln_unit_tests
 
 fuzz-run: fuzz
-	bash tests/fuzz/run_all.sh $(FUZZ_DIR)/tests/fuzz $(FUZZ_SECONDS) 2 $(FUZZ_DIR)/fuzz-work
+	KILN_FUZZ_RUNS=-1 KILN_FUZZ_SEED=0 bash tests/fuzz/run_all.sh $(FUZZ_DIR)/tests/fuzz $(FUZZ_SECONDS) 2 $(FUZZ_DIR)/fuzz-work
 	$(FUZZ_DIR)/tests/unit/kiln_unit_tests --gtest_brief=1
 
 clean:

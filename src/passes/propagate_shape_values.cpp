@@ -463,10 +463,13 @@ class Propagation {
     std::vector<Dim> dims;
     for (size_t i = 0; i < s.size(); ++i) {
       const Dim& d = x->shape()[i];
-      if (d.isStatic())
-        dims.push_back(Dim::known(static_cast<int64_t>(
-            std::floor(static_cast<double>(d.value()) * static_cast<double>(s[i])))));
-      else if (s[i] == 1.0f)
+      if (d.isStatic()) {
+        // A scale past int64 (or NaN, or negative) has no size to propagate: the node's own
+        // checks refuse it later with its name.
+        const double scaled = std::floor(static_cast<double>(d.value()) * static_cast<double>(s[i]));
+        if (!(scaled >= 0.0 && scaled < 9.2e18)) return std::nullopt;
+        dims.push_back(Dim::known(static_cast<int64_t>(scaled)));
+      } else if (s[i] == 1.0f)
         dims.push_back(d);
       else
         dims.push_back(Dim());
