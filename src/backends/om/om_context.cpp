@@ -226,7 +226,20 @@ OpDef* Lowerer::op(const std::string& type, const std::string& suffix) {
 
 void Lowerer::input(OpDef* o, const Port& p, const std::string& layout) {
   o->add_input(p.src);
-  if (p.src.empty()) return;
+  if (p.src.empty()) {
+    // An absent optional input keeps its slot, as GraphEngine writes one: an input entry and a
+    // placeholder desc (DT_UNDEFINED, format RESERVED), so entry i and desc i stay one port and
+    // later inputs land on their own slots when GE rebuilds the node.
+    auto* d = o->add_input_desc();
+    d->set_dtype(ge::proto::DT_UNDEFINED);
+    d->set_layout("RESERVED");
+    d->mutable_shape();
+    auto& attrs = *d->mutable_attr();
+    attrs["format_for_int"] = attrI(formatFromName("RESERVED"));
+    attrs["origin_format"] = attrS("RESERVED");
+    attrs["origin_format_for_int"] = attrI(formatFromName("RESERVED"));
+    return;
+  }
   fillDesc(o->add_input_desc(), onChip(p.dtype), p.shape, layoutFor(p.shape, layout));
 }
 

@@ -225,3 +225,35 @@ g (float[2,3] x, bfloat16[4] z) => (float[2,3] y, bfloat16[4] w)
 }
 
 } // namespace
+
+// An absent optional input keeps its slot as GraphEngine writes one (an entry and a placeholder
+// desc): without the desc GE put `scales` on slot 1 of 2 and refused the node ("doesn't have data
+// input 2"). Every op's input entries and descs are one list.
+TEST(OmRules, AnAbsentOptionalInputKeepsAPlaceholderDesc) {
+  Model m = modelFromOnnxText(R"(<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,1,10,10] x) => (float[1,1,3,3] y)
+<float[4] scales = {1, 1, 0.35, 0.35}>
+{
+  y = Resize <mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor"> (x, , scales)
+}
+)");
+  ASSERT_TRUE(m.graph);
+  auto lowered = om::lowerModel(m, OmWriteOptions{});
+  ASSERT_TRUE(lowered) << lowered.status().toString();
+  bool sawPlaceholder = false;
+  for (const auto& graph : lowered->modelDef.graph())
+    for (const auto& op : graph.op()) {
+      EXPECT_EQ(op.input_size(), op.input_desc_size()) << op.type() << " " << op.name();
+      for (int i = 0; i < op.input_size() && i < op.input_desc_size(); ++i)
+        if (op.input(i).empty() && op.type() != "Data") { // Data's "" input is the fed tensor
+          sawPlaceholder = true;
+          EXPECT_EQ(op.input_desc(i).layout(), "RESERVED");
+          EXPECT_EQ(op.input_desc(i).dtype(), ge::proto::DT_UNDEFINED);
+        }
+    }
+  EXPECT_TRUE(sawPlaceholder);
+  auto bytes = buildOmBuffer(m, OmWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  auto back = readOmBuffer(bytes->data(), bytes->size(), "resize.om");
+  ASSERT_TRUE(back) << back.status().toString();
+}
