@@ -31,6 +31,11 @@ struct ConformanceOptions {
   // Fix each model's input shapes to those of its first test data set before the pipeline (its
   // fix-input-shapes pass), so cases with dynamic inputs lower to targets that need static shapes.
   bool inputShapeFromData = false;
+  // When set (and `via` is a target): each case that lowers leaves <folder>/<case>/ holding the
+  // artifact (model.om / model.ms), its first data set's inputs and expected outputs as raw
+  // little-endian tensors in the artifact's own dtypes (input_<k>.bin, expected_<k>.bin) and
+  // io.tsv naming them, so outside judges (tests/judges) can load and run what kiln wrote.
+  std::string keepArtifacts;
 };
 
 // Finds case folders (holding model.onnx) under each path; runs each in a child process so a

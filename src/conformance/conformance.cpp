@@ -135,6 +135,23 @@ Expected<ShapeSpec> shapesOfFirstDataSet(const fs::path& dir, const Graph& graph
   return spec;
 }
 
+// One io.tsv line: role, index, name, dtype, dims joined by ','.
+std::string ioLine(const char* role, size_t index, const std::string& name, const Tensor& t) {
+  std::string dims;
+  for (int64_t d : t.dims())
+    dims += (dims.empty() ? "" : ",") + std::to_string(d);
+  return fmt::format("{}\t{}\t{}\t{}\t{}\n", role, index, name, dtypeName(t.dtype()), dims);
+}
+
+// Writes one raw tensor of the kept case; strings have no raw form, so such a case keeps no data.
+bool keepRawTensor(const fs::path& path, const rt::RtValue& value) {
+  if (!value.isTensor() || value.tensor.dtype() == DType::String) return false;
+  const Tensor& t = value.tensor;
+  return writeFileAtomically(path.string(),
+                             std::string(reinterpret_cast<const char*>(t.data()), t.byteSize()))
+      .isOk();
+}
+
 CaseResult runCase(const fs::path& dir, const std::string& name,
                    const ConformanceOptions& options) {
   CaseResult result{name, Outcome::Fail, ""};
@@ -208,6 +225,7 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
       graph.setOutput(i, cast->output(0));
     }
   }
+  fs::path keepDir; // --keep-artifacts: this case's folder once its artifact is written
   if (options.via != "onnx") {
     const TargetHooks* target = findTarget(options.via);
     if (!target || !target->roundTrip) {
@@ -217,7 +235,16 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
     std::string variant;
     if (auto colon = options.via.find(':'); colon != std::string::npos)
       variant = options.via.substr(colon + 1);
-    auto viaModel = target->roundTrip(model.take(), RoundTripOptions{variant, options.precision});
+    RoundTripOptions roundTrip{variant, options.precision, ""};
+    if (!options.keepArtifacts.empty()) {
+      keepDir = fs::path(options.keepArtifacts) / name;
+      if (Status made = makeOutputFolder(keepDir.string()); !made) {
+        result.reason = made.toString();
+        return result;
+      }
+      roundTrip.artifactPath = (keepDir / ("model" + target->extensions.front())).string();
+    }
+    auto viaModel = target->roundTrip(model.take(), roundTrip);
     if (!viaModel) {
       const auto& codes = target->unsupportedCodes;
       bool doesNotLower =
@@ -250,6 +277,10 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
     tolerance.atol = 1e-2;
   }
   for (const auto& set : sets) {
+    // The judges run the first data set only; a value without a raw form leaves io.tsv unwritten.
+    const bool keeping = !keepDir.empty() && set == sets.front();
+    std::string keptIo;
+    bool keptAll = keeping;
     std::map<std::string, rt::RtValue> feeds;
     auto inputFiles = sortedMatches(set, "input_");
     for (size_t i = 0; i < inputFiles.size(); ++i) {
@@ -273,6 +304,10 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
           value->tensor.dtype() == DType::Float64)
         if (auto narrowed = rt::castTensor(value->tensor, DType::Float32))
           value->tensor = *narrowed;
+      if (keeping && i < feedInputs.size()) {
+        keptAll = keptAll && keepRawTensor(keepDir / fmt::format("input_{}.bin", i), *value);
+        if (value->isTensor()) keptIo += ioLine("input", i, target->name(), value->tensor);
+      }
       feeds[target->name()] = value.take();
     }
     auto run = executor.run(feeds);
@@ -303,6 +338,16 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
       // since the 1.12 test data truncates float → bfloat16 where kiln rounds to nearest even.
       Tolerance outputTolerance = tolerance;
       if (out->dtype() == DType::BFloat16) outputTolerance.rtol = 1.0 / 128;
+      if (keeping) {
+        // The expected data in the artifact's output dtype (a float64 output the target declares
+        // float32 is compared in float32, as above).
+        rt::RtValue kept = *expected;
+        if (i < sourceOutputs.size() && demoted(sourceOutputs[i], out->dtype()) &&
+            kept.isTensor() && kept.tensor.dtype() == DType::Float64)
+          if (auto narrowed = rt::castTensor(kept.tensor, DType::Float32)) kept.tensor = *narrowed;
+        keptAll = keptAll && keepRawTensor(keepDir / fmt::format("expected_{}.bin", i), kept);
+        if (kept.isTensor()) keptIo += ioLine("output", i, out->name(), kept.tensor);
+      }
       rt::RtValue actual = run->outputs[i];
       if (i < sourceOutputs.size() && demoted(sourceOutputs[i], out->dtype()) &&
           actual.isTensor() && actual.tensor.dtype() == DType::Float32 && expected->isTensor() &&
@@ -315,6 +360,11 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
         return result;
       }
     }
+    if (keeping && keptAll)
+      if (Status s = writeFileAtomically((keepDir / "io.tsv").string(), keptIo); !s) {
+        result.reason = s.toString();
+        return result;
+      }
   }
   result.outcome = Outcome::Pass;
   return result;
@@ -378,6 +428,15 @@ std::string compareValues(const rt::RtValue& expected, const rt::RtValue& actual
 
 int runConformance(const std::vector<std::string>& paths, const ConformanceOptions& options,
                    std::ostream& out) {
+  if (!options.keepArtifacts.empty() && options.via == "onnx") {
+    out << "kiln: error "
+        << Status(ErrorCode::BadFlag,
+                  "--keep-artifacts keeps what a target writes, and --via onnx writes nothing",
+                  "add --via om or --via ms")
+               .toString()
+        << "\n";
+    return 2;
+  }
   auto cases = findCases(paths);
   std::vector<CaseResult> results(cases.size());
   std::vector<Running> running;

@@ -7,6 +7,7 @@
 #include "kiln/passes/expand_rnn.h"
 #include "kiln/passes/pass.h"
 #include "kiln/pipelines/conversion.h"
+#include "kiln/support/atomic_file.h"
 #include "om_context.h"
 #include "om_internal.h"
 
@@ -35,6 +36,10 @@ Expected<Model> omRoundTrip(Model model, const RoundTripOptions& options) {
   }
   auto bytes = buildOmBuffer(model, write);
   if (!bytes) return bytes.status();
+  if (!options.artifactPath.empty())
+    KILN_TRY(writeFileAtomically(
+        options.artifactPath,
+        std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size())));
   return readOmBuffer(bytes->data(), bytes->size(), "roundtrip.om");
 }
 

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Runs the outside judges (../shared/judges) on the artifacts kiln's tests wrote.
+
+  judge.py om JUDGES ARTIFACTS EXPECTED --allow-doc docs/om_backend.md [--write]
+  judge.py ms JUDGES ARTIFACTS EXPECTED [--jobs N] [--write]
+
+ARTIFACTS holds one folder per case, as `kiln conformance --keep-artifacts` leaves them: model.om or
+model.ms, input_<k>.bin, expected_<k>.bin and io.tsv. EXPECTED lists `case GRADE` lines: the grade the
+case must reach (om: PASS > WARN > FAIL; ms: MATCH > RUN > LOAD > FAIL). A case below its grade is a
+regression and fails the test; better results are reported so the list can be raised (--write).
+Exit 77 (a ctest skip) with the reason when the judge folder is absent.
+
+Stdlib only: the comparison is small next to loading and running each model.
+"""
+import argparse
+import concurrent.futures
+import math
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+OM_GRADES = ["FAIL", "WARN", "PASS"]
+MS_GRADES = ["FAIL", "LOAD", "RUN", "MATCH"]
+
+# MindSpore TypeId (formats/ms.md table 2.2) -> struct format and kiln's dtype name.
+# kiln's dtype names are those of io.tsv (dtypeName: f32, i64, ...).
+MS_TYPES = {30: ("?", "bool"), 32: ("b", "i8"), 33: ("h", "i16"), 34: ("i", "i32"),
+            35: ("q", "i64"), 37: ("B", "u8"), 38: ("H", "u16"), 39: ("I", "u32"),
+            40: ("Q", "u64"), 42: ("e", "f16"), 43: ("f", "f32"), 44: ("d", "f64")}
+KILN_TYPES = {name: fmt for fmt, name in MS_TYPES.values()}
+ATOL, RTOL = 1e-5, 1e-4  # |actual - expected| <= ATOL + RTOL * |expected|
+
+
+def skip(reason):
+    print(f"SKIP: {reason}")
+    sys.exit(77)
+
+
+def read_expected(path):
+    grades = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    name, grade = line.split()
+                    grades[name] = grade
+    return grades
+
+
+def cases_with(artifacts, model_name):
+    """Case names (paths under ARTIFACTS such as node/test_abs) of the folders holding model_name."""
+    found = []
+    for folder, _, files in os.walk(artifacts):
+        if model_name in files:
+            found.append(os.path.relpath(folder, artifacts))
+    return sorted(found)
+
+
+def settle(kind, grades_order, results, expected_path, write, header):
+    """Compares `results` ({case: (grade, reason)}) with the expected list; prints and returns rc."""
+    expected = read_expected(expected_path)
+    rank = {g: i for i, g in enumerate(grades_order)}
+    regressions, better = [], 0
+    for case, (grade, reason) in sorted(results.items()):
+        want = expected.get(case)
+        if want is not None and rank[grade] < rank[want]:
+            regressions.append(f"REGRESSION {case}: {grade} (expected {want}): {reason}")
+        elif want is None or rank[grade] > rank[want]:
+            better += 1
+    missing = [c for c in expected if c not in results]
+    counts = {g: sum(1 for g2, _ in results.values() if g2 == g) for g in grades_order}
+    for case, (grade, reason) in sorted(results.items()):
+        if grade != grades_order[-1]:
+            print(f"{grade} {case}: {reason}")
+    for line in regressions:
+        print(line)
+    for case in missing:
+        print(f"MISSING {case}: listed in {os.path.basename(expected_path)} but no artifact was written")
+    print(f"{kind} judge: {len(results)} artifacts: " +
+          ", ".join(f"{counts[g]} {g}" for g in reversed(grades_order)) +
+          f"; {len(regressions)} regressed, {len(missing)} missing, {better} better than listed")
+    if write:
+        with open(expected_path, "w") as f:
+            f.write(header)
+            for case, (grade, _) in sorted(results.items()):
+                f.write(f"{case} {grade}\n")
+        return 0
+    return 1 if regressions or missing else 0
+
+
+def judge_om(args):
+    check = os.path.join(args.judges, "om", "check.sh")
+    if not os.path.isfile(check):
+        skip(f"{check} is absent (the om judge lives in ../shared/judges beside the checkout; CI has it)")
+    allow = ""
+    with open(args.allow_doc) as f:
+        for line in f:
+            if line.startswith("judge allow-list:"):
+                allow = line.split(":", 1)[1].strip().replace(" ", "")
+    cases = cases_with(args.artifacts, "model.om")
+    if not cases:
+        print(f"no .om artifacts under {args.artifacts}: run the conformance_om test first")
+        return 1
+    results = {}
+    batch = 64  # check.sh takes many files per call; batches keep command lines short
+    for start in range(0, len(cases), batch):
+        chunk = cases[start:start + batch]
+        files = [os.path.join(args.artifacts, c, "model.om") for c in chunk]
+        cmd = ["bash", check] + (["--allow-unregistered", allow] if allow else []) + files
+        run = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+        if run.returncode == 2:
+            print(run.stdout + run.stderr)
+            print(f"om judge setup error (exit 2): {' '.join(cmd[:4])} ...")
+            return 1
+        by_file = dict(zip(files, chunk))
+        for line in run.stdout.splitlines():
+            m = re.match(r"^(PASS|WARN|FAIL|ERROR) (.*?/model\.om): ?(.*)$", line)
+            if m and m.group(2) in by_file:
+                grade = "FAIL" if m.group(1) == "ERROR" else m.group(1)
+                results[by_file[m.group(2)]] = (grade, m.group(3))
+        for c in chunk:
+            results.setdefault(c, ("FAIL", "check.sh printed no verdict"))
+    header = ("# The om judge's grade per conformance case (tests/judges/judge.py om; regenerate with"
+              " --write).\n")
+    return settle("om", OM_GRADES, results, args.expected, args.write, header)
+
+
+def read_io(path):
+    io = {"input": [], "output": []}
+    with open(path) as f:
+        for line in f:
+            role, index, name, dtype, dims = line.rstrip("\n").split("\t")
+            io[role].append((name, dtype, [int(d) for d in dims.split(",")] if dims else []))
+    return io
+
+
+def values(path, fmt, count):
+    size = struct.calcsize(fmt)
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) != size * count:
+        return None
+    return struct.unpack(f"<{count}{fmt}", data)
+
+
+def close(a, e):
+    if isinstance(e, float) or isinstance(a, float):
+        if math.isnan(e) or math.isnan(a):
+            return math.isnan(e) and math.isnan(a)
+        if math.isinf(e) or math.isinf(a):
+            return a == e
+        return abs(a - e) <= ATOL + RTOL * abs(e)
+    return a == e
+
+
+def judge_ms_case(args, case):
+    folder = os.path.join(args.artifacts, case)
+    io = read_io(os.path.join(folder, "io.tsv"))
+    inputs = [os.path.join(folder, f"input_{k}.bin") for k in range(len(io["input"]))]
+    env = dict(os.environ)
+    if io["input"]:
+        env["MSRUN_SHAPES"] = ":".join(",".join(str(d) for d in dims) or "1"
+                                       for _, _, dims in io["input"])
+    with tempfile.TemporaryDirectory() as out:
+        run = subprocess.run(["bash", os.path.join(args.judges, "mslite", "run-msrun.sh"),
+                              os.path.join(folder, "model.ms"), out] + inputs,
+                             capture_output=True, text=True, errors="replace", env=env,
+                             timeout=120)
+        # The runtime's first ERROR line names the failing op or kernel; the last says what failed.
+        lines = [ln.strip() for ln in (run.stdout + run.stderr).splitlines() if ln.strip()]
+        errors = [ln for ln in lines if "ERROR" in ln]
+        said = " | ".join(dict.fromkeys((errors[:1] + lines[-1:]))) [:400]
+        if run.returncode != 0:
+            grade = "LOAD" if run.returncode in (4, 5) else "FAIL"
+            return case, (grade, f"msrun exit {run.returncode}: {said}")
+        got = []
+        with open(os.path.join(out, "outputs.txt")) as f:
+            for line in f:
+                k, name, dtype, dims = line.rstrip("\n").split("\t")
+                got.append((int(k), name, int(dtype), [int(d) for d in dims.split()[1:]]))
+        if len(got) != len(io["output"]):
+            return case, ("RUN", f"{len(got)} outputs, expected {len(io['output'])}")
+        for (k, name, typeid, dims), (ename, edtype, edims) in zip(got, io["output"]):
+            fmt, dtype = MS_TYPES.get(typeid, (None, f"TypeId {typeid}"))
+            if dtype != edtype:
+                return case, ("RUN", f"output {k} '{name}' is {dtype}, expected {edtype}")
+            if edtype not in KILN_TYPES:
+                return case, ("RUN", f"output {k} '{name}': no comparison for {edtype}")
+            count = math.prod(edims)
+            if math.prod(dims) != count:  # [1] for a scalar is the same data
+                return case, ("RUN", f"output {k} '{name}' has dims {dims}, expected {edims}")
+            actual = values(os.path.join(out, f"{k}.bin"), fmt, count)
+            expected = values(os.path.join(folder, f"expected_{k}.bin"), KILN_TYPES[edtype], count)
+            if actual is None or expected is None:
+                return case, ("RUN", f"output {k} '{name}': byte size differs from {count} elements")
+            for i, (a, e) in enumerate(zip(actual, expected)):
+                if not close(a, e):
+                    return case, ("RUN", f"output {k} '{name}' element {i}: {a} vs expected {e}")
+    return case, ("MATCH", "")
+
+
+def judge_ms(args):
+    msrun = os.path.join(args.judges, "mslite", "run-msrun.sh")
+    if not os.path.isfile(msrun):
+        skip(f"{msrun} is absent (the MindSpore Lite runtime judge lives in ../shared/judges beside the"
+             " checkout; CI has it)")
+    cases = [c for c in cases_with(args.artifacts, "model.ms")
+             if os.path.isfile(os.path.join(args.artifacts, c, "io.tsv"))]
+    if not cases:
+        print(f"no .ms artifacts with data under {args.artifacts}: run the conformance_ms test first")
+        return 1
+    results = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for case, verdict in pool.map(lambda c: judge_ms_case(args, c), cases):
+            results[case] = verdict
+    header = ("# The MindSpore Lite runtime's grade per conformance case passing via ms"
+              " (tests/judges/judge.py ms; regenerate with --write).\n")
+    return settle("ms", MS_GRADES, results, args.expected, args.write, header)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("kind", choices=["om", "ms"])
+    parser.add_argument("judges")
+    parser.add_argument("artifacts")
+    parser.add_argument("expected")
+    parser.add_argument("--allow-doc", default="")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+    return judge_om(args) if args.kind == "om" else judge_ms(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
