@@ -22,6 +22,12 @@ AttrDef attrI(int64_t v) {
   a.set_i(v);
   return a;
 }
+
+AttrDef attrDt(int64_t v) {
+  AttrDef a;
+  a.set_dt(v);
+  return a;
+}
 AttrDef attrF(float v) {
   AttrDef a;
   a.set_f(v);
@@ -326,7 +332,7 @@ Port Lowerer::emitConst(const std::string& name, const Tensor& given) {
     attrs["length"] = attrI(static_cast<int64_t>(t.byteSize()));
     attrs["shape"] = attrInts(t.dims());
     attrs["dtype"] =
-        attrI(geProtoToCxxDType(toGeDType(t.dtype()).value_or(ge::proto::DT_UNDEFINED)));
+        attrDt(geProtoToCxxDType(toGeDType(t.dtype()).value_or(ge::proto::DT_UNDEFINED)));
     out_.externalFiles.emplace_back(file, WeightSource::of(t.buffer()));
   } else {
     // The bytes stay in the tensor's buffer until the file is written (WeightsLayout).

@@ -106,6 +106,8 @@ const char* geDTypeName(int protoType);
 // AttrDef construction and reading (om_context.cpp); getters return `def` when the attribute is
 // absent or of another kind.
 ge::proto::AttrDef attrI(int64_t v);
+// A Type attribute (ge::DataType numbering), as the IR declares `dtype` of ArgMaxV2 or FileConstant.
+ge::proto::AttrDef attrDt(int64_t v);
 ge::proto::AttrDef attrF(float v);
 ge::proto::AttrDef attrB(bool v);
 ge::proto::AttrDef attrS(const std::string& v);
@@ -202,6 +204,17 @@ constexpr const char* kPlatformVersion = "1.11.z.0";
 // present, padded tensor sizes, weights on 512-byte boundaries from byte 512, custom_version,
 // and the input/output name-index attributes.
 void layOutAsAtc(LoweredModel& model);
+
+// IR port names of a GraphEngine op kiln writes (nullptr when kiln has none): a name ending in '*'
+// is a dynamic port (x0, x1, ...).
+struct OmPorts {
+  std::vector<std::string> inputs, outputs;
+};
+const OmPorts* irPortsOf(const std::string& opType);
+// The op with its inputs back on their IR port slots (absent ports as "" entries with placeholder
+// descs) when its name map places them elsewhere, as in files listing only the inputs an op has;
+// nullopt when they already sit on their slots or kiln knows no ports for the type.
+std::optional<ge::proto::OpDef> withPortSlots(const ge::proto::OpDef& op);
 
 // ONNX-semantics IR → GraphEngine ops (om_context.cpp, rules in ops/<family>.cpp). When given,
 // `refusals` receives every node that cannot lower (before the error is returned).

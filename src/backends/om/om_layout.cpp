@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -46,21 +47,17 @@ template <typename Fn> void forEachDesc(OpDef& op, Fn fn) {
   }
 }
 
-// IR port names of the GraphEngine ops kiln writes most ("" ends a fixed list; a name ending in
-// '*' is a dynamic port: x0, x1, ...).
-struct Ports {
-  std::vector<std::string> inputs, outputs;
-};
-const std::map<std::string, Ports>& irPorts() {
-  static const std::map<std::string, Ports> table = [] {
-    std::map<std::string, Ports> t;
+const std::map<std::string, OmPorts>& irPorts() {
+  static const std::map<std::string, OmPorts> table = [] {
+    std::map<std::string, OmPorts> t;
     for (const char* unary :
          {"Relu", "Relu6", "Sigmoid", "Tanh", "Abs", "Exp", "Log", "Sqrt", "Rsqrt", "Neg", "Floor",
           "Ceil", "Round", "Sign", "Reciprocal", "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
           "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softplus", "Softsign", "HardSwish", "Mish",
-          "Elu", "Celu", "Selu", "LeakyRelu", "HardSigmoid", "ThresholdedRelu", "Gelu", "Swish",
+          "Elu", "Celu", "Selu", "LeakyRelu", "ThresholdedRelu", "Gelu", "Swish",
           "LogicalNot", "IsNan", "IsInf", "Cast", "Identity", "Muls", "Adds", "Square",
-          "SoftmaxV2", "LogSoftmaxV2", "MaxPool", "MaxPoolV3", "AvgPool", "AvgPoolV2",
+          "SoftmaxV2", "MaxPool", "MaxPoolV3", "AvgPool", "AvgPoolV2", "MaxPool3D", "AvgPool3D",
+          "Tril", "Triu",
           "GlobalAveragePool", "GlobalMaxPool", "LRN", "Flatten", "SpaceToDepth",
           "DepthToSpace", "Shape", "Size", "NonZero", "Invert", "ZerosLike", "OnesLike"})
       t[unary] = {{"x"}, {"y"}};
@@ -68,8 +65,31 @@ const std::map<std::string, Ports>& irPorts() {
          {"Add", "Sub", "Mul", "RealDiv", "Div", "Pow", "Maximum", "Minimum", "Equal",
           "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr",
           "FloorMod", "Mod", "FloorDiv", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Xlogy",
-          "SquaredDifference", "Atan2"})
+          "SquaredDifference", "Atan2", "TruncateDiv"})
       t[binary] = {{"x1", "x2"}, {"y"}};
+    for (const char* reduce : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"})
+      t[reduce] = {{"x", "axes"}, {"y"}};
+    for (const char* shift : {"LeftShift", "RightShift"})
+      t[shift] = {{"x", "y"}, {"z"}};
+    for (const char* scatter : {"TensorScatterUpdate", "TensorScatterAdd"})
+      t[scatter] = {{"x", "indices", "updates"}, {"y"}};
+    for (const char* deconv : {"Conv2DTranspose", "Conv3DTranspose"})
+      t[deconv] = {{"input_size", "x", "filter", "bias", "offset_w"}, {"y"}};
+    t["LogSoftmaxV2"] = {{"logits"}, {"logsoftmax"}};
+    t["HardSigmoid"] = {{"input_x"}, {"output_y"}};
+    t["Resize"] = {{"x", "roi", "scales", "sizes"}, {"y"}};
+    t["ArgMin"] = {{"x", "dimension"}, {"y"}};
+    t["NonMaxSuppressionV7"] = {
+        {"boxes", "scores", "max_output_size", "iou_threshold", "score_threshold", "index_id"},
+        {"selected_indices"}};
+    t["GridSampler2D"] = {{"x", "grid"}, {"y"}};
+    t["ScatterElements"] = {{"data", "indices", "updates"}, {"y"}};
+    t["ReverseSequence"] = {{"x", "seq_lengths"}, {"y"}};
+    t["InstanceNorm"] = {{"x", "gamma", "beta"}, {"y", "mean", "variance"}};
+    t["Einsum"] = {{"x*"}, {"y"}};
+    t["While"] = {{"input*"}, {"output*"}};
+    t["If"] = {{"cond", "input*"}, {"output*"}};
+    t["Case"] = {{"branch_index", "input*"}, {"output*"}};
     t["Data"] = {{"x"}, {"y"}};
     t["Const"] = {{}, {"y"}};
     t["NetOutput"] = {{"x*"}, {}};
@@ -90,7 +110,7 @@ const std::map<std::string, Ports>& irPorts() {
     t["Tile"] = {{"x", "multiples"}, {"y"}};
     t["Expand"] = {{"x", "shape"}, {"y"}};
     t["Select"] = {{"condition", "x1", "x2"}, {"y"}};
-    t["SelectV2"] = {{"condition", "then", "else"}, {"y"}};
+    t["SelectV2"] = {{"condition", "then", "else"}, {"result"}};
     t["ClipByValue"] = {{"x", "clip_value_min", "clip_value_max"}, {"y"}};
     t["PRelu"] = {{"x", "weight"}, {"y"}};
     t["Squeeze"] = {{"x"}, {"y"}};
@@ -101,7 +121,8 @@ const std::map<std::string, Ports>& irPorts() {
     t["Fill"] = {{"dims", "value"}, {"y"}};
     t["TransData"] = {{"src"}, {"dst"}};
     t["BatchNorm"] = {{"x", "scale", "offset", "mean", "variance"},
-                      {"y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"}};
+                      {"y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2",
+                       "reserve_space_3"}};
     t["LayerNorm"] = {{"x", "gamma", "beta"}, {"y", "mean", "variance"}};
     t["TopKV2"] = {{"x", "k"}, {"values", "indices"}};
     t["ArgMaxV2"] = {{"x", "dimension"}, {"y"}};
@@ -132,12 +153,53 @@ std::vector<std::string> portNames(const std::vector<std::string>* ir, size_t co
   return names;
 }
 
+bool isPlaceholderDesc(const TensorDescriptor& d) {
+  return d.dtype() == ge::proto::DT_UNDEFINED && d.layout() == "RESERVED";
+}
+
+bool hasDynamicPort(const std::vector<std::string>& ports) {
+  return std::any_of(ports.begin(), ports.end(), [](const std::string& p) { return p.back() == '*'; });
+}
+
+// Absent optional inputs leave the op, as GraphEngine's own files show them: an op with fixed IR
+// ports lists only the inputs it has and its name map says which ports those are (a placeholder in
+// the middle fails the IR's type check); other ops keep inner placeholders (entries and descs stay
+// index-aligned) and lose trailing ones. Returns each kept input's port slot.
+std::vector<size_t> dropAbsentInputs(OpDef& op, const OmPorts* ports) {
+  std::vector<std::string> data, control;
+  for (const std::string& in : op.input())
+    (isControlInput(in) ? control : data).push_back(in);
+  std::vector<size_t> slots(data.size());
+  for (size_t i = 0; i < slots.size(); ++i)
+    slots[i] = i;
+  if (op.type() == "Data" || static_cast<size_t>(op.input_desc_size()) != data.size()) return slots;
+  auto absent = [&](size_t i) {
+    return data[i].empty() && isPlaceholderDesc(op.input_desc(static_cast<int>(i)));
+  };
+  const bool named = ports && !hasDynamicPort(ports->inputs) && data.size() <= ports->inputs.size();
+  size_t end = data.size();
+  while (end > 0 && absent(end - 1))
+    --end;
+  std::vector<size_t> kept;
+  for (size_t i = 0; i < end; ++i)
+    if (!named || !absent(i)) kept.push_back(i);
+  if (kept.size() == data.size()) return slots;
+  google::protobuf::RepeatedPtrField<TensorDescriptor> descs;
+  op.clear_input();
+  for (size_t i : kept) {
+    op.add_input(data[i]);
+    *descs.Add() = op.input_desc(static_cast<int>(i));
+  }
+  for (const std::string& c : control)
+    op.add_input(c);
+  op.mutable_input_desc()->Swap(&descs);
+  return kept;
+}
+
 void nameIndexAttrs(OpDef& op) {
   auto it = irPorts().find(op.type());
-  const Ports* ports = it == irPorts().end() ? nullptr : &it->second;
-  size_t inputs = 0;
-  for (const std::string& in : op.input())
-    if (!isControlInput(in)) ++inputs;
+  const OmPorts* ports = it == irPorts().end() ? nullptr : &it->second;
+  const std::vector<size_t> slots = dropAbsentInputs(op, ports);
   auto put = [&](const char* keyAttr, const char* valueAttr, const std::vector<std::string>& names) {
     if (names.empty()) return;
     std::vector<int64_t> indices(names.size());
@@ -146,8 +208,15 @@ void nameIndexAttrs(OpDef& op) {
     (*op.mutable_attr())[keyAttr] = attrStrings(names);
     (*op.mutable_attr())[valueAttr] = attrInts(indices);
   };
-  put("_input_name_key", "_input_name_value",
-      portNames(ports ? &ports->inputs : nullptr, inputs, "__input"));
+  std::vector<std::string> inputNames;
+  if (ports && !hasDynamicPort(ports->inputs) && op.type() != "Data") {
+    for (size_t slot : slots)
+      inputNames.push_back(slot < ports->inputs.size() ? ports->inputs[slot]
+                                                       : fmt::format("__input{}", slot));
+  } else {
+    inputNames = portNames(ports ? &ports->inputs : nullptr, slots.size(), "__input");
+  }
+  put("_input_name_key", "_input_name_value", inputNames);
   put("_output_name_key", "_output_name_value",
       portNames(ports ? &ports->outputs : nullptr, static_cast<size_t>(op.output_desc_size()),
                 "__output"));
@@ -192,6 +261,60 @@ void relayWeights(LoweredModel& model) {
 }
 
 } // namespace
+
+const OmPorts* irPortsOf(const std::string& opType) {
+  auto it = irPorts().find(opType);
+  return it == irPorts().end() ? nullptr : &it->second;
+}
+
+std::optional<OpDef> withPortSlots(const OpDef& op) {
+  const OmPorts* ports = irPortsOf(op.type());
+  if (!ports || hasDynamicPort(ports->inputs) || op.type() == "Data") return std::nullopt;
+  const AttrDef* keys = findAttr(op, "_input_name_key");
+  const AttrDef* values = findAttr(op, "_input_name_value");
+  if (!keys || !values || !keys->has_list() || !values->has_list()) return std::nullopt;
+  std::vector<std::string> data, control;
+  for (const std::string& in : op.input())
+    (isControlInput(in) ? control : data).push_back(in);
+  const auto& names = keys->list().s();
+  const auto& indices = values->list().i();
+  if (names.size() != indices.size() || static_cast<size_t>(names.size()) != data.size() ||
+      op.input_desc_size() != names.size())
+    return std::nullopt;
+  // Entry k (desc k) is the port named at index k; a port nobody names is absent.
+  std::vector<int> entryOfSlot(ports->inputs.size(), -1);
+  bool moved = false;
+  for (int k = 0; k < names.size(); ++k) {
+    auto port = std::find(ports->inputs.begin(), ports->inputs.end(), names.Get(k));
+    const int64_t entry = indices.Get(k);
+    if (port == ports->inputs.end() || entry < 0 || entry >= names.size()) return std::nullopt;
+    const size_t slot = static_cast<size_t>(port - ports->inputs.begin());
+    if (entryOfSlot[slot] != -1) return std::nullopt;
+    entryOfSlot[slot] = static_cast<int>(entry);
+    moved = moved || slot != static_cast<size_t>(entry);
+  }
+  if (!moved) return std::nullopt;
+  OpDef slotted = op;
+  slotted.clear_input();
+  slotted.clear_input_desc();
+  size_t last = 0;
+  for (size_t slot = 0; slot < entryOfSlot.size(); ++slot)
+    if (entryOfSlot[slot] >= 0) last = slot + 1;
+  for (size_t slot = 0; slot < last; ++slot) {
+    const int entry = entryOfSlot[slot];
+    slotted.add_input(entry >= 0 ? data[static_cast<size_t>(entry)] : std::string());
+    TensorDescriptor* d = slotted.add_input_desc();
+    if (entry >= 0) {
+      *d = op.input_desc(entry);
+    } else {
+      d->set_dtype(ge::proto::DT_UNDEFINED);
+      d->set_layout("RESERVED");
+    }
+  }
+  for (const std::string& c : control)
+    slotted.add_input(c);
+  return slotted;
+}
 
 void layOutAsAtc(LoweredModel& model) {
   relayWeights(model);

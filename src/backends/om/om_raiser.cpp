@@ -300,8 +300,11 @@ Status Raiser::raise(const ge::proto::GraphDef& g) {
       s = raiseConst(*op);
     else if (op->type() == "FileConstant")
       s = raiseFileConstant(*op);
-    else if (const RaisingRule* rule = omRaisingRules().find(op->type()))
-      s = rule->raise(*this, *op);
+    else if (const RaisingRule* rule = omRaisingRules().find(op->type())) {
+      // Files that list only the inputs an op has name their ports; the rules read IR slots.
+      const std::optional<OpDef> slotted = withPortSlots(*op);
+      s = rule->raise(*this, slotted ? *slotted : *op);
+    }
     else
       s = unsupported(*op, "kiln has no ONNX equivalent for this op type");
     if (!s) return s;

@@ -202,7 +202,7 @@ KILN_OM_LOWERING(
       OpDef* am = l.op("ArgMaxV2", "argmax");
       l.input(am, in);
       l.input(am, l.constInts("dimension", {axis}));
-      (*am->mutable_attr())["dtype"] = attrI(geProtoToCxxDType(ge::proto::DT_INT64));
+      (*am->mutable_attr())["dtype"] = attrDt(geProtoToCxxDType(ge::proto::DT_INT64));
       Port index = l.output(am, DType::Int64, Shape::fromStatic(reduced), "");
       const bool reshaped = work != dims;
       OpDef* o = l.op("OneHot", reshaped ? "onehot" : "");
@@ -227,8 +227,10 @@ void activationRules() {
            __FILE__); // older attributes (consumed_inputs) fail the attribute check
   simple("LeakyRelu", "LeakyRelu", {{"alpha", "negative_slope"}}, 6, noCheck, __FILE__);
   simple("Elu", "Elu", {{"alpha", "alpha"}}, 6, noCheck, __FILE__);
-  simple("Selu", "Selu", {{"alpha", "alpha"}, {"gamma", "scale"}}, 6, noCheck, __FILE__);
-  simple("Celu", "Celu", {{"alpha", "alpha"}}, 12, noCheck, __FILE__);
+  // GraphEngine's Selu has no attributes (the standard constants) and its Celu takes alpha1..3,
+  // not ONNX's alpha: only the attribute-free forms lower.
+  simple("Selu", "Selu", {}, 6, noCheck, __FILE__);
+  simple("Celu", "Celu", {}, 12, noCheck, __FILE__);
   simple("HardSigmoid", "HardSigmoid", {{"alpha", "alpha"}, {"beta", "beta"}}, 6, noCheck,
          __FILE__);
   simple("ThresholdedRelu", "ThresholdedRelu", {{"alpha", "threshold"}}, 10, noCheck, __FILE__);

@@ -171,9 +171,6 @@ void elementwiseRules() {
     simple(unary, unary, {}, 1, noCheck,
            __FILE__); // older attributes (consumed_inputs) fail the attribute check
   simple("IsNaN", "IsNan", {}, 9, noCheck, __FILE__);
-  simple("IsInf", "IsInf",
-         {{"detect_negative", "detect_negative"}, {"detect_positive", "detect_positive"}}, 10,
-         noCheck, __FILE__);
   simple("Not", "LogicalNot", {}, 1, noCheck, __FILE__);
   for (const std::string binary : {"Add", "Sub", "Mul", "Pow", "Equal", "Less", "Greater"}) {
     // Before opset 7, `broadcast` = 1 lets B broadcast from `axis` of A (default: B's trailing
@@ -282,6 +279,34 @@ void elementwiseRules() {
   simple("Where", "Select", {}, 9, noCheck, __FILE__);
 }
 const bool kElementwiseRulesRegistered = (elementwiseRules(), true);
+
+// IsInf → IsInf / IsPosInf / IsNegInf: GraphEngine's ops take no detect flags, one op per choice.
+KILN_OM_LOWERING(
+    "IsInf",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 10) return "IsInf of opset 9 or earlier";
+      if (!nodeInt(n, "detect_positive", 1) && !nodeInt(n, "detect_negative", 1))
+        return "IsInf detecting neither sign";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      const bool positive = nodeInt(n, "detect_positive", 1), negative = nodeInt(n, "detect_negative", 1);
+      OpDef* o = l.op(positive && negative ? "IsInf" : positive ? "IsPosInf" : "IsNegInf");
+      l.input(o, l.in(0));
+      l.outputs(o);
+    });
+KILN_OM_RAISING("IsInf", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "IsInf", {r.in(op, 0)}, 1);
+  return Status::ok();
+});
+KILN_OM_RAISING("IsPosInf", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "IsInf", {r.in(op, 0)}, 1)->setAttribute("detect_negative", Attribute::ofInt(0));
+  return Status::ok();
+});
+KILN_OM_RAISING("IsNegInf", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "IsInf", {r.in(op, 0)}, 1)->setAttribute("detect_positive", Attribute::ofInt(0));
+  return Status::ok();
+});
 
 } // namespace
 } // namespace kiln::om

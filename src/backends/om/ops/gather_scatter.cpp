@@ -71,7 +71,8 @@ KILN_OM_LOWERING(
     });
 void gatherScatterRules() {
   simple("GatherElements", "GatherElements", {{"axis", "dim"}}, 11, noCheck, __FILE__);
-  simple("GatherND", "GatherNd", {{"batch_dims", "batch_dims"}}, 12, noCheck, __FILE__);
+  // GraphEngine's GatherNd has no batch_dims: only the attribute-free form lowers.
+  simple("GatherND", "GatherNd", {}, 12, noCheck, __FILE__);
   simple("ScatterElements", "ScatterElements", {{"axis", "axis"}, {"reduction", "reduction"}}, 11,
          noCheck, __FILE__);
 }

@@ -28,7 +28,6 @@ KILN_OM_RAISING("TopKV2", [](Raiser& r, const OpDef& op) -> Status {
   return Status::ok();
 });
 void einsumRules() {
-  simple("Einsum", "Einsum", {{"equation", "equation"}}, 12, noCheck, __FILE__);
   // Det → MatrixDeterminant ([..., M, M] of float32 / double).
   simple(
       "Det", "MatrixDeterminant", {}, 11,
@@ -39,6 +38,30 @@ void einsumRules() {
       __FILE__);
 }
 const bool kEinsumRulesRegistered = (einsumRules(), true);
+
+// Einsum → Einsum with N, the input count the IR requires.
+KILN_OM_LOWERING(
+    "Einsum",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 12) return "Einsum of opset 11 or earlier";
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op("Einsum");
+      for (size_t i = 0; i < n.inputs().size(); ++i)
+        l.input(o, l.in(i));
+      (*o->mutable_attr())["equation"] = attrS(nodeString(n, "equation", ""));
+      (*o->mutable_attr())["N"] = attrI(static_cast<int64_t>(n.inputs().size()));
+      l.outputs(o);
+    });
+KILN_OM_RAISING("Einsum", [](Raiser& r, const OpDef& op) -> Status {
+  std::vector<Value*> inputs;
+  for (int i = 0; i < op.input_size(); ++i)
+    if (!isControlInput(op.input(i))) inputs.push_back(r.in(op, i));
+  r.emit(op, "Einsum", inputs, 1)
+      ->setAttribute("equation", Attribute::ofString(getS(op, "equation", "")));
+  return Status::ok();
+});
 
 } // namespace
 } // namespace kiln::om

@@ -57,6 +57,11 @@ KILN_OM_LOWERING(
       a["is_training"] = attrB(false);
       const Value* y = n.output(0);
       l.bind(y, l.output(o, y->dtype(), y->shape(), y->name()));
+      // The IR declares six outputs; inference reads only y, the statistics stay unconnected.
+      const Shape channels = n.input(1)->shape();
+      for (const char* stat : {"batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2",
+                               "reserve_space_3"})
+        l.output(o, DType::Float32, channels, y->name() + "_" + stat);
     });
 KILN_OM_RAISING("BatchNorm", [](Raiser& r, const OpDef& op) -> Status {
   std::vector<Value*> inputs;
@@ -135,10 +140,35 @@ KILN_OM_RAISING("LRN", [](Raiser& r, const OpDef& op) -> Status {
   node->setAttribute("bias", Attribute::ofFloat(getF(op, "bias", 1.0f)));
   return Status::ok();
 });
-void instanceNormRules() {
-  simple("InstanceNormalization", "InstanceNorm", {{"epsilon", "epsilon"}}, 6, noCheck, __FILE__);
-}
-const bool kInstanceNormRulesRegistered = (instanceNormRules(), true);
+KILN_OM_LOWERING(
+    "InstanceNormalization",
+    [](const Node& n, const OpContext& context) -> std::string {
+      if (context.opset < 6) return "InstanceNormalization of opset 5 or earlier";
+      for (const auto& attribute : n.attributes())
+        if (attribute.first != "epsilon")
+          return fmt::format("attribute '{}' of InstanceNormalization", attribute.first);
+      return "";
+    },
+    [](Lowerer& l, const Node& n) {
+      OpDef* o = l.op("InstanceNorm");
+      for (size_t i = 0; i < 3; ++i)
+        l.input(o, l.in(i));
+      (*o->mutable_attr())["epsilon"] = attrF(nodeFloat(n, "epsilon", 1e-5f));
+      const Value* y = n.output(0);
+      l.bind(y, l.output(o, y->dtype(), y->shape(), y->name()));
+      // The IR declares mean and variance outputs too (per sample and channel); nothing reads them.
+      std::vector<Dim> stat;
+      const Shape& x = n.input(0)->shape();
+      for (size_t d = 0; x.hasRank() && d < x.rank(); ++d)
+        stat.push_back(d < 2 ? x[d] : Dim::known(1));
+      for (const char* name : {"mean", "variance"})
+        l.output(o, y->dtype(), Shape(stat), y->name() + "_" + name);
+    });
+KILN_OM_RAISING("InstanceNorm", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "InstanceNormalization", {r.in(op, 0), r.in(op, 1), r.in(op, 2)}, 1)
+      ->setAttribute("epsilon", Attribute::ofFloat(getF(op, "epsilon", 1e-5f)));
+  return Status::ok();
+});
 
 } // namespace
 } // namespace kiln::om

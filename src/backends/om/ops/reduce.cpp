@@ -137,7 +137,7 @@ void reduceRules() {
           OpDef* o = l.op(geType, keep || last ? "reduce" : "");
           l.input(o, x);
           l.input(o, l.constInts("dimension", {axis}));
-          (*o->mutable_attr())["dtype"] = attrI(geProtoToCxxDType(ge::proto::DT_INT64));
+          (*o->mutable_attr())["dtype"] = attrDt(geProtoToCxxDType(ge::proto::DT_INT64));
           if (!keep && !last) {
             l.outputs(o);
             return;
