@@ -810,6 +810,7 @@ Expected<LoweredModel> lowerModel(const Model& model, const OmWriteOptions& opti
   Lowerer lowerer(model, options, soc);
   auto lowered = lowerer.run(refusals);
   if (!lowered) return lowered;
+  legalizeDTypes(*lowered);
   if (auto s = applyHeavyFormats(*lowered); !s) return s;
   return lowered;
 }

@@ -228,6 +228,8 @@ Expected<LoweredModel> lowerGearModels(const OmGears& gears, const OmWriteOption
 // NC1HWC0 feature maps, FRACTAL_Z weights (rearranged in WEIGHTS_DATA / the external files) and
 // TransData ops where a heavy-format tensor meets an op that reads NCHW.
 Status applyHeavyFormats(LoweredModel& model);
+// Casts around ops whose public IR declares no kernel for a value's integer/bool type (om_dtypes.cpp).
+void legalizeDTypes(LoweredModel& model);
 // The group count a FRACTAL_Z descriptor carries as its format_for_int sub-format (1 when none).
 int64_t fractalGroups(const ge::proto::TensorDescriptor& desc);
 // "op:-1": a control edge, not a data input.

@@ -132,6 +132,7 @@ const std::map<std::string, OmPorts>& irPorts() {
     t["StridedSliceV2"] = {{"x", "begin", "end", "axes", "strides"}, {"y"}};
     t["PadV3"] = {{"x", "paddings", "constant_values"}, {"y"}};
     t["SplitVD"] = {{"x"}, {"y*"}};
+    t["SplitV"] = {{"x", "size_splits", "split_dim"}, {"y*"}};
     return t;
   }();
   return table;

@@ -233,11 +233,56 @@ void activationRules() {
   simple("Celu", "Celu", {}, 12, noCheck, __FILE__);
   simple("HardSigmoid", "HardSigmoid", {{"alpha", "alpha"}, {"beta", "beta"}}, 6, noCheck,
          __FILE__);
-  simple("ThresholdedRelu", "ThresholdedRelu", {{"alpha", "threshold"}}, 10, noCheck, __FILE__);
-  simple("HardSwish", "HardSwish", {}, 14, noCheck, __FILE__);
   simple("Mish", "Mish", {}, 18, noCheck, __FILE__);
 }
 const bool kActivationRulesRegistered = (activationRules(), true);
+
+// ThresholdedRelu → SelectV2(Greater(x, alpha), x, 0) and HardSwish → x · HardSigmoid(x; 1/6,
+// 1/2): the public IR registers neither op, and both are exact in these registered ones.
+KILN_OM_LOWERING(
+    "ThresholdedRelu",
+    [](const Node&, const OpContext& context) -> std::string {
+      return context.opset >= 10 ? "" : "ThresholdedRelu of opset 9 or earlier";
+    },
+    [](Lowerer& l, const Node& n) {
+      const Value* x = n.input(0);
+      OpDef* above = l.op("Greater", "above");
+      l.input(above, l.in(0));
+      l.input(above, l.constScalar("alpha", x->dtype(), nodeFloat(n, "alpha", 1.0f)));
+      Port mask = l.output(above, DType::Bool, x->shape(), "");
+      OpDef* o = l.op("SelectV2");
+      l.input(o, mask);
+      l.input(o, l.in(0));
+      l.input(o, l.constScalar("zero", x->dtype(), 0.0));
+      l.outputs(o);
+    });
+KILN_OM_LOWERING(
+    "HardSwish",
+    [](const Node&, const OpContext& context) -> std::string {
+      return context.opset >= 14 ? "" : "HardSwish of opset 13 or earlier";
+    },
+    [](Lowerer& l, const Node& n) {
+      const Value* x = n.input(0);
+      OpDef* gate = l.op("HardSigmoid", "gate");
+      l.input(gate, l.in(0));
+      (*gate->mutable_attr())["alpha"] = attrF(1.0f / 6.0f);
+      (*gate->mutable_attr())["beta"] = attrF(0.5f);
+      Port g = l.output(gate, x->dtype(), x->shape(), "");
+      OpDef* o = l.op("Mul");
+      l.input(o, l.in(0));
+      l.input(o, g);
+      l.outputs(o);
+    });
+// Files from other writers may hold the unregistered ops.
+KILN_OM_RAISING("ThresholdedRelu", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "ThresholdedRelu", {r.in(op, 0)}, 1)
+      ->setAttribute("alpha", Attribute::ofFloat(getF(op, "threshold", 1.0f)));
+  return Status::ok();
+});
+KILN_OM_RAISING("HardSwish", [](Raiser& r, const OpDef& op) -> Status {
+  r.emit(op, "HardSwish", {r.in(op, 0)}, 1);
+  return Status::ok();
+});
 
 } // namespace
 } // namespace kiln::om

@@ -199,9 +199,33 @@ const bool kPool3dRaisingRulesRegistered = (pool3dRaisingRules(), true);
 
 void globalPoolRules() {
   simple("GlobalAveragePool", "GlobalAveragePool", {}, 1, noCheck, __FILE__);
-  simple("GlobalMaxPool", "GlobalMaxPool", {}, 1, noCheck, __FILE__);
+  // GraphEngine's public IR registers no GlobalMaxPool: files from other writers may hold one.
+  addRaising(
+      "GlobalMaxPool",
+      [](Raiser& r, const OpDef& op) -> Status {
+        r.emit(op, "GlobalMaxPool", {r.in(op, 0)}, 1);
+        return Status::ok();
+      },
+      __FILE__);
 }
 const bool kGlobalPoolRulesRegistered = (globalPoolRules(), true);
+
+// GlobalMaxPool → ReduceMax over the spatial axes, keep_dims (the public IR has no GlobalMaxPool).
+KILN_OM_LOWERING(
+    "GlobalMaxPool",
+    [](const Node& n, const OpContext&) -> std::string {
+      return rankOf(n.input(0)) >= 3 ? "" : "GlobalMaxPool of unknown rank or rank < 3";
+    },
+    [](Lowerer& l, const Node& n) {
+      std::vector<int64_t> axes;
+      for (int64_t d = 2; d < rankOf(n.input(0)); ++d)
+        axes.push_back(d);
+      OpDef* o = l.op("ReduceMax");
+      l.input(o, l.in(0));
+      l.input(o, l.constInts("axes", axes));
+      (*o->mutable_attr())["keep_dims"] = attrB(true);
+      l.outputs(o);
+    });
 
 } // namespace
 } // namespace kiln::om

@@ -103,14 +103,21 @@ KILN_OM_LOWERING(
       std::vector<int64_t> sizes;
       for (const Value* o : n.outputs())
         sizes.push_back(o->shape()[size_t(axis)].value());
-      OpDef* o = l.op("SplitVD");
+      // SplitV (sizes and axis as constant inputs): the public IR registers no SplitVD.
+      OpDef* o = l.op("SplitV");
       l.input(o, l.in(0));
-      auto& a = *o->mutable_attr();
-      a["size_splits"] = attrInts(sizes);
-      a["split_dim"] = attrI(axis);
-      a["num_split"] = attrI(static_cast<int64_t>(sizes.size()));
+      l.input(o, l.constInts("size_splits", sizes));
+      l.input(o, l.constant("split_dim", Tensor::fromValues<int32_t>(DType::Int32, {}, {int32_t(axis)})));
+      (*o->mutable_attr())["num_split"] = attrI(static_cast<int64_t>(sizes.size()));
       l.outputs(o);
     });
+KILN_OM_RAISING("SplitV", [](Raiser& r, const OpDef& op) -> Status {
+  auto axis = r.constIntsIn(op, 2);
+  if (!axis || axis->size() != 1) return r.unsupported(op, "SplitV with a computed split_dim");
+  Node* node = r.emit(op, "Split", {r.in(op, 0), r.in(op, 1)});
+  node->setAttribute("axis", Attribute::ofInt((*axis)[0]));
+  return Status::ok();
+});
 KILN_OM_RAISING("SplitVD", [](Raiser& r, const OpDef& op) -> Status {
   Node* node = r.emit(op, "Split",
                       {r.in(op, 0), r.constInts(op.name() + "_split", getInts(op, "size_splits"))});
