@@ -87,6 +87,7 @@ const std::vector<KernelTypes>& kernelTypes() {
       // Where reads its branches in 4-byte elements whatever their type (the condition is bool).
       {PT::PrimitiveType_Where, {BOOL, F16, F32, I32}, kInputs1And2},
       // Index outputs the runtime writes as int32 whatever the tensor declares.
+      {PT::PrimitiveType_MaxPoolFusion, {F16, F32}, kInput0},
       {PT::PrimitiveType_ArgMaxFusion, {F16, F32, I32}, kInput0, 1u},
       {PT::PrimitiveType_ArgMinFusion, {F16, F32, I32}, kInput0, 1u},
       {PT::PrimitiveType_TopKFusion, {F16, F32, I32}, kInput0, 2u},
@@ -279,29 +280,39 @@ Status LoweringContext::legalizeDataTypes() {
       std::optional<int> target;
       if (dataType && !supports(*k, *dataType) && !quantizedInt8(node, *k))
         target = computeType(*k, *dataType);
-      if (!target && !k->int32Outputs) {
+      // The type every data input is read in: a data input of another type (Pow's integer
+      // exponent of a float base) would be read as this one's bytes.
+      std::optional<int> compute = target;
+      if (!compute && dataType && supports(*k, *dataType) && castable(*dataType))
+        compute = dataType;
+      auto needsCast = [&](uint32_t id) {
+        return compute && plainType(id) != *compute && castable(plainType(id));
+      };
+      bool mixed = false;
+      for (size_t i = 0; i < node.inputs.size(); ++i)
+        mixed = mixed || ((k->dataInputs & (1u << i)) && needsCast(node.inputs[i]));
+      if (!target && !mixed && !k->int32Outputs) {
         order.push_back(index);
         continue;
       }
       const std::string base = node.name;
       std::vector<uint32_t> inputs = node.inputs;
       std::vector<uint32_t> outputs = node.outputs;
-      if (target) {
-        for (size_t i = 0; i < inputs.size(); ++i) {
-          if (!(k->dataInputs & (1u << i))) continue;
-          const uint32_t id = inputs[i];
-          if (plainType(id) == *target || plainType(id) != *dataType) continue;
-          if (auto it = twin.find({id, *target}); it != twin.end()) {
-            inputs[i] = it->second;
-          } else if (out_.tensors[id].nodeType == kNodeValue && out_.tensors[id].data) {
-            KILN_ASSIGN_OR_RETURN(inputs[i], narrowConst(out_.nodes[index], id, *target));
-          } else {
-            const uint32_t copy = retyped(id, *target, "_in");
-            for (uint32_t c : castChain(base, id, copy))
-              order.push_back(c);
-            twin[{id, *target}] = copy;
-            inputs[i] = copy;
-          }
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (!(k->dataInputs & (1u << i)) || !needsCast(inputs[i])) continue;
+        const uint32_t id = inputs[i];
+        const MsTensor& t = out_.tensors[id];
+        if (auto it = twin.find({id, *compute}); it != twin.end()) {
+          inputs[i] = it->second;
+        } else if (t.nodeType == kNodeValue && t.data && isIntegerType(t.dataType) &&
+                   (*compute == I32 || *compute == F32)) {
+          KILN_ASSIGN_OR_RETURN(inputs[i], narrowConst(out_.nodes[index], id, *compute));
+        } else {
+          const uint32_t copy = retyped(id, *compute, "_in");
+          for (uint32_t c : castChain(base, id, copy))
+            order.push_back(c);
+          twin[{id, *compute}] = copy;
+          inputs[i] = copy;
         }
       }
       for (size_t i = 0; i < outputs.size(); ++i) {

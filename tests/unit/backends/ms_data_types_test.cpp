@@ -128,6 +128,25 @@ g (int64[4] x) => (int64[1] y) {
   EXPECT_EQ(runInt64(readBack(*bytes), x), (std::vector<int64_t>{1}));
 }
 
+// PowFusion reads its exponent in the base's type: an int64 exponent read at run time is cast to
+// float32 (the runtime would read its bytes as floats).
+TEST(MsDataTypes, MixedTypePowCastsTheExponent) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 15]>
+g (float[2] x, int64[2] e) => (float[2] y) {
+  y = Pow (x, e)
+}
+)");
+  auto bytes = buildMsBuffer(model, MsWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  const auto* g = root(*bytes);
+  auto pow = nodesOfType(g, fb::PrimitiveType_PowFusion);
+  ASSERT_EQ(pow.size(), 1u);
+  for (uint32_t in : *pow[0]->inputIndex())
+    EXPECT_EQ(typeOf(g, in), 43);
+  EXPECT_EQ(typeOf(g, g->inputIndex()->Get(1)), kInt64);
+}
+
 // A float op is untouched: no casts.
 TEST(MsDataTypes, FloatOpsKeepTheirType) {
   Model model = modelFromOnnxText(R"(
