@@ -290,6 +290,8 @@ class LoweringContext {
   // Moves every op onto a data type the runtime has a kernel for (ms_data_types.cpp): casts in,
   // computes there, casts back; a constant that does not fit the computing type is refused.
   Status legalizeDataTypes();
+  // Drops the tensors of `candidates` no node, graph or subgraph reads or makes; renumbers.
+  void dropUnread(const std::set<uint32_t>& candidates);
 
   const Model& model_;
   const Graph& graph_;

@@ -95,6 +95,13 @@ const std::vector<KernelTypes>& kernelTypes() {
   return table;
 }
 
+// Ops whose outputs are bool whatever type they compare in.
+bool comparison(PT op) {
+  return op == PT::PrimitiveType_Equal || op == PT::PrimitiveType_NotEqual ||
+         op == PT::PrimitiveType_Less || op == PT::PrimitiveType_LessEqual ||
+         op == PT::PrimitiveType_Greater || op == PT::PrimitiveType_GreaterEqual;
+}
+
 const KernelTypes* kernelTypesOf(uint8_t op) {
   for (const KernelTypes& k : kernelTypes())
     if (k.op == op) return &k;
@@ -172,6 +179,8 @@ size_t elementSize(int type) {
 } // namespace
 
 Status LoweringContext::legalizeDataTypes() {
+  // Tensors a copy in another type stood in for: dropped at the end when nothing reads them.
+  std::set<uint32_t> replaced;
   // What a constant becomes in a type, once per (constant, type).
   std::map<std::pair<uint32_t, int>, uint32_t> narrowed;
   auto narrowConst = [&](const MsNode& node, uint32_t id, int to) -> Expected<uint32_t> {
@@ -210,6 +219,7 @@ Status LoweringContext::legalizeDataTypes() {
     t.quantParams.clear();
     const uint32_t made = addTensor(std::move(t));
     narrowed[{id, to}] = made;
+    replaced.insert(id);
     return made;
   };
   auto castNode = [&](const std::string& base, uint32_t from, uint32_t to) {
@@ -268,6 +278,13 @@ Status LoweringContext::legalizeDataTypes() {
     std::vector<CastBack> castBack;
     for (uint32_t index : sub.nodes) {
       MsNode& node = out_.nodes[index];
+      // A Cast of a value this pass already holds in the Cast's output type reads that copy (a
+      // copying Cast), so the value need not be cast back first.
+      if (node.primitiveType == PT::PrimitiveType_Cast && !node.inputs.empty() &&
+          node.outputs.size() == 1) {
+        auto it = twin.find({node.inputs[0], plainType(node.outputs[0])});
+        if (it != twin.end()) node.inputs[0] = it->second;
+      }
       const KernelTypes* k = node.quantType == 0 ? kernelTypesOf(node.primitiveType) : nullptr;
       if (!k) {
         order.push_back(index);
@@ -320,12 +337,13 @@ Status LoweringContext::legalizeDataTypes() {
         int computed = declared;
         if (k->int32Outputs & (1u << i))
           computed = I32;
-        else if (target && dataType && declared == *dataType)
+        else if (target && dataType && declared == *dataType && !comparison(k->op))
           computed = *target;
         if (computed == declared || !castable(declared)) continue;
         const uint32_t copy = retyped(outputs[i], computed, "_out");
         twin[{outputs[i], computed}] = copy;
         castBack.push_back({outputs[i], copy, order.size() + 1, base});
+        replaced.insert(outputs[i]);
         outputs[i] = copy;
       }
       MsNode& lowered = out_.nodes[index]; // castNode may have moved the node list
@@ -352,6 +370,7 @@ Status LoweringContext::legalizeDataTypes() {
     }
     sub.nodes = std::move(finalOrder);
   }
+  dropUnread(replaced);
   // A single graph is written in node-list order: put the list in execution order.
   if (subgraphs_.size() == 1) {
     std::vector<MsNode> nodes;
@@ -363,6 +382,45 @@ Status LoweringContext::legalizeDataTypes() {
       subgraphs_[0].nodes[i] = i;
   }
   return Status::ok();
+}
+
+void LoweringContext::dropUnread(const std::set<uint32_t>& candidates) {
+  std::set<uint32_t> read(out_.inputs.begin(), out_.inputs.end());
+  read.insert(out_.outputs.begin(), out_.outputs.end());
+  for (const MsSubGraph& sub : subgraphs_) {
+    read.insert(sub.inputs.begin(), sub.inputs.end());
+    read.insert(sub.outputs.begin(), sub.outputs.end());
+  }
+  for (const MsNode& n : out_.nodes) {
+    read.insert(n.inputs.begin(), n.inputs.end());
+    read.insert(n.outputs.begin(), n.outputs.end());
+  }
+  std::vector<uint32_t> newIndex(out_.tensors.size());
+  std::vector<MsTensor> kept;
+  for (uint32_t i = 0; i < out_.tensors.size(); ++i) {
+    if (candidates.count(i) && !read.count(i)) continue;
+    newIndex[i] = static_cast<uint32_t>(kept.size());
+    kept.push_back(std::move(out_.tensors[i]));
+  }
+  if (kept.size() == out_.tensors.size()) {
+    out_.tensors = std::move(kept);
+    return;
+  }
+  out_.tensors = std::move(kept);
+  auto remap = [&](std::vector<uint32_t>& ids) {
+    for (uint32_t& id : ids)
+      id = newIndex[id];
+  };
+  remap(out_.inputs);
+  remap(out_.outputs);
+  for (MsSubGraph& sub : subgraphs_) {
+    remap(sub.inputs);
+    remap(sub.outputs);
+  }
+  for (MsNode& n : out_.nodes) {
+    remap(n.inputs);
+    remap(n.outputs);
+  }
 }
 
 } // namespace kiln::ms

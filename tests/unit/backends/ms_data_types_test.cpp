@@ -1,6 +1,7 @@
 // The .ms data-type pass (src/backends/ms/ms_data_types.cpp): ops the runtime has no kernel for in
 // the model's type compute in a supported one between casts, the graph keeps its declared types.
 #include <cstring>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -145,6 +146,30 @@ g (float[2] x, int64[2] e) => (float[2] y) {
   for (uint32_t in : *pow[0]->inputIndex())
     EXPECT_EQ(typeOf(g, in), 43);
   EXPECT_EQ(typeOf(g, g->inputIndex()->Get(1)), kInt64);
+}
+
+// Slice ends fed at run time as INT64_MAX ("to the end") survive the narrowing to int32: they
+// saturate instead of wrapping.
+TEST(MsDataTypes, RunTimeSliceSentinelSaturates) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[5] v, int64[1] s, int64[1] e) => (float[3] y) {
+  y = Slice (v, s, e)
+}
+)");
+  auto bytes = buildMsBuffer(model, MsWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  Model raised = readBack(*bytes);
+  rt::Executor exec(raised);
+  std::map<std::string, rt::RtValue> feeds;
+  feeds["v"] =
+      rt::RtValue::ofTensor(Tensor::fromValues<float>(DType::Float32, {5}, {1, 2, 3, 4, 5}));
+  feeds["s"] = rt::RtValue::ofTensor(Tensor::fromValues<int64_t>(DType::Int64, {1}, {2}));
+  feeds["e"] = rt::RtValue::ofTensor(
+      Tensor::fromValues<int64_t>(DType::Int64, {1}, {std::numeric_limits<int64_t>::max()}));
+  auto out = exec.run(feeds);
+  ASSERT_TRUE(out) << out.status().toString();
+  EXPECT_EQ(out->outputs.at(0).tensor.copyValues<float>(), (std::vector<float>{3, 4, 5}));
 }
 
 // A float op is untouched: no casts.
