@@ -16,8 +16,8 @@
 #include <fmt/format.h>
 
 #include "kiln/backends/lowering.h"
-#include "ms_model_schema.h"
 #include "ms_lower.h"
+#include "ms_model_schema.h"
 #include "ms_type_ids.h"
 
 namespace kiln::ms {
@@ -148,8 +148,8 @@ class LoweringContext {
   // `v`'s dims as .ms writes them, -1 where dynamic (rank must be known).
   std::vector<int32_t> dimsOf(const Value* v) const {
     v = resolve(v);
-    if (auto c = constOf(v)) return std::vector<int32_t>(c->tensor.dims().begin(),
-                                                         c->tensor.dims().end());
+    if (auto c = constOf(v))
+      return std::vector<int32_t>(c->tensor.dims().begin(), c->tensor.dims().end());
     std::vector<int32_t> out;
     for (const Dim& d : v->shape().dims())
       out.push_back(d.isStatic() ? static_cast<int32_t>(d.value()) : -1);
@@ -287,6 +287,11 @@ class LoweringContext {
   Status lowerInputs();
   Status lowerOutputs();
   void placeholders(const Node& n);
+  // Moves every op onto a data type the runtime has a kernel for (ms_data_types.cpp): casts in,
+  // computes there, casts back; a constant that does not fit the computing type is refused.
+  Status legalizeDataTypes();
+  // Drops the tensors of `candidates` no node, graph or subgraph reads or makes; renumbers.
+  void dropUnread(const std::set<uint32_t>& candidates);
 
   const Model& model_;
   const Graph& graph_;
@@ -299,7 +304,8 @@ class LoweringContext {
   std::unordered_map<const Value*, Slots> slots_;
   std::unordered_map<const Value*, const Value*> alias_;
   std::map<std::pair<const Value*, int>, uint32_t> constCache_;
-  mutable std::unordered_map<const Value*, Const> dequantized_; // constOf of DequantizeLinear outputs
+  mutable std::unordered_map<const Value*, Const>
+      dequantized_; // constOf of DequantizeLinear outputs
   // producer → (activation node folded into it, ActivationType)
   std::unordered_map<const Node*, std::pair<const Node*, int>> fusedActivation_;
   std::set<const Node*> folded_;

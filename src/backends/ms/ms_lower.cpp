@@ -53,7 +53,7 @@ std::string dynamicInputsSpec(const Graph& graph) {
     }
     std::vector<std::string> dims;
     for (const Dim& d : v->shape().dims())
-      dims.push_back(d.isStatic()      ? std::to_string(d.value())
+      dims.push_back(d.isStatic()     ? std::to_string(d.value())
                      : d.isSymbolic() ? fmt::format("<{}>", d.symbol())
                                       : std::string("<?>"));
     specs.push_back(fmt::format("{}:{}", v->name(), fmt::join(dims, ",")));
@@ -227,7 +227,7 @@ uint32_t LoweringContext::newSubgraph(const std::string& name) {
 }
 
 LoweringContext::SubgraphScope LoweringContext::enterSubgraph(uint32_t index) {
-  SubgraphScope saved{current_, node_, slots_, alias_, std::move(constCache_),
+  SubgraphScope saved{current_,    node_,      slots_, alias_, std::move(constCache_),
                       permToNhwc_, permToNchw_};
   constCache_.clear();
   permToNhwc_.reset();
@@ -275,8 +275,8 @@ Status LoweringContext::lowerNodes(const Graph& g) {
     node_ = node.get();
     Status s = msLoweringRules().find(node->opType())->lower(*this, *node);
     if (!s)
-      return Status(s.code(), fmt::format("{}: {}", lowering::nodeLabel(*node, position),
-                                          s.message()),
+      return Status(s.code(),
+                    fmt::format("{}: {}", lowering::nodeLabel(*node, position), s.message()),
                     s.hint());
   }
   return Status::ok();
@@ -340,9 +340,10 @@ Expected<MsGraph> LoweringContext::run(std::vector<lowering::Refusal>* refusalsO
   if (!refusals.empty()) return finish(Status::ok());
 
   if (Status s = lowerOutputs(); !s) return finish(s);
+  if (Status s = legalizeDataTypes(); !s) return finish(s);
   if (subgraphs_.size() > 1) { // control flow: every subgraph, main first
-    subgraphs_[0].name = fmt::format("subgraph_0_{}", graph_.name().empty() ? "main_graph"
-                                                                            : graph_.name());
+    subgraphs_[0].name =
+        fmt::format("subgraph_0_{}", graph_.name().empty() ? "main_graph" : graph_.name());
     subgraphs_[0].inputs = out_.inputs;
     subgraphs_[0].outputs = out_.outputs;
     out_.subgraphs = std::move(subgraphs_);

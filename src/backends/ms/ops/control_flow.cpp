@@ -3,7 +3,8 @@
 // {is_tail_call}). A subgraph sees only its parameters, so every outer value a branch or body
 // reads is passed in; constants are made afresh inside it.
 //
-//   If(c) {then, else}   →  pt = PartialFusion(captured...) -> then;  pe = PartialFusion(...) -> else
+//   If(c) {then, else}   →  pt = PartialFusion(captured...) -> then;  pe = PartialFusion(...) ->
+//   else
 //                            s = Switch(c, pt, pe);  outs = Call(s) {is_tail_call = false}
 //   Loop(M, c, v...)     →  outs = Call(PartialFusion(0, M, c, v..., captured...) -> cond)
 //     cond(i, M, c, v..., k...):  go = LogicalAnd(Less(i, M), c)
@@ -16,6 +17,7 @@
 // the Call in the calling graph returns the final state.
 #include <limits>
 
+#include "../ms_chain.h"
 #include "../ms_context.h"
 #include "../ms_raise_context.h"
 #include "kiln/backends/ms_writer.h"
@@ -65,15 +67,16 @@ Expected<Passed> passIn(LoweringContext& ctx, const std::vector<const Value*>& c
 Status lowerBranch(LoweringContext& ctx, uint32_t index, const Graph& g, const Passed& passed) {
   auto scope = ctx.enterSubgraph(index);
   for (size_t k = 0; k < passed.values.size(); ++k)
-    ctx.subgraphInput(passed.tensors[k], passed.values[k]->name() + "_param",
-                      passed.values[k]);
+    ctx.subgraphInput(passed.tensors[k], passed.values[k]->name() + "_param", passed.values[k]);
   Status s = ctx.lowerNodes(g);
   std::vector<uint32_t> results;
   for (const Value* v : g.outputs()) {
     if (!s) break;
     auto id = ctx.subgraphResult(v, results);
-    if (!id) s = id.status();
-    else results.push_back(*id);
+    if (!id)
+      s = id.status();
+    else
+      results.push_back(*id);
   }
   ctx.setSubgraphOutputs(std::move(results));
   ctx.leaveSubgraph(std::move(scope));
@@ -84,8 +87,7 @@ Status lowerIf(LoweringContext& ctx, const Node& n) {
   const Graph& thenGraph = *n.attribute("then_branch")->asGraph();
   const Graph& elseGraph = *n.attribute("else_branch")->asGraph();
   KILN_ASSIGN_OR_RETURN(uint32_t cond, ctx.input(n.input(0), Layout::Onnx));
-  KILN_ASSIGN_OR_RETURN(Passed passed,
-                        passIn(ctx, ops::capturedValues({&thenGraph, &elseGraph})));
+  KILN_ASSIGN_OR_RETURN(Passed passed, passIn(ctx, ops::capturedValues({&thenGraph, &elseGraph})));
   const std::string base = n.name().empty() ? n.output(0)->name() : n.name();
   const uint32_t thenIndex = ctx.newSubgraph(base + "_then");
   const uint32_t elseIndex = ctx.newSubgraph(base + "_else");
@@ -119,30 +121,30 @@ Status lowerLoop(LoweringContext& ctx, const Node& n) {
   const std::string base = n.name().empty() ? n.output(0)->name() : n.name();
   const size_t carried = parts.carried.size();
 
-  // The state: iteration, trip limit, condition, carried..., captured....
+  // The state: iteration, trip limit, condition, carried..., captured.... The iteration and the
+  // limit are int32: the runtime has no int64 Less or AddFusion kernel (ms_data_types.cpp). A
+  // constant limit past int32 is clamped (2^31 - 1 iterations); one read at run time is cast.
   std::vector<uint32_t> state;
-  KILN_ASSIGN_OR_RETURN(uint32_t iter0, scalarConst(ctx, Tensor::fromValues<int64_t>(
-                                                              DType::Int64, {}, {0}),
-                                                    base + "_iter0"));
-  state.push_back(iter0);
+  state.push_back(ctx.intConst({0}, base + "_iter0", std::vector<int32_t>{}));
   if (parts.maxTrip) {
-    KILN_ASSIGN_OR_RETURN(uint32_t m, ctx.input(parts.maxTrip, Layout::Onnx));
-    state.push_back(m);
+    if (auto c = ctx.constOf(parts.maxTrip); c && c->tensor.elementCount() == 1) {
+      state.push_back(
+          ctx.intConst(intValues(c->tensor), base + "_max_trip_i32", std::vector<int32_t>{}));
+    } else {
+      KILN_ASSIGN_OR_RETURN(uint32_t m, ctx.int32Input(parts.maxTrip));
+      state.push_back(m);
+    }
   } else {
-    KILN_ASSIGN_OR_RETURN(uint32_t m, scalarConst(ctx,
-                                                  Tensor::fromValues<int64_t>(
-                                                      DType::Int64, {},
-                                                      {std::numeric_limits<int64_t>::max()}),
-                                                  base + "_no_limit"));
-    state.push_back(m);
+    state.push_back(ctx.intConst({std::numeric_limits<int32_t>::max()}, base + "_no_limit",
+                                 std::vector<int32_t>{}));
   }
   if (parts.cond) {
     KILN_ASSIGN_OR_RETURN(uint32_t c, ctx.input(parts.cond, Layout::Onnx));
     state.push_back(c);
   } else {
-    KILN_ASSIGN_OR_RETURN(uint32_t c, scalarConst(ctx,
-                                                  Tensor::fromValues<uint8_t>(DType::Bool, {}, {1}),
-                                                  base + "_always"));
+    KILN_ASSIGN_OR_RETURN(
+        uint32_t c,
+        scalarConst(ctx, Tensor::fromValues<uint8_t>(DType::Bool, {}, {1}), base + "_always"));
     state.push_back(c);
   }
   for (const Value* v : parts.carried) {
@@ -201,17 +203,18 @@ Status lowerLoop(LoweringContext& ctx, const Node& n) {
     auto scope = ctx.enterSubgraph(bodyIndex);
     ctx.setNode(&n);
     std::vector<uint32_t> p = params();
-    KILN_ASSIGN_OR_RETURN(uint32_t one, scalarConst(ctx, Tensor::fromValues<int64_t>(
-                                                             DType::Int64, {}, {1}),
-                                                    base + "_one"));
+    const uint32_t one = ctx.intConst({1}, base + "_one", std::vector<int32_t>{});
     uint32_t next = ctx.intermediate(p[0], base + "_next_iter");
     ctx.emit(fb::PrimitiveType_AddFusion, emptyTable<fb::AddFusion>(), {p[0], one}, {next});
+    // The ONNX body reads the iteration as int64.
+    uint32_t iteration = p[0];
+    if (body.inputs()[0]->hasUses()) iteration = Chain(ctx, n).cast(p[0], kTypeInt64);
     // The body's parameters stand for the ONNX body inputs and the captured values.
     auto bindParam = [&](const Value* v, uint32_t id) {
       ctx.clearAlias(v); // the value is the parameter here
       ctx.slots(v) = LoweringContext::Slots{id, std::nullopt};
     };
-    bindParam(body.inputs()[0], p[0]);
+    bindParam(body.inputs()[0], iteration);
     bindParam(body.inputs()[1], p[2]);
     for (size_t j = 0; j < carried; ++j)
       bindParam(body.inputs()[2 + j], p[3 + j]);
@@ -298,8 +301,8 @@ Status RaisingContext::raiseIf(const SwitchOf& s) {
   if (!onTrue || !onFalse) return nodeUnsupported("a Switch between tensors that are not partials");
   KILN_ASSIGN_OR_RETURN(Value * cond, valueOf(s.cond));
   Node::AttributeList attrs;
-  for (const auto& [attr, partial] : {std::pair<const char*, const Partial*>{"then_branch", onTrue},
-                                      {"else_branch", onFalse}}) {
+  for (const auto& [attr, partial] :
+       {std::pair<const char*, const Partial*>{"then_branch", onTrue}, {"else_branch", onFalse}}) {
     const msfb::SubGraph* sub = subgraph(partial->subgraph);
     if (!sub) return invalid("a PartialFusion names subgraph {}", partial->subgraph);
     std::vector<uint32_t> outs = indices(sub->outputIndices());
@@ -337,12 +340,11 @@ Status RaisingContext::raiseLoop(const Partial& start) {
       return notOurs(fmt::format("cond holds a {}", msfb::EnumNamePrimitiveType(type)));
   }
   const msfb::CNode* tail = nodeAt(cond->nodeIndices()->Get(cond->nodeIndices()->size() - 1));
-  const msfb::CNode* sw =
-      tail->inputIndex() && tail->inputIndex()->size() == 1
-          ? producerIn(*this, cond, tail->inputIndex()->Get(0))
-          : nullptr;
-  if (!sw || sw->primitive()->value_type() != msfb::PrimitiveType_Switch ||
-      !sw->inputIndex() || sw->inputIndex()->size() != 3)
+  const msfb::CNode* sw = tail->inputIndex() && tail->inputIndex()->size() == 1
+                              ? producerIn(*this, cond, tail->inputIndex()->Get(0))
+                              : nullptr;
+  if (!sw || sw->primitive()->value_type() != msfb::PrimitiveType_Switch || !sw->inputIndex() ||
+      sw->inputIndex()->size() != 3)
     return notOurs("cond does not end in Call(Switch)");
   const msfb::CNode* toBody = producerIn(*this, cond, sw->inputIndex()->Get(1));
   if (!toBody || !toBody->primitive()->value_as_PartialFusion())
@@ -379,6 +381,20 @@ Status RaisingContext::raiseLoop(const Partial& start) {
   for (size_t j = 0; j < carried; ++j)
     outs.push_back(next[3 + j]);
   KILN_ASSIGN_OR_RETURN(auto g, readSubgraph(bodyIndex, bound, 2, outs));
+  // kiln counts iterations in int32 (the runtime has no int64 Less): the ONNX body takes the
+  // iteration as int64 and narrows it for the counter.
+  if (Value* iteration = g->inputs().empty() ? nullptr : g->inputs()[0];
+      iteration && iteration->dtype() == DType::Int32) {
+    Node* first = g->nodes().empty() ? nullptr : g->nodes().front().get();
+    Node* narrow = g->insertNodeBefore(first, "Cast", {iteration},
+                                       {g->uniqueName(iteration->name() + "_i32")});
+    narrow->setAttribute("to", Attribute::ofInt(dtypeToOnnx(DType::Int32)));
+    narrow->output(0)->setType(iteration->type());
+    const std::vector<Use> uses = iteration->uses();
+    for (const Use& use : uses)
+      if (use.user != narrow) use.user->setInput(use.inputIndex, narrow->output(0));
+    iteration->setType(ValueType::tensor(DType::Int64, Shape(std::vector<Dim>{})));
+  }
   std::vector<Value*> inputs;
   for (size_t k = 1; k < 3 + carried; ++k) {
     KILN_ASSIGN_OR_RETURN(Value * v, valueOf(start.args[k]));

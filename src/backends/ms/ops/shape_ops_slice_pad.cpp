@@ -43,7 +43,8 @@ Status lowerRuntimeSlice(LoweringContext& ctx, const Node& n, int rank) {
   auto x = ctx.input(n.input(0), Layout::Onnx);
   if (!x) return x.status();
   auto index = [&](const Value* v, std::vector<int64_t> fallback) -> Expected<uint32_t> {
-    if (!v) return ctx.intConst(fallback, fmt::format("{}_{}", n.output(0)->name(), fallback.size()));
+    if (!v)
+      return ctx.intConst(fallback, fmt::format("{}_{}", n.output(0)->name(), fallback.size()));
     if (auto c = ctx.constOf(v)) {
       std::vector<int64_t> values = intValues(c->tensor);
       for (auto& e : values)
@@ -54,15 +55,29 @@ Status lowerRuntimeSlice(LoweringContext& ctx, const Node& n, int rank) {
     auto id = ctx.input(v, Layout::Onnx);
     if (!id) return id.status();
     uint32_t t = *id;
-    if (ch.typeOf(t) == kTypeInt64) {
-      t = ch.binary(fb::PrimitiveType_Maximum, t,
-                    ch.scalar(double(std::numeric_limits<int32_t>::min()), kTypeInt64));
-      t = ch.binary(fb::PrimitiveType_Minimum, t,
-                    ch.scalar(double(std::numeric_limits<int32_t>::max()), kTypeInt64));
-    }
-    return ch.cast(t, kTypeInt32);
+    if (ch.typeOf(t) != kTypeInt64) return ch.cast(t, kTypeInt32);
+    // The runtime compares no int64 (ms_data_types.cpp) and its Cast to int32 wraps: the value is
+    // cast exactly, and where its float32 copy lies outside the int32 range (INT64 sentinels) the
+    // int32 bound takes its place. Where on equal shapes: the runtime's Where does not broadcast.
+    const uint32_t narrow = ch.cast(t, kTypeInt32);
+    const uint32_t wide = ch.cast(t, kTypeFloat32);
+    const std::vector<int32_t> dims = {static_cast<int32_t>(*count)};
+    const std::vector<double> lowest(static_cast<size_t>(*count),
+                                     double(std::numeric_limits<int32_t>::min()));
+    const std::vector<double> highest(static_cast<size_t>(*count),
+                                      double(std::numeric_limits<int32_t>::max()));
+    // ±(2^31 − 128): the float32 values nearest the int32 bounds from inside.
+    const uint32_t above = ch.binary(fb::PrimitiveType_Greater, wide,
+                                     ch.scalar(2147483520.0, kTypeFloat32), kTypeBool);
+    const uint32_t below =
+        ch.binary(fb::PrimitiveType_Less, wide, ch.scalar(-2147483520.0, kTypeFloat32), kTypeBool);
+    uint32_t r = ch.op(fb::PrimitiveType_Where,
+                       {above, ch.constant(highest, kTypeInt32, dims), narrow}, ch.tmpLike(narrow));
+    return ch.op(fb::PrimitiveType_Where, {below, ch.constant(lowest, kTypeInt32, dims), r},
+                 ch.tmpLike(narrow));
   };
-  std::vector<int64_t> defaultAxes(static_cast<size_t>(*count)), ones(static_cast<size_t>(*count), 1);
+  std::vector<int64_t> defaultAxes(static_cast<size_t>(*count)),
+      ones(static_cast<size_t>(*count), 1);
   std::iota(defaultAxes.begin(), defaultAxes.end(), 0);
   KILN_ASSIGN_OR_RETURN(uint32_t begin, index(n.input(1), {}));
   KILN_ASSIGN_OR_RETURN(uint32_t end, index(n.input(2), {}));
@@ -136,7 +151,8 @@ Status lowerSlice(LoweringContext& ctx, const Node& n) {
         endMask &= ~(int64_t{1} << a);
       }
     } else {
-      if (s < 0 || e < 0 || step < 0) return dynamicShape("negative starts/ends/steps over an unknown dim");
+      if (s < 0 || e < 0 || step < 0)
+        return dynamicShape("negative starts/ends/steps over an unknown dim");
       begin[a] = s;
       beginMask &= ~(int64_t{1} << a);
       if (e < std::numeric_limits<int32_t>::max()) {
