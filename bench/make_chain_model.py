@@ -3,7 +3,9 @@
 how import, check and conversion scale with the node count. Standard library only: the protobuf
 wire format is written by hand, so the script runs where the onnx Python package is not installed.
 
-Usage: bench/make_chain_model.py OUT.onnx [NODES] [OP]
+Usage: bench/make_chain_model.py OUT.onnx [NODES] [OP] [--dead-tail]
+  --dead-tail: the graph output is the first node's, so every later node is dead and
+  eliminate-dead-nodes erases the chain back to front (how IR erasure scales).
 """
 import sys
 
@@ -38,13 +40,16 @@ def tensor_value_info(name, dims):
 
 
 def main():
-    out_path = sys.argv[1]
-    nodes = int(sys.argv[2]) if len(sys.argv) > 2 else 100000
-    op = sys.argv[3] if len(sys.argv) > 3 else "Relu"
+    dead_tail = "--dead-tail" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--dead-tail"]
+    out_path = args[0]
+    nodes = int(args[1]) if len(args) > 1 else 100000
+    op = args[2] if len(args) > 2 else "Relu"
     graph = bytearray()
     for i in range(nodes):
-        src = "x" if i == 0 else f"t{i - 1}"
-        dst = "y" if i == nodes - 1 else f"t{i}"
+        src = "x" if i == 0 else ("y" if dead_tail and i == 1 else f"t{i - 1}")
+        last = 0 if dead_tail else nodes - 1
+        dst = "y" if i == last else f"t{i}"
         # NodeProto{input=1, output=2, name=3, op_type=4}
         node = field_bytes(1, src) + field_bytes(2, dst) + field_bytes(3, f"n{i}") + field_bytes(4, op)
         graph += field_bytes(1, node)
