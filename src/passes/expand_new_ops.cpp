@@ -370,7 +370,7 @@ std::string expandAttention(Builder& b, const Node& n) {
   if (const Value* mask = n.input(3)) {
     const int64_t kvLen = staticDim(n.input(1), rank == 3 ? 1 : 2);
     const int64_t pastLen = pastKey ? staticDim(pastKey, 2) : 0;
-    if (staticDim(mask, -1) < 0 || kvLen < 0 || pastLen < 0)
+    if (rankOf(mask) < 1 || staticDim(mask, -1) < 0 || kvLen < 0 || pastLen < 0)
       return "an attn_mask or key length that is not static";
   }
   if (rank == 3) {
@@ -409,11 +409,12 @@ std::string expandAttention(Builder& b, const Node& n) {
   const double inf = std::numeric_limits<double>::infinity();
   if (Value* mask = n.input(3)) {
     const int64_t maskLen = staticDim(mask, -1);
+    // The rank of the model's mask: a Where built below has no type yet.
+    const int64_t mr = rankOf(mask);
     const int64_t total =
         staticDim(n.input(1), rank == 3 ? 1 : 2) + (pastKey ? staticDim(pastKey, 2) : 0);
     if (mask->dtype() == DType::Bool) mask = b.op("Where", {mask, b.scalar(0.0), b.scalar(-inf)});
     if (maskLen < total) {
-      const int64_t mr = rankOf(mask);
       std::vector<int64_t> pads(static_cast<size_t>(2 * mr), 0);
       pads[static_cast<size_t>(2 * mr - 1)] = total - maskLen;
       mask = b.op("Pad", {mask, b.ints(pads), b.scalar(-inf)});
