@@ -14,6 +14,7 @@
 #include <flatbuffers/flatbuffers.h>
 #include <gtest/gtest.h>
 
+#include "backends/ms/ms_model_schema.h"
 #include "kiln/backends/ms_convert.h"
 #include "kiln/backends/ms_reader.h"
 #include "kiln/backends/target.h"
@@ -21,7 +22,6 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
-#include "backends/ms/ms_model_schema.h"
 
 using namespace kiln;
 namespace fb = kiln::msfb;
@@ -663,16 +663,22 @@ TEST(MsReader, DimsWhoseElementCountOverflowsAreInvalid) {
 }
 
 // FlatBuffers' own verifier accepts a [long] vector whose elements sit 4 bytes off an 8-byte
-// boundary; reading them is a misaligned int64 load. ms_model_schema.h makes verification refuse it.
+// boundary; reading them is a misaligned int64 load. ms_model_schema.h makes verification refuse
+// it.
 TEST(MsReader, LongVectorsMustBeEightByteAligned) {
   alignas(8) uint8_t bytes[24] = {};
   const uint32_t one = 1;
-  std::memcpy(bytes, &one, 4);     // a vector at 0: its element at 4 is misaligned
+  std::memcpy(bytes, &one, 4);      // a vector at 0: its element at 4 is misaligned
   std::memcpy(bytes + 12, &one, 4); // a vector at 12: its element at 16 is aligned
   flatbuffers::Verifier verifier(bytes, sizeof(bytes));
   EXPECT_FALSE(verifier.VerifyVector(reinterpret_cast<const flatbuffers::Vector<int64_t>*>(bytes)));
   EXPECT_TRUE(
       verifier.VerifyVector(reinterpret_cast<const flatbuffers::Vector<int64_t>*>(bytes + 12)));
+  // An empty vector at a 4-byte offset has no element to misread: it passes.
+  alignas(8) uint8_t empty[8] = {};
+  flatbuffers::Verifier emptyVerifier(empty, sizeof(empty));
+  EXPECT_TRUE(
+      emptyVerifier.VerifyVector(reinterpret_cast<const flatbuffers::Vector<int64_t>*>(empty)));
 
   // The fuzz find that showed it: a mutated tiny_cnn.ms with one such vector.
   std::ifstream in(std::string(KILN_SOURCE_DIR) +
