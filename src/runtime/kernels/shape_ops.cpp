@@ -2,6 +2,7 @@
 // ops (NonZero, Unique, OneHot ...). Data is moved as raw elements so every dtype works.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "kiln/runtime/kernel.h"
@@ -467,18 +468,28 @@ Status range(KernelContext& ctx) {
         status = ctx.fail("delta is zero");
         return;
       }
+      // The element count in a wider type first: a NaN or infinite bound, or a span past int64
+      // (uint64 / int64 extremes), has no count to convert.
       int64_t n;
       if constexpr (std::is_floating_point_v<T>) {
-        n = static_cast<int64_t>(
-            std::ceil((static_cast<double>(limit) - static_cast<double>(start)) /
-                      static_cast<double>(delta)));
+        const double steps = std::ceil(
+            (static_cast<double>(limit) - static_cast<double>(start)) / static_cast<double>(delta));
+        if (!(steps < 9.2e18)) {
+          status = ctx.fail("start, limit and delta give {} elements", steps);
+          return;
+        }
+        n = steps > 0 ? static_cast<int64_t>(steps) : 0;
       } else {
-        const auto span = static_cast<int64_t>(limit) - static_cast<int64_t>(start);
-        const auto step = static_cast<int64_t>(delta);
-        n = step > 0 ? (span > 0 ? (span + step - 1) / step : 0)
-                     : (span < 0 ? (span + step + 1) / step : 0);
+        const __int128 span = static_cast<__int128>(limit) - static_cast<__int128>(start);
+        const __int128 step = static_cast<__int128>(delta);
+        const __int128 count = step > 0 ? (span > 0 ? (span + step - 1) / step : 0)
+                                        : (span < 0 ? (span + step + 1) / step : 0);
+        if (count > std::numeric_limits<int64_t>::max()) {
+          status = ctx.fail("start, limit and delta give more elements than int64 counts");
+          return;
+        }
+        n = static_cast<int64_t>(count);
       }
-      n = std::max<int64_t>(n, 0);
       OutTensor out(dtype, {n});
       T* dst = out.data<T>();
       for (int64_t i = 0; i < n; ++i)
