@@ -202,8 +202,8 @@ class Propagation {
       auto e = elemsOf(node.input(0));
       auto axes = intsOf(node, "axes", 1);
       if (!e || !axes) return;
-      if (op == "Unsqueeze" && e->scalar && (*axes == std::vector<int64_t>{0} ||
-                                             *axes == std::vector<int64_t>{-1})) {
+      if (op == "Unsqueeze" && e->scalar &&
+          (*axes == std::vector<int64_t>{0} || *axes == std::vector<int64_t>{-1})) {
         e->scalar = false;
         setElems(out, *e);
       } else if (op == "Squeeze" && !e->scalar && e->dims.size() == 1 &&
@@ -275,7 +275,8 @@ class Propagation {
     auto b = elemsOf(node.input(1));
     if (!a || !b || !isIndexType(node.output(0)->dtype())) return;
     const size_t n = std::max(a->dims.size(), b->dims.size());
-    if ((a->dims.size() != n && a->dims.size() != 1) || (b->dims.size() != n && b->dims.size() != 1))
+    if ((a->dims.size() != n && a->dims.size() != 1) ||
+        (b->dims.size() != n && b->dims.size() != 1))
       return;
     Elems r;
     r.scalar = a->scalar && b->scalar;
@@ -293,8 +294,8 @@ class Propagation {
       } else if (y.isStatic() && (((op == "Add" || op == "Sub") && y.value() == 0) ||
                                   ((op == "Mul" || op == "Div") && y.value() == 1))) {
         z = x;
-      } else if (x.isStatic() && ((op == "Add" && x.value() == 0) ||
-                                  (op == "Mul" && x.value() == 1))) {
+      } else if (x.isStatic() &&
+                 ((op == "Add" && x.value() == 0) || (op == "Mul" && x.value() == 1))) {
         z = y;
       }
       r.dims.push_back(z);
@@ -466,7 +467,8 @@ class Propagation {
       if (d.isStatic()) {
         // A scale past int64 (or NaN, or negative) has no size to propagate: the node's own
         // checks refuse it later with its name.
-        const double scaled = std::floor(static_cast<double>(d.value()) * static_cast<double>(s[i]));
+        const double scaled =
+            std::floor(static_cast<double>(d.value()) * static_cast<double>(s[i]));
         if (!(scaled >= 0.0 && scaled < 9.2e18)) return std::nullopt;
         dims.push_back(Dim::known(static_cast<int64_t>(scaled)));
       } else if (s[i] == 1.0f)
@@ -479,10 +481,11 @@ class Propagation {
 
   Value* newConstant(const Node& node, const std::string& suffix, const std::vector<int64_t>& v) {
     const std::string base = node.output(0) ? node.output(0)->name() : node.name();
-    Value* c = graph_.addInitializer(graph_.uniqueName(base + suffix),
-                                     Tensor::fromValues<int64_t>(
-                                         DType::Int64, {static_cast<int64_t>(v.size())}, v));
-    c->setType(ValueType::tensor(DType::Int64, Shape::fromStatic({static_cast<int64_t>(v.size())})));
+    Value* c = graph_.addInitializer(
+        graph_.uniqueName(base + suffix),
+        Tensor::fromValues<int64_t>(DType::Int64, {static_cast<int64_t>(v.size())}, v));
+    c->setType(
+        ValueType::tensor(DType::Int64, Shape::fromStatic({static_cast<int64_t>(v.size())})));
     return c;
   }
 

@@ -36,12 +36,12 @@
 #include "kiln/sensitivity.h"
 #include "kiln/shape_spec.h"
 #include "kiln/support/atomic_file.h"
-#include "kiln/support/input_file.h"
-#include "kiln/support/version.h"
 #include "kiln/support/display.h"
 #include "kiln/support/exception_status.h"
+#include "kiln/support/input_file.h"
 #include "kiln/support/json_text.h"
 #include "kiln/support/progress.h"
+#include "kiln/support/version.h"
 
 namespace {
 
@@ -834,9 +834,10 @@ int runTool(int argc, char** argv) {
   conformance->add_option("--timeout", conformanceOptions.timeoutSeconds, "seconds per case");
   conformance->add_flag("--input-shape-from-data", conformanceOptions.inputShapeFromData,
                         "fix input shapes to the first test data set's before the pipeline");
-  conformance->add_option("--keep-artifacts", conformanceOptions.keepArtifacts,
-                          "write each case's artifact, inputs and expected outputs under this folder "
-                          "(for the outside judges in tests/judges)");
+  conformance->add_option(
+      "--keep-artifacts", conformanceOptions.keepArtifacts,
+      "write each case's artifact, inputs and expected outputs under this folder "
+      "(for the outside judges in tests/judges)");
   conformance->add_flag("-q,--quiet", conformanceOptions.quiet,
                         "print only cases that did not pass");
 

@@ -15,7 +15,7 @@ namespace kiln {
 struct RoundTripOptions {
   std::string variant;            // what follows ':' in "om:Ascend310P3" ("" for none)
   std::string precision = "fp32"; // fp32 or fp16 (the backend's FP16 conversion)
-  std::string artifactPath;       // also write the artifact here ("" for none): outside judges run it
+  std::string artifactPath; // also write the artifact here ("" for none): outside judges run it
 };
 
 // One entry of a backend's rule table: the ONNX op (lowering) or target op (raising) it is keyed

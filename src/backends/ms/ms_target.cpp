@@ -6,10 +6,10 @@
 #include "kiln/backends/ms_reader.h"
 #include "kiln/backends/ms_writer.h"
 #include "kiln/backends/target.h"
-#include "kiln/support/atomic_file.h"
 #include "kiln/passes/expand_conv_pool.h"
 #include "kiln/passes/expand_grid_sample.h"
 #include "kiln/passes/expand_rnn.h"
+#include "kiln/support/atomic_file.h"
 #include "ms_context.h"
 #include "ms_lower.h"
 #include "ms_raise_context.h"
@@ -29,7 +29,8 @@ Expected<Model> msRoundTrip(Model model, const RoundTripOptions& options) {
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, buildMsBuffer(model, write));
   if (!options.artifactPath.empty())
     KILN_TRY(writeFileAtomically(
-        options.artifactPath, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size())));
+        options.artifactPath,
+        std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size())));
   auto owned = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   std::string name =
       (model.sourcePath.empty() ? std::string("model") : model.sourcePath) + " (as .ms)";

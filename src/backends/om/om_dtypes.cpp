@@ -1,6 +1,7 @@
 // Casts around GraphEngine ops whose IR declares no kernel type for a value's data type (CANN's
-// public operator IR): the input is widened to a declared type, the op computes there, and an output
-// of the original type is cast back, as ATC inserts Casts. One table says what each op takes.
+// public operator IR): the input is widened to a declared type, the op computes there, and an
+// output of the original type is cast back, as ATC inserts Casts. One table says what each op
+// takes.
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -27,17 +28,18 @@ struct TypeRule {
 const std::map<std::string, TypeRule>& typeRules() {
   using namespace ge::proto;
   static const std::map<std::string, TypeRule> rules = {
-      {"Maximum", {{DT_FLOAT16, DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BF16, DT_INT8, DT_UINT8},
-                   true}},
-      {"Minimum", {{DT_FLOAT16, DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BF16, DT_INT8, DT_UINT8},
-                   true}},
+      {"Maximum",
+       {{DT_FLOAT16, DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BF16, DT_INT8, DT_UINT8}, true}},
+      {"Minimum",
+       {{DT_FLOAT16, DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BF16, DT_INT8, DT_UINT8}, true}},
       {"FloorMod", {{DT_INT32, DT_INT64, DT_FLOAT, DT_FLOAT16, DT_DOUBLE, DT_BF16}, true}},
-      {"Pow", {{DT_BF16, DT_DOUBLE, DT_FLOAT, DT_FLOAT16, DT_INT16, DT_INT32, DT_INT64, DT_INT8,
-                DT_UINT8},
-               true}},
-      {"NotEqual", {{DT_BF16, DT_DOUBLE, DT_FLOAT, DT_FLOAT16, DT_INT16, DT_INT32, DT_INT64, DT_INT8,
-                     DT_UINT16, DT_UINT32, DT_UINT64, DT_UINT8},
-                    false}},
+      {"Pow",
+       {{DT_BF16, DT_DOUBLE, DT_FLOAT, DT_FLOAT16, DT_INT16, DT_INT32, DT_INT64, DT_INT8, DT_UINT8},
+        true}},
+      {"NotEqual",
+       {{DT_BF16, DT_DOUBLE, DT_FLOAT, DT_FLOAT16, DT_INT16, DT_INT32, DT_INT64, DT_INT8, DT_UINT16,
+         DT_UINT32, DT_UINT64, DT_UINT8},
+        false}},
   };
   return rules;
 }
@@ -124,8 +126,8 @@ class TypeLegalizer {
       if (rule.accepted.count(dtype)) continue;
       auto wide = widened(dtype);
       if (!wide || !rule.accepted.count(*wide)) continue;
-      const std::string cast = addCast(fmt::format("{}_in{}_cast", op.name(), i), op.input(i),
-                                       op.input_desc(i), *wide);
+      const std::string cast =
+          addCast(fmt::format("{}_in{}_cast", op.name(), i), op.input(i), op.input_desc(i), *wide);
       OpDef* mutableOp = g_.mutable_op(k);
       mutableOp->set_input(i, cast);
       retype(mutableOp->mutable_input_desc(i), *wide);

@@ -106,7 +106,8 @@ const char* geDTypeName(int protoType);
 // AttrDef construction and reading (om_context.cpp); getters return `def` when the attribute is
 // absent or of another kind.
 ge::proto::AttrDef attrI(int64_t v);
-// A Type attribute (ge::DataType numbering), as the IR declares `dtype` of ArgMaxV2 or FileConstant.
+// A Type attribute (ge::DataType numbering), as the IR declares `dtype` of ArgMaxV2 or
+// FileConstant.
 ge::proto::AttrDef attrDt(int64_t v);
 ge::proto::AttrDef attrF(float v);
 ge::proto::AttrDef attrB(bool v);
@@ -228,7 +229,8 @@ Expected<LoweredModel> lowerGearModels(const OmGears& gears, const OmWriteOption
 // NC1HWC0 feature maps, FRACTAL_Z weights (rearranged in WEIGHTS_DATA / the external files) and
 // TransData ops where a heavy-format tensor meets an op that reads NCHW.
 Status applyHeavyFormats(LoweredModel& model);
-// Casts around ops whose public IR declares no kernel for a value's integer/bool type (om_dtypes.cpp).
+// Casts around ops whose public IR declares no kernel for a value's integer/bool type
+// (om_dtypes.cpp).
 void legalizeDTypes(LoweredModel& model);
 // The group count a FRACTAL_Z descriptor carries as its format_for_int sub-format (1 when none).
 int64_t fractalGroups(const ge::proto::TensorDescriptor& desc);

@@ -50,22 +50,30 @@ template <typename Fn> void forEachDesc(OpDef& op, Fn fn) {
 const std::map<std::string, OmPorts>& irPorts() {
   static const std::map<std::string, OmPorts> table = [] {
     std::map<std::string, OmPorts> t;
-    for (const char* unary :
-         {"Relu", "Relu6", "Sigmoid", "Tanh", "Abs", "Exp", "Log", "Sqrt", "Rsqrt", "Neg", "Floor",
-          "Ceil", "Round", "Sign", "Reciprocal", "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
-          "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softplus", "Softsign", "HardSwish", "Mish",
-          "Elu", "Celu", "Selu", "LeakyRelu", "ThresholdedRelu", "Gelu", "Swish",
-          "LogicalNot", "IsNan", "IsInf", "Cast", "Identity", "Muls", "Adds", "Square",
-          "SoftmaxV2", "MaxPool", "MaxPoolV3", "AvgPool", "AvgPoolV2", "MaxPool3D", "AvgPool3D",
-          "Tril", "Triu",
-          "GlobalAveragePool", "GlobalMaxPool", "LRN", "Flatten", "SpaceToDepth",
-          "DepthToSpace", "Shape", "Size", "NonZero", "Invert", "ZerosLike", "OnesLike"})
+    for (const char* unary : {"Relu",          "Relu6",     "Sigmoid",    "Tanh",
+                              "Abs",           "Exp",       "Log",        "Sqrt",
+                              "Rsqrt",         "Neg",       "Floor",      "Ceil",
+                              "Round",         "Sign",      "Reciprocal", "Erf",
+                              "Sin",           "Cos",       "Tan",        "Asin",
+                              "Acos",          "Atan",      "Sinh",       "Cosh",
+                              "Asinh",         "Acosh",     "Atanh",      "Softplus",
+                              "Softsign",      "HardSwish", "Mish",       "Elu",
+                              "Celu",          "Selu",      "LeakyRelu",  "ThresholdedRelu",
+                              "Gelu",          "Swish",     "LogicalNot", "IsNan",
+                              "IsInf",         "Cast",      "Identity",   "Muls",
+                              "Adds",          "Square",    "SoftmaxV2",  "MaxPool",
+                              "MaxPoolV3",     "AvgPool",   "AvgPoolV2",  "MaxPool3D",
+                              "AvgPool3D",     "Tril",      "Triu",       "GlobalAveragePool",
+                              "GlobalMaxPool", "LRN",       "Flatten",    "SpaceToDepth",
+                              "DepthToSpace",  "Shape",     "Size",       "NonZero",
+                              "Invert",        "ZerosLike", "OnesLike"})
       t[unary] = {{"x"}, {"y"}};
     for (const char* binary :
-         {"Add", "Sub", "Mul", "RealDiv", "Div", "Pow", "Maximum", "Minimum", "Equal",
-          "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr",
-          "FloorMod", "Mod", "FloorDiv", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Xlogy",
-          "SquaredDifference", "Atan2", "TruncateDiv"})
+         {"Add",      "Sub",          "Mul",        "RealDiv",    "Div",      "Pow",
+          "Maximum",  "Minimum",      "Equal",      "NotEqual",   "Less",     "LessEqual",
+          "Greater",  "GreaterEqual", "LogicalAnd", "LogicalOr",  "FloorMod", "Mod",
+          "FloorDiv", "BitwiseAnd",   "BitwiseOr",  "BitwiseXor", "Xlogy",    "SquaredDifference",
+          "Atan2",    "TruncateDiv"})
       t[binary] = {{"x1", "x2"}, {"y"}};
     for (const char* reduce : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"})
       t[reduce] = {{"x", "axes"}, {"y"}};
@@ -159,7 +167,8 @@ bool isPlaceholderDesc(const TensorDescriptor& d) {
 }
 
 bool hasDynamicPort(const std::vector<std::string>& ports) {
-  return std::any_of(ports.begin(), ports.end(), [](const std::string& p) { return p.back() == '*'; });
+  return std::any_of(ports.begin(), ports.end(),
+                     [](const std::string& p) { return p.back() == '*'; });
 }
 
 // Absent optional inputs leave the op, as GraphEngine's own files show them: an op with fixed IR
@@ -201,7 +210,8 @@ void nameIndexAttrs(OpDef& op) {
   auto it = irPorts().find(op.type());
   const OmPorts* ports = it == irPorts().end() ? nullptr : &it->second;
   const std::vector<size_t> slots = dropAbsentInputs(op, ports);
-  auto put = [&](const char* keyAttr, const char* valueAttr, const std::vector<std::string>& names) {
+  auto put = [&](const char* keyAttr, const char* valueAttr,
+                 const std::vector<std::string>& names) {
     if (names.empty()) return;
     std::vector<int64_t> indices(names.size());
     for (size_t i = 0; i < names.size(); ++i)

@@ -5,8 +5,8 @@
 #include <unordered_map>
 
 #include "kiln/backends/om_formats.h"
-#include "kiln/support/contained_path.h"
 #include "kiln/support/checked_math.h"
+#include "kiln/support/contained_path.h"
 #include "kiln/support/mapped_file.h"
 #include "om_context.h"
 #include "ops/validate.h"
@@ -304,8 +304,7 @@ Status Raiser::raise(const ge::proto::GraphDef& g) {
       // Files that list only the inputs an op has name their ports; the rules read IR slots.
       const std::optional<OpDef> slotted = withPortSlots(*op);
       s = rule->raise(*this, slotted ? *slotted : *op);
-    }
-    else
+    } else
       s = unsupported(*op, "kiln has no ONNX equivalent for this op type");
     if (!s) return s;
     raised[k] = true;

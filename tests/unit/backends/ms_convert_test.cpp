@@ -6,10 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/ms/ms_model_schema.h"
 #include "kiln/backends/ms_convert.h"
 #include "kiln/backends/ms_reader.h"
 #include "kiln/compare.h"
-#include "backends/ms/ms_model_schema.h"
 #include "onnx_text.h"
 
 using namespace kiln;
@@ -162,11 +162,10 @@ TEST(MsConvert, QuantizedOpWeightsStayEightBitCodes) {
   Model reference = kiln::testing::modelFromOnnxText(kCodedWeights);
   auto inputs = makeDeterministicInputs(*reference.graph, 7);
   ASSERT_TRUE(inputs) << inputs.status().toString();
-  const std::vector<uint8_t> w = {130, 120, 128, 0,   255, 7,   99,  128, 140, 128, 128,
-                                  127, 1,   2,   3,   250, 251, 252, 128, 128, 128, 129,
-                                  127, 200, 60,  61,  62,  128, 90,  80,  70,  128, 128,
-                                  111, 222, 33,  5,   128, 255, 254, 0,   128, 64,  192,
-                                  32,  160, 96,  224, 128, 17,  34,  51,  68,  85};
+  const std::vector<uint8_t> w = {
+      130, 120, 128, 0,   255, 7,   99, 128, 140, 128, 128, 127, 1,   2,   3,   250, 251, 252,
+      128, 128, 128, 129, 127, 200, 60, 61,  62,  128, 90,  80,  70,  128, 128, 111, 222, 33,
+      5,   128, 255, 254, 0,   128, 64, 192, 32,  160, 96,  224, 128, 17,  34,  51,  68,  85};
   std::map<std::string, std::vector<uint8_t>> data; // weight tensor → stored bytes (FP32 run)
   for (int bits : {0, 8, 4}) {
     SCOPED_TRACE(bits ? std::to_string(bits) + "-bit weight quant" : "FP32");
@@ -195,8 +194,10 @@ TEST(MsConvert, QuantizedOpWeightsStayEightBitCodes) {
         EXPECT_EQ(q->scale(), 1.0) << name;
         EXPECT_EQ(q->numBits(), 8) << name;
       }
-      if (bits) EXPECT_EQ(std::vector<uint8_t>(t->data()->begin(), t->data()->end()), data[name]);
-      else data[name].assign(t->data()->begin(), t->data()->end());
+      if (bits)
+        EXPECT_EQ(std::vector<uint8_t>(t->data()->begin(), t->data()->end()), data[name]);
+      else
+        data[name].assign(t->data()->begin(), t->data()->end());
     }
     // w three times (two ConvInteger zero-point forms and QLinearConv), b once; at 4 bits the
     // three w are float again.

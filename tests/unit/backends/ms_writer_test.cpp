@@ -20,6 +20,7 @@
 #include "../../../src/backends/ms/ms_context.h"
 #include "../../../src/backends/ms/ms_lower.h"
 #include "../../../src/backends/ms/weight_coding.h"
+#include "backends/ms/ms_model_schema.h"
 #include "kiln/backends/ms.h"
 #include "kiln/backends/ms_reader.h"
 #include "kiln/backends/ms_writer.h"
@@ -28,7 +29,6 @@
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/half_block.h"
 #include "kiln/runtime/tensor_util.h"
-#include "backends/ms/ms_model_schema.h"
 #include "onnx_text.h"
 
 using namespace kiln;
@@ -418,8 +418,7 @@ g (float[1,1,4,4] x, bool t) => (float[1,1,2,2] y, int64[1,1,2,2] i, float[1,1,4
   const std::string& msg = lowered.status().message();
   EXPECT_NE(msg.find("node 'n0' (MaxPool): the Indices output of MaxPool"), std::string::npos)
       << msg;
-  EXPECT_NE(msg.find("node 'n2' (Det): no lowering for ONNX Det"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("node 'n2' (Det): no lowering for ONNX Det"), std::string::npos) << msg;
   EXPECT_NE(msg.find("node 'n1' (Dropout): ratio 1.5 outside [0, 1)"), std::string::npos) << msg;
   ASSERT_EQ(refusals.size(), 3u);
   EXPECT_FALSE(refusals[0].isOp); // MaxPool: the op's own check
@@ -756,10 +755,10 @@ TEST(MsWriter, FloatsToHalvesMatchesScalar) {
   std::vector<uint32_t> bits;
   for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 65521)
     bits.push_back(static_cast<uint32_t>(b));
-  for (uint32_t edge : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7f800001u,
-                        0x7fc00000u, 0x477fefffu, 0x477ff000u, 0x47800000u, 0x38800000u,
-                        0x387fffffu, 0x33000000u, 0x33000001u, 0x32ffffffu, 0x3f801000u,
-                        0x3f803000u, 0x00000001u})
+  for (uint32_t edge :
+       {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7f800001u, 0x7fc00000u, 0x477fefffu,
+        0x477ff000u, 0x47800000u, 0x38800000u, 0x387fffffu, 0x33000000u, 0x33000001u, 0x32ffffffu,
+        0x3f801000u, 0x3f803000u, 0x00000001u})
     bits.push_back(edge);
   std::vector<uint16_t> halves(bits.size());
   rt::floatsToHalves(reinterpret_cast<const uint8_t*>(bits.data()), halves.data(), bits.size());
@@ -805,8 +804,7 @@ g (float[1,129,9,11] x, float[37,129,7,9] w) => (float[1,37,3,3] y) {
       EXPECT_EQ(dataOf<float>(t), want);
     } else {
       std::vector<uint16_t> halves(want.size());
-      rt::floatsToHalves(reinterpret_cast<const uint8_t*>(want.data()), halves.data(),
-                         want.size());
+      rt::floatsToHalves(reinterpret_cast<const uint8_t*>(want.data()), halves.data(), want.size());
       EXPECT_EQ(dataOf<uint16_t>(t), halves);
     }
   }
@@ -864,10 +862,10 @@ g (float[1,64,9,9] x, float[128,64,9,9] w, float[1,512] a, float[512,1536] m) =>
     std::normal_distribution<float> dist(0.0f, 0.05f);
     for (size_t input = 0; input < 2; ++input) {
       Node* node = std::next(g.nodes().begin(), static_cast<long>(input))->get();
-      const std::vector<int64_t> dims = input == 0 ? std::vector<int64_t>{128, 64, 9, 9}
-                                                   : std::vector<int64_t>{512, 1536};
-      std::vector<float> values(static_cast<size_t>(dims[0] * dims[1] *
-                                                    (dims.size() == 4 ? dims[2] * dims[3] : 1)));
+      const std::vector<int64_t> dims =
+          input == 0 ? std::vector<int64_t>{128, 64, 9, 9} : std::vector<int64_t>{512, 1536};
+      std::vector<float> values(
+          static_cast<size_t>(dims[0] * dims[1] * (dims.size() == 4 ? dims[2] * dims[3] : 1)));
       for (float& v : values)
         v = dist(rng) + (input == 1 ? 0.01f : 0.0f);
       values[17] = 0.5f; // channel maxima that round exactly at .5 steps
@@ -912,7 +910,8 @@ g (float[1,64,9,9] x, float[128,64,9,9] w, float[1,512] a, float[512,1536] m) =>
             const size_t c = axis == 0 ? i / (wv.size() / scales.size()) : i % scales.size();
             const int64_t want = std::clamp<int64_t>(
                 static_cast<int64_t>(std::nearbyint(wv[i] / scales[c])) + zeros[c], qmin, 127);
-            ASSERT_EQ(codes[i], want) << "element " << i << (conv ? " of the Conv" : " of the MatMul");
+            ASSERT_EQ(codes[i], want)
+                << "element " << i << (conv ? " of the Conv" : " of the MatMul");
           }
         }
       }

@@ -136,7 +136,8 @@ KILN_OM_LOWERING(
     "PRelu",
     [](const Node& n, const OpContext& context) -> std::string {
       if (context.opset < 6) return "PRelu of opset 5 or earlier";
-      if (!n.attributes().empty()) return fmt::format("attribute '{}' of PRelu", n.attributes().begin()->first);
+      if (!n.attributes().empty())
+        return fmt::format("attribute '{}' of PRelu", n.attributes().begin()->first);
       if (context.opset < 7 && rankOf(n.input(1)) != 1)
         return "PRelu of opset 6 with a slope that is not 1-D";
       if (context.opset < 7 && rankOf(n.input(0)) < 0) return "PRelu of opset 6 of unknown rank";

@@ -290,7 +290,8 @@ KILN_OM_LOWERING(
       return "";
     },
     [](Lowerer& l, const Node& n) {
-      const bool positive = nodeInt(n, "detect_positive", 1), negative = nodeInt(n, "detect_negative", 1);
+      const bool positive = nodeInt(n, "detect_positive", 1),
+                 negative = nodeInt(n, "detect_negative", 1);
       OpDef* o = l.op(positive && negative ? "IsInf" : positive ? "IsPosInf" : "IsNegInf");
       l.input(o, l.in(0));
       l.outputs(o);

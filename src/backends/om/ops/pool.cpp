@@ -42,8 +42,7 @@ const auto poolLower = [](Lowerer& l, const Node& n) {
                   .value_or(std::vector<int64_t>(2 * s, 0));
   bool max = n.opType() == "MaxPool";
   const size_t spatial = s;
-  std::vector<int64_t> dilations =
-      nodeInts(n, "dilations").value_or(std::vector<int64_t>(s, 1));
+  std::vector<int64_t> dilations = nodeInts(n, "dilations").value_or(std::vector<int64_t>(s, 1));
   Port view = l.in(0);
   if (max && s < 3 && dilated(n)) {
     // A dilated 1-D / 2-D MaxPool: MaxPool3D over an [N, C, 1, (1,) ...] view, window 1 on the

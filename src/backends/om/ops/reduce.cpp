@@ -41,7 +41,8 @@ void reduceRules() {
         onnx,
         [](const Node& n, const OpContext&) -> std::string {
           // Axes computed at run time go to the GE op's axes input as they are, when their count
-          // is known (GraphEngine reads no axes as "none", ONNX as "all" unless noop_with_empty_axes).
+          // is known (GraphEngine reads no axes as "none", ONNX as "all" unless
+          // noop_with_empty_axes).
           if (runtimeAxes(n)) return "";
           if (hasInput(n, 1) && !constInts(n, 1) && !emptyAxesInput(n))
             return n.opType() + " axes computed at run time, of unknown count";
@@ -152,8 +153,8 @@ void reduceRules() {
           if (last) {
             const int64_t size = n.input(0)->shape()[axis].value();
             OpDef* sub = l.op("Sub", keep ? "last" : "");
-            l.input(sub, l.constant("last_index", Tensor::fromValues<int64_t>(
-                                                      DType::Int64, {}, {size - 1})));
+            l.input(sub, l.constant("last_index",
+                                    Tensor::fromValues<int64_t>(DType::Int64, {}, {size - 1})));
             l.input(sub, p);
             if (!keep) {
               l.outputs(sub);

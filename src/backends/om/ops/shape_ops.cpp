@@ -107,7 +107,8 @@ KILN_OM_LOWERING(
       OpDef* o = l.op("SplitV");
       l.input(o, l.in(0));
       l.input(o, l.constInts("size_splits", sizes));
-      l.input(o, l.constant("split_dim", Tensor::fromValues<int32_t>(DType::Int32, {}, {int32_t(axis)})));
+      l.input(o, l.constant("split_dim",
+                            Tensor::fromValues<int32_t>(DType::Int32, {}, {int32_t(axis)})));
       (*o->mutable_attr())["num_split"] = attrI(static_cast<int64_t>(sizes.size()));
       l.outputs(o);
     });
@@ -288,8 +289,8 @@ KILN_OM_LOWERING(
           for (int64_t j = 0; j < cols; ++j)
             offsets.push_back(j - i);
         OpDef* cmp = l.op(upper ? "GreaterEqual" : "LessEqual", "mask");
-        l.input(cmp, l.constant("diagonal_offsets", Tensor::fromValues<int64_t>(
-                                                      DType::Int64, {rows, cols}, offsets)));
+        l.input(cmp, l.constant("diagonal_offsets",
+                                Tensor::fromValues<int64_t>(DType::Int64, {rows, cols}, offsets)));
         l.input(cmp, l.in(1));
         Port mask = l.output(cmp, DType::Bool, Shape::fromStatic({rows, cols}), "");
         OpDef* o = l.op("SelectV2");
