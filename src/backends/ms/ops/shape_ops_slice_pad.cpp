@@ -32,9 +32,8 @@ std::string checkSlice(const Node& n, const lowering::OpContext& context) {
   return checkShapeOp(n, context);
 }
 
-// Slice with starts/ends/axes/steps fed at run time → StridedSlice(x, begin, end, strides, axes)
-// with int32 tensors and no masks (the form .ms takes ONNX Slice in): values are clamped into the
-// int32 range first, so ONNX's INT64 sentinels still mean "to the end".
+// Slice with run-time indices → StridedSlice(x, begin, end, strides, axes), int32, no masks;
+// values saturate into int32, so ONNX's INT64 sentinels still mean "to the end".
 Status lowerRuntimeSlice(LoweringContext& ctx, const Node& n, int rank) {
   const Value* startsV = n.input(1);
   auto count = startsV ? ctx.dimOf(startsV, 0) : std::nullopt;
@@ -194,12 +193,11 @@ std::string padMode(const Node& n, int* mode) {
   return {};
 }
 
-// Pad mode 'edge' → one Gather per padded axis, whose indices are the source position of each
-// output position clamped into the axis: [0]·b ++ 0..n−1 ++ [n−1]·e. Exact (every output element
-// is a copy of one input element). `pads` ([begin…, end…]) known: the indices are constants and
-// only padded axes are gathered. Fed at run time (`pads` empty): on every axis the indices are
-// Range(−b, n + e) clamped with Maximum(·, 0) and Minimum(·, n − 1), b and e picked out of the
-// int32 pads — which also crops for negative pads. Every dim of x must be static.
+// Pad mode 'edge' → one Gather per padded axis, indices = each output position's source clamped
+// into the axis: [0]·b ++ 0..n−1 ++ [n−1]·e (exact: every output element copies one input element).
+// Known `pads` ([begin…, end…]): constant indices, only padded axes gathered. Fed at run time
+// (`pads` empty): every axis gathers Range(−b, n + e) clamped into [0, n − 1] (Maximum, Minimum),
+// b and e from the int32 pads (also crops for negative pads). Every dim of x must be static.
 Status lowerEdgePad(LoweringContext& ctx, const Node& n, const std::vector<int64_t>& pads) {
   auto shape = ctx.staticShape(n.input(0));
   if (!shape) return dynamicShape("edge padding needs the input's static shape");
