@@ -66,14 +66,7 @@ void Lowerer::input(OpDef* o, const Port& p, const std::string& layout) {
     // An absent optional input keeps its slot, as GraphEngine writes one: an input entry and a
     // placeholder desc (DT_UNDEFINED, format RESERVED), so entry i and desc i stay one port and
     // later inputs land on their own slots when GE rebuilds the node.
-    auto* d = o->add_input_desc();
-    d->set_dtype(ge::proto::DT_UNDEFINED);
-    d->set_layout("RESERVED");
-    d->mutable_shape();
-    auto& attrs = *d->mutable_attr();
-    attrs["format_for_int"] = attrI(formatFromName("RESERVED"));
-    attrs["origin_format"] = attrS("RESERVED");
-    attrs["origin_format_for_int"] = attrI(formatFromName("RESERVED"));
+    fillPlaceholderDesc(o->add_input_desc());
     return;
   }
   fillDesc(o->add_input_desc(), onChip(p.dtype), p.shape, layoutFor(p.shape, layout));

@@ -236,6 +236,10 @@ void legalizeDTypes(LoweredModel& model);
 int64_t fractalGroups(const ge::proto::TensorDescriptor& desc);
 // "op:-1": a control edge, not a data input.
 bool isControlInput(const std::string& input);
+// An absent optional input's desc, as GraphEngine writes one: DT_UNDEFINED, format RESERVED
+// (om_layout.cpp).
+void fillPlaceholderDesc(ge::proto::TensorDescriptor* d);
+bool isPlaceholderDesc(const ge::proto::TensorDescriptor& d);
 
 // ge.proto.ModelDef (attributes decompressed) → executable IR (om_raiser.cpp; each op's raising
 // rule sits beside the lowering it inverts in ops/<family>.cpp). `weights` is the WEIGHTS_DATA

@@ -162,10 +162,6 @@ std::vector<std::string> portNames(const std::vector<std::string>* ir, size_t co
   return names;
 }
 
-bool isPlaceholderDesc(const TensorDescriptor& d) {
-  return d.dtype() == ge::proto::DT_UNDEFINED && d.layout() == "RESERVED";
-}
-
 bool hasDynamicPort(const std::vector<std::string>& ports) {
   return std::any_of(ports.begin(), ports.end(),
                      [](const std::string& p) { return p.back() == '*'; });
@@ -207,8 +203,7 @@ std::vector<size_t> dropAbsentInputs(OpDef& op, const OmPorts* ports) {
 }
 
 void nameIndexAttrs(OpDef& op) {
-  auto it = irPorts().find(op.type());
-  const OmPorts* ports = it == irPorts().end() ? nullptr : &it->second;
+  const OmPorts* ports = irPortsOf(op.type());
   const std::vector<size_t> slots = dropAbsentInputs(op, ports);
   auto put = [&](const char* keyAttr, const char* valueAttr,
                  const std::vector<std::string>& names) {
@@ -273,6 +268,20 @@ void relayWeights(LoweredModel& model) {
 
 } // namespace
 
+void fillPlaceholderDesc(TensorDescriptor* d) {
+  d->set_dtype(ge::proto::DT_UNDEFINED);
+  d->set_layout("RESERVED");
+  d->mutable_shape();
+  auto& attrs = *d->mutable_attr();
+  attrs["format_for_int"] = attrI(formatFromName("RESERVED"));
+  attrs["origin_format"] = attrS("RESERVED");
+  attrs["origin_format_for_int"] = attrI(formatFromName("RESERVED"));
+}
+
+bool isPlaceholderDesc(const TensorDescriptor& d) {
+  return d.dtype() == ge::proto::DT_UNDEFINED && d.layout() == "RESERVED";
+}
+
 const OmPorts* irPortsOf(const std::string& opType) {
   auto it = irPorts().find(opType);
   return it == irPorts().end() ? nullptr : &it->second;
@@ -315,12 +324,10 @@ std::optional<OpDef> withPortSlots(const OpDef& op) {
     const int entry = entryOfSlot[slot];
     slotted.add_input(entry >= 0 ? data[static_cast<size_t>(entry)] : std::string());
     TensorDescriptor* d = slotted.add_input_desc();
-    if (entry >= 0) {
+    if (entry >= 0)
       *d = op.input_desc(entry);
-    } else {
-      d->set_dtype(ge::proto::DT_UNDEFINED);
-      d->set_layout("RESERVED");
-    }
+    else
+      fillPlaceholderDesc(d);
   }
   for (const std::string& c : control)
     slotted.add_input(c);
