@@ -13,8 +13,8 @@
 #include "kiln/passes/keep_dtype.h"
 #include "kiln/passes/pass.h"
 #include "kiln/passes/shape_conflicts.h"
-#include "ops/validate.h"
 #include "kiln/support/display.h"
+#include "ops/validate.h"
 
 namespace kiln {
 namespace {
@@ -125,7 +125,7 @@ class InferShapes : public Pass {
     KILN_TRY(exportOnnx(*context.model, proto, exportOptions));
     try {
       ops::guardShapeInference();
-    onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0,
+      onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0,
                                           /*data_propagation=*/true);
       onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
     } catch (const std::exception& e) {
@@ -223,6 +223,9 @@ std::vector<ShapeConflict> shapeConflicts(const Model& model) {
   OnnxExportOptions exportOptions;
   exportOptions.weightsAsInputsAbove = kInlineInitializerBytes;
   if (!exportOnnx(model, proto, exportOptions)) return out;
+  // Before IR 4 an initializer is typed only through a graph input of its name; passes add
+  // initializers (scan-to-loop's accumulators) without one, so an old model reads as IR 4.
+  if (proto.ir_version() < 4) proto.set_ir_version(4);
   std::string message;
   try {
     ops::guardShapeInference();

@@ -65,7 +65,7 @@ if ops["ascend_mbatch_shape_mapindex"]["type"] != "MapIndex": problems.append("n
 if ops["ascend_mbatch_shape_data"]["type"] != "Data": problems.append("no selector Data")
 if case["input"][0] != "ascend_mbatch_shape_mapindex:0": problems.append("Case input 0 " + case["input"][0])
 if len(case["subgraph_name"]) != 3: problems.append("branches %d" % len(case["subgraph_name"]))
-if attr(case, "batch_num")["i"] != "3" and attr(case, "batch_num")["i"] != 3: problems.append("batch_num")
+if attr(case, "_batch_num")["i"] != "3" and attr(case, "_batch_num")["i"] != 3: problems.append("_batch_num")
 if [int(v) for v in attr(case, "_pred_value_2")["list"]["i"]] != [4]: problems.append("_pred_value_2")
 consts = [op["name"] for op in root["op"] if op["type"] == "Const" and op["name"] != "ascend_mbatch_shape_const"]
 if len(consts) != 1: problems.append("root consts %s" % consts)

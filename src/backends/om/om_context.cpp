@@ -635,6 +635,7 @@ Expected<LoweredModel> lowerModel(const Model& model, const OmWriteOptions& opti
   if (!lowered) return lowered;
   legalizeDTypes(*lowered);
   if (auto s = applyHeavyFormats(*lowered); !s) return s;
+  agreeEdgeFormats(*lowered);
   return lowered;
 }
 

@@ -292,7 +292,7 @@ Expected<LoweredModel> lowerGearModels(const OmGears& gears, const OmWriteOption
     *caseOp->add_input_desc() = sharedDescs[c];
   }
   auto& caseAttrs = *caseOp->mutable_attr();
-  caseAttrs["batch_num"] = attrI(static_cast<int64_t>(gears.gears.size()));
+  caseAttrs["_batch_num"] = attrI(static_cast<int64_t>(gears.gears.size()));
   for (size_t g = 0; g < gears.gears.size(); ++g)
     caseAttrs[fmt::format("_pred_value_{}", g)] = attrInts(gears.gears[g]);
   caseAttrs["_user_designate_shape_order"] = attrStrings(gears.shapeOrder);

@@ -232,6 +232,8 @@ Status applyHeavyFormats(LoweredModel& model);
 // Casts around ops whose public IR declares no kernel for a value's integer/bool type
 // (om_dtypes.cpp).
 void legalizeDTypes(LoweredModel& model);
+// One layout per tensor across each edge (om_edge_formats.cpp).
+void agreeEdgeFormats(LoweredModel& model);
 // The group count a FRACTAL_Z descriptor carries as its format_for_int sub-format (1 when none).
 int64_t fractalGroups(const ge::proto::TensorDescriptor& desc);
 // "op:-1": a control edge, not a data input.

@@ -257,3 +257,70 @@ g (float[1,1,10,10] x) => (float[1,1,3,3] y)
   auto back = readOmBuffer(bytes->data(), bytes->size(), "resize.om");
   ASSERT_TRUE(back) << back.status().toString();
 }
+
+// Each edge's two descs name one layout (as in graphs GraphEngine builds): a 4-D NCHW input read
+// by a Flatten (whose rule asks for no format) and a rank-2 result (which cannot be NCHW).
+TEST(OmRules, BothEndsOfAnEdgeNameOneLayout) {
+  Model m = modelFromOnnxText(R"(<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,2,3,4] x) => (float[1,24] y, float[1,2,3,4] z)
+{
+  y = Flatten (x)
+  z = Relu (x)
+}
+)");
+  ASSERT_TRUE(m.graph);
+  auto lowered = om::lowerModel(m, OmWriteOptions{});
+  ASSERT_TRUE(lowered) << lowered.status().toString();
+  for (const auto& graph : lowered->modelDef.graph()) {
+    std::map<std::string, std::string> produced; // "op:k" -> layout
+    for (const auto& op : graph.op())
+      for (int k = 0; k < op.output_desc_size(); ++k)
+        produced[op.name() + ":" + std::to_string(k)] = op.output_desc(k).layout();
+    int edges = 0;
+    for (const auto& op : graph.op())
+      for (int i = 0; i < op.input_size() && i < op.input_desc_size(); ++i) {
+        auto it = produced.find(op.input(i));
+        if (it == produced.end()) continue;
+        ++edges;
+        EXPECT_EQ(op.input_desc(i).layout(), it->second) << op.input(i) << " -> " << op.name();
+        const int rank = op.input_desc(i).shape().dim_size();
+        if (it->second == "NCHW") EXPECT_EQ(rank, 4) << op.input(i);
+      }
+    EXPECT_GE(edges, 3);
+  }
+}
+
+// Conv2DTranspose has no float32 data kernel in CANN's IR: float32 data goes in as float16 (Casts)
+// and comes out float32; the .om read back computes ConvTranspose on the rounded inputs.
+TEST(OmRules, Float32ConvTransposeTakesFloat16Data) {
+  const char* text = R"(<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,1,3,3] x) => (float[1,2,5,5] y)
+<float[1,2,3,3] w = {1, 0.5, 0.25, 2, 1, 0.5, 4, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, float[2] b = {0.5, -1}>
+{
+  y = ConvTranspose (x, w, b)
+}
+)";
+  Model m = modelFromOnnxText(text);
+  ASSERT_TRUE(m.graph);
+  auto lowered = om::lowerModel(m, OmWriteOptions{});
+  ASSERT_TRUE(lowered) << lowered.status().toString();
+  int deconvs = 0;
+  for (const auto& op : lowered->modelDef.graph(0).op())
+    if (op.type() == "Conv2DTranspose") {
+      ++deconvs;
+      EXPECT_EQ(op.input_desc(1).dtype(), ge::proto::DT_FLOAT16); // x
+      EXPECT_EQ(op.input_desc(2).dtype(), ge::proto::DT_FLOAT16); // filter
+      EXPECT_EQ(op.output_desc(0).dtype(), ge::proto::DT_FLOAT);
+    }
+  EXPECT_EQ(deconvs, 1);
+  // Data exact in float16 (quarters): the read-back .om computes what the ONNX model does.
+  auto bytes = buildOmBuffer(m, OmWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  auto back = readOmBuffer(bytes->data(), bytes->size(), "deconv.om");
+  ASSERT_TRUE(back) << back.status().toString();
+  Tensor x = Tensor::fromValues<float>(DType::Float32, {1, 1, 3, 3},
+                                       {0.25f, -1, 2, 0.5f, 1.75f, -0.75f, 3, 1, -2});
+  std::vector<float> want = run(m, x), got = run(*back, x);
+  ASSERT_EQ(want.size(), 50u);
+  EXPECT_EQ(got, want);
+}

@@ -58,3 +58,16 @@ g (float[1,3] x) => (float[1,4] y) <float[3,4] w = {1,1,1,1, 1,1,1,1, 1,1,1,1}> 
 })");
   EXPECT_TRUE(shapeConflicts(model).empty());
 }
+
+// Before IR 4 an initializer needs a graph input to be typed; one a pass added (scan-to-loop's
+// accumulator) has none, and ONNX's inference then called the Loop reading it untyped.
+TEST(ShapeConflicts, InitializersOfAnOldIrModelAreTyped) {
+  Model model = parse(R"(<ir_version: 3, opset_import: ["" : 8]>
+g (float[2] x) => (float[2] y) {
+  y = Add (x, x)
+})");
+  Value* bias =
+      model.graph->addInitializer("bias", Tensor::fromValues<float>(DType::Float32, {2}, {1, 2}));
+  (*model.graph->nodes().begin())->setInput(1, bias);
+  EXPECT_TRUE(shapeConflicts(model).empty());
+}

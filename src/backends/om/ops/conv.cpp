@@ -10,6 +10,17 @@ namespace {
 
 std::string spatialFormat(size_t spatial) { return spatial == 3 ? "NCDHW" : "NCHW"; }
 
+// CANN's IR gives Conv2DTranspose / Conv3DTranspose no float32 data kernel (x and filter take
+// float16, bfloat16, int8; y takes float32): float32 data goes in as float16 and comes out float32,
+// the cube mode ATC picks for them under force_fp32 (formats/om.md §5.2).
+Port cubeInput(Lowerer& l, const Port& p, const std::string& suffix, const std::string& layout) {
+  if (p.dtype != DType::Float32) return p;
+  OpDef* cast = l.op("Cast", suffix);
+  l.input(cast, p, layout);
+  (*cast->mutable_attr())["dst_type"] = attrI(geProtoToCxxDType(ge::proto::DT_FLOAT16));
+  return l.output(cast, DType::Float16, p.shape, "", layout);
+}
+
 // Conv → Conv2D / Conv3D; 1-D Conv → Unsqueeze, Conv2D with a 1×k window, Squeeze.
 KILN_OM_LOWERING(
     "Conv",
@@ -89,8 +100,8 @@ const bool kConvRaisingRulesRegistered = (convRaisingRules(), true);
 // ConvTranspose's explicit pads and output padding, resolving output_shape and auto_pad SAME_* as
 // ONNX does (an output larger than the natural one: negative end padding, which is extra output
 // padding). Empty when the begin padding would be negative.
-std::optional<std::pair<std::vector<int64_t>, std::vector<int64_t>>>
-transposePads(const Node& n, size_t s) {
+std::optional<std::pair<std::vector<int64_t>, std::vector<int64_t>>> transposePads(const Node& n,
+                                                                                   size_t s) {
   auto xd = n.input(0)->shape().staticDims(), wd = n.input(1)->shape().staticDims();
   auto strides = nodeInts(n, "strides").value_or(std::vector<int64_t>(s, 1));
   auto dilations = nodeInts(n, "dilations").value_or(std::vector<int64_t>(s, 1));
@@ -99,8 +110,8 @@ transposePads(const Node& n, size_t s) {
   auto outputShape = nodeInts(n, "output_shape").value_or(std::vector<int64_t>{});
   if (outputShape.size() > s) outputShape.erase(outputShape.begin(), outputShape.end() - s);
   const std::string autoPad = nodeString(n, "auto_pad", "NOTSET");
-  if (strides.size() != s || dilations.size() != s || pads.size() != 2 * s ||
-      outPad.size() != s || (!outputShape.empty() && outputShape.size() != s))
+  if (strides.size() != s || dilations.size() != s || pads.size() != 2 * s || outPad.size() != s ||
+      (!outputShape.empty() && outputShape.size() != s))
     return std::nullopt;
   if (autoPad == "VALID") pads.assign(2 * s, 0);
   if (!outputShape.empty() || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")
@@ -158,8 +169,8 @@ KILN_OM_LOWERING(
       std::string format = spatialFormat(s);
       OpDef* o = l.op(s == 3 ? "Conv3DTranspose" : "Conv2DTranspose", oneD ? "transpose" : "");
       l.input(o, l.constInts("input_size", outDims));
-      l.input(o, x, format);
-      l.input(o, w, format);
+      l.input(o, cubeInput(l, x, "x_fp16", format), format);
+      l.input(o, cubeInput(l, w, "filter_fp16", format), format);
       if (hasInput(n, 2)) l.input(o, l.in(2));
       auto& a = *o->mutable_attr();
       a["strides"] = attrInts(withBatchChannel(strides));
@@ -184,6 +195,15 @@ void convTransposeRaisingRules() {
         [](Raiser& r, const OpDef& op) -> Status {
           std::vector<Value*> inputs{r.in(op, 1), r.in(op, 2)};
           if (Value* b = r.in(op, 3)) inputs.push_back(b);
+          // float16 in, float32 out (cubeInput): the exact widening, then ONNX's one type.
+          if (op.output_desc_size() > 0) {
+            const ValueType outType = Raiser::descType(op.output_desc(0));
+            for (Value*& v : inputs)
+              if (v && v->dtype() != outType.dtype) {
+                v = r.helper(op.name() + "_fp32", "Cast", {v});
+                v->producer()->setAttribute("to", Attribute::ofInt(dtypeToOnnx(outType.dtype)));
+              }
+          }
           auto strides = getInts(op, "strides"), dilations = getInts(op, "dilations");
           auto pads = getInts(op, "pads"), outPad = getInts(op, "output_padding");
           if (strides.size() < 4 || dilations.size() != strides.size() ||
