@@ -106,6 +106,15 @@ run "${common[@]}" --output=out/dims "--input_shape=x:-1,3,-1,8" "--dynamic_dims
 if [ "$status" -eq 0 ] && "$kiln" compare dyn.onnx out/dims.om --input-shape "x:2,3,16,8" >compare.txt 2>&1; then
   pass "--dynamic_dims gear 2,16 matches ONNX"
 else fail "--dynamic_dims gear 2,16 matches ONNX" "exit $status: $(tail -5 compare.txt 2>/dev/null)"; fi
+# The om judge (../shared/judges: GraphEngine's loader, CANN's public IR) on each gear model.
+judge="$src/../shared/judges/om/check.sh"
+if [ -x "$judge" ]; then
+  for m in batch image dims; do
+    if verdict=$("$judge" "out/$m.om" 2>&1) && [ "${verdict#PASS}" != "$verdict" ]; then
+      pass "om judge passes the $m gear model"
+    else fail "om judge passes the $m gear model" "$verdict"; fi
+  done
+else echo "SKIP om judge on the gear models: $judge is absent"; fi
 got=$(inoutGears out/image.om)
 if [ "$got" = '{"dynamic_hw": [[8, 8], [16, 12]]}' ]; then pass "MODEL_INOUT_INFO TLV 3: H/W gears"
 else fail "MODEL_INOUT_INFO TLV 3: H/W gears" "$got"; fi
