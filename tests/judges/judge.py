@@ -101,15 +101,21 @@ def judge_om(args):
         for line in f:
             if line.startswith("judge allow-list:"):
                 allow = line.split(":", 1)[1].strip().replace(" ", "")
-    cases = cases_with(args.artifacts, "model.om")
+    if args.any_om:  # every .om under ARTIFACTS, named by its path (real models, samples)
+        cases = sorted(os.path.relpath(os.path.join(d, f), args.artifacts)
+                       for d, _, fs in os.walk(args.artifacts) for f in fs if f.endswith(".om"))
+        path_of = lambda c: os.path.join(args.artifacts, c)
+    else:  # one case folder per conformance case, holding model.om
+        cases = cases_with(args.artifacts, "model.om")
+        path_of = lambda c: os.path.join(args.artifacts, c, "model.om")
     if not cases:
-        print(f"no .om artifacts under {args.artifacts}: run the conformance_om test first")
+        print(f"no .om artifacts under {args.artifacts}: run the test that writes them first")
         return 1
     results = {}
     batch = 64  # check.sh takes many files per call; batches keep command lines short
     for start in range(0, len(cases), batch):
         chunk = cases[start:start + batch]
-        files = [os.path.join(args.artifacts, c, "model.om") for c in chunk]
+        files = [path_of(c) for c in chunk]
         cmd = ["bash", check] + (["--allow-unregistered", allow] if allow else []) + files
         run = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
         if run.returncode == 2:
@@ -118,13 +124,13 @@ def judge_om(args):
             return 1
         by_file = dict(zip(files, chunk))
         for line in run.stdout.splitlines():
-            m = re.match(r"^(PASS|WARN|FAIL|ERROR) (.*?/model\.om): ?(.*)$", line)
+            m = re.match(r"^(PASS|WARN|FAIL|ERROR) (.*?\.om): ?(.*)$", line)
             if m and m.group(2) in by_file:
                 grade = "FAIL" if m.group(1) == "ERROR" else m.group(1)
                 results[by_file[m.group(2)]] = (grade, m.group(3))
         for c in chunk:
             results.setdefault(c, ("FAIL", "check.sh printed no verdict"))
-    header = ("# The om judge's grade per conformance case (tests/judges/judge.py om; regenerate with"
+    header = ("# The om judge's grade per artifact (tests/judges/judge.py om; regenerate with"
               " --write).\n")
     return settle("om", OM_GRADES, results, args.expected, args.write, header)
 
@@ -231,6 +237,8 @@ def main():
     parser.add_argument("--allow-doc", default="")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--any-om", action="store_true",
+                        help="om: judge every .om under ARTIFACTS, not one model.om per case folder")
     args = parser.parse_args()
     return judge_om(args) if args.kind == "om" else judge_ms(args)
 

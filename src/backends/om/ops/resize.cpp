@@ -110,7 +110,6 @@ KILN_OM_LOWERING(
       auto& a = *o->mutable_attr();
       a["align_corners"] = attrB(coord == "align_corners");
       a["half_pixel_centers"] = attrB(coord == "half_pixel");
-      a["data_format"] = attrS("NCHW");
       l.outputs(o, "NCHW");
     });
 // Upsample (opset 7-9; deprecated since 10): the asymmetric / floor Resize by scales.
