@@ -11,8 +11,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "kiln/runtime/allocation_limit.h"
 #include "fusion.h"
+#include "kiln/runtime/allocation_limit.h"
 #include "kiln/runtime/arena.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/memory.h"
@@ -86,6 +86,48 @@ size_t valueBytes(const RtValue& v) {
   for (const Tensor& t : v.sequence)
     bytes += t.byteSize();
   return bytes;
+}
+
+// The data's dims as the model would read them after a layout change, when a 4-D input was fed
+// in the other of NCHW / NHWC: the commonest mistake with converted models.
+std::string layoutHint(const std::vector<int64_t>& model, const std::vector<int64_t>& data) {
+  if (model.size() != 4 || data.size() != 4) return "";
+  const std::vector<int64_t> toNhwc{data[0], data[2], data[3], data[1]};
+  const std::vector<int64_t> toNchw{data[0], data[3], data[1], data[2]};
+  if (toNhwc == model)
+    return "; the data looks NCHW and the model takes NHWC: transpose it (0,2,3,1)";
+  if (toNchw == model)
+    return "; the data looks NHWC and the model takes NCHW: transpose it (0,3,1,2)";
+  return "";
+}
+
+// Every fed tensor against its graph input: element type, rank and each fixed dim. A kernel
+// would otherwise fail deep inside (or worse, compute on the wrong shape and succeed).
+Status checkFeeds(const Graph& graph, const std::map<std::string, RtValue>& feeds) {
+  for (const Value* in : graph.inputs()) {
+    auto it = feeds.find(in->name());
+    if (it == feeds.end() || !it->second.isTensor() || in->type().kind != TypeKind::Tensor)
+      continue;
+    const Tensor& data = it->second.tensor;
+    const Shape& shape = in->shape();
+    bool fits = in->dtype() == DType::Undefined || data.dtype() == in->dtype();
+    if (shape.hasRank()) {
+      fits = fits && shape.rank() == data.dims().size();
+      for (size_t d = 0; fits && d < shape.rank(); ++d)
+        fits = !shape.dims()[d].isStatic() || shape.dims()[d].value() == data.dims()[d];
+    }
+    if (fits) continue;
+    std::vector<int64_t> modelDims;
+    if (shape.isStatic()) modelDims = shape.staticDims();
+    return Status(
+        ErrorCode::RuntimeBadInput,
+        fmt::format("input '{}': the model takes {}{}, the data is {}[{}]{}", in->name(),
+                    dtypeName(in->dtype()), shape.toString(), dtypeName(data.dtype()),
+                    fmt::join(data.dims(), ","),
+                    data.dtype() == in->dtype() ? layoutHint(modelDims, data.dims()) : ""),
+        "feed data of the model's type and shape (kiln inspect MODEL lists them)");
+  }
+  return Status::ok();
 }
 
 } // namespace
@@ -223,6 +265,8 @@ Expected<RunResult> Executor::run(const std::map<std::string, RtValue>& feeds) {
                     "feed only the graph's inputs (see kiln inspect)");
   }
   KILN_TRY(checkGear(feeds));
+  // A gear model's inputs are declared at the largest gear: checkGear judged their shapes.
+  if (gears_.empty() && options_.checkFeeds) KILN_TRY(checkFeeds(graph, feeds));
   RunResult result;
   // Kernel outputs and scratch come from this executor's pool while it runs.
   MemoryScope memoryScope(memory_.get());

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 
@@ -105,6 +106,20 @@ int runModel(const RunFlags& flags) {
     if (!value) return report(value.status());
     feeds[name] = value.take();
   }
+  // A misspelt --capture name would otherwise write nothing and exit 0.
+  std::function<bool(const kiln::Graph&, const std::string&)> holds = [&](const kiln::Graph& g,
+                                                                          const std::string& name) {
+    if (g.findLocalValue(name)) return true;
+    for (const auto& node : g.nodes())
+      for (const kiln::Graph* sub : node->subgraphs())
+        if (holds(*sub, name)) return true;
+    return false;
+  };
+  for (const std::string& name : flags.capture)
+    if (!holds(*model->graph, name))
+      return report(kiln::Status(kiln::ErrorCode::BadFlag,
+                                 fmt::format("--capture: no value named '{}'", name),
+                                 "see `kiln inspect --ir` for value names"));
   kiln::rt::ExecutorOptions options;
   options.threads = flags.threads;
   options.captureIntermediates = flags.captureAll;

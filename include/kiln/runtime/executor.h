@@ -32,6 +32,10 @@ struct ExecutorOptions {
   // Run elementwise chains after a Conv (Mul/Add/Clip/Div/activations) inside the Conv kernel
   // (bit-identical results, less memory traffic). Off while every intermediate is captured.
   bool fuse = true;
+  // Refuse fed tensors whose element type, rank or fixed dims differ from the graph input's
+  // (K5002). Off only for ONNX's backend test data, which has such cases (bfloat16 stored as
+  // uint16, a [1] tensor for a [3,4] input that only lends its type).
+  bool checkFeeds = true;
 };
 
 struct OpProfile {
