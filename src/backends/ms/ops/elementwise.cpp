@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_raise_context.h"
+#include "kiln/runtime/tensor_util.h"
 #include "ops/attributes.h"
 
 namespace kiln::ms {
@@ -74,6 +76,28 @@ Status lowerBinary(LoweringContext& ctx, const Node& n) {
         nhwc && c ? ctx.broadcastConstNhwc(*c) : ctx.input(v, nhwc ? Layout::Nhwc : Layout::Onnx);
     if (!id) return id.status();
     ins.push_back(*id);
+  }
+  // The runtime's PowFusion takes an exponent of the base's shape or of one element, and gives
+  // its output the base's shape (PowerInferShape, nnacl/infer/power_infer.c): other operands are
+  // broadcast to the output shape first.
+  if (type == fb::PrimitiveType_PowFusion && !nhwc) {
+    if (auto out = ctx.staticShape(outV)) {
+      std::vector<int32_t> dims(out->begin(), out->end());
+      for (size_t i = 0; i < 2; ++i) {
+        auto shape = ctx.staticShape(n.input(i));
+        int64_t count = 1;
+        for (int64_t d : shape ? *shape : *out)
+          count *= d;
+        if (!shape || *shape == *out || (i == 1 && count == 1)) continue;
+        Chain ch(ctx, n);
+        const std::vector<int64_t> target = *out;
+        ins[i] = ch.op(fb::PrimitiveType_BroadcastTo,
+                       {ins[i], ctx.intConst(target, n.output(0)->name() + "_shape")},
+                       ch.tmp(ch.typeOf(ins[i]), dims), [=](FBB& b) {
+                         return fb::CreateBroadcastTo(b, b.CreateVector(target)).Union();
+                       });
+      }
+    }
   }
   auto y = ctx.output(outV, nhwc ? Layout::Nhwc : Layout::Onnx);
   if (!y) return y.status();
@@ -195,6 +219,37 @@ Status lowerMaxMin(LoweringContext& ctx, const Node& n) {
   return count == 2 ? lowerBinary(ctx, n) : lowerVariadic(ctx, n);
 }
 
+// Whether every element of `v` is >= 0 (or NaN) by construction: a non-negative constant, or the
+// output of an op that only makes such values from any input (Abs, Relu, Exp, x·x, ...) or from
+// non-negative inputs (Add, Mul, Div, Max, Min, mean/sum reductions).
+bool knownNonNegative(const LoweringContext& ctx, const Value* v, int depth = 0) {
+  if (!v || depth > 8) return false;
+  if (auto c = ctx.constOf(v)) {
+    if (c->quantized || !isFloatingPoint(c->tensor.dtype())) return false;
+    auto f = rt::castTensor(c->tensor, DType::Float32);
+    if (!f) return false;
+    for (float x : f->copyValues<float>())
+      if (x < 0) return false;
+    return true;
+  }
+  const Node* p = v->producer();
+  if (!p) return false;
+  static const std::set<std::string> always = {
+      "Abs",      "Relu",     "Exp",      "Sigmoid",         "Softmax",    "Sqrt",
+      "Softplus", "ReduceL1", "ReduceL2", "ReduceSumSquare", "HardSigmoid"};
+  static const std::set<std::string> ofOperands = {
+      "Add", "Mul", "Div", "Max", "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"};
+  const std::string& op = p->opType();
+  if (always.count(op)) return true;
+  if (op == "Mul" && p->inputs().size() == 2 && p->input(0) == p->input(1)) return true;
+  if (!ofOperands.count(op)) return false;
+  // Reductions' later inputs are axes: only the data matters.
+  const size_t operands = op.rfind("Reduce", 0) == 0 ? 1 : p->inputs().size();
+  for (size_t i = 0; i < operands; ++i)
+    if (!knownNonNegative(ctx, p->input(i), depth + 1)) return false;
+  return true;
+}
+
 Status lowerUnary(LoweringContext& ctx, const Node& n) {
   static const std::map<std::string, fb::PrimitiveType> types = {
       {"Abs", fb::PrimitiveType_Abs},       {"Neg", fb::PrimitiveType_Neg},
@@ -211,6 +266,21 @@ Status lowerUnary(LoweringContext& ctx, const Node& n) {
   if (!x) return x.status();
   auto y = ctx.output(n.output(0), layout);
   if (!y) return y.status();
+  // The runtime's Reciprocal and Sqrt kernels fail the whole run on an element outside their
+  // domain (a zero; a negative) where ONNX gives inf / NaN (ElementReciprocal, ElementSqrt in
+  // nnacl/fp32/arithmetic_self_fp32.c): DivFusion(1, x) and PowFusion(x, 0.5) (powf) compute
+  // them without that check. Sqrt keeps its kernel where x is non-negative by construction.
+  if (type == fb::PrimitiveType_Reciprocal ||
+      (type == fb::PrimitiveType_Sqrt && !knownNonNegative(ctx, n.input(0)))) {
+    Chain ch(ctx, n);
+    const int t = ch.typeOf(*x);
+    if (type == fb::PrimitiveType_Reciprocal)
+      ch.op(fb::PrimitiveType_DivFusion, {ch.scalar(1, t), *x}, *y);
+    else
+      ch.op(fb::PrimitiveType_PowFusion, {*x, ch.scalar(0.5, t)}, *y,
+            [](FBB& b) { return fb::CreatePowFusion(b, 1.0f, 0.0f).Union(); });
+    return Status::ok();
+  }
   AttrBuilder attrs;
   if (type == fb::PrimitiveType_ExpFusion)
     attrs = [](FBB& b) { return fb::CreateExpFusion(b, -1.0f, 1.0f, 0.0f).Union(); };
