@@ -1,6 +1,6 @@
 // .ms lowerings around the MindSpore Lite runtime's kernel limits: Reciprocal and Sqrt kernels
-// that fail the run outside their domain, PowFusion's exponent shape rule
-// (src/backends/ms/ops/elementwise.cpp, elementwise_math.cpp).
+// that fail the run outside their domain, PowFusion's exponent shape rule, the truncating
+// float32 → float16 Cast (src/backends/ms/ops/elementwise.cpp, elementwise_math.cpp).
 #include <cmath>
 #include <map>
 #include <string>
@@ -12,6 +12,7 @@
 #include "kiln/backends/ms_reader.h"
 #include "kiln/backends/ms_writer.h"
 #include "kiln/runtime/executor.h"
+#include "kiln/runtime/tensor_util.h"
 #include "onnx_text.h"
 
 namespace kiln {
@@ -122,6 +123,42 @@ g (float[3] x) => (float[2,3] y) <float[2,3] e = {1, 2, 3, 1, 2, 3}> {
 )");
   EXPECT_EQ(count(base, fb::PrimitiveType_BroadcastTo), 1);
   EXPECT_EQ(run(base, {3}, {2, 2, 2}), (std::vector<float>{2, 4, 8, 2, 4, 8}));
+}
+
+// The runtime's float32 → float16 Cast truncates: the lowering rounds the value to float16's
+// 11 significant bits in float32 first, so the Cast reads an exactly representable value.
+TEST(MsRuntimeDomains, CastToHalfRoundsFirst) {
+  auto bytes = lowered(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[3] x) => (float16[3] y) {
+  y = Cast <to = 10> (x)
+}
+)");
+  const fb::MetaGraph* g = fb::GetMetaGraph(bytes.data());
+  const fb::CNode* cast = nullptr;
+  for (const auto* node : *g->nodes())
+    if (node->primitive()->value_type() == fb::PrimitiveType_Cast) cast = node;
+  ASSERT_NE(cast, nullptr);
+  // The Cast reads the rounded value, not the graph input.
+  EXPECT_NE(cast->inputIndex()->Get(0), g->inputIndex()->Get(0));
+  EXPECT_EQ(count(bytes, fb::PrimitiveType_MulFusion), 1);
+  EXPECT_EQ(count(bytes, fb::PrimitiveType_Where), 1);
+  // 0.54881352 rounds up to 0.548828125 (truncation would give 0.54833984375); inf stays inf.
+  auto owned = std::make_shared<std::vector<uint8_t>>(bytes);
+  auto model = readMsBuffer(owned->data(), owned->size(), owned, "t.ms", "");
+  ASSERT_TRUE(model) << model.status().toString();
+  rt::Executor exec(*model);
+  std::map<std::string, rt::RtValue> feeds;
+  feeds["x"] = rt::RtValue::ofTensor(
+      Tensor::fromValues<float>(DType::Float32, {3}, {0.54881352f, INFINITY, 1e6f}));
+  auto out = exec.run(feeds);
+  ASSERT_TRUE(out) << out.status().toString();
+  auto y = rt::castTensor(out->outputs.at(0).tensor, DType::Float32);
+  ASSERT_TRUE(y);
+  const std::vector<float> v = y->copyValues<float>();
+  EXPECT_FLOAT_EQ(v[0], 0.548828125f);
+  EXPECT_TRUE(std::isinf(v[1]));
+  EXPECT_TRUE(std::isinf(v[2]));
 }
 
 } // namespace kiln

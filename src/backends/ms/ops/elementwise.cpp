@@ -308,6 +308,22 @@ std::string checkCast(const Node& n, const lowering::OpContext&) {
   return {};
 }
 
+// The runtime's float32 → float16 Cast (Float32ToShort in nnacl/nnacl_common.c) drops the
+// mantissa's low 13 bits: it truncates where ONNX rounds to nearest. Rounding `x` to float16's 11
+// significant bits first makes the truncation exact: Veltkamp's split, t = 8193·x,
+// r = t − (t − x), in float32 arithmetic. |x| ≥ 65520 (float16 overflows), inf and NaN pass as
+// they are (t would be inf there and r NaN).
+uint32_t roundedToHalf(LoweringContext& ctx, const Node& n, uint32_t x) {
+  Chain ch(ctx, n);
+  const int f32 = kTypeFloat32;
+  uint32_t t = ch.binary(fb::PrimitiveType_MulFusion, x, ch.scalar(8193, f32));
+  uint32_t r =
+      ch.binary(fb::PrimitiveType_SubFusion, t, ch.binary(fb::PrimitiveType_SubFusion, t, x));
+  uint32_t inRange = ch.binary(fb::PrimitiveType_Less, ch.unary(fb::PrimitiveType_Abs, x),
+                               ch.scalar(65520, f32), kTypeBool);
+  return ch.op(fb::PrimitiveType_Where, {inRange, r, x}, ch.tmpLike(x));
+}
+
 Status lowerCast(LoweringContext& ctx, const Node& n) {
   const DType from = ctx.resolve(n.input(0))->dtype();
   KILN_ASSIGN_OR_RETURN(const int64_t toAttr, ops::intAttr(n, "to", 1));
@@ -325,7 +341,9 @@ Status lowerCast(LoweringContext& ctx, const Node& n) {
   uint32_t dst = ctx.intConst({*typeIdOf(to)}, n.output(0)->name() + "_to", std::vector<int32_t>{});
   auto y = ctx.output(n.output(0), layout);
   if (!y) return y.status();
-  ctx.emit(fb::PrimitiveType_Cast, emptyTable<fb::Cast>(), {*x, dst}, {*y});
+  uint32_t src = *x;
+  if (from == DType::Float32 && to == DType::Float16) src = roundedToHalf(ctx, n, src);
+  ctx.emit(fb::PrimitiveType_Cast, emptyTable<fb::Cast>(), {src, dst}, {*y});
   return Status::ok();
 }
 
