@@ -161,4 +161,19 @@ g (float[3] x) => (float16[3] y) {
   EXPECT_TRUE(std::isinf(v[2]));
 }
 
+// The runtime refuses to load a model without inputs: the conversion refuses it with K7102.
+TEST(MsRuntimeDomains, ModelWithoutInputsIsRefused) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g () => (float[2] y) {
+  y = Constant <value = float[2] {1, 2}> ()
+}
+)");
+  auto bytes = buildMsBuffer(model, MsWriteOptions{});
+  ASSERT_FALSE(bytes);
+  EXPECT_EQ(bytes.status().code(), ErrorCode::MsLowerBadAttribute);
+  EXPECT_NE(bytes.status().message().find("has no inputs"), std::string::npos)
+      << bytes.status().message();
+}
+
 } // namespace kiln

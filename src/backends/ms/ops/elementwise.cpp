@@ -11,7 +11,6 @@
 #include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_raise_context.h"
-#include "kiln/runtime/tensor_util.h"
 #include "ops/attributes.h"
 
 namespace kiln::ms {
@@ -219,45 +218,13 @@ Status lowerMaxMin(LoweringContext& ctx, const Node& n) {
   return count == 2 ? lowerBinary(ctx, n) : lowerVariadic(ctx, n);
 }
 
-// Whether every element of `v` is >= 0 (or NaN) by construction: a non-negative constant, or the
-// output of an op that only makes such values from any input (Abs, Relu, Exp, x·x, ...) or from
-// non-negative inputs (Add, Mul, Div, Max, Min, mean/sum reductions).
-bool knownNonNegative(const LoweringContext& ctx, const Value* v, int depth = 0) {
-  if (!v || depth > 8) return false;
-  if (auto c = ctx.constOf(v)) {
-    if (c->quantized || !isFloatingPoint(c->tensor.dtype())) return false;
-    auto f = rt::castTensor(c->tensor, DType::Float32);
-    if (!f) return false;
-    for (float x : f->copyValues<float>())
-      if (x < 0) return false;
-    return true;
-  }
-  const Node* p = v->producer();
-  if (!p) return false;
-  static const std::set<std::string> always = {
-      "Abs",      "Relu",     "Exp",      "Sigmoid",         "Softmax",    "Sqrt",
-      "Softplus", "ReduceL1", "ReduceL2", "ReduceSumSquare", "HardSigmoid"};
-  static const std::set<std::string> ofOperands = {
-      "Add", "Mul", "Div", "Max", "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"};
-  const std::string& op = p->opType();
-  if (always.count(op)) return true;
-  if (op == "Mul" && p->inputs().size() == 2 && p->input(0) == p->input(1)) return true;
-  if (!ofOperands.count(op)) return false;
-  // Reductions' later inputs are axes: only the data matters.
-  const size_t operands = op.rfind("Reduce", 0) == 0 ? 1 : p->inputs().size();
-  for (size_t i = 0; i < operands; ++i)
-    if (!knownNonNegative(ctx, p->input(i), depth + 1)) return false;
-  return true;
-}
-
 Status lowerUnary(LoweringContext& ctx, const Node& n) {
   static const std::map<std::string, fb::PrimitiveType> types = {
-      {"Abs", fb::PrimitiveType_Abs},       {"Neg", fb::PrimitiveType_Neg},
-      {"Floor", fb::PrimitiveType_Floor},   {"Ceil", fb::PrimitiveType_Ceil},
-      {"Round", fb::PrimitiveType_Round},   {"Reciprocal", fb::PrimitiveType_Reciprocal},
-      {"Sin", fb::PrimitiveType_Sin},       {"Cos", fb::PrimitiveType_Cos},
-      {"Erf", fb::PrimitiveType_Erf},       {"Not", fb::PrimitiveType_LogicalNot},
-      {"Sqrt", fb::PrimitiveType_Sqrt},     {"Log", fb::PrimitiveType_Log},
+      {"Abs", fb::PrimitiveType_Abs},        {"Neg", fb::PrimitiveType_Neg},
+      {"Floor", fb::PrimitiveType_Floor},    {"Ceil", fb::PrimitiveType_Ceil},
+      {"Round", fb::PrimitiveType_Round},    {"Sin", fb::PrimitiveType_Sin},
+      {"Cos", fb::PrimitiveType_Cos},        {"Erf", fb::PrimitiveType_Erf},
+      {"Not", fb::PrimitiveType_LogicalNot}, {"Log", fb::PrimitiveType_Log},
       {"Exp", fb::PrimitiveType_ExpFusion},
   };
   const fb::PrimitiveType type = types.at(n.opType());
@@ -266,21 +233,6 @@ Status lowerUnary(LoweringContext& ctx, const Node& n) {
   if (!x) return x.status();
   auto y = ctx.output(n.output(0), layout);
   if (!y) return y.status();
-  // The runtime's Reciprocal and Sqrt kernels fail the whole run on an element outside their
-  // domain (a zero; a negative) where ONNX gives inf / NaN (ElementReciprocal, ElementSqrt in
-  // nnacl/fp32/arithmetic_self_fp32.c): DivFusion(1, x) and PowFusion(x, 0.5) (powf) compute
-  // them without that check. Sqrt keeps its kernel where x is non-negative by construction.
-  if (type == fb::PrimitiveType_Reciprocal ||
-      (type == fb::PrimitiveType_Sqrt && !knownNonNegative(ctx, n.input(0)))) {
-    Chain ch(ctx, n);
-    const int t = ch.typeOf(*x);
-    if (type == fb::PrimitiveType_Reciprocal)
-      ch.op(fb::PrimitiveType_DivFusion, {ch.scalar(1, t), *x}, *y);
-    else
-      ch.op(fb::PrimitiveType_PowFusion, {*x, ch.scalar(0.5, t)}, *y,
-            [](FBB& b) { return fb::CreatePowFusion(b, 1.0f, 0.0f).Union(); });
-    return Status::ok();
-  }
   AttrBuilder attrs;
   if (type == fb::PrimitiveType_ExpFusion)
     attrs = [](FBB& b) { return fb::CreateExpFusion(b, -1.0f, 1.0f, 0.0f).Union(); };
@@ -380,10 +332,8 @@ KILN_MS_LOWERING("Floor", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Log", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Neg", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Not", acceptAll, lowerUnary);
-KILN_MS_LOWERING("Reciprocal", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Round", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Sin", acceptAll, lowerUnary);
-KILN_MS_LOWERING("Sqrt", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Cast", checkCast, lowerCast);
 KILN_MS_LOWERING("Where", checkOperands, lowerWhere);
 // ---- end of lowering

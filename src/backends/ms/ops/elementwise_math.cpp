@@ -1,15 +1,18 @@
 // .ms rules of the elementwise family, rewritten half: ONNX ops .ms has no primitive for, built
 // from ones it has (Xor, IsNaN, IsInf, Sign, Mean, Tan, Sinh, Cosh, Asinh, Acosh, Atanh, Atan,
-// Asin, Acos). Lowering only: every op emitted is read back by elementwise.cpp.
+// Asin, Acos), and ones whose runtime kernel fails outside its domain (Reciprocal, Sqrt). Lowering
+// only: every op emitted is read back by elementwise.cpp.
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
+#include "kiln/runtime/tensor_util.h"
 #include "ops/attributes.h"
 
 namespace kiln::ms {
@@ -148,6 +151,59 @@ uint32_t atanOf(Chain& ch, uint32_t x, std::optional<uint32_t> out = std::nullop
                out ? *out : ch.tmpLike(r));
 }
 
+// Whether every element of `v` is >= 0 (or NaN) by construction: a non-negative constant, or the
+// output of an op that only makes such values from any input (Abs, Relu, Exp, x·x, ...) or from
+// non-negative inputs (Add, Mul, Div, Max, Min, mean/sum reductions).
+bool knownNonNegative(const LoweringContext& ctx, const Value* v, int depth = 0) {
+  if (!v || depth > 8) return false;
+  if (auto c = ctx.constOf(v)) {
+    if (c->quantized || !isFloatingPoint(c->tensor.dtype())) return false;
+    auto f = rt::castTensor(c->tensor, DType::Float32);
+    if (!f) return false;
+    for (float x : f->copyValues<float>())
+      if (x < 0) return false;
+    return true;
+  }
+  const Node* p = v->producer();
+  if (!p) return false;
+  static const std::set<std::string> always = {
+      "Abs",      "Relu",     "Exp",      "Sigmoid",         "Softmax",    "Sqrt",
+      "Softplus", "ReduceL1", "ReduceL2", "ReduceSumSquare", "HardSigmoid"};
+  static const std::set<std::string> ofOperands = {
+      "Add", "Mul", "Div", "Max", "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"};
+  const std::string& op = p->opType();
+  if (always.count(op)) return true;
+  if (op == "Mul" && p->inputs().size() == 2 && p->input(0) == p->input(1)) return true;
+  if (!ofOperands.count(op)) return false;
+  // Reductions' later inputs are axes: only the data matters.
+  const size_t operands = op.rfind("Reduce", 0) == 0 ? 1 : p->inputs().size();
+  for (size_t i = 0; i < operands; ++i)
+    if (!knownNonNegative(ctx, p->input(i), depth + 1)) return false;
+  return true;
+}
+
+// Reciprocal and Sqrt: the runtime's kernels fail the whole run on an element outside their
+// domain (a zero; a negative) where ONNX gives inf / NaN (ElementReciprocal, ElementSqrt in
+// nnacl/fp32/arithmetic_self_fp32.c). DivFusion(1, x) and PowFusion(x, 0.5) (powf) compute them
+// without that check; Sqrt keeps its kernel where x is non-negative by construction.
+Status lowerSqrtReciprocal(LoweringContext& ctx, const Node& n) {
+  const Layout layout = ctx.availableNhwc(n.input(0)) ? Layout::Nhwc : Layout::Onnx;
+  auto x = ctx.input(n.input(0), layout);
+  if (!x) return x.status();
+  auto y = ctx.output(n.output(0), layout);
+  if (!y) return y.status();
+  Chain ch(ctx, n);
+  const int t = ch.typeOf(*x);
+  if (n.opType() == "Reciprocal")
+    ch.op(PT::PrimitiveType_DivFusion, {ch.scalar(1, t), *x}, *y);
+  else if (knownNonNegative(ctx, n.input(0)))
+    ch.op(PT::PrimitiveType_Sqrt, {*x}, *y);
+  else
+    ch.op(PT::PrimitiveType_PowFusion, {*x, ch.scalar(0.5, t)}, *y,
+          [](FBB& b) { return fb::CreatePowFusion(b, 1.0f, 0.0f).Union(); });
+  return Status::ok();
+}
+
 // Trigonometric and hyperbolic functions by identities over Sin, Cos, Exp, Log, Sqrt and atan.
 Status lowerMath(LoweringContext& ctx, const Node& n) {
   Chain ch(ctx, n);
@@ -238,6 +294,8 @@ KILN_MS_LOWERING("Atanh", checkFloat, lowerMath);
 KILN_MS_LOWERING("Atan", checkFloat, lowerMath);
 KILN_MS_LOWERING("Asin", checkFloat, lowerMath);
 KILN_MS_LOWERING("Acos", checkFloat, lowerMath);
+KILN_MS_LOWERING("Reciprocal", checkOperands, lowerSqrtReciprocal);
+KILN_MS_LOWERING("Sqrt", checkOperands, lowerSqrtReciprocal);
 
 } // namespace
 } // namespace kiln::ms
