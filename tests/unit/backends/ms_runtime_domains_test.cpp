@@ -96,6 +96,20 @@ g (float[3] x) => (float[3] s) {
 )");
   EXPECT_EQ(count(kept, fb::PrimitiveType_Sqrt), 1);
   EXPECT_EQ(count(kept, fb::PrimitiveType_PowFusion), 0);
+
+  // A variance: the mean of (x − m)² is non-negative, its Sqrt keeps the kernel.
+  auto variance = lowered(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[3] x) => (float[1] s) <float[1] m = {1}, float[1] two = {2}, float[1] eps = {0.001},
+    float[3] d, float[3] q, float[1] v, float[1] e> {
+  d = Sub (x, m)
+  q = Pow (d, two)
+  v = ReduceMean <keepdims = 1> (q)
+  e = Add (v, eps)
+  s = Sqrt (e)
+}
+)");
+  EXPECT_EQ(count(variance, fb::PrimitiveType_Sqrt), 1);
 }
 
 // PowFusion's exponent must have the base's shape or one element, and the output takes the

@@ -152,7 +152,7 @@ uint32_t atanOf(Chain& ch, uint32_t x, std::optional<uint32_t> out = std::nullop
 }
 
 // Whether every element of `v` is >= 0 (or NaN) by construction: a non-negative constant, or the
-// output of an op that only makes such values from any input (Abs, Relu, Exp, x·x, ...) or from
+// output of an op that only makes such values from any input (Abs, Relu, Exp, x·x, x², ...) or from
 // non-negative inputs (Add, Mul, Div, Max, Min, mean/sum reductions).
 bool knownNonNegative(const LoweringContext& ctx, const Value* v, int depth = 0) {
   if (!v || depth > 8) return false;
@@ -174,6 +174,15 @@ bool knownNonNegative(const LoweringContext& ctx, const Value* v, int depth = 0)
   const std::string& op = p->opType();
   if (always.count(op)) return true;
   if (op == "Mul" && p->inputs().size() == 2 && p->input(0) == p->input(1)) return true;
+  // x^k with an even integer k (the variance's (x − mean)²).
+  if (op == "Pow" && p->inputs().size() == 2)
+    if (auto c = ctx.constOf(p->input(1)); c && !c->quantized)
+      if (auto e = rt::castTensor(c->tensor, DType::Float32)) {
+        bool even = e->elementCount() > 0;
+        for (float k : e->copyValues<float>())
+          even = even && std::fmod(k, 2.0f) == 0.0f;
+        if (even) return true;
+      }
   if (!ofOperands.count(op)) return false;
   // Reductions' later inputs are axes: only the data matters.
   const size_t operands = op.rfind("Reduce", 0) == 0 ? 1 : p->inputs().size();
