@@ -161,8 +161,9 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
     return result;
   }
   // The declared dtypes of the ONNX graph's inputs and outputs: a target that carries float64 as
-  // float32 (.ms) declares float32 where ONNX says float64; the test data is narrowed to feed it
-  // and its outputs widened back to compare (docs/conformance.md).
+  // float32, or int16/uint16/uint32/uint64 as int32/int64 (.ms), declares that type where ONNX
+  // says the other; the test data is converted to feed it and its outputs converted back to
+  // compare (docs/conformance.md).
   std::map<std::string, DType> sourceInputs;
   std::vector<DType> sourceOutputs;
   for (const Value* in : model->graph->inputs())
@@ -170,7 +171,9 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
   for (const Value* out : model->graph->outputs())
     sourceOutputs.push_back(out->dtype());
   auto demoted = [](DType source, DType declared) {
-    return source == DType::Float64 && declared == DType::Float32;
+    return (source == DType::Float64 && declared == DType::Float32) ||
+           ((source == DType::Int16 || source == DType::UInt16) && declared == DType::Int32) ||
+           ((source == DType::UInt32 || source == DType::UInt64) && declared == DType::Int64);
   };
   std::optional<ShapeSpec> dataShapes;
   if (options.inputShapeFromData) {
@@ -303,8 +306,8 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
       }
       if (auto it = sourceInputs.find(target->name());
           it != sourceInputs.end() && demoted(it->second, target->dtype()) && value->isTensor() &&
-          value->tensor.dtype() == DType::Float64)
-        if (auto narrowed = rt::castTensor(value->tensor, DType::Float32))
+          value->tensor.dtype() == it->second)
+        if (auto narrowed = rt::castTensor(value->tensor, target->dtype()))
           value->tensor = *narrowed;
       if (keeping && i < feedInputs.size()) {
         keptAll = keptAll && keepRawTensor(keepDir / fmt::format("input_{}.bin", i), *value);
@@ -345,16 +348,17 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
         // float32 is compared in float32, as above).
         rt::RtValue kept = *expected;
         if (i < sourceOutputs.size() && demoted(sourceOutputs[i], out->dtype()) &&
-            kept.isTensor() && kept.tensor.dtype() == DType::Float64)
-          if (auto narrowed = rt::castTensor(kept.tensor, DType::Float32)) kept.tensor = *narrowed;
+            kept.isTensor() && kept.tensor.dtype() == sourceOutputs[i])
+          if (auto narrowed = rt::castTensor(kept.tensor, out->dtype())) kept.tensor = *narrowed;
         keptAll = keptAll && keepRawTensor(keepDir / fmt::format("expected_{}.bin", i), kept);
         if (kept.isTensor()) keptIo += ioLine("output", i, out->name(), kept.tensor);
       }
       rt::RtValue actual = run->outputs[i];
       if (i < sourceOutputs.size() && demoted(sourceOutputs[i], out->dtype()) &&
-          actual.isTensor() && actual.tensor.dtype() == DType::Float32 && expected->isTensor() &&
-          expected->tensor.dtype() == DType::Float64)
-        if (auto widened = rt::castTensor(actual.tensor, DType::Float64)) actual.tensor = *widened;
+          actual.isTensor() && actual.tensor.dtype() == out->dtype() && expected->isTensor() &&
+          expected->tensor.dtype() == sourceOutputs[i])
+        if (auto widened = rt::castTensor(actual.tensor, sourceOutputs[i]))
+          actual.tensor = *widened;
       std::string problem = compareValues(*expected, actual, outputTolerance);
       if (!problem.empty()) {
         result.reason =

@@ -1,13 +1,15 @@
 // demote-float64: float64 becomes float32 everywhere in the graph, as the .ms conversion does
-// (converter_lite makes float64 graph inputs float32, and the .ms Cast neither takes nor makes
-// float64) — when the graph holds a Cast to or from float64, which no .ms op expresses otherwise.
-// A graph without one keeps its float64 values: the .ms ops that take them carry them as they are.
+// (converter_lite makes float64 graph inputs float32; the MindSpore Lite CPU runtime has no
+// float64 kernel for the ops a graph computes with, and its Cast neither takes nor makes float64)
+// — whenever the graph holds a float64 value, constant or type attribute. A graph without one is
+// left alone.
 // Demoted: graph inputs and outputs, intermediate values, initializers, Constant and
 // ConstantOfShape values, and every attribute that names float64 as a type (Cast `to`, EyeLike
 // and the random ops' `dtype`), subgraph bodies included.
 //
 //   %y: f32 = Cast<to = FLOAT>(%x: f64)   →   %y: f32 = Cast<to = FLOAT>(%x: f32)
 //   %y: f64 = Cast<to = DOUBLE>(%x: f16)  →   %y: f32 = Cast<to = FLOAT>(%x: f16)
+//   %y: f64 = Max(%a: f64, %b: f64)       →   %y: f32 = Max(%a: f32, %b: f32)
 //
 // One note names the graph inputs and outputs whose type changed, since a caller feeds and reads
 // them as float32 (`kiln conformance` narrows float64 test data and widens the outputs back).
@@ -35,18 +37,20 @@ Tensor demoted(const Tensor& t) {
   return cast ? *cast : t;
 }
 
-// Whether `graph` or a subgraph of its nodes holds a Cast to or from float64.
-bool castsFloat64(const Graph& graph) {
+// Whether `graph` or a subgraph of its nodes holds float64: a value, an initializer, a tensor
+// attribute (Constant), or a type attribute (Cast `to`, `dtype`) naming it.
+bool holdsFloat64(const Graph& graph) {
+  for (const auto& value : graph.values())
+    if (value->type().kind == TypeKind::Tensor && value->dtype() == DType::Float64) return true;
   for (const auto& node : graph.nodes()) {
-    if (node->opType() == "Cast" && (node->domain().empty() || node->domain() == "ai.onnx")) {
-      const Attribute* to = node->attribute("to");
-      const Value* x = node->input(0);
-      if ((to && to->kind() == AttrKind::Int && to->asInt() == kOnnxDouble) ||
-          (x && x->type().kind == TypeKind::Tensor && x->dtype() == DType::Float64))
-        return true;
+    for (const char* name : {"to", "dtype"}) {
+      const Attribute* a = node->attribute(name);
+      if (a && a->kind() == AttrKind::Int && a->asInt() == kOnnxDouble) return true;
     }
+    for (const auto& [key, attr] : node->attributes())
+      if (attr.kind() == AttrKind::Tensor && attr.asTensor().dtype() == DType::Float64) return true;
     for (const Graph* body : node->subgraphs())
-      if (castsFloat64(*body)) return true;
+      if (holdsFloat64(*body)) return true;
   }
   return false;
 }
@@ -99,7 +103,7 @@ class DemoteFloat64 : public Pass {
  public:
   std::string_view name() const override { return "demote-float64"; }
   Expected<bool> run(Graph& graph, PassContext& context) override {
-    if (!castsFloat64(graph)) return false;
+    if (!holdsFloat64(graph)) return false;
     std::vector<std::string> io;
     std::set<const Value*> seen;
     for (const auto* list : {&graph.inputs(), &graph.outputs()})
@@ -110,8 +114,9 @@ class DemoteFloat64 : public Pass {
     const bool changed = Demoter().run(graph);
     if (!io.empty())
       context.notes.push_back(fmt::format(
-          "the model casts to or from float64, so float64 is float32 throughout the {} model: "
-          "graph inputs/outputs {} are float32; feed and read them as float32",
+          "the model holds float64, which the MindSpore Lite runtime neither computes nor casts, "
+          "so float64 is float32 throughout the {} model: graph inputs/outputs {} are float32; "
+          "feed and read them as float32",
           context.targetName.empty() ? "converted" : context.targetName, fmt::join(io, ", ")));
     return changed;
   }

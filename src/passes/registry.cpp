@@ -12,6 +12,7 @@ std::unique_ptr<Pass> makeExpandNewOpsPass();
 std::unique_ptr<Pass> makeConvertFp16Pass();
 std::unique_ptr<Pass> makeDecomposeQuantPass();
 std::unique_ptr<Pass> makeDemoteFloat64Pass();
+std::unique_ptr<Pass> makeWidenIntegersPass();
 std::unique_ptr<Pass> makeEliminateDeadNodesPass();
 std::unique_ptr<Pass> makeFixInputShapesPass();
 std::unique_ptr<Pass> makeFoldConstantsPass();
@@ -40,6 +41,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"convert-fp16", makeConvertFp16Pass},
       {"decompose-quant", makeDecomposeQuantPass},
       {"demote-float64", makeDemoteFloat64Pass},
+      {"widen-integers", makeWidenIntegersPass},
       {"eliminate-dead-nodes", makeEliminateDeadNodesPass},
       {"expand-conv-pool", makeExpandConvPoolPass},
       {"expand-grid-sample", makeExpandGridSamplePass},

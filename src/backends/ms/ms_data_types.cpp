@@ -27,7 +27,7 @@ struct KernelTypes {
 };
 
 constexpr int F16 = kTypeFloat16, F32 = kTypeFloat32, I32 = kTypeInt32, I64 = kTypeInt64,
-              BOOL = kTypeBool, U8 = kTypeUInt8;
+              BOOL = kTypeBool, U8 = kTypeUInt8, I8 = kTypeInt8;
 
 // The ops kiln's lowering emits with a data type the runtime may lack. An op not listed is left
 // as lowered (float-only ops never see integers from ONNX; control flow passes tensors through).
@@ -112,11 +112,14 @@ bool supports(const KernelTypes& k, int type) {
   return std::find(k.types.begin(), k.types.end(), type) != k.types.end();
 }
 
-// Types the runtime's Cast converts from and to. Its Cast kernel is registered for int8 but
-// converts no int8 tensor, and has none for int16, uint16-64, float64: those tensors stay as
-// lowered (and the runtime refuses the op).
+// Types the pass converts from and to. The runtime's Cast takes bool, uint8, int32, int64,
+// float16, float32; its Cast kernel is registered for int8 but converts no int8 tensor
+// (CastCPUKernel, kernel/cpu/fp32/cast_fp32.cc), so int8 goes through QuantDTypeCast with scale 1
+// and zero point 0 (exact: int8 values are float32 integers). Nothing converts int16, uint16-64
+// or float64: those tensors stay as lowered (and the runtime refuses the op).
 bool castable(int type) {
-  return type == BOOL || type == U8 || type == I32 || type == I64 || type == F16 || type == F32;
+  return type == BOOL || type == U8 || type == I8 || type == I32 || type == I64 || type == F16 ||
+         type == F32;
 }
 
 // Conversions the runtime's Cast kernel makes in one step: anything to float32, float32 to the
@@ -126,7 +129,9 @@ bool directCast(int from, int to) {
          (from == BOOL && to == I32);
 }
 
-bool isIntegerType(int type) { return type == BOOL || type == U8 || type == I32 || type == I64; }
+bool isIntegerType(int type) {
+  return type == BOOL || type == U8 || type == I8 || type == I32 || type == I64;
+}
 
 // The type an op computes in for data of `type`: int32 for integers and bool (index math and
 // small integers fit), float32 for integers on a float-only kernel; nullopt when none applies.
@@ -145,6 +150,8 @@ std::optional<int64_t> intElement(const uint8_t* p, int type) {
   case BOOL:
   case U8:
     return *p;
+  case I8:
+    return static_cast<int8_t>(*p);
   case I32: {
     int32_t v;
     std::memcpy(&v, p, 4);
@@ -222,11 +229,34 @@ Status LoweringContext::legalizeDataTypes() {
     replaced.insert(id);
     return made;
   };
+  // Tensors this pass gave a unit quantization parameter (scale 1, zero point 0) for a
+  // QuantDTypeCast: plain integer data still, not quantized values.
+  std::set<uint32_t> unitQuantized;
   auto castNode = [&](const std::string& base, uint32_t from, uint32_t to) {
     MsNode n;
     n.name = base + "_cast";
     for (int i = 1; !nodeNames_.insert(n.name).second; ++i)
       n.name = fmt::format("{}_cast_{}", base, i);
+    const int a = out_.tensors[from].dataType, b = out_.tensors[to].dataType;
+    if (a == I8 || b == I8) {
+      // QuantDTypeCast reads scale and zero point from the int8 side's (first) quantization
+      // parameter, and from the float side when the int8 one is not marked initialized (how kiln
+      // writes them): both sides carry the unit parameter.
+      for (uint32_t t : {from, to}) {
+        if (out_.tensors[t].quantParams.empty()) {
+          MsQuantParam unit;
+          unit.dstDtype = I8;
+          out_.tensors[t].quantParams = {unit};
+          unitQuantized.insert(t);
+        }
+      }
+      n.primitiveType = static_cast<uint8_t>(PT::PrimitiveType_QuantDTypeCast);
+      n.attributes = [a, b](FBB& fbb) { return fb::CreateQuantDTypeCast(fbb, a, b).Union(); };
+      n.inputs = {from};
+      n.outputs = {to};
+      out_.nodes.push_back(std::move(n));
+      return static_cast<uint32_t>(out_.nodes.size() - 1);
+    }
     n.primitiveType = static_cast<uint8_t>(PT::PrimitiveType_Cast);
     n.attributes = emptyTable<fb::Cast>();
     n.inputs = {from,
@@ -250,7 +280,8 @@ Status LoweringContext::legalizeDataTypes() {
   // direct conversion.
   auto castChain = [&](const std::string& base, uint32_t from, uint32_t to) {
     const int a = out_.tensors[from].dataType, b = out_.tensors[to].dataType;
-    if (directCast(a, b)) return std::vector<uint32_t>{castNode(base, from, to)};
+    if (directCast(a, b) && (a == F32 || b == F32 || (a != I8 && b != I8)))
+      return std::vector<uint32_t>{castNode(base, from, to)};
     const uint32_t middle = retyped(to, F32, "_f32");
     return std::vector<uint32_t>{castNode(base, from, middle), castNode(base, middle, to)};
   };
@@ -260,7 +291,8 @@ Status LoweringContext::legalizeDataTypes() {
 
   auto quantizedInt8 = [&](const MsNode& node, const KernelTypes& k) {
     for (size_t i = 0; i < node.inputs.size(); ++i)
-      if ((k.dataInputs & (1u << i)) && !out_.tensors[node.inputs[i]].quantParams.empty())
+      if ((k.dataInputs & (1u << i)) && !out_.tensors[node.inputs[i]].quantParams.empty() &&
+          !unitQuantized.count(node.inputs[i]))
         return true;
     return false;
   };

@@ -171,6 +171,14 @@ Status LoweringContext::lowerInputs() {
     slots_[v].onnx = id;
     out_.inputs.push_back(id);
   }
+  // The runtime refuses to load a model without inputs ("Model does not have inputs",
+  // LiteModel::ModelVerify in src/litert/lite_model.cc): refused here, not written unusable.
+  if (out_.inputs.empty())
+    return Status(ErrorCode::MsLowerBadAttribute,
+                  fmt::format("graph '{}' has no inputs: its outputs are constants, and the "
+                              "MindSpore Lite runtime refuses to load a model without inputs",
+                              graph_.name()),
+                  "compute the constant outputs in the application, or give the model an input");
   return Status::ok();
 }
 

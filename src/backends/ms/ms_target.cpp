@@ -62,9 +62,11 @@ TargetHooks makeMsTarget() {
     KILN_ASSIGN_OR_RETURN(size_t sampled, expandGridSampleNodes(*model.graph, opset, refused));
     return unrolled + expanded + sampled > 0;
   };
-  // The .ms Cast neither takes nor makes float64 (ms.md §4.6): a graph with such a Cast carries
-  // float64 as float32 throughout, as converter_lite does with float64 graph inputs (§5.1).
-  hooks.preparePasses = {"demote-float64"};
+  // The runtime computes and casts no float64 (ms.md §4.6): a graph holding float64 carries it
+  // as float32 throughout, as converter_lite does with float64 graph inputs (§5.1). Nor any
+  // int16/uint16/uint32/uint64: a graph that only compares and moves them carries them as
+  // int32/int64 (widen-integers says when).
+  hooks.preparePasses = {"demote-float64", "widen-integers"};
   hooks.unsupportedReason = [](const Node& node, const std::string&, int64_t opset) {
     return msUnsupportedReason(node, opset);
   };

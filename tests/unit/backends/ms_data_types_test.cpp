@@ -172,6 +172,45 @@ g (float[5] v, int64[1] s, int64[1] e) => (float[3] y) {
   EXPECT_EQ(out->outputs.at(0).tensor.copyValues<float>(), (std::vector<float>{3, 4, 5}));
 }
 
+// The runtime's Cast converts no int8 tensor: an int8 Max computes in int32 between
+// QuantDTypeCasts (scale 1, zero point 0) and float32 Casts, with int8 I/O and the same numbers.
+TEST(MsDataTypes, Int8MaxGoesThroughQuantDTypeCast) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (int8[3] x, int8[3] w) => (int8[3] y) {
+  y = Max (x, w)
+}
+)");
+  auto bytes = buildMsBuffer(model, MsWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  const auto* g = root(*bytes);
+  constexpr int kInt8 = 32;
+  EXPECT_EQ(typeOf(g, g->inputIndex()->Get(0)), kInt8);
+  EXPECT_EQ(typeOf(g, g->outputIndex()->Get(0)), kInt8);
+  auto max = nodesOfType(g, fb::PrimitiveType_Maximum);
+  ASSERT_EQ(max.size(), 1u);
+  EXPECT_EQ(typeOf(g, max[0]->inputIndex()->Get(0)), kInt32);
+  // Two int8 inputs in, one int8 output back; the int8 ends carry the unit parameter.
+  auto qdc = nodesOfType(g, fb::PrimitiveType_QuantDTypeCast);
+  ASSERT_EQ(qdc.size(), 3u);
+  for (const auto* n : qdc)
+    for (uint32_t t : {n->inputIndex()->Get(0), n->outputIndex()->Get(0)}) {
+      const auto* params = g->allTensors()->Get(t)->quantParams();
+      ASSERT_TRUE(params && params->size() == 1);
+      EXPECT_EQ(params->Get(0)->scale(), 1.0);
+      EXPECT_EQ(params->Get(0)->zeroPoint(), 0);
+    }
+  Model raised = readBack(*bytes);
+  rt::Executor exec(raised);
+  std::map<std::string, rt::RtValue> feeds;
+  feeds["x"] = rt::RtValue::ofTensor(Tensor::fromValues<int8_t>(DType::Int8, {3}, {-128, 5, 0}));
+  feeds["w"] = rt::RtValue::ofTensor(Tensor::fromValues<int8_t>(DType::Int8, {3}, {-1, 127, -7}));
+  auto out = exec.run(feeds);
+  ASSERT_TRUE(out) << out.status().toString();
+  EXPECT_EQ(out->outputs.at(0).tensor.dtype(), DType::Int8);
+  EXPECT_EQ(out->outputs.at(0).tensor.copyValues<int8_t>(), (std::vector<int8_t>{-1, 127, 0}));
+}
+
 // A float op is untouched: no casts.
 TEST(MsDataTypes, FloatOpsKeepTheirType) {
   Model model = modelFromOnnxText(R"(

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_raise_context.h"
 #include "ops/attributes.h"
@@ -74,6 +75,28 @@ Status lowerBinary(LoweringContext& ctx, const Node& n) {
         nhwc && c ? ctx.broadcastConstNhwc(*c) : ctx.input(v, nhwc ? Layout::Nhwc : Layout::Onnx);
     if (!id) return id.status();
     ins.push_back(*id);
+  }
+  // The runtime's PowFusion takes an exponent of the base's shape or of one element, and gives
+  // its output the base's shape (PowerInferShape, nnacl/infer/power_infer.c): other operands are
+  // broadcast to the output shape first.
+  if (type == fb::PrimitiveType_PowFusion && !nhwc) {
+    if (auto out = ctx.staticShape(outV)) {
+      std::vector<int32_t> dims(out->begin(), out->end());
+      for (size_t i = 0; i < 2; ++i) {
+        auto shape = ctx.staticShape(n.input(i));
+        int64_t count = 1;
+        for (int64_t d : shape ? *shape : *out)
+          count *= d;
+        if (!shape || *shape == *out || (i == 1 && count == 1)) continue;
+        Chain ch(ctx, n);
+        const std::vector<int64_t> target = *out;
+        ins[i] = ch.op(fb::PrimitiveType_BroadcastTo,
+                       {ins[i], ctx.intConst(target, n.output(0)->name() + "_shape")},
+                       ch.tmp(ch.typeOf(ins[i]), dims), [=](FBB& b) {
+                         return fb::CreateBroadcastTo(b, b.CreateVector(target)).Union();
+                       });
+      }
+    }
   }
   auto y = ctx.output(outV, nhwc ? Layout::Nhwc : Layout::Onnx);
   if (!y) return y.status();
@@ -197,12 +220,11 @@ Status lowerMaxMin(LoweringContext& ctx, const Node& n) {
 
 Status lowerUnary(LoweringContext& ctx, const Node& n) {
   static const std::map<std::string, fb::PrimitiveType> types = {
-      {"Abs", fb::PrimitiveType_Abs},       {"Neg", fb::PrimitiveType_Neg},
-      {"Floor", fb::PrimitiveType_Floor},   {"Ceil", fb::PrimitiveType_Ceil},
-      {"Round", fb::PrimitiveType_Round},   {"Reciprocal", fb::PrimitiveType_Reciprocal},
-      {"Sin", fb::PrimitiveType_Sin},       {"Cos", fb::PrimitiveType_Cos},
-      {"Erf", fb::PrimitiveType_Erf},       {"Not", fb::PrimitiveType_LogicalNot},
-      {"Sqrt", fb::PrimitiveType_Sqrt},     {"Log", fb::PrimitiveType_Log},
+      {"Abs", fb::PrimitiveType_Abs},        {"Neg", fb::PrimitiveType_Neg},
+      {"Floor", fb::PrimitiveType_Floor},    {"Ceil", fb::PrimitiveType_Ceil},
+      {"Round", fb::PrimitiveType_Round},    {"Sin", fb::PrimitiveType_Sin},
+      {"Cos", fb::PrimitiveType_Cos},        {"Erf", fb::PrimitiveType_Erf},
+      {"Not", fb::PrimitiveType_LogicalNot}, {"Log", fb::PrimitiveType_Log},
       {"Exp", fb::PrimitiveType_ExpFusion},
   };
   const fb::PrimitiveType type = types.at(n.opType());
@@ -238,6 +260,22 @@ std::string checkCast(const Node& n, const lowering::OpContext&) {
   return {};
 }
 
+// The runtime's float32 → float16 Cast (Float32ToShort in nnacl/nnacl_common.c) drops the
+// mantissa's low 13 bits: it truncates where ONNX rounds to nearest. Rounding `x` to float16's 11
+// significant bits first makes the truncation exact: Veltkamp's split, t = 8193·x,
+// r = t − (t − x), in float32 arithmetic. |x| ≥ 65520 (float16 overflows), inf and NaN pass as
+// they are (t would be inf there and r NaN).
+uint32_t roundedToHalf(LoweringContext& ctx, const Node& n, uint32_t x) {
+  Chain ch(ctx, n);
+  const int f32 = kTypeFloat32;
+  uint32_t t = ch.binary(fb::PrimitiveType_MulFusion, x, ch.scalar(8193, f32));
+  uint32_t r =
+      ch.binary(fb::PrimitiveType_SubFusion, t, ch.binary(fb::PrimitiveType_SubFusion, t, x));
+  uint32_t inRange = ch.binary(fb::PrimitiveType_Less, ch.unary(fb::PrimitiveType_Abs, x),
+                               ch.scalar(65520, f32), kTypeBool);
+  return ch.op(fb::PrimitiveType_Where, {inRange, r, x}, ch.tmpLike(x));
+}
+
 Status lowerCast(LoweringContext& ctx, const Node& n) {
   const DType from = ctx.resolve(n.input(0))->dtype();
   KILN_ASSIGN_OR_RETURN(const int64_t toAttr, ops::intAttr(n, "to", 1));
@@ -255,7 +293,9 @@ Status lowerCast(LoweringContext& ctx, const Node& n) {
   uint32_t dst = ctx.intConst({*typeIdOf(to)}, n.output(0)->name() + "_to", std::vector<int32_t>{});
   auto y = ctx.output(n.output(0), layout);
   if (!y) return y.status();
-  ctx.emit(fb::PrimitiveType_Cast, emptyTable<fb::Cast>(), {*x, dst}, {*y});
+  uint32_t src = *x;
+  if (from == DType::Float32 && to == DType::Float16) src = roundedToHalf(ctx, n, src);
+  ctx.emit(fb::PrimitiveType_Cast, emptyTable<fb::Cast>(), {src, dst}, {*y});
   return Status::ok();
 }
 
@@ -292,10 +332,8 @@ KILN_MS_LOWERING("Floor", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Log", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Neg", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Not", acceptAll, lowerUnary);
-KILN_MS_LOWERING("Reciprocal", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Round", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Sin", acceptAll, lowerUnary);
-KILN_MS_LOWERING("Sqrt", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Cast", checkCast, lowerCast);
 KILN_MS_LOWERING("Where", checkOperands, lowerWhere);
 // ---- end of lowering
@@ -491,6 +529,23 @@ Status raiseCast(RaisingContext& ctx, const msfb::Primitive&) {
   return ctx.bind(0, ctx.emit("Cast", {x}, {{"to", Attribute::ofInt(dtypeToOnnx(*to))}}));
 }
 
+// QuantDTypeCast between int8 and float32 with the unit parameter (scale 1, zero point 0) is how
+// the data-type pass converts int8 (the runtime's Cast converts no int8): a plain Cast. Other
+// parameters are quantization, which kiln does not write this way.
+Status raiseQuantDTypeCast(RaisingContext& ctx, const msfb::Primitive& p) {
+  const auto* q = p.value_as_QuantDTypeCast();
+  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
+  const std::optional<DType> to = ms::dtypeOfTypeId(int(q ? q->dst_t() : 0));
+  if (!to) return ctx.nodeUnsupported("QuantDTypeCast to an unknown type");
+  for (uint32_t t : {ctx.inIndex(0), ctx.outIndex(0)}) {
+    const auto* params = ctx.tensor(t)->quantParams();
+    if (params && params->size() > 0 &&
+        (params->Get(0)->scale() != 1.0 || params->Get(0)->zeroPoint() != 0))
+      return ctx.nodeUnsupported("QuantDTypeCast with a scale or zero point (quantized data)");
+  }
+  return ctx.bind(0, ctx.emit("Cast", {x}, {{"to", Attribute::ofInt(dtypeToOnnx(*to))}}));
+}
+
 Status raiseWhereOrSelect(RaisingContext& ctx, const msfb::Primitive&) {
   if (ctx.inputCount() != 3) return ctx.nodeUnsupported("needs condition, x and y");
   KILN_ASSIGN_OR_RETURN(Value * c, ctx.in(0));
@@ -595,6 +650,7 @@ KILN_MS_RAISING(Log1p, raiseLog1p);
 KILN_MS_RAISING(IsFinite, raiseIsFinite);
 KILN_MS_RAISING(ExpFusion, raiseExpFusion);
 KILN_MS_RAISING(Cast, raiseCast);
+KILN_MS_RAISING(QuantDTypeCast, raiseQuantDTypeCast);
 KILN_MS_RAISING(Where, raiseWhereOrSelect);
 KILN_MS_RAISING(Select, raiseWhereOrSelect);
 KILN_MS_RAISING(ScaleFusion, raiseScaleFusion);

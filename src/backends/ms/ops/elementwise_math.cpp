@@ -1,15 +1,18 @@
 // .ms rules of the elementwise family, rewritten half: ONNX ops .ms has no primitive for, built
 // from ones it has (Xor, IsNaN, IsInf, Sign, Mean, Tan, Sinh, Cosh, Asinh, Acosh, Atanh, Atan,
-// Asin, Acos). Lowering only: every op emitted is read back by elementwise.cpp.
+// Asin, Acos), and ones whose runtime kernel fails outside its domain (Reciprocal, Sqrt). Lowering
+// only: every op emitted is read back by elementwise.cpp.
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
+#include "kiln/runtime/tensor_util.h"
 #include "ops/attributes.h"
 
 namespace kiln::ms {
@@ -87,8 +90,8 @@ Status lowerSign(LoweringContext& ctx, const Node& n) {
   uint32_t zero = ch.scalar(0, type);
   uint32_t negMask = ch.binary(PT::PrimitiveType_Less, *x, zero, kTypeBool);
   uint32_t posMask = ch.binary(PT::PrimitiveType_Greater, *x, zero, kTypeBool);
-  uint32_t lowered = ch.op(PT::PrimitiveType_Where, {negMask, ch.scalar(-1, type), *x},
-                           ch.tmpLike(*x));
+  uint32_t lowered =
+      ch.op(PT::PrimitiveType_Where, {negMask, ch.scalar(-1, type), *x}, ch.tmpLike(*x));
   auto y = ctx.output(n.output(0), Layout::Onnx);
   if (!y) return y.status();
   ch.op(PT::PrimitiveType_Where, {posMask, ch.scalar(1, type), lowered}, *y);
@@ -123,7 +126,9 @@ Status lowerMean(LoweringContext& ctx, const Node& n) {
 }
 
 // atan on any float: t = min(|x|, 1/|x|), atan(t) = t·P(t²) (Abramowitz & Stegun 4.4.49,
-// |error| ≤ 2e−8 on [0, 1]), π/2 − that where |x| > 1, the sign of x restored.
+// |error| ≤ 2e−8 on [0, 1]), π/2 − that where |x| > 1, the sign of x restored. 1/|x| is a
+// DivFusion, not a Reciprocal: the runtime's Reciprocal fails the whole run on a zero element
+// (Where computes both branches), its DivFusion gives inf there as ONNX does.
 uint32_t atanOf(Chain& ch, uint32_t x, std::optional<uint32_t> out = std::nullopt) {
   static const double coeff[] = {-0.3333314528, 0.1999355085, -0.1420889944, 0.1065626393,
                                  -0.0752896400, 0.0429096138, -0.0161657367, 0.0028662257};
@@ -131,8 +136,8 @@ uint32_t atanOf(Chain& ch, uint32_t x, std::optional<uint32_t> out = std::nullop
   uint32_t a = ch.unary(PT::PrimitiveType_Abs, x);
   uint32_t one = ch.scalar(1, type);
   uint32_t big = ch.binary(PT::PrimitiveType_Greater, a, one, kTypeBool);
-  uint32_t t = ch.op(PT::PrimitiveType_Where, {big, ch.unary(PT::PrimitiveType_Reciprocal, a), a},
-                     ch.tmpLike(a));
+  uint32_t t = ch.op(PT::PrimitiveType_Where,
+                     {big, ch.binary(PT::PrimitiveType_DivFusion, one, a), a}, ch.tmpLike(a));
   uint32_t z = ch.binary(PT::PrimitiveType_MulFusion, t, t);
   uint32_t p = ch.scalar(coeff[7], type);
   for (int i = 6; i >= -1; --i)
@@ -144,6 +149,68 @@ uint32_t atanOf(Chain& ch, uint32_t x, std::optional<uint32_t> out = std::nullop
   uint32_t neg = ch.binary(PT::PrimitiveType_Less, x, ch.scalar(0, type), kTypeBool);
   return ch.op(PT::PrimitiveType_Where, {neg, ch.unary(PT::PrimitiveType_Neg, r), r},
                out ? *out : ch.tmpLike(r));
+}
+
+// Whether every element of `v` is >= 0 (or NaN) by construction: a non-negative constant, or the
+// output of an op that only makes such values from any input (Abs, Relu, Exp, x·x, x², ...) or from
+// non-negative inputs (Add, Mul, Div, Max, Min, mean/sum reductions).
+bool knownNonNegative(const LoweringContext& ctx, const Value* v, int depth = 0) {
+  if (!v || depth > 8) return false;
+  if (auto c = ctx.constOf(v)) {
+    if (c->quantized || !isFloatingPoint(c->tensor.dtype())) return false;
+    auto f = rt::castTensor(c->tensor, DType::Float32);
+    if (!f) return false;
+    for (float x : f->copyValues<float>())
+      if (x < 0) return false;
+    return true;
+  }
+  const Node* p = v->producer();
+  if (!p) return false;
+  static const std::set<std::string> always = {
+      "Abs",      "Relu",     "Exp",      "Sigmoid",         "Softmax",    "Sqrt",
+      "Softplus", "ReduceL1", "ReduceL2", "ReduceSumSquare", "HardSigmoid"};
+  static const std::set<std::string> ofOperands = {
+      "Add", "Mul", "Div", "Max", "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"};
+  const std::string& op = p->opType();
+  if (always.count(op)) return true;
+  if (op == "Mul" && p->inputs().size() == 2 && p->input(0) == p->input(1)) return true;
+  // x^k with an even integer k (the variance's (x − mean)²).
+  if (op == "Pow" && p->inputs().size() == 2)
+    if (auto c = ctx.constOf(p->input(1)); c && !c->quantized)
+      if (auto e = rt::castTensor(c->tensor, DType::Float32)) {
+        bool even = e->elementCount() > 0;
+        for (float k : e->copyValues<float>())
+          even = even && std::fmod(k, 2.0f) == 0.0f;
+        if (even) return true;
+      }
+  if (!ofOperands.count(op)) return false;
+  // Reductions' later inputs are axes: only the data matters.
+  const size_t operands = op.rfind("Reduce", 0) == 0 ? 1 : p->inputs().size();
+  for (size_t i = 0; i < operands; ++i)
+    if (!knownNonNegative(ctx, p->input(i), depth + 1)) return false;
+  return true;
+}
+
+// Reciprocal and Sqrt: the runtime's kernels fail the whole run on an element outside their
+// domain (a zero; a negative) where ONNX gives inf / NaN (ElementReciprocal, ElementSqrt in
+// nnacl/fp32/arithmetic_self_fp32.c). DivFusion(1, x) and PowFusion(x, 0.5) (powf) compute them
+// without that check; Sqrt keeps its kernel where x is non-negative by construction.
+Status lowerSqrtReciprocal(LoweringContext& ctx, const Node& n) {
+  const Layout layout = ctx.availableNhwc(n.input(0)) ? Layout::Nhwc : Layout::Onnx;
+  auto x = ctx.input(n.input(0), layout);
+  if (!x) return x.status();
+  auto y = ctx.output(n.output(0), layout);
+  if (!y) return y.status();
+  Chain ch(ctx, n);
+  const int t = ch.typeOf(*x);
+  if (n.opType() == "Reciprocal")
+    ch.op(PT::PrimitiveType_DivFusion, {ch.scalar(1, t), *x}, *y);
+  else if (knownNonNegative(ctx, n.input(0)))
+    ch.op(PT::PrimitiveType_Sqrt, {*x}, *y);
+  else
+    ch.op(PT::PrimitiveType_PowFusion, {*x, ch.scalar(0.5, t)}, *y,
+          [](FBB& b) { return fb::CreatePowFusion(b, 1.0f, 0.0f).Union(); });
+  return Status::ok();
 }
 
 // Trigonometric and hyperbolic functions by identities over Sin, Cos, Exp, Log, Sqrt and atan.
@@ -159,6 +226,12 @@ Status lowerMath(LoweringContext& ctx, const Node& n) {
   auto c = [&](double v) { return ch.scalar(v, type); };
   auto bin = [&](PT t, uint32_t a, uint32_t b) { return ch.binary(t, a, b); };
   auto un = [&](PT t, uint32_t a) { return ch.unary(t, a); };
+  // √a of a value that may be negative (|x| > 1 in Asin/Acos, x < 1 in Acosh): PowFusion(a, ½),
+  // NaN there as in ONNX, where the runtime's Sqrt fails the whole run (see lowerUnary).
+  auto sqrtOrNaN = [&](uint32_t a) {
+    return ch.op(PT::PrimitiveType_PowFusion, {a, c(0.5)}, ch.tmpLike(a),
+                 [](FBB& b) { return fb::CreatePowFusion(b, 1.0f, 0.0f).Union(); });
+  };
   const std::string& op = n.opType();
   if (op == "Tan") {
     ch.op(PT::PrimitiveType_DivFusion, {un(PT::PrimitiveType_Sin, x), un(PT::PrimitiveType_Cos, x)},
@@ -169,7 +242,8 @@ Status lowerMath(LoweringContext& ctx, const Node& n) {
   } else if (op == "Sinh") {
     // (eˣ − e⁻ˣ)/2 cancels near 0: there (|x| < ½) the series x + x³/3! + … + x⁹/9! instead.
     uint32_t ep = ch.exp(x), en = ch.exp(un(PT::PrimitiveType_Neg, x));
-    uint32_t wide = bin(PT::PrimitiveType_MulFusion, bin(PT::PrimitiveType_SubFusion, ep, en), c(0.5));
+    uint32_t wide =
+        bin(PT::PrimitiveType_MulFusion, bin(PT::PrimitiveType_SubFusion, ep, en), c(0.5));
     uint32_t z = bin(PT::PrimitiveType_MulFusion, x, x);
     uint32_t p = c(1.0 / 362880);
     for (double f : {1.0 / 5040, 1.0 / 120, 1.0 / 6, 1.0})
@@ -183,16 +257,17 @@ Status lowerMath(LoweringContext& ctx, const Node& n) {
     uint32_t a = un(PT::PrimitiveType_Abs, x);
     uint32_t a2 = bin(PT::PrimitiveType_MulFusion, a, a);
     uint32_t s = un(PT::PrimitiveType_Sqrt, bin(PT::PrimitiveType_AddFusion, a2, c(1)));
-    uint32_t u = bin(PT::PrimitiveType_AddFusion, a,
-                     bin(PT::PrimitiveType_DivFusion, a2, bin(PT::PrimitiveType_AddFusion, s, c(1))));
+    uint32_t u =
+        bin(PT::PrimitiveType_AddFusion, a,
+            bin(PT::PrimitiveType_DivFusion, a2, bin(PT::PrimitiveType_AddFusion, s, c(1))));
     uint32_t l = un(PT::PrimitiveType_Log1p, u);
     uint32_t neg = ch.binary(PT::PrimitiveType_Less, x, c(0), kTypeBool);
     ch.op(PT::PrimitiveType_Where, {neg, un(PT::PrimitiveType_Neg, l), l}, y);
   } else if (op == "Acosh") {
     // log(x + sqrt((x − 1)(x + 1)))
-    uint32_t s = un(PT::PrimitiveType_Sqrt,
-                    bin(PT::PrimitiveType_MulFusion, bin(PT::PrimitiveType_SubFusion, x, c(1)),
-                        bin(PT::PrimitiveType_AddFusion, x, c(1))));
+    uint32_t s =
+        sqrtOrNaN(bin(PT::PrimitiveType_MulFusion, bin(PT::PrimitiveType_SubFusion, x, c(1)),
+                      bin(PT::PrimitiveType_AddFusion, x, c(1))));
     ch.op(PT::PrimitiveType_Log, {bin(PT::PrimitiveType_AddFusion, x, s)}, y);
   } else if (op == "Atanh") {
     // ½·log1p(2x / (1 − x)) (= ½·log((1 + x) / (1 − x)), exact near 0)
@@ -203,13 +278,13 @@ Status lowerMath(LoweringContext& ctx, const Node& n) {
     atanOf(ch, x, y);
   } else if (op == "Asin") {
     // atan(x / sqrt(1 − x²)); ±1 gives ±inf → ±π/2.
-    uint32_t s = un(PT::PrimitiveType_Sqrt,
-                    bin(PT::PrimitiveType_SubFusion, c(1), bin(PT::PrimitiveType_MulFusion, x, x)));
+    uint32_t s =
+        sqrtOrNaN(bin(PT::PrimitiveType_SubFusion, c(1), bin(PT::PrimitiveType_MulFusion, x, x)));
     atanOf(ch, bin(PT::PrimitiveType_DivFusion, x, s), y);
   } else { // Acos: 2·atan(sqrt((1 − x) / (1 + x))), exact near 1 where π/2 − asin cancels.
     uint32_t q = bin(PT::PrimitiveType_DivFusion, bin(PT::PrimitiveType_SubFusion, c(1), x),
                      bin(PT::PrimitiveType_AddFusion, c(1), x));
-    ch.op(PT::PrimitiveType_MulFusion, {atanOf(ch, un(PT::PrimitiveType_Sqrt, q)), c(2)}, y);
+    ch.op(PT::PrimitiveType_MulFusion, {atanOf(ch, sqrtOrNaN(q)), c(2)}, y);
   }
   return Status::ok();
 }
@@ -228,6 +303,8 @@ KILN_MS_LOWERING("Atanh", checkFloat, lowerMath);
 KILN_MS_LOWERING("Atan", checkFloat, lowerMath);
 KILN_MS_LOWERING("Asin", checkFloat, lowerMath);
 KILN_MS_LOWERING("Acos", checkFloat, lowerMath);
+KILN_MS_LOWERING("Reciprocal", checkOperands, lowerSqrtReciprocal);
+KILN_MS_LOWERING("Sqrt", checkOperands, lowerSqrtReciprocal);
 
 } // namespace
 } // namespace kiln::ms
