@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Inputs checked at the door: kiln run and kiln compare refuse data whose type, rank or shape is not
+# the model's (.onnx, .ms, NHWC .ms, .om, gear .om) with one exact K5002 line and exit 1, naming the
+# NCHW <-> NHWC transpose when that is the difference; --capture of an unknown value is an error.
+# Usage: tests/cli/feeds.sh KILN CONVERTER_LITE ATC SOURCE_DIR [WORKDIR]
+set -uo pipefail
+
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+needArgs 4 "KILN CONVERTER_LITE ATC SOURCE_DIR [WORKDIR]" "$@"
+kiln=$1
+converter=$2
+atc=$3
+src=$4
+makeWork kiln-feeds "${5:-}"
+cd "$work" || exit 2
+
+# tensor FILE NAME DTYPE DIMS: a TensorProto of 0.5s (DTYPE 1 float32, 11 float64).
+tensor() {
+  python3 - "$@" <<'PY'
+import struct, sys
+path, name, dtype, dims = sys.argv[1], sys.argv[2], int(sys.argv[3]), [int(d) for d in sys.argv[4].split(",")]
+def varint(v):
+    out = b""
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out += bytes([b | (0x80 if v else 0)])
+        if not v:
+            return out
+count = 1
+for d in dims:
+    count *= d
+raw = struct.pack("<%d%s" % (count, "d" if dtype == 11 else "f"), *([0.5] * count))
+msg = b"".join(b"\x08" + varint(d) for d in dims) + b"\x10" + varint(dtype)
+msg += b"\x42" + varint(len(name)) + name.encode() + b"\x4a" + varint(len(raw)) + raw
+open(path, "wb").write(msg)
+PY
+}
+
+# expectLine NAME EXIT LINE COMMAND...: the exit status and stderr's one line, exactly.
+expectLine() {
+  local name=$1 want=$2 line=$3
+  shift 3
+  run "$@"
+  if [ "$status" -eq "$want" ] && [ "$(cat "$work/stderr")" = "$line" ]; then pass "$name"
+  else fail "$name" "exit $status (expected $want)"; fi
+}
+
+"$kiln" convert "$src/samples/tiny_cnn.onnxtxt" --to onnx -o t.onnx >/dev/null || { echo "FAIL setup"; exit 1; }
+"$converter" --fmk=ONNX --modelFile=t.onnx --outputFile=t >/dev/null 2>&1 &&
+  "$converter" --fmk=ONNX --modelFile=t.onnx --outputFile=t_nhwc --inputDataFormat=NHWC >/dev/null 2>&1 &&
+  "$atc" --framework=5 --model=t.onnx --output=t --soc_version=Ascend310P3 >/dev/null 2>&1 &&
+  "$kiln" convert "$src/tests/cli/models/nchw_image.onnxtxt" --to onnx -o dyn.onnx >/dev/null &&
+  "$atc" --framework=5 --model=dyn.onnx --soc_version=Ascend310P3 --output=gears \
+    "--input_shape=x:-1,3,8,8" --dynamic_batch_size=1,2 >/dev/null 2>&1 || { echo "FAIL setup: conversions"; exit 1; }
+tensor ok.pb image 1 1,1,8,8
+tensor big.pb image 1 1,1,16,16
+tensor flat.pb image 1 1,64
+tensor double.pb image 11 1,1,8,8
+tensor x5.pb x 1 5,3,8,8
+
+fix="Fix: feed data of the model's type and shape (kiln inspect MODEL lists them)"
+for model in t.onnx t.ms t.om; do
+  expectLine "kiln run $model: the right data runs" 0 "" "$kiln" run "$model" --input image=ok.pb --output-dir "out_$model"
+  expectLine "kiln run $model: a larger image" 1 \
+    "kiln: error K5002: input 'image': the model takes f32[1,1,8,8], the data is f32[1,1,16,16]. $fix" \
+    "$kiln" run "$model" --input image=big.pb --output-dir bad
+  expectLine "kiln run $model: another rank" 1 \
+    "kiln: error K5002: input 'image': the model takes f32[1,1,8,8], the data is f32[1,64]. $fix" \
+    "$kiln" run "$model" --input image=flat.pb --output-dir bad
+  expectLine "kiln run $model: float64 data for a float32 input" 1 \
+    "kiln: error K5002: input 'image': the model takes f32[1,1,8,8], the data is f64[1,1,8,8]. $fix" \
+    "$kiln" run "$model" --input image=double.pb --output-dir bad
+done
+if [ ! -e bad ]; then pass "refused runs write no output folder"; else fail "refused runs write no output folder" "bad/ exists"; fi
+
+expectLine "kiln run NHWC .ms: NCHW data names the transpose" 1 \
+  "kiln: error K5002: input 'image': the model takes f32[1,8,8,1], the data is f32[1,1,8,8]; the data looks NCHW and the model takes NHWC: transpose it (0,2,3,1). $fix" \
+  "$kiln" run t_nhwc.ms --input image=ok.pb --output-dir bad
+expectLine "kiln compare: the candidate's input is checked too" 1 \
+  "kiln: error K5002: input 'image': the model takes f32[1,8,8,1], the data is f32[1,1,8,8]; the data looks NCHW and the model takes NHWC: transpose it (0,2,3,1). $fix" \
+  "$kiln" compare t.onnx t_nhwc.ms --input image=ok.pb
+expectLine "kiln run gear .om: a batch that is no gear" 1 \
+  "kiln: error K5002: input shape x:5,3,8,8 matches none of the model's 2 gears: x:1,3,8,8 | x:2,3,8,8. Fix: feed inputs of one gear's shape, or convert the model again with this shape among the gears (atc --dynamic_batch_size / --dynamic_image_size / --dynamic_dims)" \
+  "$kiln" run gears.om --input x=x5.pb --output-dir bad
+expectLine "kiln run --capture of an unknown value" 1 \
+  "kiln: error K4001: --capture: no value named 'nosuch'. Fix: see \`kiln inspect --ir\` for value names" \
+  "$kiln" run t.onnx --input image=ok.pb --capture nosuch --output-dir bad
+finish
