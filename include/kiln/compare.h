@@ -19,6 +19,7 @@ struct TensorMetrics {
   double maxAbsError = 0.0;
   double sqnrDb = 0.0;    // 10 log10(|ref|^2 / |ref - out|^2); +inf when identical
   bool nonFinite = false; // NaN/Inf in the output where the reference is finite
+  uint64_t nonFiniteCount = 0; // how many such elements
 };
 
 // Both tensors as float; shapes must match (checked by the caller).

@@ -24,8 +24,8 @@
 #include "kiln/pipelines/conversion.h"
 #include "kiln/shape_spec.h"
 #include "kiln/support/atomic_file.h"
-#include "kiln/support/mapped_file.h"
 #include "kiln/support/json_text.h"
+#include "kiln/support/mapped_file.h"
 
 namespace kiln {
 namespace {
@@ -339,8 +339,12 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
   auto ran = runConversionPipeline(p.model, conversion);
   if (!ran) return inferShapeFailure(ran.status(), result);
   spdlog::info("after simplification: {} nodes", p.model.graph->nodes().size());
-  for (const std::string& note : ran->notes)
+  for (const std::string& note : ran->notes) {
     spdlog::info("{}", note);
+    // A weight beyond fp16's range silently decides a node's precision: say it at any log level
+    // (convert_fp16.cpp words these notes "... beyond fp16's 65504").
+    if (note.find("beyond fp16's") != std::string::npos) result.warnings.push_back(note);
+  }
   // ATC fails these in InferShape; its message for them is an inner error.
   p.conflicts = shapeConflicts(p.model);
   for (ShapeConflict& c : p.conflicts)

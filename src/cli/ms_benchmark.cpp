@@ -22,8 +22,8 @@
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
 #include "kiln/shape_spec.h"
-#include "kiln/support/input_file.h"
 #include "kiln/support/display.h"
+#include "kiln/support/input_file.h"
 #include "lite_flags.h"
 
 namespace kiln {
@@ -593,6 +593,7 @@ Status runBenchmark(const BenchmarkOptions& options, std::ostream& out) {
     out << "Running benchmark loops...\n";
     double minMs = 1e300, maxMs = 0, sumMs = 0;
     std::map<std::string, rt::OpProfile> profile;
+    uint64_t nonFinite = 0, values = 0; // in the last run's outputs
     for (int i = 0; i < options.loopCount; ++i) {
       auto start = std::chrono::steady_clock::now();
       auto run = executor.run(feeds);
@@ -600,6 +601,15 @@ Status runBenchmark(const BenchmarkOptions& options, std::ostream& out) {
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count();
       if (!run) return run.status();
+      if (i + 1 == options.loopCount) {
+        for (const rt::RtValue& v : run->outputs) {
+          if (!v.isTensor() || !isFloatingPoint(v.tensor.dtype())) continue;
+          for (float x : rt::toFloatVector(v.tensor)) {
+            ++values;
+            nonFinite += !std::isfinite(x);
+          }
+        }
+      }
       minMs = std::min(minMs, ms);
       maxMs = std::max(maxMs, ms);
       sumMs += ms;
@@ -620,6 +630,11 @@ Status runBenchmark(const BenchmarkOptions& options, std::ostream& out) {
                        "AvgRunTime = {:f} ms\n",
                        name, options.numThreads, minMs, maxMs,
                        sumMs / static_cast<double>(options.loopCount));
+    // Timing alone says nothing of the numbers; an overflowed model still runs fast.
+    if (nonFinite > 0)
+      out << fmt::format("Warning: {} of {} output values are NaN or Inf (check the model's "
+                         "numbers with --benchmarkDataFile or kiln compare)\n",
+                         nonFinite, values);
   }
   out << "Run Benchmark " << name << " Success.\n";
   return Status::ok();

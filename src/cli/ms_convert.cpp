@@ -4,6 +4,7 @@
 #include "kiln/backends/ms_convert.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -463,6 +464,16 @@ Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
     for (const Value* v : model.graph->initializers()) {
       if (v->dtype() == DType::Float16) ++half;
       if (v->dtype() == DType::Float32) ++single;
+    }
+    for (const Value* v : model.graph->initializers()) {
+      if (v->dtype() != DType::Float32) continue;
+      float most = 0;
+      for (float x : v->initializer().copyValues<float>())
+        if (std::isfinite(x)) most = std::max(most, std::fabs(x));
+      if (most > 65504.0f)
+        out.notes.push_back(fmt::format("--fp16=on: weight '{}' stays float32: max |w| = {} is "
+                                        "beyond float16's 65504",
+                                        v->name(), most));
     }
     if (half)
       out.notes.push_back(fmt::format(

@@ -20,7 +20,10 @@ TensorMetrics computeMetrics(const Tensor& reference, const Tensor& output) {
   uint64_t errorCount = 0;
   for (size_t i = 0; i < ref.size() && i < out.size(); ++i) {
     double e = ref[i], a = out[i];
-    if (!std::isfinite(a) && std::isfinite(e)) m.nonFinite = true;
+    if (!std::isfinite(a) && std::isfinite(e)) {
+      m.nonFinite = true;
+      ++m.nonFiniteCount;
+    }
     double diff = std::fabs(a - e);
     m.maxAbsError = std::max(m.maxAbsError, diff);
     dot += e * a;

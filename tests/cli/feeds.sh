@@ -2,6 +2,8 @@
 # Inputs checked at the door: kiln run and kiln compare refuse data whose type, rank or shape is not
 # the model's (.onnx, .ms, NHWC .ms, .om, gear .om) with one exact K5002 line and exit 1, naming the
 # NCHW <-> NHWC transpose when that is the difference; --capture of an unknown value is an error.
+# Non-finite results are failures: a model built to overflow fp16 (a weight of 1e5, activations past
+# 65504) gets a note at conversion, K6002 from kiln compare and a warning line from benchmark.
 # Usage: tests/cli/feeds.sh KILN CONVERTER_LITE ATC SOURCE_DIR [WORKDIR]
 set -uo pipefail
 
@@ -15,11 +17,12 @@ src=$4
 makeWork kiln-feeds "${5:-}"
 cd "$work" || exit 2
 
-# tensor FILE NAME DTYPE DIMS: a TensorProto of 0.5s (DTYPE 1 float32, 11 float64).
+# tensor FILE NAME DTYPE DIMS [VALUE]: a TensorProto filled with VALUE (0.5; DTYPE 1 float32, 11 float64).
 tensor() {
   python3 - "$@" <<'PY'
 import struct, sys
 path, name, dtype, dims = sys.argv[1], sys.argv[2], int(sys.argv[3]), [int(d) for d in sys.argv[4].split(",")]
+value = float(sys.argv[5]) if len(sys.argv) > 5 else 0.5
 def varint(v):
     out = b""
     while True:
@@ -31,7 +34,7 @@ def varint(v):
 count = 1
 for d in dims:
     count *= d
-raw = struct.pack("<%d%s" % (count, "d" if dtype == 11 else "f"), *([0.5] * count))
+raw = struct.pack("<%d%s" % (count, "d" if dtype == 11 else "f"), *([value] * count))
 msg = b"".join(b"\x08" + varint(d) for d in dims) + b"\x10" + varint(dtype)
 msg += b"\x42" + varint(len(name)) + name.encode() + b"\x4a" + varint(len(raw)) + raw
 open(path, "wb").write(msg)
@@ -87,4 +90,24 @@ expectLine "kiln run gear .om: a batch that is no gear" 1 \
 expectLine "kiln run --capture of an unknown value" 1 \
   "kiln: error K4001: --capture: no value named 'nosuch'. Fix: see \`kiln inspect --ir\` for value names" \
   "$kiln" run t.onnx --input image=ok.pb --capture nosuch --output-dir bad
+
+# FP16 range (tests/cli/models/fp16_overflow.onnxtxt): atc's default force_fp16, converter_lite --fp16=on.
+"$kiln" convert "$src/tests/cli/models/fp16_overflow.onnxtxt" --to onnx -o ov.onnx >/dev/null
+tensor ones.pb x 1 1,4 1
+python3 -c "import struct; open('ones.bin', 'wb').write(struct.pack('<4f', 1, 1, 1, 1))"
+run "$atc" --framework=5 --model=ov.onnx --output=ov --soc_version=Ascend310P3
+if [ "$status" -eq 0 ] && grep -qxF "atc: warning: fp16: node 'm' (Mul) stays fp32: weight 'big' has max |w| = 100000 beyond fp16's 65504" "$work/stderr"
+then pass "atc names the weight beyond fp16's range"; else fail "atc names the weight beyond fp16's range" "exit $status"; fi
+run "$converter" --fmk=ONNX --modelFile=ov.onnx --outputFile=ov --fp16=on
+if [ "$status" -eq 0 ] && grep -qxF "converter_lite: note: --fp16=on: weight 'big' stays float32: max |w| = 100000 is beyond float16's 65504" "$work/stderr"
+then pass "converter_lite --fp16=on keeps the weight float32 and says so"
+else fail "converter_lite --fp16=on keeps the weight float32 and says so" "exit $status"; fi
+run "$kiln" compare ov.onnx ov.ms --input x=ones.pb
+if [ "$status" -eq 0 ]; then pass "the .ms with the float32 weight compares clean"; else fail "the .ms with the float32 weight compares clean" "exit $status"; fi
+expectLine "kiln compare: inf where the reference is finite is K6002" 1 \
+  "kiln: error K6002: output 'z': 4 of 4 values are NaN or Inf where the reference is finite. Fix: kiln compare --per-tensor names the first tensor that goes non-finite; keep it in float32 (--keep_dtype / mixed precision) or clip the weights" \
+  "$kiln" compare ov.onnx ov.om --input x=ones.pb
+run "$(dirname "$converter")/benchmark" --modelFile=ov.om --inDataFile=ones.bin --loopCount=1 --warmUpLoopCount=0
+if [ "$status" -eq 0 ] && grep -qxF "Warning: 4 of 8 output values are NaN or Inf (check the model's numbers with --benchmarkDataFile or kiln compare)" "$work/stdout"
+then pass "benchmark without data counts the non-finite outputs"; else fail "benchmark without data counts the non-finite outputs" "exit $status"; fi
 finish

@@ -311,6 +311,15 @@ int compareCommand(const CompareFlags& flags) {
                                o.metrics.cosine, o.metrics.meanRelativeError, o.metrics.maxAbsError,
                                o.metrics.sqnrDb);
   }
+  // NaN / Inf where the reference is finite is a failed comparison, however the metrics read.
+  for (const auto& o : *result)
+    if (o.metrics.nonFinite)
+      return report(kiln::Status(
+          kiln::ErrorCode::CompareNonFinite,
+          fmt::format("output '{}': {} of {} values are NaN or Inf where the reference is finite",
+                      o.name, o.metrics.nonFiniteCount, o.metrics.elements),
+          "kiln compare --per-tensor names the first tensor that goes non-finite; keep it in "
+          "float32 (--keep_dtype / mixed precision) or clip the weights"));
   return 0;
 }
 

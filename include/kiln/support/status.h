@@ -53,6 +53,7 @@ enum class ErrorCode : int {
   RuntimeOutOfMemory = 5004,
   // K6xxx: conformance and comparison
   ConformanceDataBad = 6001,
+  CompareNonFinite = 6002,
   // K42xx: precision configuration (keep-dtype lists, precision reports)
   PrecisionConfigInvalid = 4201,
   // K7xxx: MindSpore Lite .ms files, lowering, converter_lite and benchmark

@@ -18,8 +18,8 @@
 #include "kiln/support/page_release.h"
 #include "kiln/support/progress.h"
 #include "kiln/support/sigbus_guard.h"
-#include "ms_model_schema.h"
 #include "ms_lower.h"
+#include "ms_model_schema.h"
 #include "weight_coding.h"
 
 namespace kiln {
@@ -99,10 +99,18 @@ void gatherPermuted(const uint8_t* src, const std::vector<int64_t>& sourceDims,
     }
   };
   switch (elem) {
-  case 1: run(std::integral_constant<size_t, 1>{}); break;
-  case 2: run(std::integral_constant<size_t, 2>{}); break;
-  case 4: run(std::integral_constant<size_t, 4>{}); break;
-  default: run(std::integral_constant<size_t, 8>{}); break;
+  case 1:
+    run(std::integral_constant<size_t, 1>{});
+    break;
+  case 2:
+    run(std::integral_constant<size_t, 2>{});
+    break;
+  case 4:
+    run(std::integral_constant<size_t, 4>{});
+    break;
+  default:
+    run(std::integral_constant<size_t, 8>{});
+    break;
   }
 }
 
@@ -148,6 +156,17 @@ template <typename Sink> bool emitStored(const StoredData& s, Sink&& sink) {
   return ok;
 }
 
+// --fp16=on keeps a weight float32 when a value lies beyond float16's range (it would be stored
+// as inf); convertToMs names such weights in a note.
+bool fitsFloat16(const uint8_t* data, size_t size) {
+  for (size_t i = 0; i + 4 <= size; i += 4) {
+    float v;
+    std::memcpy(&v, data + i, 4);
+    if (std::isfinite(v) && std::fabs(v) > 65504.0f) return false;
+  }
+  return true;
+}
+
 Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options) {
   StoredData s;
   s.dataType = t.dataType;
@@ -160,7 +179,8 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
     s.perm = t.writePerm;
     s.sourceDims = t.sourceDims;
   }
-  if (options.fp16Weights && t.dataType == ms::kTypeFloat32 && !t.isQuantizedWeight) {
+  if (options.fp16Weights && t.dataType == ms::kTypeFloat32 && !t.isQuantizedWeight &&
+      fitsFloat16(s.data, s.size)) {
     s.toHalf = true;
     s.size = s.size / 4 * 2;
     s.data = nullptr;
@@ -273,8 +293,7 @@ Expected<flatbuffers::DetachedBuffer> serialize(const MsGraph& g, const MsWriteO
     dataBytes += s.size;
   // Reserve room for everything up front: a growing builder copies what it holds, which would
   // touch (and so make resident) the reserved data pages.
-  const uint64_t metaEstimate =
-      (uint64_t{2} << 20) + 1024 * (g.tensors.size() + g.nodes.size());
+  const uint64_t metaEstimate = (uint64_t{2} << 20) + 1024 * (g.tensors.size() + g.nodes.size());
   flatbuffers::FlatBufferBuilder b(
       external ? 1 << 20 : static_cast<size_t>(dataBytes + 16 * g.tensors.size() + metaEstimate));
   uint64_t offset = kMswHeaderSize;
@@ -373,10 +392,10 @@ Expected<flatbuffers::DetachedBuffer> serialize(const MsGraph& g, const MsWriteO
 }
 
 struct Built {
-  ms::MsGraph lowered;             // owns the buffers `stored` points into
-  std::vector<StoredData> stored;  // one per tensor; `holes` and `external` point into it
+  ms::MsGraph lowered;            // owns the buffers `stored` points into
+  std::vector<StoredData> stored; // one per tensor; `holes` and `external` point into it
   flatbuffers::DetachedBuffer model;
-  std::vector<Hole> holes;         // inline constant data, written with the model
+  std::vector<Hole> holes;            // inline constant data, written with the model
   std::unique_ptr<External> external; // set when the weights go to a .msw file
 };
 
