@@ -243,6 +243,7 @@ class LoweringContext {
   Status end1d(const Node& n, const View1d& view);
 
   // --- nodes
+  // Every op is emitted here; a Where gets its operands broadcast first (ms_runtime_operands.cpp).
   void emit(fb::PrimitiveType type, AttrBuilder attrs, std::vector<uint32_t> inputs,
             std::vector<uint32_t> outputs, bool quantized = false);
   // --- subgraphs (control flow, ops/control_flow.cpp; ms.md §4.2)
@@ -290,6 +291,8 @@ class LoweringContext {
   // Moves every op onto a data type the runtime has a kernel for (ms_data_types.cpp): casts in,
   // computes there, casts back; a constant that does not fit the computing type is refused.
   Status legalizeDataTypes();
+  // Broadcasts the operands of a Where the runtime cannot broadcast itself (emit calls it).
+  void broadcastWhereOperands(std::vector<uint32_t>& inputs, const std::vector<uint32_t>& outputs);
   // Drops the tensors of `candidates` no node, graph or subgraph reads or makes; renumbers.
   void dropUnread(const std::set<uint32_t>& candidates);
 

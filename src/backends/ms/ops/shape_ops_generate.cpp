@@ -175,7 +175,7 @@ Status lowerOneHot(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
-// Compress(x, condition) → Gather(x, Reshape(NonZero(condition), [−1]), axis); without an axis
+// Compress(x, condition) → Gather(x, Reshape(Where(condition), [−1]), axis); without an axis
 // over x flattened. A condition shorter than the axis selects among its first entries, as ONNX.
 std::string checkCompress(const Node& n, const lowering::OpContext&) {
   if (auto axis = ops::intAttr(n, "axis", 0); !axis) return axis.status().message();
@@ -203,7 +203,7 @@ Status lowerCompress(LoweringContext& ctx, const Node& n) {
   }
   auto cond = ctx.input(n.input(1), Layout::Onnx);
   if (!cond) return cond.status();
-  uint32_t nz = ch.op(fb::PrimitiveType_NonZero, {*cond}, ch.tmp(kTypeInt32, {1, -1}));
+  uint32_t nz = ch.op(fb::PrimitiveType_Where, {*cond}, ch.tmp(kTypeInt32, {-1, 1}));
   uint32_t flat = ctx.intConst({-1}, n.output(0)->name() + "_indices_shape");
   uint32_t idx = ch.op(fb::PrimitiveType_Reshape, {nz, flat}, ch.tmp(kTypeInt32, {-1}));
   uint32_t ax = ctx.intConst({axis}, n.output(0)->name() + "_axis");
@@ -213,9 +213,10 @@ Status lowerCompress(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
-// NonZero → NonZero, whose int32 [rank, count] indices (the runtime kernel's layout, as ONNX's)
-// are cast to ONNX's int64. The kernel reads its input as bool: other dtypes go through
-// NotEqual(x, 0) first.
+// NonZero → Transpose(Where(x)), cast to ONNX's int64. The runtime has no NonZero kernel (no
+// shape function either); its one-input Where writes the indices of the true elements as int32
+// [count, rank] (ONNX's [rank, count] transposed), sized when it runs. It reads its input as
+// bool, int32 or float32: other dtypes go through NotEqual(x, 0) first.
 std::string checkNonZero(const Node& n, const lowering::OpContext&) {
   if (!n.input(0)) return "an omitted input";
   const DType t = n.input(0)->dtype();
@@ -233,7 +234,9 @@ Status lowerNonZero(LoweringContext& ctx, const Node& n) {
   uint32_t x = *xin;
   if (ch.typeOf(x) != kTypeBool)
     x = ch.binary(fb::PrimitiveType_NotEqual, x, ch.scalar(0, ch.typeOf(x)), kTypeBool);
-  uint32_t nz = ch.op(fb::PrimitiveType_NonZero, {x}, ch.tmp(kTypeInt32, {rank, -1}));
+  uint32_t positions = ch.op(fb::PrimitiveType_Where, {x}, ch.tmp(kTypeInt32, {-1, rank}));
+  uint32_t perm = ctx.intConst({1, 0}, n.output(0)->name() + "_perm");
+  uint32_t nz = ch.op(fb::PrimitiveType_Transpose, {positions, perm}, ch.tmp(kTypeInt32, {rank, -1}));
   auto y = ctx.output(n.output(0), Layout::Onnx);
   if (!y) return y.status();
   const int type = ch.typeOf(*y);

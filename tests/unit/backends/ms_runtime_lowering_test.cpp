@@ -1,0 +1,156 @@
+// .ms lowerings shaped by what the real MindSpore Lite runtime can run: Where operands it cannot
+// broadcast, NonZero without a runtime kernel, BatchNormalization with run-time parameters, and
+// inputs the runtime must read as constants while building (CumSum axis, ReduceSum axes, OneHot
+// depth).
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backends/ms/ms_model_schema.h"
+#include "kiln/backends/ms_reader.h"
+#include "kiln/backends/ms_writer.h"
+#include "kiln/runtime/executor.h"
+#include "onnx_text.h"
+
+namespace kiln {
+namespace {
+
+namespace fb = kiln::msfb;
+using kiln::testing::modelFromOnnxText;
+
+const fb::MetaGraph* root(const std::vector<uint8_t>& bytes) {
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  EXPECT_TRUE(fb::VerifyMetaGraphBuffer(verifier));
+  return fb::GetMetaGraph(bytes.data());
+}
+
+std::vector<const fb::CNode*> nodesOfType(const fb::MetaGraph* g, fb::PrimitiveType type) {
+  std::vector<const fb::CNode*> out;
+  for (const auto* n : *g->nodes())
+    if (n->primitive()->value_type() == type) out.push_back(n);
+  return out;
+}
+
+int64_t elementCount(const fb::MetaGraph* g, uint32_t tensor) {
+  int64_t count = 1;
+  for (int32_t d : *g->allTensors()->Get(tensor)->dims())
+    count *= d;
+  return count;
+}
+
+Model readBack(const std::vector<uint8_t>& bytes) {
+  auto owned = std::make_shared<std::vector<uint8_t>>(bytes);
+  auto model = readMsBuffer(owned->data(), owned->size(), owned, "lowering.ms", "");
+  EXPECT_TRUE(model) << model.status().toString();
+  return model ? std::move(*model) : Model{};
+}
+
+// Runs `model` on `feeds` and returns output 0.
+Tensor runFirstOutput(const Model& model, std::map<std::string, rt::RtValue> feeds) {
+  rt::Executor exec(model);
+  auto out = exec.run(feeds);
+  EXPECT_TRUE(out) << out.status().toString();
+  if (!out) return Tensor();
+  return out->outputs.at(0).tensor;
+}
+
+rt::RtValue floats(std::vector<int64_t> dims, std::vector<float> values) {
+  return rt::RtValue::ofTensor(Tensor::fromValues<float>(DType::Float32, std::move(dims), values));
+}
+
+} // namespace
+
+// Trilu over a batch of matrices emits Where(mask [3,3], x [2,3,3], 0): the runtime reads each
+// operand as one element or the output's count, so the mask is broadcast to [2,3,3] first.
+TEST(MsRuntimeLowering, WhereOperandsHoldOneElementOrTheOutputsCount) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 14]>
+g (float[2,3,3] x) => (float[2,3,3] y) {
+  y = Trilu <upper = 0> (x)
+}
+)");
+  auto bytes = buildMsBuffer(model, MsWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  const auto* g = root(*bytes);
+  auto wheres = nodesOfType(g, fb::PrimitiveType_Where);
+  ASSERT_EQ(wheres.size(), 1u);
+  const int64_t outCount = elementCount(g, wheres[0]->outputIndex()->Get(0));
+  EXPECT_EQ(outCount, 18);
+  for (uint32_t in : *wheres[0]->inputIndex()) {
+    const int64_t count = elementCount(g, in);
+    EXPECT_TRUE(count == 1 || count == outCount) << "operand of " << count << " elements";
+  }
+  EXPECT_EQ(nodesOfType(g, fb::PrimitiveType_BroadcastTo).size(), 1u);
+
+  std::vector<float> x(18);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float(i + 1);
+  Tensor y = runFirstOutput(readBack(*bytes), {{"x", floats({2, 3, 3}, x)}});
+  EXPECT_EQ(y.copyValues<float>(), (std::vector<float>{1, 0, 0, 4, 5, 0, 7, 8, 9, //
+                                                        10, 0, 0, 13, 14, 0, 16, 17, 18}));
+}
+
+// The runtime has no NonZero kernel: NonZero is its one-input Where ([count, rank] positions)
+// transposed to ONNX's [rank, count].
+TEST(MsRuntimeLowering, NonZeroIsTheOneInputWhereTransposed) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,2] x) => (int64[2,?] y) {
+  y = NonZero (x)
+}
+)");
+  auto bytes = buildMsBuffer(model, MsWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  const auto* g = root(*bytes);
+  EXPECT_TRUE(nodesOfType(g, fb::PrimitiveType_NonZero).empty());
+  auto wheres = nodesOfType(g, fb::PrimitiveType_Where);
+  ASSERT_EQ(wheres.size(), 1u);
+  EXPECT_EQ(wheres[0]->inputIndex()->size(), 1u);
+
+  Tensor y = runFirstOutput(readBack(*bytes), {{"x", floats({2, 2}, {1, 0, 3, 4})}});
+  EXPECT_EQ(y.dtype(), DType::Int64);
+  EXPECT_EQ(y.dims(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(y.copyValues<int64_t>(), (std::vector<int64_t>{0, 1, 1, 0, 0, 1}));
+}
+
+// FusedBatchNorm reads scale/bias/mean/var as weights while the runtime builds the model (it
+// crashes on run-time tensors): computed parameters take the elementwise form.
+TEST(MsRuntimeLowering, BatchNormWithRunTimeParametersIsArithmetic) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 15]>
+g (float[1,2,1,2] x, float[2] s, float[2] b, float[2] m, float[2] v) => (float[1,2,1,2] y) {
+  y = BatchNormalization <epsilon = 0.5> (x, s, b, m, v)
+}
+)");
+  auto bytes = buildMsBuffer(model, MsWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  const auto* g = root(*bytes);
+  EXPECT_TRUE(nodesOfType(g, fb::PrimitiveType_FusedBatchNorm).empty());
+  EXPECT_TRUE(nodesOfType(g, fb::PrimitiveType_BatchNorm).empty());
+
+  Tensor y = runFirstOutput(readBack(*bytes), {{"x", floats({1, 2, 1, 2}, {1, 2, 3, 4})},
+                                               {"s", floats({2}, {2, 1})},
+                                               {"b", floats({2}, {1, -1})},
+                                               {"m", floats({2}, {1, 3})},
+                                               {"v", floats({2}, {0.5f, 3.5f})}});
+  // (x - m) / sqrt(v + 0.5) * s + b: channel 0 divides by 1, channel 1 by 2.
+  EXPECT_EQ(y.copyValues<float>(), (std::vector<float>{1, 3, -1, -0.5f}));
+}
+
+// Constant parameters keep the one FusedBatchNorm.
+TEST(MsRuntimeLowering, BatchNormWithConstantParametersStaysFused) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 15]>
+g (float[1,2,1,2] x) => (float[1,2,1,2] y)
+  <float[2] s = {2, 1}, float[2] b = {1, -1}, float[2] m = {1, 3}, float[2] v = {0.5, 3.5}> {
+  y = BatchNormalization <epsilon = 0.5> (x, s, b, m, v)
+}
+)");
+  auto bytes = buildMsBuffer(model, MsWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  EXPECT_EQ(nodesOfType(root(*bytes), fb::PrimitiveType_FusedBatchNorm).size(), 1u);
+}
+
+} // namespace kiln
