@@ -40,10 +40,9 @@ void LoweringContext::broadcastWhereOperands(std::vector<uint32_t>& inputs,
     out_.tensors[full].dims = outDims;
     const std::vector<int64_t> target(outDims.begin(), outDims.end());
     uint32_t shape = intConst(target, fmt::format("{}_operand{}_shape", base, i));
-    emit(
-        fb::PrimitiveType_BroadcastTo,
-        [=](FBB& b) { return fb::CreateBroadcastTo(b, b.CreateVector(target)).Union(); },
-        {inputs[i], shape}, {full});
+    emit(fb::PrimitiveType_BroadcastTo,
+         [=](FBB& b) { return fb::CreateBroadcastTo(b, b.CreateVector(target)).Union(); },
+         {inputs[i], shape}, {full});
     inputs[i] = full;
   }
 }

@@ -89,7 +89,7 @@ g (float[2,3,3] x) => (float[2,3,3] y) {
     x[i] = float(i + 1);
   Tensor y = runFirstOutput(readBack(*bytes), {{"x", floats({2, 3, 3}, x)}});
   EXPECT_EQ(y.copyValues<float>(), (std::vector<float>{1, 0, 0, 4, 5, 0, 7, 8, 9, //
-                                                        10, 0, 0, 13, 14, 0, 16, 17, 18}));
+                                                       10, 0, 0, 13, 14, 0, 16, 17, 18}));
 }
 
 // The runtime has no NonZero kernel: NonZero is its one-input Where ([count, rank] positions)

@@ -497,7 +497,8 @@ Status raiseWhereOrSelect(RaisingContext& ctx, const msfb::Primitive& p) {
     KILN_ASSIGN_OR_RETURN(Value * c, ctx.in(0));
     Value* nz = ctx.emit("NonZero", {c});
     Value* rows = ctx.emit("Transpose", {nz}, {{"perm", Attribute::ofInts({1, 0})}});
-    return ctx.bind(0, ctx.emit("Cast", {rows}, {{"to", Attribute::ofInt(dtypeToOnnx(DType::Int32))}}));
+    return ctx.bind(
+        0, ctx.emit("Cast", {rows}, {{"to", Attribute::ofInt(dtypeToOnnx(DType::Int32))}}));
   }
   if (ctx.inputCount() != 3) return ctx.nodeUnsupported("needs condition, x and y");
   KILN_ASSIGN_OR_RETURN(Value * c, ctx.in(0));

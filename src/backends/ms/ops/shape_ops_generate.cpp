@@ -236,7 +236,8 @@ Status lowerNonZero(LoweringContext& ctx, const Node& n) {
     x = ch.binary(fb::PrimitiveType_NotEqual, x, ch.scalar(0, ch.typeOf(x)), kTypeBool);
   uint32_t positions = ch.op(fb::PrimitiveType_Where, {x}, ch.tmp(kTypeInt32, {-1, rank}));
   uint32_t perm = ctx.intConst({1, 0}, n.output(0)->name() + "_perm");
-  uint32_t nz = ch.op(fb::PrimitiveType_Transpose, {positions, perm}, ch.tmp(kTypeInt32, {rank, -1}));
+  uint32_t nz =
+      ch.op(fb::PrimitiveType_Transpose, {positions, perm}, ch.tmp(kTypeInt32, {rank, -1}));
   auto y = ctx.output(n.output(0), Layout::Onnx);
   if (!y) return y.status();
   const int type = ch.typeOf(*y);
