@@ -72,6 +72,15 @@ Status dynamicShape(fmt::format_string<Args...> format, Args&&... args) {
                 "fix the dynamic input shapes (converter_lite --inputShape, kiln --input-shape)");
 }
 
+// Inputs the runtime reads while it builds the model (CumSum's axis, a reduction's axes, OneHot's
+// depth: its kernels size their outputs from them then) must be constants
+// (ms_runtime_operands.cpp). The check's reason for such an input fed by the graph's caller (empty
+// when it is not), and lower's K7102 refusal for one known only at run time.
+std::string buildTimeInputReason(const Node& n, size_t input, const char* what);
+// Whether `v` is declared with no elements: its value (empty) is known whatever feeds it.
+bool heldEmpty(const Value* v);
+Status buildTimeInputRefusal(const Node& n, size_t input, const char* what);
+
 // Whether optional output `i` of `n` is read (by a node or as a graph output).
 inline bool outputUsed(const Node& n, size_t i) {
   return n.outputs().size() > i && n.output(i) &&

@@ -1,4 +1,5 @@
-// Operand shapes the MindSpore Lite runtime's kernels accept, made explicit while ops are emitted.
+// What the MindSpore Lite runtime's kernels need of their operands beyond the op's meaning: Where
+// operands it can broadcast, inputs it reads while building the model.
 #include <cstdint>
 #include <fmt/format.h>
 #include <vector>
@@ -16,7 +17,32 @@ int64_t elementCount(const std::vector<int32_t>& dims) {
   return count;
 }
 
+std::string buildTimeInputMessage(const Node& n, size_t input, const char* what) {
+  return fmt::format("{} '{}' of {} is known only at run time; the MindSpore Lite runtime reads "
+                     "it while building the model (it sizes the output from it), so it must be a "
+                     "constant",
+                     what, n.input(input)->name(), n.opType());
+}
+
 } // namespace
+
+bool heldEmpty(const Value* v) {
+  auto count = v ? v->shape().elementCount() : std::nullopt;
+  return count && *count == 0;
+}
+
+std::string buildTimeInputReason(const Node& n, size_t input, const char* what) {
+  const Value* v = n.inputs().size() > input ? n.input(input) : nullptr;
+  if (!v || !v->isGraphInput() || heldEmpty(v)) return {};
+  return buildTimeInputMessage(n, input, what);
+}
+
+Status buildTimeInputRefusal(const Node& n, size_t input, const char* what) {
+  return Status(ErrorCode::MsLowerBadAttribute, buildTimeInputMessage(n, input, what),
+                fmt::format("make '{}' a constant (an initializer) in the exporter, or keep this "
+                            "model on another target",
+                            n.input(input)->name()));
+}
 
 // The runtime's three-input Where reads each operand either as one element or as the output's
 // count; its own broadcasting of anything else works only for float32 outputs (and only when the

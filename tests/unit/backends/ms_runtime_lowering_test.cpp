@@ -153,4 +153,73 @@ g (float[1,2,1,2] x) => (float[1,2,1,2] y)
   EXPECT_EQ(nodesOfType(root(*bytes), fb::PrimitiveType_FusedBatchNorm).size(), 1u);
 }
 
+// A rank-1 input has one axis: CumSum's run-time axis becomes the constant the runtime reads while
+// it builds the model.
+TEST(MsRuntimeLowering, CumSumOverOneAxisTakesAConstantAxis) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 14]>
+g (float[3] x, int32 axis) => (float[3] y) {
+  y = CumSum (x, axis)
+}
+)");
+  auto bytes = buildMsBuffer(model, MsWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  const auto* g = root(*bytes);
+  auto sums = nodesOfType(g, fb::PrimitiveType_CumSum);
+  ASSERT_EQ(sums.size(), 1u);
+  const auto* axis = g->allTensors()->Get(sums[0]->inputIndex()->Get(1));
+  ASSERT_NE(axis->data(), nullptr);
+  EXPECT_EQ(axis->data()->size(), 4u);
+}
+
+// An input the runtime reads while building (CumSum's axis over more than one axis, a reduction's
+// axes, OneHot's depth) fed at run time is refused with K7102 naming it.
+TEST(MsRuntimeLowering, BuildTimeInputsFedAtRunTimeAreRefused) {
+  const char* models[] = {R"(
+<ir_version: 8, opset_import: ["" : 14]>
+g (float[2,3] x, int32 axis) => (float[2,3] y) {
+  y = CumSum (x, axis)
+}
+)",
+                          R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[3,2] x, int64[1] axes) => (float[3,1] y) {
+  y = ReduceSum <keepdims = 1> (x, axes)
+}
+)",
+                          R"(
+<ir_version: 8, opset_import: ["" : 11]>
+g (float[3] x, float depth, float[2] values) => (float[3,4] y) {
+  y = OneHot (x, depth, values)
+}
+)"};
+  const char* names[] = {"axis 'axis'", "axes 'axes'", "depth 'depth'"};
+  for (size_t i = 0; i < 3; ++i) {
+    auto bytes = buildMsBuffer(modelFromOnnxText(models[i]), MsWriteOptions{});
+    ASSERT_FALSE(bytes) << names[i];
+    EXPECT_EQ(bytes.status().code(), ErrorCode::MsLowerBadAttribute);
+    EXPECT_NE(bytes.status().message().find(names[i]), std::string::npos)
+        << bytes.status().message();
+    EXPECT_NE(bytes.status().message().find("must be a constant"), std::string::npos);
+  }
+}
+
+// Axes declared empty are known whatever feeds them: every axis, as a constant list.
+TEST(MsRuntimeLowering, EmptyRunTimeAxesReduceEveryAxis) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,2] x, int64[0] axes) => (float[1,1] y) {
+  y = ReduceSum <keepdims = 1> (x, axes)
+}
+)");
+  auto bytes = buildMsBuffer(model, MsWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  const auto* g = root(*bytes);
+  auto reduces = nodesOfType(g, fb::PrimitiveType_ReduceFusion);
+  ASSERT_EQ(reduces.size(), 1u);
+  const auto* axes = g->allTensors()->Get(reduces[0]->inputIndex()->Get(1));
+  ASSERT_NE(axes->data(), nullptr);
+  EXPECT_EQ(axes->data()->size(), 8u); // int32 {0, 1}
+}
+
 } // namespace kiln

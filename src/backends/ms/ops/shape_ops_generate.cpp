@@ -100,13 +100,14 @@ Status lowerEyeLike(LoweringContext& ctx, const Node& n) {
 
 // OneHot(indices, depth, [off, on]) → OneHot(i32 indices, i32 depth, on, off) {axis}. ONNX counts
 // negative indices from the back: they get depth added first (out-of-range ones stay out of
-// range, which both make all-off).
+// range, which both make all-off). The runtime sizes the output from depth while building the
+// model: depth must be a constant.
 std::string checkOneHot(const Node& n, const lowering::OpContext&) {
   auto axis = ops::intAttr(n, "axis", -1);
   if (!axis) return axis.status().message();
   for (const Value* v : n.inputs())
     if (!v) return "an omitted input";
-  return {};
+  return buildTimeInputReason(n, 1, "depth");
 }
 
 Status lowerOneHot(LoweringContext& ctx, const Node& n) {
@@ -127,13 +128,7 @@ Status lowerOneHot(LoweringContext& ctx, const Node& n) {
     if (!s) return bad("depth must hold one value");
     depth = ch.scalar(double(int64_t(*s)), kTypeInt32);
   } else {
-    auto d = ctx.input(n.input(1), Layout::Onnx);
-    if (!d) return d.status();
-    depth = ch.cast(*d, kTypeInt32);
-    if (!ch.dimsOf(depth).empty()) {
-      uint32_t shape = ctx.intConst({}, n.output(0)->name() + "_depth_shape", std::vector<int32_t>{0});
-      depth = ch.op(fb::PrimitiveType_Reshape, {depth, shape}, ch.tmp(kTypeInt32, {}));
-    }
+    return buildTimeInputRefusal(n, 1, "depth");
   }
   // idx + (idx < 0) · depth
   uint32_t neg = ch.binary(fb::PrimitiveType_Less, idx, ch.scalar(0, kTypeInt32), kTypeBool);
