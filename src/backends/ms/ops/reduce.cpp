@@ -26,8 +26,7 @@ std::string checkReduce(const Node& n, const lowering::OpContext&) {
   auto noop = ops::intAttr(n, "noop_with_empty_axes", 0);
   if (*noop != 0 && !n.attribute("axes") && !n.input(1)) return "noop_with_empty_axes=1";
   // Run-time axes lower only as noop_with_empty_axes' identity (known shapes tell it apart).
-  if (n.opType().rfind("Reduce", 0) == 0 && *noop == 0)
-    return buildTimeInputReason(n, 1, "axes");
+  if (n.opType().rfind("Reduce", 0) == 0 && *noop == 0) return buildTimeInputReason(n, 1, "axes");
   return {};
 }
 
