@@ -2,6 +2,7 @@
 // broadcast, NonZero without a runtime kernel, BatchNormalization with run-time parameters, and
 // inputs the runtime must read as constants while building (CumSum axis, ReduceSum axes, OneHot
 // depth).
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -220,6 +221,42 @@ g (float[2,2] x, int64[0] axes) => (float[1,1] y) {
   const auto* axes = g->allTensors()->Get(reduces[0]->inputIndex()->Get(1));
   ASSERT_NE(axes->data(), nullptr);
   EXPECT_EQ(axes->data()->size(), 8u); // int32 {0, 1}
+}
+
+// The runtime's five-input StridedSlice reads x, begin, end, axes, strides (StridedSliceInferShape:
+// axes at 3, strides at 4): a Slice fed at run time keeps that order, and reads back the same.
+TEST(MsRuntimeLowering, RunTimeSliceWritesAxesBeforeStrides) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[4,4] x, int64[2] starts) => (float[2,2] y) <int64[2] ends = {4, 4}, int64[2] axes = {1, 0},
+                                                       int64[2] steps = {2, 3}> {
+  y = Slice (x, starts, ends, axes, steps)
+}
+)");
+  auto bytes = buildMsBuffer(model, MsWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  const auto* g = root(*bytes);
+  auto slices = nodesOfType(g, fb::PrimitiveType_StridedSlice);
+  ASSERT_EQ(slices.size(), 1u);
+  ASSERT_EQ(slices[0]->inputIndex()->size(), 5u);
+  auto values = [&](uint32_t input) {
+    const auto* t = g->allTensors()->Get(slices[0]->inputIndex()->Get(input));
+    std::vector<int32_t> out(t->data()->size() / 4);
+    std::memcpy(out.data(), t->data()->data(), t->data()->size());
+    return out;
+  };
+  EXPECT_EQ(values(3), (std::vector<int32_t>{1, 0})); // axes
+  EXPECT_EQ(values(4), (std::vector<int32_t>{2, 3})); // strides
+
+  std::vector<float> x(16);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float(i);
+  Tensor y = runFirstOutput(
+      readBack(*bytes),
+      {{"x", floats({4, 4}, x)},
+       {"starts", rt::RtValue::ofTensor(Tensor::fromValues<int64_t>(DType::Int64, {2}, {0, 0}))}});
+  // Rows 0 and 3, columns 0 and 2.
+  EXPECT_EQ(y.copyValues<float>(), (std::vector<float>{0, 2, 12, 14}));
 }
 
 } // namespace kiln

@@ -32,7 +32,7 @@ std::string checkSlice(const Node& n, const lowering::OpContext& context) {
   return checkShapeOp(n, context);
 }
 
-// Slice with run-time indices → StridedSlice(x, begin, end, strides, axes), int32, no masks;
+// Slice with run-time indices → StridedSlice(x, begin, end, axes, strides), int32, no masks;
 // values saturate into int32, so ONNX's INT64 sentinels still mean "to the end".
 Status lowerRuntimeSlice(LoweringContext& ctx, const Node& n, int rank) {
   const Value* startsV = n.input(1);
@@ -87,7 +87,7 @@ Status lowerRuntimeSlice(LoweringContext& ctx, const Node& n, int rank) {
   if (!y) return y.status();
   ctx.emit(fb::PrimitiveType_StridedSlice,
            [](FBB& b) { return fb::CreateStridedSlice(b, 0, 0, 0, 0, 0).Union(); },
-           {*x, begin, end, strides, axes}, {*y});
+           {*x, begin, end, axes, strides}, {*y}); // the runtime's five-input order
   return Status::ok();
 }
 
@@ -511,12 +511,12 @@ Status raiseStridedSlice(RaisingContext& ctx, const msfb::Primitive& p) {
     if (s->begin_mask() || s->end_mask() || s->shrink_axis_mask())
       return ctx.nodeUnsupported("masks with run-time begin/end");
     std::vector<Value*> ins{x};
-    for (size_t i : {size_t(1), size_t(2), size_t(4), size_t(3)}) {
+    for (size_t i : {size_t(1), size_t(2), size_t(3), size_t(4)}) {
       if (i >= ctx.inputCount()) break;
       KILN_ASSIGN_OR_RETURN(Value * v, ctx.int64Input(i));
       ins.push_back(v);
     }
-    // Read in ONNX's order: starts, ends, axes (.ms input 4), steps (.ms input 3).
+    // Five inputs: ONNX's order (axes, then strides); four: strides without axes.
     if (ctx.inputCount() == 4) return ctx.nodeUnsupported("strides without axes");
     return ctx.bind(0, ctx.emit("Slice", ins));
   }
