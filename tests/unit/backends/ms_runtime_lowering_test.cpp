@@ -259,4 +259,61 @@ g (float[4,4] x, int64[2] starts) => (float[2,2] y) <int64[2] ends = {4, 4}, int
   EXPECT_EQ(y.copyValues<float>(), (std::vector<float>{0, 2, 12, 14}));
 }
 
+// The runtime infers no shape for a PartialFusion without inputs ("No input!"): If branches that
+// capture nothing take the condition as a parameter.
+TEST(MsRuntimeLowering, IfBranchesCapturingNothingTakeTheCondition) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 11]>
+g (bool c) => (float[2] y) {
+  y = If (c) <then_branch = t () => (float[2] a) { a = Constant <value = float[2] {1, 2}> () },
+              else_branch = e () => (float[2] b) { b = Constant <value = float[2] {3, 4}> () }>
+}
+)");
+  auto bytes = buildMsBuffer(model, MsWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  const auto* g = root(*bytes);
+  auto partials = nodesOfType(g, fb::PrimitiveType_PartialFusion);
+  ASSERT_EQ(partials.size(), 2u);
+  for (const auto* p : partials)
+    EXPECT_EQ(p->inputIndex()->size(), 1u);
+  Model back = readBack(*bytes);
+  auto flag = [](bool v) {
+    return rt::RtValue::ofTensor(Tensor::fromValues<uint8_t>(DType::Bool, {}, {uint8_t(v ? 1 : 0)}));
+  };
+  EXPECT_EQ(runFirstOutput(back, {{"c", flag(true)}}).copyValues<float>(),
+            (std::vector<float>{1, 2}));
+  EXPECT_EQ(runFirstOutput(back, {{"c", flag(false)}}).copyValues<float>(),
+            (std::vector<float>{3, 4}));
+}
+
+// The runtime splits a graph after its last non-tail Call and reads the op after it: a Loop's
+// results are copied out of its Call, so the Call never ends the graph.
+TEST(MsRuntimeLowering, LoopCallIsNotTheLastNodeOfItsGraph) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 11]>
+g (int64 m, bool c, float[1] x) => (float[1] y) {
+  y = Loop (m, c, x) <body = b (int64 i, bool ci, float[1] xi) => (bool co, float[1] xo) {
+    co = Identity (ci)
+    one = Constant <value = float[1] {1}> ()
+    xo = Add (xi, one)
+  }>
+}
+)");
+  auto bytes = buildMsBuffer(model, MsWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  const auto* g = root(*bytes);
+  ASSERT_NE(g->subGraph(), nullptr);
+  const auto* main = g->subGraph()->Get(0);
+  ASSERT_GT(main->nodeIndices()->size(), 0u);
+  const auto* last = g->nodes()->Get(main->nodeIndices()->Get(main->nodeIndices()->size() - 1));
+  EXPECT_NE(last->primitive()->value_type(), fb::PrimitiveType_Call);
+
+  Tensor y = runFirstOutput(
+      readBack(*bytes),
+      {{"m", rt::RtValue::ofTensor(Tensor::fromValues<int64_t>(DType::Int64, {}, {3}))},
+       {"c", rt::RtValue::ofTensor(Tensor::fromValues<uint8_t>(DType::Bool, {}, {uint8_t(1)}))},
+       {"x", floats({1}, {5})}});
+  EXPECT_EQ(y.copyValues<float>(), (std::vector<float>{8}));
+}
+
 } // namespace kiln
