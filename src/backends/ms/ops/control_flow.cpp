@@ -116,6 +116,19 @@ Status lowerIf(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
+// Copies tensor `from` into tensor `to` by Reshape(from, Shape(from)): a node-made copy whatever the
+// shape (lowerLoop copies its results out of the Call with it).
+void copyTensor(LoweringContext& ctx, uint32_t from, uint32_t to) {
+  MsTensor shape;
+  shape.name = ctx.tensor(from).name + "_shape";
+  shape.nodeType = kNodeCNode;
+  shape.dataType = kTypeInt32;
+  shape.dims = {int32_t(ctx.tensor(from).dims.size())};
+  uint32_t s = ctx.addTensor(std::move(shape));
+  ctx.emit(fb::PrimitiveType_Shape, emptyTable<fb::Shape>(), {from}, {s});
+  ctx.emit(fb::PrimitiveType_Reshape, emptyTable<fb::Reshape>(), {from, s}, {to});
+}
+
 Expected<uint32_t> scalarConst(LoweringContext& ctx, Tensor t, const std::string& name) {
   return ctx.constTensor(t, name);
 }
@@ -280,16 +293,8 @@ Status lowerLoop(LoweringContext& ctx, const Node& n) {
     }
   }
   ctx.emit(fb::PrimitiveType_Call, call(false), {start}, std::move(outs));
-  for (auto [result, output] : copies) {
-    MsTensor shape;
-    shape.name = ctx.tensor(result).name + "_shape";
-    shape.nodeType = kNodeCNode;
-    shape.dataType = kTypeInt32;
-    shape.dims = {int32_t(ctx.tensor(result).dims.size())};
-    uint32_t s = ctx.addTensor(std::move(shape));
-    ctx.emit(fb::PrimitiveType_Shape, emptyTable<fb::Shape>(), {result}, {s});
-    ctx.emit(fb::PrimitiveType_Reshape, emptyTable<fb::Reshape>(), {result, s}, {output});
-  }
+  for (auto [result, output] : copies)
+    copyTensor(ctx, result, output);
   return Status::ok();
 }
 
