@@ -116,8 +116,8 @@ Status lowerIf(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
-// Copies tensor `from` into tensor `to` by Reshape(from, Shape(from)): a node-made copy whatever the
-// shape (lowerLoop copies its results out of the Call with it).
+// Copies tensor `from` into tensor `to` by Reshape(from, Shape(from)): a node-made copy whatever
+// the shape (lowerLoop copies its results out of the Call with it).
 void copyTensor(LoweringContext& ctx, uint32_t from, uint32_t to) {
   MsTensor shape;
   shape.name = ctx.tensor(from).name + "_shape";
