@@ -316,4 +316,25 @@ g (int64 m, bool c, float[1] x) => (float[1] y) {
   EXPECT_EQ(y.copyValues<float>(), (std::vector<float>{8}));
 }
 
+// ONNX clamps a negative-step start to the axis' last element; the runtime keeps a start past the
+// end: the start is capped (Minimum) before the StridedSlice, with the same numbers read back.
+TEST(MsRuntimeLowering, RunTimeNegativeStepStartIsCappedAtTheLastElement) {
+  Model model = modelFromOnnxText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[4] x, int64[1] starts) => (float[4] y) <int64[1] ends = {-100}, int64[1] axes = {0},
+                                                 int64[1] steps = {-1}> {
+  y = Slice (x, starts, ends, axes, steps)
+}
+)");
+  auto bytes = buildMsBuffer(model, MsWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  const auto* g = root(*bytes);
+  EXPECT_EQ(nodesOfType(g, fb::PrimitiveType_Minimum).size(), 1u);
+  Tensor y = runFirstOutput(
+      readBack(*bytes),
+      {{"x", floats({4}, {1, 2, 3, 4})},
+       {"starts", rt::RtValue::ofTensor(Tensor::fromValues<int64_t>(DType::Int64, {1}, {10}))}});
+  EXPECT_EQ(y.copyValues<float>(), (std::vector<float>{4, 3, 2, 1}));
+}
+
 } // namespace kiln
