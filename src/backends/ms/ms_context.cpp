@@ -653,6 +653,7 @@ uint32_t LoweringContext::floatConst(const std::vector<float>& values, const std
 
 void LoweringContext::emit(fb::PrimitiveType type, AttrBuilder attrs, std::vector<uint32_t> inputs,
                            std::vector<uint32_t> outputs, bool quantized) {
+  if (type == fb::PrimitiveType_Where) broadcastWhereOperands(inputs, outputs);
   MsNode n;
   n.name = node_ ? node_->name() : std::string();
   if (n.name.empty())

@@ -72,6 +72,15 @@ Status dynamicShape(fmt::format_string<Args...> format, Args&&... args) {
                 "fix the dynamic input shapes (converter_lite --inputShape, kiln --input-shape)");
 }
 
+// Inputs the runtime reads while it builds the model (CumSum's axis, a reduction's axes, OneHot's
+// depth: its kernels size their outputs from them then) must be constants
+// (ms_runtime_operands.cpp). The check's reason for such an input fed by the graph's caller (empty
+// when it is not), and lower's K7102 refusal for one known only at run time.
+std::string buildTimeInputReason(const Node& n, size_t input, const char* what);
+// Whether `v` is declared with no elements: its value (empty) is known whatever feeds it.
+bool heldEmpty(const Value* v);
+Status buildTimeInputRefusal(const Node& n, size_t input, const char* what);
+
 // Whether optional output `i` of `n` is read (by a node or as a graph output).
 inline bool outputUsed(const Node& n, size_t i) {
   return n.outputs().size() > i && n.output(i) &&
@@ -243,6 +252,7 @@ class LoweringContext {
   Status end1d(const Node& n, const View1d& view);
 
   // --- nodes
+  // Every op is emitted here; a Where gets its operands broadcast first (ms_runtime_operands.cpp).
   void emit(fb::PrimitiveType type, AttrBuilder attrs, std::vector<uint32_t> inputs,
             std::vector<uint32_t> outputs, bool quantized = false);
   // --- subgraphs (control flow, ops/control_flow.cpp; ms.md §4.2)
@@ -290,6 +300,8 @@ class LoweringContext {
   // Moves every op onto a data type the runtime has a kernel for (ms_data_types.cpp): casts in,
   // computes there, casts back; a constant that does not fit the computing type is refused.
   Status legalizeDataTypes();
+  // Broadcasts the operands of a Where the runtime cannot broadcast itself (emit calls it).
+  void broadcastWhereOperands(std::vector<uint32_t>& inputs, const std::vector<uint32_t>& outputs);
   // Drops the tensors of `candidates` no node, graph or subgraph reads or makes; renumbers.
   void dropUnread(const std::set<uint32_t>& candidates);
 

@@ -88,6 +88,12 @@ Status lowerIf(LoweringContext& ctx, const Node& n) {
   const Graph& elseGraph = *n.attribute("else_branch")->asGraph();
   KILN_ASSIGN_OR_RETURN(uint32_t cond, ctx.input(n.input(0), Layout::Onnx));
   KILN_ASSIGN_OR_RETURN(Passed passed, passIn(ctx, ops::capturedValues({&thenGraph, &elseGraph})));
+  // The runtime infers no shape for a PartialFusion without inputs ("No input!"): branches that
+  // capture nothing take the condition as an unread parameter.
+  if (passed.values.empty()) {
+    passed.values.push_back(n.input(0));
+    passed.tensors.push_back(cond);
+  }
   const std::string base = n.name().empty() ? n.output(0)->name() : n.name();
   const uint32_t thenIndex = ctx.newSubgraph(base + "_then");
   const uint32_t elseIndex = ctx.newSubgraph(base + "_else");
@@ -108,6 +114,19 @@ Status lowerIf(LoweringContext& ctx, const Node& n) {
   }
   ctx.emit(fb::PrimitiveType_Call, call(false), {sw}, std::move(outs));
   return Status::ok();
+}
+
+// Copies tensor `from` into tensor `to` by Reshape(from, Shape(from)): a node-made copy whatever
+// the shape (lowerLoop copies its results out of the Call with it).
+void copyTensor(LoweringContext& ctx, uint32_t from, uint32_t to) {
+  MsTensor shape;
+  shape.name = ctx.tensor(from).name + "_shape";
+  shape.nodeType = kNodeCNode;
+  shape.dataType = kTypeInt32;
+  shape.dims = {int32_t(ctx.tensor(from).dims.size())};
+  uint32_t s = ctx.addTensor(std::move(shape));
+  ctx.emit(fb::PrimitiveType_Shape, emptyTable<fb::Shape>(), {from}, {s});
+  ctx.emit(fb::PrimitiveType_Reshape, emptyTable<fb::Reshape>(), {from, s}, {to});
 }
 
 Expected<uint32_t> scalarConst(LoweringContext& ctx, Tensor t, const std::string& name) {
@@ -257,18 +276,25 @@ Status lowerLoop(LoweringContext& ctx, const Node& n) {
   ctx.setNode(&n);
   uint32_t start = handle(ctx, base + "_cond_partial");
   ctx.emit(fb::PrimitiveType_PartialFusion, partialTo(condIndex), state, {start});
+  // The runtime splits a graph after its last non-tail Call and reads the op that follows; a
+  // Call ending the graph leaves nothing there (ControlFlowScheduler::
+  // SplitSubGraphNodesIntoTwoParts reads back() of an empty list and crashes). The Loop's
+  // results are copied out of the Call by Reshape(r, Shape(r)) for that.
   std::vector<uint32_t> outs;
+  std::vector<std::pair<uint32_t, uint32_t>> copies; // Call result → Loop output
   for (size_t k = 0; k < state.size(); ++k) {
     const bool isCarried = k >= 3 && k < 3 + carried;
     const Value* v = isCarried ? n.output(k - 3) : nullptr;
+    outs.push_back(ctx.intermediate(state[k], paramName(k) + "_final"));
     if (v) {
       KILN_ASSIGN_OR_RETURN(uint32_t id, ctx.output(v, Layout::Onnx));
-      outs.push_back(id);
-    } else {
-      outs.push_back(ctx.intermediate(state[k], paramName(k) + "_final"));
+      ctx.tensor(outs.back()).dims = ctx.tensor(id).dims;
+      copies.push_back({outs.back(), id});
     }
   }
   ctx.emit(fb::PrimitiveType_Call, call(false), {start}, std::move(outs));
+  for (auto [result, output] : copies)
+    copyTensor(ctx, result, output);
   return Status::ok();
 }
 

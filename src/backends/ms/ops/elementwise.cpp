@@ -546,7 +546,15 @@ Status raiseQuantDTypeCast(RaisingContext& ctx, const msfb::Primitive& p) {
   return ctx.bind(0, ctx.emit("Cast", {x}, {{"to", Attribute::ofInt(dtypeToOnnx(*to))}}));
 }
 
-Status raiseWhereOrSelect(RaisingContext& ctx, const msfb::Primitive&) {
+Status raiseWhereOrSelect(RaisingContext& ctx, const msfb::Primitive& p) {
+  if (ctx.inputCount() == 1 && p.value_type() == msfb::PrimitiveType_Where) {
+    // One input: the positions of the true elements, int32 [count, rank].
+    KILN_ASSIGN_OR_RETURN(Value * c, ctx.in(0));
+    Value* nz = ctx.emit("NonZero", {c});
+    Value* rows = ctx.emit("Transpose", {nz}, {{"perm", Attribute::ofInts({1, 0})}});
+    return ctx.bind(
+        0, ctx.emit("Cast", {rows}, {{"to", Attribute::ofInt(dtypeToOnnx(DType::Int32))}}));
+  }
   if (ctx.inputCount() != 3) return ctx.nodeUnsupported("needs condition, x and y");
   KILN_ASSIGN_OR_RETURN(Value * c, ctx.in(0));
   KILN_ASSIGN_OR_RETURN(Value * a, ctx.in(1));

@@ -16,7 +16,8 @@
 
 namespace kiln::ms {
 
-Status lowerBatchNormTraining(LoweringContext& ctx, const Node& n); // norm_training.cpp
+Status lowerBatchNormTraining(LoweringContext& ctx, const Node& n);       // norm_training.cpp
+Status lowerBatchNormComputedParams(LoweringContext& ctx, const Node& n); // norm_training.cpp
 
 namespace {
 
@@ -76,6 +77,9 @@ Status lowerBatchNormReshaped(LoweringContext& ctx, const Node& n, float eps, fl
 Status lowerBatchNorm(LoweringContext& ctx, const Node& n) {
   KILN_ASSIGN_OR_RETURN(const int64_t training, ops::intAttr(n, "training_mode", 0));
   if (training != 0) return lowerBatchNormTraining(ctx, n);
+  // FusedBatchNorm reads scale/bias/mean/var as weights when the model is built.
+  for (size_t i = 1; i < 5; ++i)
+    if (!ctx.constOf(n.input(i))) return lowerBatchNormComputedParams(ctx, n);
   const int rank = ctx.rankOf(n.input(0));
   KILN_ASSIGN_OR_RETURN(const float eps, ops::floatAttr(n, "epsilon", 1e-5f));
   KILN_ASSIGN_OR_RETURN(const float momentum, ops::floatAttr(n, "momentum", 0.9f));

@@ -1,6 +1,8 @@
-// .ms rules of the norm family, training half: BatchNormalization with training_mode=1 normalizes
-// by the batch's own statistics, which no .ms op computes; it is built from ReduceFusion (mean),
-// SubFusion, MulFusion, Sqrt and DivFusion, with the running statistics updated beside it.
+// .ms rules of the norm family, arithmetic half: the BatchNormalization forms FusedBatchNorm cannot
+// run, built from ReduceFusion (mean), SubFusion, MulFusion, Sqrt, DivFusion and AddFusion:
+// training_mode=1 (the batch's own statistics, running statistics updated beside it) and
+// inference whose scale/bias/mean/var are computed at run time (the runtime's FusedBatchNorm
+// reads them as weights while building and crashes on tensors without data).
 // Lowering only: the ops emitted are read back by the elementwise and reduce files.
 #include <fmt/format.h>
 #include <string>
@@ -12,13 +14,21 @@
 
 namespace kiln::ms {
 
-// Registered by norm.cpp's BatchNormalization rule for training_mode=1.
+// Registered by norm.cpp's BatchNormalization rule for training_mode=1 and for run-time
+// parameters.
 Status lowerBatchNormTraining(LoweringContext& ctx, const Node& n);
+Status lowerBatchNormComputedParams(LoweringContext& ctx, const Node& n);
 
-Status lowerBatchNormTraining(LoweringContext& ctx, const Node& n) {
+namespace {
+
+// y = (x - mean) / sqrt(var + eps) * scale + bias: `mean` and `var` are the batch statistics in
+// training mode, else the node's inputs 3 and 4.
+Status lowerBatchNormArithmetic(LoweringContext& ctx, const Node& n, bool batchStatistics) {
   using PT = fb::PrimitiveType;
   auto shape = ctx.staticShape(n.input(0));
-  if (!shape || shape->size() < 2) return bad("training_mode=1 over an unknown shape");
+  if (!shape || shape->size() < 2)
+    return bad("{} over an unknown shape",
+               batchStatistics ? "training_mode=1" : "run-time scale/bias/mean/var");
   KILN_ASSIGN_OR_RETURN(const float eps, ops::floatAttr(n, "epsilon", 1e-5f));
   KILN_ASSIGN_OR_RETURN(const float momentum, ops::floatAttr(n, "momentum", 0.9f));
   const int rank = int(shape->size());
@@ -47,9 +57,16 @@ Status lowerBatchNormTraining(LoweringContext& ctx, const Node& n) {
     if (rank == 2) return *id;
     return ctx.reshapeTensor(*id, paramView, fmt::format("{}_{}", n.output(0)->name(), tag));
   };
-  uint32_t mu = mean(*x);
-  uint32_t centered = ch.binary(PT::PrimitiveType_SubFusion, *x, mu);
-  uint32_t var = mean(ch.binary(PT::PrimitiveType_MulFusion, centered, centered));
+  uint32_t mu, var, centered;
+  if (batchStatistics) {
+    mu = mean(*x);
+    centered = ch.binary(PT::PrimitiveType_SubFusion, *x, mu);
+    var = mean(ch.binary(PT::PrimitiveType_MulFusion, centered, centered));
+  } else {
+    KILN_ASSIGN_OR_RETURN(mu, param(3, "mean_view"));
+    KILN_ASSIGN_OR_RETURN(var, param(4, "var_view"));
+    centered = ch.binary(PT::PrimitiveType_SubFusion, *x, mu);
+  }
   uint32_t denom = ch.unary(PT::PrimitiveType_Sqrt,
                             ch.binary(PT::PrimitiveType_AddFusion, var, ch.scalar(eps, type)));
   KILN_ASSIGN_OR_RETURN(uint32_t scale, param(1, "scale_view"));
@@ -59,6 +76,7 @@ Status lowerBatchNormTraining(LoweringContext& ctx, const Node& n) {
   auto y = ctx.output(n.output(0), Layout::Onnx);
   if (!y) return y.status();
   ch.op(PT::PrimitiveType_AddFusion, {scaled, bias}, *y);
+  if (!batchStatistics) return Status::ok();
   // running = input · momentum + batch · (1 − momentum), over [C].
   for (size_t k = 1; k < 3; ++k) {
     if (!outputUsed(n, k)) continue;
@@ -73,6 +91,16 @@ Status lowerBatchNormTraining(LoweringContext& ctx, const Node& n) {
     ch.op(PT::PrimitiveType_AddFusion, {kept, fresh}, *out);
   }
   return Status::ok();
+}
+
+} // namespace
+
+Status lowerBatchNormTraining(LoweringContext& ctx, const Node& n) {
+  return lowerBatchNormArithmetic(ctx, n, true);
+}
+
+Status lowerBatchNormComputedParams(LoweringContext& ctx, const Node& n) {
+  return lowerBatchNormArithmetic(ctx, n, false);
 }
 
 } // namespace kiln::ms

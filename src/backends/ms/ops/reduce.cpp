@@ -25,7 +25,16 @@ std::string checkReduce(const Node& n, const lowering::OpContext&) {
   if (auto v = ops::intsAttr(n, "axes", {}); !v) return v.status().message();
   auto noop = ops::intAttr(n, "noop_with_empty_axes", 0);
   if (*noop != 0 && !n.attribute("axes") && !n.input(1)) return "noop_with_empty_axes=1";
+  // Run-time axes lower only as noop_with_empty_axes' identity (known shapes tell it apart).
+  if (n.opType().rfind("Reduce", 0) == 0 && *noop == 0) return buildTimeInputReason(n, 1, "axes");
   return {};
+}
+
+// CumSum's axis: a rank-1 input has one axis whatever the value says.
+std::string checkCumSum(const Node& n, const lowering::OpContext& context) {
+  if (std::string reason = checkReduce(n, context); !reason.empty()) return reason;
+  if (declaredRank(n.input(0)) == 1) return {};
+  return buildTimeInputReason(n, 1, "axis");
 }
 
 Status lowerReduce(LoweringContext& ctx, const Node& n) {
@@ -62,10 +71,13 @@ Status lowerReduce(LoweringContext& ctx, const Node& n) {
   KILN_ASSIGN_OR_RETURN(const bool keep, ops::intAttr(n, "keepdims", 1));
   if (n.attribute("axes")) {
     KILN_ASSIGN_OR_RETURN(axes, ops::intsAttr(n, "axes", {}));
+  } else if (n.input(1) && heldEmpty(n.input(1)) && !*ops::intAttr(n, "noop_with_empty_axes", 0)) {
+    axes = std::vector<int64_t>{}; // every axis, whatever feeds the empty list
   } else if (n.input(1)) {
     auto c = ctx.constOf(n.input(1));
     if (!c) {
-      // Axes fed at run time: int32, ONNX layout (an empty list reduces every axis, as in ONNX).
+      // Axes fed at run time: the runtime reads them while building the model, so only
+      // noop_with_empty_axes' identity lowers.
       KILN_ASSIGN_OR_RETURN(const int64_t noop, ops::intAttr(n, "noop_with_empty_axes", 0));
       if (noop != 0) {
         // Known shapes tell the two cases apart: a changed shape means the axes were not
@@ -88,15 +100,7 @@ Status lowerReduce(LoweringContext& ctx, const Node& n) {
           return Status::ok();
         }
       }
-      const bool keepDims = keep;
-      auto x = ctx.input(n.input(0), Layout::Onnx);
-      if (!x) return x.status();
-      auto ta = ctx.int32Input(n.input(1));
-      if (!ta) return ta.status();
-      auto y = ctx.output(n.output(0), Layout::Onnx);
-      if (!y) return y.status();
-      emitReduce(*x, *ta, *y, keepDims);
-      return Status::ok();
+      return buildTimeInputRefusal(n, 1, "axes");
     }
     axes = intValues(c->tensor);
   }
@@ -176,19 +180,18 @@ Status lowerArgMinMax(LoweringContext& ctx, const Node& n) {
 Status lowerCumSum(LoweringContext& ctx, const Node& n) {
   auto x = ctx.input(n.input(0), Layout::Onnx);
   if (!x) return x.status();
-  auto c = ctx.constOf(n.input(1));
-  uint32_t ta;
-  if (c) {
+  // The runtime reads the axis while building the model: a constant, or the one axis of a
+  // rank-1 input (any other value is invalid in ONNX).
+  int64_t axis = 0;
+  if (auto c = ctx.constOf(n.input(1))) {
     auto axisValues = intValues(c->tensor);
     if (axisValues.size() != 1) return bad("axis with {} values", axisValues.size());
-    int64_t axis = axisValues[0];
+    axis = axisValues[0];
     if (axis < 0) axis += ctx.rankOf(n.input(0));
-    ta = ctx.intConst({axis}, n.output(0)->name() + "_axis", std::vector<int32_t>{});
-  } else {
-    auto dyn = ctx.int32Input(n.input(1));
-    if (!dyn) return dyn.status();
-    ta = *dyn;
+  } else if (ctx.rankOf(n.input(0)) != 1) {
+    return buildTimeInputRefusal(n, 1, "axis");
   }
+  uint32_t ta = ctx.intConst({axis}, n.output(0)->name() + "_axis", std::vector<int32_t>{});
   auto y = ctx.output(n.output(0), Layout::Onnx);
   if (!y) return y.status();
   KILN_ASSIGN_OR_RETURN(const bool exclusive, ops::intAttr(n, "exclusive", 0));
@@ -210,7 +213,7 @@ KILN_MS_LOWERING("ReduceSum", checkReduce, lowerReduce);
 KILN_MS_LOWERING("ReduceSumSquare", checkReduce, lowerReduce);
 KILN_MS_LOWERING("ArgMax", checkArgMinMax, lowerArgMinMax);
 KILN_MS_LOWERING("ArgMin", checkArgMinMax, lowerArgMinMax);
-KILN_MS_LOWERING("CumSum", checkReduce, lowerCumSum);
+KILN_MS_LOWERING("CumSum", checkCumSum, lowerCumSum);
 // ---- end of lowering
 
 } // namespace

@@ -100,13 +100,14 @@ Status lowerEyeLike(LoweringContext& ctx, const Node& n) {
 
 // OneHot(indices, depth, [off, on]) → OneHot(i32 indices, i32 depth, on, off) {axis}. ONNX counts
 // negative indices from the back: they get depth added first (out-of-range ones stay out of
-// range, which both make all-off).
+// range, which both make all-off). The runtime sizes the output from depth while building the
+// model: depth must be a constant.
 std::string checkOneHot(const Node& n, const lowering::OpContext&) {
   auto axis = ops::intAttr(n, "axis", -1);
   if (!axis) return axis.status().message();
   for (const Value* v : n.inputs())
     if (!v) return "an omitted input";
-  return {};
+  return buildTimeInputReason(n, 1, "depth");
 }
 
 Status lowerOneHot(LoweringContext& ctx, const Node& n) {
@@ -127,13 +128,7 @@ Status lowerOneHot(LoweringContext& ctx, const Node& n) {
     if (!s) return bad("depth must hold one value");
     depth = ch.scalar(double(int64_t(*s)), kTypeInt32);
   } else {
-    auto d = ctx.input(n.input(1), Layout::Onnx);
-    if (!d) return d.status();
-    depth = ch.cast(*d, kTypeInt32);
-    if (!ch.dimsOf(depth).empty()) {
-      uint32_t shape = ctx.intConst({}, n.output(0)->name() + "_depth_shape", std::vector<int32_t>{0});
-      depth = ch.op(fb::PrimitiveType_Reshape, {depth, shape}, ch.tmp(kTypeInt32, {}));
-    }
+    return buildTimeInputRefusal(n, 1, "depth");
   }
   // idx + (idx < 0) · depth
   uint32_t neg = ch.binary(fb::PrimitiveType_Less, idx, ch.scalar(0, kTypeInt32), kTypeBool);
@@ -175,7 +170,7 @@ Status lowerOneHot(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
-// Compress(x, condition) → Gather(x, Reshape(NonZero(condition), [−1]), axis); without an axis
+// Compress(x, condition) → Gather(x, Reshape(Where(condition), [−1]), axis); without an axis
 // over x flattened. A condition shorter than the axis selects among its first entries, as ONNX.
 std::string checkCompress(const Node& n, const lowering::OpContext&) {
   if (auto axis = ops::intAttr(n, "axis", 0); !axis) return axis.status().message();
@@ -203,7 +198,7 @@ Status lowerCompress(LoweringContext& ctx, const Node& n) {
   }
   auto cond = ctx.input(n.input(1), Layout::Onnx);
   if (!cond) return cond.status();
-  uint32_t nz = ch.op(fb::PrimitiveType_NonZero, {*cond}, ch.tmp(kTypeInt32, {1, -1}));
+  uint32_t nz = ch.op(fb::PrimitiveType_Where, {*cond}, ch.tmp(kTypeInt32, {-1, 1}));
   uint32_t flat = ctx.intConst({-1}, n.output(0)->name() + "_indices_shape");
   uint32_t idx = ch.op(fb::PrimitiveType_Reshape, {nz, flat}, ch.tmp(kTypeInt32, {-1}));
   uint32_t ax = ctx.intConst({axis}, n.output(0)->name() + "_axis");
@@ -213,9 +208,10 @@ Status lowerCompress(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
-// NonZero → NonZero, whose int32 [rank, count] indices (the runtime kernel's layout, as ONNX's)
-// are cast to ONNX's int64. The kernel reads its input as bool: other dtypes go through
-// NotEqual(x, 0) first.
+// NonZero → Transpose(Where(x)), cast to ONNX's int64. The runtime has no NonZero kernel (no
+// shape function either); its one-input Where writes the indices of the true elements as int32
+// [count, rank] (ONNX's [rank, count] transposed), sized when it runs. It reads its input as
+// bool, int32 or float32: other dtypes go through NotEqual(x, 0) first.
 std::string checkNonZero(const Node& n, const lowering::OpContext&) {
   if (!n.input(0)) return "an omitted input";
   const DType t = n.input(0)->dtype();
@@ -233,7 +229,10 @@ Status lowerNonZero(LoweringContext& ctx, const Node& n) {
   uint32_t x = *xin;
   if (ch.typeOf(x) != kTypeBool)
     x = ch.binary(fb::PrimitiveType_NotEqual, x, ch.scalar(0, ch.typeOf(x)), kTypeBool);
-  uint32_t nz = ch.op(fb::PrimitiveType_NonZero, {x}, ch.tmp(kTypeInt32, {rank, -1}));
+  uint32_t positions = ch.op(fb::PrimitiveType_Where, {x}, ch.tmp(kTypeInt32, {-1, rank}));
+  uint32_t perm = ctx.intConst({1, 0}, n.output(0)->name() + "_perm");
+  uint32_t nz =
+      ch.op(fb::PrimitiveType_Transpose, {positions, perm}, ch.tmp(kTypeInt32, {rank, -1}));
   auto y = ctx.output(n.output(0), Layout::Onnx);
   if (!y) return y.status();
   const int type = ch.typeOf(*y);

@@ -32,65 +32,6 @@ std::string checkSlice(const Node& n, const lowering::OpContext& context) {
   return checkShapeOp(n, context);
 }
 
-// Slice with run-time indices → StridedSlice(x, begin, end, strides, axes), int32, no masks;
-// values saturate into int32, so ONNX's INT64 sentinels still mean "to the end".
-Status lowerRuntimeSlice(LoweringContext& ctx, const Node& n, int rank) {
-  const Value* startsV = n.input(1);
-  auto count = startsV ? ctx.dimOf(startsV, 0) : std::nullopt;
-  if (!count) return bad("run-time starts of unknown length");
-  Chain ch(ctx, n);
-  auto x = ctx.input(n.input(0), Layout::Onnx);
-  if (!x) return x.status();
-  auto index = [&](const Value* v, std::vector<int64_t> fallback) -> Expected<uint32_t> {
-    if (!v)
-      return ctx.intConst(fallback, fmt::format("{}_{}", n.output(0)->name(), fallback.size()));
-    if (auto c = ctx.constOf(v)) {
-      std::vector<int64_t> values = intValues(c->tensor);
-      for (auto& e : values)
-        e = std::clamp<int64_t>(e, std::numeric_limits<int32_t>::min(),
-                                std::numeric_limits<int32_t>::max());
-      return ctx.intConst(values, c->name);
-    }
-    auto id = ctx.input(v, Layout::Onnx);
-    if (!id) return id.status();
-    uint32_t t = *id;
-    if (ch.typeOf(t) != kTypeInt64) return ch.cast(t, kTypeInt32);
-    // The runtime compares no int64 (ms_data_types.cpp) and its Cast to int32 wraps: the value is
-    // cast exactly, and where its float32 copy lies outside the int32 range (INT64 sentinels) the
-    // int32 bound takes its place. Where on equal shapes: the runtime's Where does not broadcast.
-    const uint32_t narrow = ch.cast(t, kTypeInt32);
-    const uint32_t wide = ch.cast(t, kTypeFloat32);
-    const std::vector<int32_t> dims = {static_cast<int32_t>(*count)};
-    const std::vector<double> lowest(static_cast<size_t>(*count),
-                                     double(std::numeric_limits<int32_t>::min()));
-    const std::vector<double> highest(static_cast<size_t>(*count),
-                                      double(std::numeric_limits<int32_t>::max()));
-    // ±(2^31 − 128): the float32 values nearest the int32 bounds from inside.
-    const uint32_t above = ch.binary(fb::PrimitiveType_Greater, wide,
-                                     ch.scalar(2147483520.0, kTypeFloat32), kTypeBool);
-    const uint32_t below =
-        ch.binary(fb::PrimitiveType_Less, wide, ch.scalar(-2147483520.0, kTypeFloat32), kTypeBool);
-    uint32_t r = ch.op(fb::PrimitiveType_Where,
-                       {above, ch.constant(highest, kTypeInt32, dims), narrow}, ch.tmpLike(narrow));
-    return ch.op(fb::PrimitiveType_Where, {below, ch.constant(lowest, kTypeInt32, dims), r},
-                 ch.tmpLike(narrow));
-  };
-  std::vector<int64_t> defaultAxes(static_cast<size_t>(*count)),
-      ones(static_cast<size_t>(*count), 1);
-  std::iota(defaultAxes.begin(), defaultAxes.end(), 0);
-  KILN_ASSIGN_OR_RETURN(uint32_t begin, index(n.input(1), {}));
-  KILN_ASSIGN_OR_RETURN(uint32_t end, index(n.input(2), {}));
-  KILN_ASSIGN_OR_RETURN(uint32_t axes, index(n.input(3), defaultAxes));
-  KILN_ASSIGN_OR_RETURN(uint32_t strides, index(n.input(4), ones));
-  (void)rank;
-  auto y = ctx.output(n.output(0), Layout::Onnx);
-  if (!y) return y.status();
-  ctx.emit(fb::PrimitiveType_StridedSlice,
-           [](FBB& b) { return fb::CreateStridedSlice(b, 0, 0, 0, 0, 0).Union(); },
-           {*x, begin, end, strides, axes}, {*y});
-  return Status::ok();
-}
-
 Status lowerSlice(LoweringContext& ctx, const Node& n) {
   auto shape = ctx.staticShape(n.input(0));
   const int rank = ctx.rankOf(n.input(0));
@@ -511,12 +452,12 @@ Status raiseStridedSlice(RaisingContext& ctx, const msfb::Primitive& p) {
     if (s->begin_mask() || s->end_mask() || s->shrink_axis_mask())
       return ctx.nodeUnsupported("masks with run-time begin/end");
     std::vector<Value*> ins{x};
-    for (size_t i : {size_t(1), size_t(2), size_t(4), size_t(3)}) {
+    for (size_t i : {size_t(1), size_t(2), size_t(3), size_t(4)}) {
       if (i >= ctx.inputCount()) break;
       KILN_ASSIGN_OR_RETURN(Value * v, ctx.int64Input(i));
       ins.push_back(v);
     }
-    // Read in ONNX's order: starts, ends, axes (.ms input 4), steps (.ms input 3).
+    // Five inputs: ONNX's order (axes, then strides); four: strides without axes.
     if (ctx.inputCount() == 4) return ctx.nodeUnsupported("strides without axes");
     return ctx.bind(0, ctx.emit("Slice", ins));
   }
