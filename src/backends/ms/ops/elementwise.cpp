@@ -199,7 +199,7 @@ Status lowerUnary(LoweringContext& ctx, const Node& n) {
   static const std::map<std::string, fb::PrimitiveType> types = {
       {"Abs", fb::PrimitiveType_Abs},       {"Neg", fb::PrimitiveType_Neg},
       {"Floor", fb::PrimitiveType_Floor},   {"Ceil", fb::PrimitiveType_Ceil},
-      {"Round", fb::PrimitiveType_Round},   {"Reciprocal", fb::PrimitiveType_Reciprocal},
+      {"Reciprocal", fb::PrimitiveType_Reciprocal},
       {"Sin", fb::PrimitiveType_Sin},       {"Cos", fb::PrimitiveType_Cos},
       {"Erf", fb::PrimitiveType_Erf},       {"Not", fb::PrimitiveType_LogicalNot},
       {"Sqrt", fb::PrimitiveType_Sqrt},     {"Log", fb::PrimitiveType_Log},
@@ -293,7 +293,6 @@ KILN_MS_LOWERING("Log", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Neg", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Not", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Reciprocal", acceptAll, lowerUnary);
-KILN_MS_LOWERING("Round", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Sin", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Sqrt", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Cast", checkCast, lowerCast);
