@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_raise_context.h"
 #include "ops/attributes.h"
@@ -51,6 +52,46 @@ std::string checkConv(const Node& n, const lowering::OpContext& context) {
   return withConvPoolExpansion(n, context, checkConvNative(n));
 }
 
+// Emits Conv2DFusion (`attrs`) from NHWC `x` and `params` (weight, bias) into NHWC `y`. The
+// runtime runs a grouped convolution that is neither plain (group 1) nor depthwise (group = input
+// = output channels) as one convolution per group over channel slices it copies for one image
+// only (mindspore-lite nnacl_c/kernel/group_convolution.c, GroupConvSeparateInputRun copies
+// in_hw_ positions), so every image after the first comes out as zeros. A static batch N > 1 is
+// convolved one image at a time: Split along N, one Conv2DFusion per image, Concat.
+void emitConv2d(LoweringContext& ctx, const Node& n, uint32_t x, const std::vector<uint32_t>& params,
+                uint32_t y, int64_t group, int64_t inCh, int64_t outCh, const AttrBuilder& attrs,
+                bool quantized = false) {
+  const std::vector<int32_t> xDims = ctx.tensor(x).dims, yDims = ctx.tensor(y).dims;
+  const bool grouped = group > 1 && !(group == inCh && group == outCh);
+  const int64_t batch = xDims.empty() ? -1 : xDims[0];
+  if (!grouped || batch <= 1 || yDims.size() != 4 || yDims[0] != batch) {
+    std::vector<uint32_t> ins = {x};
+    ins.insert(ins.end(), params.begin(), params.end());
+    ctx.emit(fb::PrimitiveType_Conv2DFusion, attrs, ins, {y}, quantized);
+    return;
+  }
+  Chain ch(ctx, n);
+  std::vector<int32_t> image = xDims, imageOut = yDims;
+  image[0] = imageOut[0] = 1;
+  std::vector<uint32_t> images, outs;
+  for (int64_t i = 0; i < batch; ++i) {
+    images.push_back(ch.tmp(ch.typeOf(x), image));
+    outs.push_back(ch.tmp(ch.typeOf(y), imageOut));
+  }
+  const std::vector<int64_t> ones(static_cast<size_t>(batch), 1);
+  ctx.emit(
+      fb::PrimitiveType_Split,
+      [=](FBB& b) { return fb::CreateSplit(b, batch, b.CreateVector(ones), 0).Union(); }, {x},
+      images);
+  for (int64_t i = 0; i < batch; ++i) {
+    std::vector<uint32_t> ins = {images[i]};
+    ins.insert(ins.end(), params.begin(), params.end());
+    ctx.emit(fb::PrimitiveType_Conv2DFusion, attrs, ins, {outs[i]}, quantized);
+  }
+  ctx.emit(fb::PrimitiveType_Concat, [](FBB& b) { return fb::CreateConcat(b, 0).Union(); }, outs,
+           {y});
+}
+
 Status lowerConv1d(LoweringContext& ctx, const Node& n) {
   KILN_ASSIGN_OR_RETURN(const LoweringContext::View1d view, ctx.begin1d(n));
   const int act = ctx.activationFor(n);
@@ -72,25 +113,23 @@ Status lowerConv1d(LoweringContext& ctx, const Node& n) {
                               wn + "_khwc");
   }
   if (!wid) return wid.status();
-  std::vector<uint32_t> ins = {view.x, *wid};
+  std::vector<uint32_t> params = {*wid};
   if (const Value* b = n.input(2)) {
     auto bt = ctx.input(b, Layout::Onnx);
     if (!bt) return bt.status();
-    ins.push_back(*bt);
+    params.push_back(*bt);
   }
   KILN_ASSIGN_OR_RETURN(const int64_t group, ops::intAttr(n, "group", 1));
   const int64_t outCh = wd[0], inCh = wd[1] * group;
   const std::vector<int64_t> kernel = {1, wd[2]};
   const auto strides = view.strides, dilations = view.dilations, padList = view.padList;
-  ctx.emit(fb::PrimitiveType_Conv2DFusion,
-           [=](FBB& b) {
-             return fb::CreateConv2DFusion(b, fb::Format_NHWC, b.CreateVector(kernel),
-                                           b.CreateVector(strides), b.CreateVector(dilations),
-                                           fb::PadMode_PAD, b.CreateVector(padList), 0, group, inCh,
-                                           outCh, static_cast<fb::ActivationType>(act))
-                 .Union();
-           },
-           ins, {view.y});
+  emitConv2d(ctx, n, view.x, params, view.y, group, inCh, outCh, [=](FBB& b) {
+    return fb::CreateConv2DFusion(b, fb::Format_NHWC, b.CreateVector(kernel),
+                                  b.CreateVector(strides), b.CreateVector(dilations),
+                                  fb::PadMode_PAD, b.CreateVector(padList), 0, group, inCh, outCh,
+                                  static_cast<fb::ActivationType>(act))
+        .Union();
+  });
   return ctx.end1d(n, view);
 }
 
@@ -121,19 +160,19 @@ Status lowerConv(LoweringContext& ctx, const Node& n) {
   bool quantized = false;
   auto wt = ctx.weightTensor(n.input(1), kToNhwc, 0, kFormatKHWC, &quantized);
   if (!wt) return wt.status();
-  std::vector<uint32_t> ins = {*x, *wt};
+  std::vector<uint32_t> params = {*wt};
   if (const Value* b = n.input(2)) {
     auto bt = ctx.input(b, Layout::Onnx);
     if (!bt) return bt.status();
-    ins.push_back(*bt);
+    params.push_back(*bt);
   }
   auto y = ctx.output(ctx.fusedOutput(n), Layout::Nhwc);
   if (!y) return y.status();
   const int act = ctx.activationFor(n);
   const auto padList = pad->list;
   const int padMode = pad->mode;
-  ctx.emit(
-      fb::PrimitiveType_Conv2DFusion,
+  emitConv2d(
+      ctx, n, *x, params, *y, group, inCh, outCh,
       [=](FBB& b) {
         return fb::CreateConv2DFusion(b, fb::Format_NHWC, b.CreateVector(kernel),
                                       b.CreateVector(strides), b.CreateVector(dilations),
@@ -141,7 +180,7 @@ Status lowerConv(LoweringContext& ctx, const Node& n) {
                                       group, inCh, outCh, static_cast<fb::ActivationType>(act))
             .Union();
       },
-      ins, {*y}, quantized);
+      quantized);
   return Status::ok();
 }
 
