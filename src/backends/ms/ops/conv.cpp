@@ -2,6 +2,7 @@
 // Conv2dTransposeFusion over NHWC data and KHWC weights.
 // Lowering (ONNX → .ms: a pure check and the lower that emits ops) and raising (the reader's
 // rules for the .ms ops this family emits, back to ONNX ops) side by side.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,9 +59,9 @@ std::string checkConv(const Node& n, const lowering::OpContext& context) {
 // only (mindspore-lite nnacl_c/kernel/group_convolution.c, GroupConvSeparateInputRun copies
 // in_hw_ positions), so every image after the first comes out as zeros. A static batch N > 1 is
 // convolved one image at a time: Split along N, one Conv2DFusion per image, Concat.
-void emitConv2d(LoweringContext& ctx, const Node& n, uint32_t x, const std::vector<uint32_t>& params,
-                uint32_t y, int64_t group, int64_t inCh, int64_t outCh, const AttrBuilder& attrs,
-                bool quantized = false) {
+void emitConv2d(LoweringContext& ctx, const Node& n, uint32_t x,
+                const std::vector<uint32_t>& params, uint32_t y, int64_t group, int64_t inCh,
+                int64_t outCh, const AttrBuilder& attrs, bool quantized = false) {
   const std::vector<int32_t> xDims = ctx.tensor(x).dims, yDims = ctx.tensor(y).dims;
   const bool grouped = group > 1 && !(group == inCh && group == outCh);
   const int64_t batch = xDims.empty() ? -1 : xDims[0];
@@ -219,6 +220,26 @@ std::string checkConvTranspose(const Node& n, const lowering::OpContext& context
   return withConvPoolExpansion(n, context, checkConvTransposeNative(n));
 }
 
+// A constant ConvTranspose weight [C_in, C_out/group, KH, KW] with `dilations` spelled out: the
+// taps spread apart with zeros between them, so the dilation-1 kernel of (K - 1) * d + 1 taps
+// computes the same sums. The runtime's deconvolution refuses dilations other than 1 while
+// preparing (NNACL prepare failed, ret 44, on test_convtranspose_dilations).
+Tensor dilatedKernel(const Tensor& w, const std::vector<int64_t>& dilations) {
+  const auto& d = w.dims();
+  const int64_t kh = (d[2] - 1) * dilations[0] + 1, kw = (d[3] - 1) * dilations[1] + 1;
+  const size_t element = w.byteSize() / static_cast<size_t>(d[0] * d[1] * d[2] * d[3]);
+  std::vector<uint8_t> bytes(static_cast<size_t>(d[0] * d[1] * kh * kw) * element, 0);
+  for (int64_t plane = 0; plane < d[0] * d[1]; ++plane)
+    for (int64_t i = 0; i < d[2]; ++i)
+      for (int64_t j = 0; j < d[3]; ++j) {
+        const size_t from = static_cast<size_t>((plane * d[2] + i) * d[3] + j) * element;
+        const size_t to =
+            static_cast<size_t>((plane * kh + i * dilations[0]) * kw + j * dilations[1]) * element;
+        std::copy_n(w.data() + from, element, bytes.data() + to);
+      }
+  return Tensor(w.dtype(), {d[0], d[1], kh, kw}, Buffer::owned(std::move(bytes)));
+}
+
 Status lowerConvTranspose(LoweringContext& ctx, const Node& n) {
   auto wShape = ctx.staticShape(n.input(1));
   if (!wShape) return bad("weight '{}' has an unknown shape", n.input(1)->name());
@@ -226,7 +247,8 @@ Status lowerConvTranspose(LoweringContext& ctx, const Node& n) {
   if (wd.size() != 4) return bad("{}-D transposed convolution; .ms supports 2-D", wd.size() - 2);
   KILN_ASSIGN_OR_RETURN(ConvTransposeAttrs attrs, convTransposeAttrs(n));
   std::vector<int64_t> kernel = {wd[2], wd[3]};
-  const auto strides = attrs.strides, dilations = attrs.dilations;
+  const auto strides = attrs.strides;
+  auto dilations = attrs.dilations;
   auto outPad = attrs.outPad;
   const int64_t group = attrs.group;
   const int64_t inCh = wd[0], outCh = wd[1] * group;
@@ -265,7 +287,16 @@ Status lowerConvTranspose(LoweringContext& ctx, const Node& n) {
   if (!x) return x.status();
   const bool depthwise = group > 1 && group == inCh && wd[1] == 1;
   bool quantized = false;
-  auto wt = ctx.weightTensor(n.input(1), kToNhwc, depthwise ? 0 : 3, kFormatKHWC, &quantized);
+  Expected<uint32_t> wt = 0u;
+  const auto constWeight = ctx.constOf(n.input(1));
+  if (dilations != std::vector<int64_t>{1, 1} && constWeight && !constWeight->quantized) {
+    wt = ctx.permutedConstTensor(dilatedKernel(constWeight->tensor, dilations), kToNhwc,
+                                 constWeight->name + "_dilated", kFormatKHWC);
+    kernel = {(kernel[0] - 1) * dilations[0] + 1, (kernel[1] - 1) * dilations[1] + 1};
+    dilations = {1, 1};
+  } else {
+    wt = ctx.weightTensor(n.input(1), kToNhwc, depthwise ? 0 : 3, kFormatKHWC, &quantized);
+  }
   if (!wt) return wt.status();
   std::vector<uint32_t> ins = {*x, *wt};
   if (const Value* b = n.input(2)) {

@@ -88,8 +88,8 @@ Status lowerSign(LoweringContext& ctx, const Node& n) {
   uint32_t zero = ch.scalar(0, type);
   uint32_t negMask = ch.binary(PT::PrimitiveType_Less, *x, zero, kTypeBool);
   uint32_t posMask = ch.binary(PT::PrimitiveType_Greater, *x, zero, kTypeBool);
-  uint32_t lowered = ch.op(PT::PrimitiveType_Where, {negMask, ch.scalar(-1, type), *x},
-                           ch.tmpLike(*x));
+  uint32_t lowered =
+      ch.op(PT::PrimitiveType_Where, {negMask, ch.scalar(-1, type), *x}, ch.tmpLike(*x));
   auto y = ctx.output(n.output(0), Layout::Onnx);
   if (!y) return y.status();
   ch.op(PT::PrimitiveType_Where, {posMask, ch.scalar(1, type), lowered}, *y);
@@ -114,10 +114,10 @@ Status lowerRound(LoweringContext& ctx, const Node& n) {
   const uint32_t x = narrow ? ch.cast(*in, kTypeFloat32) : *in;
   const double spacingOne = 8388608.0; // 2^23: floats from here up are integers
   uint32_t negative = ch.binary(PT::PrimitiveType_Less, x, ch.scalar(0, kTypeFloat32), kTypeBool);
-  uint32_t shift = ch.op(PT::PrimitiveType_Where,
-                         {negative, ch.scalar(-spacingOne, kTypeFloat32),
-                          ch.scalar(spacingOne, kTypeFloat32)},
-                         ch.tmpLike(x));
+  uint32_t shift =
+      ch.op(PT::PrimitiveType_Where,
+            {negative, ch.scalar(-spacingOne, kTypeFloat32), ch.scalar(spacingOne, kTypeFloat32)},
+            ch.tmpLike(x));
   uint32_t rounded = ch.binary(PT::PrimitiveType_SubFusion,
                                ch.binary(PT::PrimitiveType_AddFusion, x, shift), shift);
   uint32_t fractional = ch.binary(PT::PrimitiveType_Less, ch.unary(PT::PrimitiveType_Abs, x),
@@ -127,7 +127,8 @@ Status lowerRound(LoweringContext& ctx, const Node& n) {
     return Status::ok();
   }
   uint32_t wide = ch.op(PT::PrimitiveType_Where, {fractional, rounded, x}, ch.tmpLike(x));
-  uint32_t to = ctx.intConst({kTypeFloat16}, n.output(0)->name() + "_to_f16", std::vector<int32_t>{});
+  uint32_t to =
+      ctx.intConst({kTypeFloat16}, n.output(0)->name() + "_to_f16", std::vector<int32_t>{});
   ch.op(PT::PrimitiveType_Cast, {wide, to}, *y);
   return Status::ok();
 }
@@ -206,7 +207,8 @@ Status lowerMath(LoweringContext& ctx, const Node& n) {
   } else if (op == "Sinh") {
     // (eˣ − e⁻ˣ)/2 cancels near 0: there (|x| < ½) the series x + x³/3! + … + x⁹/9! instead.
     uint32_t ep = ch.exp(x), en = ch.exp(un(PT::PrimitiveType_Neg, x));
-    uint32_t wide = bin(PT::PrimitiveType_MulFusion, bin(PT::PrimitiveType_SubFusion, ep, en), c(0.5));
+    uint32_t wide =
+        bin(PT::PrimitiveType_MulFusion, bin(PT::PrimitiveType_SubFusion, ep, en), c(0.5));
     uint32_t z = bin(PT::PrimitiveType_MulFusion, x, x);
     uint32_t p = c(1.0 / 362880);
     for (double f : {1.0 / 5040, 1.0 / 120, 1.0 / 6, 1.0})
@@ -220,8 +222,9 @@ Status lowerMath(LoweringContext& ctx, const Node& n) {
     uint32_t a = un(PT::PrimitiveType_Abs, x);
     uint32_t a2 = bin(PT::PrimitiveType_MulFusion, a, a);
     uint32_t s = un(PT::PrimitiveType_Sqrt, bin(PT::PrimitiveType_AddFusion, a2, c(1)));
-    uint32_t u = bin(PT::PrimitiveType_AddFusion, a,
-                     bin(PT::PrimitiveType_DivFusion, a2, bin(PT::PrimitiveType_AddFusion, s, c(1))));
+    uint32_t u =
+        bin(PT::PrimitiveType_AddFusion, a,
+            bin(PT::PrimitiveType_DivFusion, a2, bin(PT::PrimitiveType_AddFusion, s, c(1))));
     uint32_t l = un(PT::PrimitiveType_Log1p, u);
     uint32_t neg = ch.binary(PT::PrimitiveType_Less, x, c(0), kTypeBool);
     ch.op(PT::PrimitiveType_Where, {neg, un(PT::PrimitiveType_Neg, l), l}, y);
