@@ -177,4 +177,35 @@ g (float[1,1,3,3] x) => (float[1,1,5,5] y) <float[1,1,2,2] w = {1, 2, 3, 4}> {
   EXPECT_EQ(run(l.readBack, {1, 1, 3, 3}, x), expected);
 }
 
+// A kernel fed at run time is spread by ops (Pad of views, StridedSlice): same numbers.
+TEST(MsRuntimeSemantics, DilatedConvTransposeSpreadsARunTimeKernel) {
+  Lowered l = lower(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,1,3,3] x, float[1,2,2,2] w) => (float[1,2,5,5] y) {
+  y = ConvTranspose <dilations = [2, 2]> (x, w)
+}
+)");
+  const auto* g = root(l.bytes);
+  auto deconv = nodesOfType(g, fb::PrimitiveType_Conv2dTransposeFusion);
+  ASSERT_EQ(deconv.size(), 1u);
+  const auto* attrs = deconv[0]->primitive()->value_as_Conv2dTransposeFusion();
+  EXPECT_EQ(std::vector<int64_t>(attrs->dilation()->begin(), attrs->dilation()->end()),
+            (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(nodesOfType(g, fb::PrimitiveType_PadFusion).size(), 2u);
+  auto runBoth = [](const Model& m) {
+    rt::Executor exec(m);
+    std::map<std::string, rt::RtValue> feeds;
+    feeds["x"] = rt::RtValue::ofTensor(
+        Tensor::fromValues<float>(DType::Float32, {1, 1, 3, 3}, ramp(9, 1.0f, 1.0f)));
+    feeds["w"] = rt::RtValue::ofTensor(
+        Tensor::fromValues<float>(DType::Float32, {1, 2, 2, 2}, ramp(8, -2.0f, 0.5f)));
+    auto out = exec.run(feeds);
+    EXPECT_TRUE(out) << out.status().toString();
+    return out ? out->outputs.at(0).tensor.copyValues<float>() : std::vector<float>{};
+  };
+  const auto expected = runBoth(l.original);
+  ASSERT_EQ(expected.size(), 50u);
+  EXPECT_EQ(runBoth(l.readBack), expected);
+}
+
 } // namespace kiln

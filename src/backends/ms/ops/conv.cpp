@@ -240,6 +240,45 @@ Tensor dilatedKernel(const Tensor& w, const std::vector<int64_t>& dilations) {
   return Tensor(w.dtype(), {d[0], d[1], kh, kw}, Buffer::owned(std::move(bytes)));
 }
 
+// The same spreading for a weight computed at run time (ONNX layout [A, B, KH, KW] in tensor
+// `w`): each spatial axis in turn gets d - 1 zeros after every tap (a Pad of a view with a unit
+// axis), and a StridedSlice drops the zeros after the last tap. Returns the KHWC tensor.
+uint32_t dilateKernelAtRunTime(LoweringContext& ctx, const Node& n, uint32_t w,
+                               const std::vector<int64_t>& wd, const std::vector<int64_t>& d) {
+  Chain ch(ctx, n);
+  const std::string base = n.input(1)->name() + "_dilated";
+  const int64_t planes = wd[0] * wd[1], kh = (wd[2] - 1) * d[0] + 1, kw = (wd[3] - 1) * d[1] + 1;
+  // Pads axis 2 of the 4-D `x` by `after` zeros at its end.
+  auto padAxis2 = [&](uint32_t x, int64_t after, const std::string& tag) {
+    uint32_t pairs = ctx.intConst({0, 0, 0, 0, 0, after, 0, 0}, base + tag + "_paddings",
+                                  std::vector<int32_t>{4, 2});
+    std::vector<int32_t> dims = ch.dimsOf(x);
+    dims[2] += static_cast<int32_t>(after);
+    uint32_t out = ch.tmp(ch.typeOf(x), dims);
+    ctx.emit(
+        fb::PrimitiveType_PadFusion,
+        [](FBB& b) { return fb::CreatePadFusion(b, 0, fb::PaddingMode_CONSTANT, 0.0f).Union(); },
+        {x, pairs}, {out});
+    return out;
+  };
+  uint32_t rows =
+      padAxis2(ctx.reshapeTensor(w, {planes, wd[2], 1, wd[3]}, base + "_rows"), d[0] - 1, "_h");
+  uint32_t cols =
+      padAxis2(ctx.reshapeTensor(rows, {planes * wd[2] * d[0], wd[3], 1, 1}, base + "_cols"),
+               d[1] - 1, "_w");
+  uint32_t spread = ctx.reshapeTensor(cols, {planes, wd[2] * d[0], wd[3] * d[1], 1}, base + "_4d");
+  uint32_t begin = ctx.intConst({0, 0, 0, 0}, base + "_begin");
+  uint32_t end = ctx.intConst({planes, kh, kw, 1}, base + "_end");
+  uint32_t steps = ctx.intConst({1, 1, 1, 1}, base + "_steps");
+  uint32_t cut = ch.tmp(ch.typeOf(w), {static_cast<int32_t>(planes), static_cast<int32_t>(kh),
+                                       static_cast<int32_t>(kw), 1});
+  ctx.emit(fb::PrimitiveType_StridedSlice,
+           [](FBB& b) { return fb::CreateStridedSlice(b, 0, 0, 0, 0, 0).Union(); },
+           {spread, begin, end, steps}, {cut});
+  return ctx.transposeTensor(ctx.reshapeTensor(cut, {wd[0], wd[1], kh, kw}, base + "_oihw"), true,
+                             base + "_khwc");
+}
+
 Status lowerConvTranspose(LoweringContext& ctx, const Node& n) {
   auto wShape = ctx.staticShape(n.input(1));
   if (!wShape) return bad("weight '{}' has an unknown shape", n.input(1)->name());
@@ -292,6 +331,12 @@ Status lowerConvTranspose(LoweringContext& ctx, const Node& n) {
   if (dilations != std::vector<int64_t>{1, 1} && constWeight && !constWeight->quantized) {
     wt = ctx.permutedConstTensor(dilatedKernel(constWeight->tensor, dilations), kToNhwc,
                                  constWeight->name + "_dilated", kFormatKHWC);
+    kernel = {(kernel[0] - 1) * dilations[0] + 1, (kernel[1] - 1) * dilations[1] + 1};
+    dilations = {1, 1};
+  } else if (dilations != std::vector<int64_t>{1, 1} && !constWeight) {
+    auto w = ctx.input(n.input(1), Layout::Onnx);
+    if (!w) return w.status();
+    wt = dilateKernelAtRunTime(ctx, n, *w, wd, dilations);
     kernel = {(kernel[0] - 1) * dilations[0] + 1, (kernel[1] - 1) * dilations[1] + 1};
     dilations = {1, 1};
   } else {
