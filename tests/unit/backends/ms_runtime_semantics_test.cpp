@@ -208,4 +208,24 @@ g (float[1,1,3,3] x, float[1,2,2,2] w) => (float[1,2,5,5] y) {
   EXPECT_EQ(runBoth(l.readBack), expected);
 }
 
+// The runtime's nearest Resize never reads nearest_mode: a static one becomes Gathers with the
+// source rows and columns kiln picks (ONNX Runtime's float32 rule: 9 -> 3 by 0.33333334 reads
+// 0, 3, 6).
+TEST(MsRuntimeSemantics, NearestResizeIsGathersWithOnnxSourcePixels) {
+  Lowered l = lower(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,1,9,9] x) => (float[1,1,3,3] y, float[1,1,18,18] z) <float[4] third = {1, 1, 0.33333334, 0.33333334}, int64[4] up = {1, 1, 18, 18}> {
+  y = Resize <mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor"> (x, , third)
+  z = Resize <mode = "nearest", coordinate_transformation_mode = "half_pixel", nearest_mode = "round_prefer_ceil"> (x, , , up)
+}
+)");
+  const auto* g = root(l.bytes);
+  EXPECT_TRUE(nodesOfType(g, fb::PrimitiveType_Resize).empty());
+  EXPECT_EQ(nodesOfType(g, fb::PrimitiveType_Gather).size(), 4u);
+  const auto x = ramp(81, 0.0f, 1.0f);
+  EXPECT_EQ(run(l.readBack, {1, 1, 9, 9}, x),
+            (std::vector<float>{0, 3, 6, 27, 30, 33, 54, 57, 60}));
+  EXPECT_EQ(run(l.readBack, {1, 1, 9, 9}, x, 1), run(l.original, {1, 1, 9, 9}, x, 1));
+}
+
 } // namespace kiln
