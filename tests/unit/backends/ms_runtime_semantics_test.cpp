@@ -2,6 +2,7 @@
 // "Where the runtime differs from ONNX"): Round, TopK largest=0, float ReduceMax, grouped Conv
 // with a batch, dilated ConvTranspose. Each test pins the op the runtime must not see and checks
 // that the .ms, read back and run, still computes the ONNX numbers.
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -226,6 +227,27 @@ g (float[1,1,9,9] x) => (float[1,1,3,3] y, float[1,1,18,18] z) <float[4] third =
   EXPECT_EQ(run(l.readBack, {1, 1, 9, 9}, x),
             (std::vector<float>{0, 3, 6, 27, 30, 33, 54, 57, 60}));
   EXPECT_EQ(run(l.readBack, {1, 1, 9, 9}, x, 1), run(l.original, {1, 1, 9, 9}, x, 1));
+}
+
+// The runtime's cubic Resize takes other border taps: a static one becomes MatMuls with the
+// executor's interpolation tables, and gives the executor's numbers.
+TEST(MsRuntimeSemantics, CubicResizeIsMatMulsWithTheExecutorsTaps) {
+  Lowered l = lower(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,2,4,4] x) => (float[1,2,8,6] y) <int64[4] sizes = {1, 2, 8, 6}> {
+  y = Resize <mode = "cubic", cubic_coeff_a = -0.5, exclude_outside = 1> (x, , , sizes)
+}
+)");
+  const auto* g = root(l.bytes);
+  EXPECT_TRUE(nodesOfType(g, fb::PrimitiveType_Resize).empty());
+  EXPECT_EQ(nodesOfType(g, fb::PrimitiveType_MatMulFusion).size(), 2u);
+  const auto x = ramp(32, -4.0f, 0.37f);
+  const auto expected = run(l.original, {1, 2, 4, 4}, x);
+  const auto actual = run(l.readBack, {1, 2, 4, 4}, x);
+  ASSERT_EQ(expected.size(), 96u);
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_NEAR(actual[i], expected[i], 1e-5f + 1e-5f * std::fabs(expected[i])) << i;
 }
 
 } // namespace kiln

@@ -12,6 +12,7 @@
 #include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_raise_context.h"
+#include "kiln/runtime/executor.h"
 #include "ops/attributes.h"
 #include "ops/resize.h"
 
@@ -203,6 +204,95 @@ Status lowerNearestAsGathers(LoweringContext& ctx, const Node& n, bool isUpsampl
   return Status::ok();
 }
 
+// The interpolation matrix of one axis of `n` (0: H, 1: W): the executor's own Resize run on the
+// identity along that axis with the other axis kept, so the taps (cubic coefficient,
+// exclude_outside, border clamping, coordinates) are exactly the executor's. Returns [in, out]:
+// entry (i, o) is input i's weight in output o.
+Expected<Tensor> axisWeights(const Node& n, int64_t opset, int axis, int64_t inLen, int64_t outLen,
+                             float scale, bool bySizes) {
+  std::vector<float> eye(static_cast<size_t>(inLen * inLen), 0.0f);
+  for (int64_t i = 0; i < inLen; ++i)
+    eye[static_cast<size_t>(i * inLen + i)] = 1.0f;
+  std::vector<rt::RtValue> storage;
+  storage.reserve(4);
+  std::vector<const rt::RtValue*> inputs(n.inputs().size(), nullptr);
+  storage.push_back(
+      rt::RtValue::ofTensor(Tensor::fromValues<float>(DType::Float32, {1, 1, inLen, inLen}, eye)));
+  inputs[0] = &storage.back();
+  if (inputs.size() > 1 && n.input(1)) {
+    storage.push_back(rt::RtValue::ofTensor(Tensor::fromValues<float>(DType::Float32, {0}, {})));
+    inputs[1] = &storage.back();
+  }
+  std::vector<float> scales = {1, 1, 1, 1};
+  std::vector<int64_t> sizes = {1, 1, inLen, inLen};
+  scales[2 + axis] = scale;
+  sizes[2 + axis] = outLen;
+  if (bySizes) {
+    if (inputs.size() < 4) return bad("a sizes input");
+    if (n.input(2)) {
+      storage.push_back(rt::RtValue::ofTensor(Tensor::fromValues<float>(DType::Float32, {0}, {})));
+      inputs[2] = &storage.back();
+    }
+    storage.push_back(rt::RtValue::ofTensor(Tensor::fromValues<int64_t>(DType::Int64, {4}, sizes)));
+    inputs[3] = &storage.back();
+  } else {
+    if (inputs.size() < 3) return bad("a scales input");
+    storage.push_back(
+        rt::RtValue::ofTensor(Tensor::fromValues<float>(DType::Float32, {4}, scales)));
+    inputs[2] = &storage.back();
+    if (inputs.size() > 3) inputs[3] = nullptr;
+  }
+  auto out = rt::Executor::evaluateNode(n, inputs, opset);
+  if (!out) return out.status();
+  if (out->size() != 1 || !(*out)[0].isTensor()) return bad("no interpolation table");
+  const Tensor& t = (*out)[0].tensor;
+  if (t.elementCount() != inLen * outLen) return bad("an interpolation table of another size");
+  std::vector<float> v = t.copyValues<float>();
+  if (axis == 1) return Tensor::fromValues<float>(DType::Float32, {inLen, outLen}, v);
+  std::vector<float> transposed(v.size()); // the H run gives [out, in]
+  for (int64_t o = 0; o < outLen; ++o)
+    for (int64_t i = 0; i < inLen; ++i)
+      transposed[static_cast<size_t>(i * outLen + o)] = v[static_cast<size_t>(o * inLen + i)];
+  return Tensor::fromValues<float>(DType::Float32, {inLen, outLen}, transposed);
+}
+
+// A cubic Resize of static sizes as two MatMuls with the executor's interpolation tables (W, then
+// H between Transposes of the last two axes). The runtime's cubic Resize takes other border taps
+// (test_resize_upsample_scales_cubic: 1.0 where ONNX gives 0.4727).
+Status lowerCubicAsMatMuls(LoweringContext& ctx, const Node& n, const std::vector<int64_t>& in,
+                           const std::vector<int64_t>& out, const std::array<float, 2>& scales) {
+  const Value* scaleInput = n.inputs().size() > 2 ? n.input(2) : nullptr;
+  const bool bySizes =
+      !(scaleInput && !(ctx.rankOf(scaleInput) == 1 && ctx.dimOf(scaleInput, 0) == 0));
+  KILN_ASSIGN_OR_RETURN(Tensor wTable,
+                        axisWeights(n, ctx.opset(), 1, in[3], out[3], scales[1], bySizes));
+  KILN_ASSIGN_OR_RETURN(Tensor hTable,
+                        axisWeights(n, ctx.opset(), 0, in[2], out[2], scales[0], bySizes));
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  const std::string name = n.output(0)->name();
+  KILN_ASSIGN_OR_RETURN(uint32_t wt, ctx.constTensor(wTable, name + "_width_taps"));
+  KILN_ASSIGN_OR_RETURN(uint32_t ht, ctx.constTensor(hTable, name + "_height_taps"));
+  Chain ch(ctx, n);
+  auto i32 = [](int64_t v) { return static_cast<int32_t>(v); };
+  auto matmul = [&](uint32_t a, uint32_t b, std::vector<int32_t> dims) {
+    return ch.op(fb::PrimitiveType_MatMulFusion, {a, b}, ch.tmp(ch.typeOf(a), std::move(dims)),
+                 [](FBB& fbb) { return fb::CreateMatMulFusion(fbb, false, false).Union(); });
+  };
+  uint32_t swap = ctx.intConst({0, 1, 3, 2}, name + "_swap_hw");
+  auto transpose = [&](uint32_t a, std::vector<int32_t> dims, std::optional<uint32_t> to) {
+    return ch.op(fb::PrimitiveType_Transpose, {a, swap}, to ? *to : ch.tmp(ch.typeOf(a), dims));
+  };
+  uint32_t wide = matmul(*x, wt, {i32(in[0]), i32(in[1]), i32(in[2]), i32(out[3])});
+  uint32_t turned =
+      transpose(wide, {i32(in[0]), i32(in[1]), i32(out[3]), i32(in[2])}, std::nullopt);
+  uint32_t tall = matmul(turned, ht, {i32(in[0]), i32(in[1]), i32(out[3]), i32(out[2])});
+  transpose(tall, {}, *y);
+  return Status::ok();
+}
+
 // Resize over sizes known only at run time (ms.md §4.6: a 4-float second input scales H = [1] and
 // W = [2] of the NHWC input and rounds; two int32 are the new [H, W]).
 // - constant whole scales (2, 4, ...): the scale tensor [1, sh, sw, 1]; a whole scale gives the
@@ -326,6 +416,9 @@ Status lowerResize(LoweringContext& ctx, const Node& n) {
   if (attrs.method == fb::ResizeMethod_NEAREST && !attrs.pytorchHalfPixel)
     if (auto scales = staticScales(ctx, n, isUpsample, *inShape, *outShape))
       return lowerNearestAsGathers(ctx, n, isUpsample, *inShape, *outShape, *scales);
+  if (attrs.method == fb::ResizeMethod_CUBIC && !isUpsample && !attrs.pytorchHalfPixel)
+    if (auto scales = staticScales(ctx, n, isUpsample, *inShape, *outShape))
+      return lowerCubicAsMatMuls(ctx, n, *inShape, *outShape, *scales);
   auto x = ctx.input(n.input(0), Layout::Nhwc);
   if (!x) return x.status();
   uint32_t size = ctx.intConst({h, w}, n.output(0)->name() + "_size");
