@@ -250,4 +250,24 @@ g (float[1,2,4,4] x) => (float[1,2,8,6] y) <int64[4] sizes = {1, 2, 8, 6}> {
     EXPECT_NEAR(actual[i], expected[i], 1e-5f + 1e-5f * std::fabs(expected[i])) << i;
 }
 
+// Over a batch of unknown size the grouped Conv is one plain Conv2DFusion per group on a
+// channel Split, with each group's weight and bias rows: the ONNX numbers for a batch of 2.
+TEST(MsRuntimeSemantics, GroupedConvOverADynamicBatchRunsPerGroup) {
+  Lowered l = lower(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[N,4,3,3] x) => (float[N,6,3,3] y) <float[6,2,1,1] w = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, float[6] b = {1, -1, 2, -2, 3, -3}> {
+  y = Conv <group = 2> (x, w, b)
+}
+)");
+  const auto* g = root(l.bytes);
+  auto convs = nodesOfType(g, fb::PrimitiveType_Conv2DFusion);
+  ASSERT_EQ(convs.size(), 2u);
+  for (const auto* c : convs)
+    EXPECT_EQ(c->primitive()->value_as_Conv2DFusion()->group(), 1);
+  const auto x = ramp(72, -3.0f, 0.25f);
+  const auto expected = run(l.original, {2, 4, 3, 3}, x);
+  ASSERT_EQ(expected.size(), 108u);
+  EXPECT_EQ(run(l.readBack, {2, 4, 3, 3}, x), expected);
+}
+
 } // namespace kiln

@@ -3,6 +3,7 @@
 // Lowering (ONNX → .ms: a pure check and the lower that emits ops) and raising (the reader's
 // rules for the .ms ops this family emits, back to ONNX ops) side by side.
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -93,6 +94,66 @@ void emitConv2d(LoweringContext& ctx, const Node& n, uint32_t x,
            {y});
 }
 
+// Rows [first, first + count) of axis 0 of constant `t`: a view of the same bytes.
+Tensor leadingRows(const Tensor& t, int64_t first, int64_t count) {
+  const size_t row = t.byteSize() / static_cast<size_t>(t.dims()[0]);
+  std::vector<int64_t> dims = t.dims();
+  dims[0] = count;
+  auto buffer = t.buffer();
+  return Tensor(t.dtype(), dims,
+                Buffer::borrowed(buffer, buffer->data() + static_cast<size_t>(first) * row,
+                                 static_cast<size_t>(count) * row));
+}
+
+// A grouped 2-D Conv over a batch of unknown size (which emitConv2d cannot split by image) as one
+// plain convolution per group: the input's channels Split into the groups, each group's rows of
+// the constant weight and bias, a Concat of the outputs along channels. Returns false (nothing
+// emitted) when the weight or bias is not a plain constant.
+Expected<bool> lowerConvPerGroup(LoweringContext& ctx, const Node& n, uint32_t x, uint32_t y,
+                                 int64_t group, int64_t inCh, int64_t outCh,
+                                 const std::function<AttrBuilder(int64_t, int64_t)>& attrsFor) {
+  auto w = ctx.constOf(n.input(1));
+  if (!w || w->quantized) return false;
+  std::optional<Const> b;
+  if (const Value* bias = n.input(2)) {
+    b = ctx.constOf(bias);
+    if (!b || b->quantized) return false;
+  }
+  const int64_t groupIn = inCh / group, groupOut = outCh / group;
+  Chain ch(ctx, n);
+  std::vector<int32_t> inDims = ch.dimsOf(x), outDims = ch.dimsOf(y);
+  inDims[3] = static_cast<int32_t>(groupIn);
+  outDims[3] = static_cast<int32_t>(groupOut);
+  std::vector<uint32_t> slices, outs;
+  for (int64_t g = 0; g < group; ++g) {
+    slices.push_back(ch.tmp(ch.typeOf(x), inDims));
+    outs.push_back(ch.tmp(ch.typeOf(y), outDims));
+  }
+  const std::vector<int64_t> widths(static_cast<size_t>(group), groupIn);
+  ctx.emit(
+      fb::PrimitiveType_Split,
+      [=](FBB& fbb) { return fb::CreateSplit(fbb, group, fbb.CreateVector(widths), 3).Union(); },
+      {x}, slices);
+  const std::string name = n.output(0)->name();
+  for (int64_t g = 0; g < group; ++g) {
+    KILN_ASSIGN_OR_RETURN(uint32_t wg, ctx.permutedConstTensor(
+                                           leadingRows(w->tensor, g * groupOut, groupOut), kToNhwc,
+                                           fmt::format("{}_w_group{}", name, g), kFormatKHWC));
+    std::vector<uint32_t> ins = {slices[static_cast<size_t>(g)], wg};
+    if (b) {
+      KILN_ASSIGN_OR_RETURN(uint32_t bg,
+                            ctx.constTensor(leadingRows(b->tensor, g * groupOut, groupOut),
+                                            fmt::format("{}_b_group{}", name, g)));
+      ins.push_back(bg);
+    }
+    ctx.emit(fb::PrimitiveType_Conv2DFusion, attrsFor(groupIn, groupOut), ins,
+             {outs[static_cast<size_t>(g)]});
+  }
+  ctx.emit(fb::PrimitiveType_Concat, [](FBB& fbb) { return fb::CreateConcat(fbb, 3).Union(); },
+           outs, {y});
+  return true;
+}
+
 Status lowerConv1d(LoweringContext& ctx, const Node& n) {
   KILN_ASSIGN_OR_RETURN(const LoweringContext::View1d view, ctx.begin1d(n));
   const int act = ctx.activationFor(n);
@@ -158,6 +219,30 @@ Status lowerConv(LoweringContext& ctx, const Node& n) {
   const int64_t outCh = wd[0], inCh = wd[1] * group;
   auto x = ctx.input(n.input(0), Layout::Nhwc);
   if (!x) return x.status();
+  const int act = ctx.activationFor(n);
+  const auto padList = pad->list;
+  const int padMode = pad->mode;
+  auto attrsFor = [=](int64_t groupCount, int64_t in, int64_t out) -> AttrBuilder {
+    return [=](FBB& b) {
+      return fb::CreateConv2DFusion(b, fb::Format_NHWC, b.CreateVector(kernel),
+                                    b.CreateVector(strides), b.CreateVector(dilations),
+                                    static_cast<fb::PadMode>(padMode), b.CreateVector(padList), 0,
+                                    groupCount, in, out, static_cast<fb::ActivationType>(act))
+          .Union();
+    };
+  };
+  const std::vector<int32_t> xDims = ctx.tensor(*x).dims;
+  if (group > 1 && !(group == inCh && group == outCh) && !xDims.empty() && xDims[0] < 0) {
+    auto y = ctx.output(ctx.fusedOutput(n), Layout::Nhwc);
+    if (!y) return y.status();
+    KILN_ASSIGN_OR_RETURN(const bool done, lowerConvPerGroup(ctx, n, *x, *y, group, inCh, outCh,
+                                                             [&](int64_t in, int64_t out) {
+                                                               return attrsFor(1, in, out);
+                                                             }));
+    if (done) return Status::ok();
+    return bad("grouped convolution over a batch of unknown size with a weight computed at run "
+               "time (the runtime's grouped convolution fills in the first image only)");
+  }
   bool quantized = false;
   auto wt = ctx.weightTensor(n.input(1), kToNhwc, 0, kFormatKHWC, &quantized);
   if (!wt) return wt.status();
@@ -169,19 +254,7 @@ Status lowerConv(LoweringContext& ctx, const Node& n) {
   }
   auto y = ctx.output(ctx.fusedOutput(n), Layout::Nhwc);
   if (!y) return y.status();
-  const int act = ctx.activationFor(n);
-  const auto padList = pad->list;
-  const int padMode = pad->mode;
-  emitConv2d(
-      ctx, n, *x, params, *y, group, inCh, outCh,
-      [=](FBB& b) {
-        return fb::CreateConv2DFusion(b, fb::Format_NHWC, b.CreateVector(kernel),
-                                      b.CreateVector(strides), b.CreateVector(dilations),
-                                      static_cast<fb::PadMode>(padMode), b.CreateVector(padList), 0,
-                                      group, inCh, outCh, static_cast<fb::ActivationType>(act))
-            .Union();
-      },
-      quantized);
+  emitConv2d(ctx, n, *x, params, *y, group, inCh, outCh, attrsFor(group, inCh, outCh), quantized);
   return Status::ok();
 }
 
