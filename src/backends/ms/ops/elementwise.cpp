@@ -199,11 +199,10 @@ Status lowerUnary(LoweringContext& ctx, const Node& n) {
   static const std::map<std::string, fb::PrimitiveType> types = {
       {"Abs", fb::PrimitiveType_Abs},       {"Neg", fb::PrimitiveType_Neg},
       {"Floor", fb::PrimitiveType_Floor},   {"Ceil", fb::PrimitiveType_Ceil},
-      {"Reciprocal", fb::PrimitiveType_Reciprocal},
       {"Sin", fb::PrimitiveType_Sin},       {"Cos", fb::PrimitiveType_Cos},
       {"Erf", fb::PrimitiveType_Erf},       {"Not", fb::PrimitiveType_LogicalNot},
       {"Sqrt", fb::PrimitiveType_Sqrt},     {"Log", fb::PrimitiveType_Log},
-      {"Exp", fb::PrimitiveType_ExpFusion},
+      {"Exp", fb::PrimitiveType_ExpFusion}, {"Reciprocal", fb::PrimitiveType_Reciprocal},
   };
   const fb::PrimitiveType type = types.at(n.opType());
   const Layout layout = ctx.availableNhwc(n.input(0)) ? Layout::Nhwc : Layout::Onnx;
