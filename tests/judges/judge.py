@@ -214,10 +214,11 @@ def judge_ms_case(args, case):
                os.path.join(folder, "model.ms"), out] + inputs
         run = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=env,
                              timeout=args.timeout)
-        if run.returncode == 4 and io["input"]:
-            # The inputs' sizes differ from the model's (dynamic dims): resize them first. A model
-            # of fixed sizes runs as written, as a user runs it (a resize to the same sizes is
-            # not always a no-op in the runtime: isnet_fp16 crashes in a Transpose after one).
+        if run.returncode != 0 and io["input"]:
+            # Dynamic dims (the runtime refuses the input sizes or meets a -1 dim): resize the
+            # inputs first. A model that runs as written is judged so, as a user runs it (a
+            # resize to the same sizes is not always a no-op in the runtime: isnet_fp16 crashes
+            # in a Transpose after one).
             env["MSRUN_SHAPES"] = ":".join(",".join(str(d) for d in dims) or "1"
                                            for _, _, dims in io["input"])
             run = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=env,
