@@ -65,8 +65,7 @@ Tensor permuteTensor(const Tensor& t, const std::vector<int64_t>& perm) {
   const size_t elemSize = static_cast<size_t>(dtypeBits(t.dtype()) / 8);
   const uint64_t count = t.elementCount();
   std::vector<uint8_t> out(count * elemSize);
-  if (rank >= 2 && count > 0 &&
-      (elemSize == 1 || elemSize == 2 || elemSize == 4 || elemSize == 8)) {
+  if (rank >= 2 && count > 0 && (elemSize == 1 || elemSize == 2 || elemSize == 4 || elemSize == 8)) {
     // Output order, one innermost run at a time: a source offset kept by an odometer over the
     // outer axes, the run read with the innermost axis' source stride.
     std::vector<int64_t> stride(rank, 1), srcStride(rank, 1), idx(rank, 0);
@@ -95,18 +94,10 @@ Tensor permuteTensor(const Tensor& t, const std::vector<int64_t>& perm) {
       }
     };
     switch (elemSize) {
-    case 1:
-      run(std::integral_constant<size_t, 1>{});
-      break;
-    case 2:
-      run(std::integral_constant<size_t, 2>{});
-      break;
-    case 4:
-      run(std::integral_constant<size_t, 4>{});
-      break;
-    default:
-      run(std::integral_constant<size_t, 8>{});
-      break;
+    case 1: run(std::integral_constant<size_t, 1>{}); break;
+    case 2: run(std::integral_constant<size_t, 2>{}); break;
+    case 4: run(std::integral_constant<size_t, 4>{}); break;
+    default: run(std::integral_constant<size_t, 8>{}); break;
     }
     return Tensor(t.dtype(), outDims, Buffer::owned(std::move(out)));
   }
@@ -409,15 +400,6 @@ Expected<uint32_t> LoweringContext::weightTensor(const Value* v, const std::vect
     if (perm == kToNhwc && rankOf(v) == 4) return input(v, Layout::Nhwc);
     return bad("input '{}' must be a constant (an initializer) for this .ms op", v->name());
   }
-  return weightTensor(*c, perm, preferredDim, format, quantized);
-}
-
-Expected<uint32_t> LoweringContext::weightTensor(const Const& constant,
-                                                 const std::vector<int64_t>& perm,
-                                                 int64_t preferredDim, int format,
-                                                 bool* quantized) {
-  const Const* c = &constant;
-  *quantized = false;
   const bool doPermute = !perm.empty() && perm.size() == c->tensor.dims().size();
   if (c->quantized) {
     int64_t newAxis = c->axis;
@@ -593,7 +575,8 @@ Expected<LoweringContext::View1d> LoweringContext::begin1d(const Node& n) {
     out_.tensors[x4].format = kFormatNCHW;
     const std::vector<int64_t> axis = {2};
     emit(fb::PrimitiveType_Unsqueeze,
-         [=](FBB& b) { return fb::CreateUnsqueeze(b, b.CreateVector(axis)).Union(); }, {*x}, {x4});
+         [=](FBB& b) { return fb::CreateUnsqueeze(b, b.CreateVector(axis)).Union(); }, {*x},
+         {x4});
   }
   view.x = transposeTensor(x4, true, base + "_in4d_nhwc");
   MsTensor y;

@@ -218,9 +218,6 @@ class LoweringContext {
   // on `preferredDim` (the runtime's per-channel dequant axis), else they are dequantized.
   Expected<uint32_t> weightTensor(const Value* v, const std::vector<int64_t>& perm,
                                   int64_t preferredDim, int format, bool* quantized);
-  // The same for a constant the lowering has reshaped (codes and quantization kept).
-  Expected<uint32_t> weightTensor(const Const& c, const std::vector<int64_t>& perm,
-                                  int64_t preferredDim, int format, bool* quantized);
   // The .ms tensor of an index-like input (axes, k, repeats) read at run time, as int32.
   Expected<uint32_t> int32Input(const Value* v);
   // A copy of tensor `from` (dtype, dims) named `name`, to be produced by a node.

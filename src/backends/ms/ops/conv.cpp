@@ -3,7 +3,6 @@
 // Lowering (ONNX → .ms: a pure check and the lower that emits ops) and raising (the reader's
 // rules for the .ms ops this family emits, back to ONNX ops) side by side.
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <optional>
 #include <string>
@@ -196,50 +195,6 @@ Status lowerConv1d(LoweringContext& ctx, const Node& n) {
   return ctx.end1d(n, view);
 }
 
-// A constant OIHW weight whose values are all integers (a quantized model's codes less their zero
-// points, as decompose-quant writes ConvInteger: float32, or int8 codes with scale 1 and zero
-// point 0): its sums over integer-valued data are exact in float32 below 2^24, and a quantized
-// model depends on that, since the next dynamic quantization turns any rounding into a code off
-// by one. The runtime computes square stride-1 kernels by Winograd (mindspore-lite
-// nnacl_c/kernel/convolution_delegate.c, ConvolutionDelegateConvNHWCKernelSelect →
-// CheckIfUseWinograd, which wants kernel_h == kernel_w), whose transforms have fractional
-// coefficients: such a kernel gets one more column of zero taps (and one more column of right
-// padding), which gives the same sums by im2col and a GEMM. Returns the widened constant.
-std::optional<Const> offWinograd(const std::optional<Const>& w, const std::vector<int64_t>& kernel,
-                                 const std::vector<int64_t>& strides,
-                                 const std::vector<int64_t>& dilations, int64_t group,
-                                 int padMode) {
-  if (!w || group != 1 || padMode != fb::PadMode_PAD || kernel[0] != kernel[1] || kernel[0] < 2 ||
-      strides != std::vector<int64_t>{1, 1} || dilations != std::vector<int64_t>{1, 1} ||
-      w->tensor.dims().size() != 4)
-    return std::nullopt;
-  const DType type = w->tensor.dtype();
-  if (w->quantized) {
-    const bool plainCodes =
-        (type == DType::Int8 || type == DType::UInt8) && w->meanCorr.empty() &&
-        std::all_of(w->scales.begin(), w->scales.end(), [](float s) { return s == 1.0f; }) &&
-        std::all_of(w->zeros.begin(), w->zeros.end(), [](int64_t z) { return z == 0; });
-    if (!plainCodes) return std::nullopt;
-  } else if (type != DType::Float32) {
-    return std::nullopt;
-  } else {
-    for (float f : w->tensor.copyValues<float>())
-      if (f != std::nearbyint(f)) return std::nullopt;
-  }
-  const auto& d = w->tensor.dims();
-  const int64_t rows = d[0] * d[1] * d[2], kw = d[3];
-  const size_t element = w->tensor.byteSize() / static_cast<size_t>(rows * kw);
-  std::vector<uint8_t> wide(static_cast<size_t>(rows * (kw + 1)) * element, 0);
-  for (int64_t r = 0; r < rows; ++r)
-    std::copy_n(w->tensor.data() + static_cast<size_t>(r * kw) * element,
-                static_cast<size_t>(kw) * element,
-                wide.data() + static_cast<size_t>(r * (kw + 1)) * element);
-  Const widened = *w;
-  widened.tensor = Tensor(type, {d[0], d[1], d[2], kw + 1}, Buffer::owned(std::move(wide)));
-  widened.name = w->name + "_exact";
-  return widened;
-}
-
 Status lowerConv(LoweringContext& ctx, const Node& n) {
   if (ctx.rankOf(n.input(0)) == 3) return lowerConv1d(ctx, n);
   auto wShape = ctx.staticShape(n.input(1));
@@ -265,15 +220,8 @@ Status lowerConv(LoweringContext& ctx, const Node& n) {
   auto x = ctx.input(n.input(0), Layout::Nhwc);
   if (!x) return x.status();
   const int act = ctx.activationFor(n);
-  auto padList = pad->list;
+  const auto padList = pad->list;
   const int padMode = pad->mode;
-  const std::optional<Const> constWeight = ctx.constOf(n.input(1));
-  const std::optional<Const> widened =
-      offWinograd(constWeight, kernel, strides, dilations, group, padMode);
-  if (widened) {
-    kernel[1] += 1;
-    padList[3] += 1; // pad_list is top, bottom, left, right
-  }
   auto attrsFor = [=](int64_t groupCount, int64_t in, int64_t out) -> AttrBuilder {
     return [=](FBB& b) {
       return fb::CreateConv2DFusion(b, fb::Format_NHWC, b.CreateVector(kernel),
@@ -296,8 +244,7 @@ Status lowerConv(LoweringContext& ctx, const Node& n) {
                "time (the runtime's grouped convolution fills in the first image only)");
   }
   bool quantized = false;
-  auto wt = widened ? ctx.weightTensor(*widened, kToNhwc, 0, kFormatKHWC, &quantized)
-                    : ctx.weightTensor(n.input(1), kToNhwc, 0, kFormatKHWC, &quantized);
+  auto wt = ctx.weightTensor(n.input(1), kToNhwc, 0, kFormatKHWC, &quantized);
   if (!wt) return wt.status();
   std::vector<uint32_t> params = {*wt};
   if (const Value* b = n.input(2)) {
