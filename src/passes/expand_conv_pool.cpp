@@ -267,8 +267,12 @@ class Expander {
     return op("Transpose", {v}, dims, tag, {{"perm", Attribute::ofInts(perm)}});
   }
   // A weight or bias viewed with new dims: the same bytes for a constant, a Reshape otherwise.
+  // A graph input with an initializer (IR < 4 models list their weights as inputs) counts as
+  // its initializer: this rewrite runs only for a target, and both targets write such inputs as
+  // constants. A Reshape there would leave the 2-D convolution a weight computed at run time,
+  // which crashes the MindSpore Lite runtime's grouped convolution (test_Conv3d_groups).
   Value* view(Value* v, const Dims& dims, const std::string& tag) {
-    if (v->isInitializer() && !v->isGraphInput()) {
+    if (v->isInitializer()) {
       const Tensor& t = v->initializer();
       orphans_.push_back(v);
       return g_.addInitializer(g_.uniqueName(base_ + "_" + tag),

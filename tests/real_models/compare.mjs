@@ -4,6 +4,9 @@
 // Every model output must be within rtol/atol of ONNX Runtime. expected_pass.txt lists the
 // "MODEL PATH" pairs that must pass (the test fails when one does not); the others are reported as
 // XFAIL with their reason, and one that passes unlisted is reported as XPASS, to be added to the list.
+// Each .ms is also left for the real MindSpore Lite runtime (ctest judge_ms_real_models,
+// tests/judges/judge.py ms) in WORKDIR/ms_artifacts/NAME: model.ms, the inputs and ONNX Runtime's
+// outputs as raw tensors, io.tsv, and gate.txt with the error it must stay within.
 // Usage: node compare.mjs KILN_TOOLS_DIR NODE_MODULES WORKDIR [MODEL_NAME...]
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -69,6 +72,31 @@ function compare(label, expected, actual, rtol, atol) {
   return ok;
 }
 
+// ONNX Runtime's tensor types as kiln's io.tsv names them.
+const ioTypes = { float32: 'f32', float16: 'f16', int64: 'i64', int32: 'i32', uint8: 'u8', bool: 'bool' };
+
+// What judge.py ms reads for one model: the runtime runs model.ms on input_<k>.bin and its outputs
+// are held to expected_<k>.bin (ONNX Runtime's, in the model's output order) within gate.txt: mean
+// relative error and cosine per output, since the runtime sums in its own order. fp16 models get
+// the fp16 gate above; fp32 models 0.01% (a one-code quantization slip reads as whole percents).
+function writeMsArtifacts(dir, msFile, inputs, outputs, fp16) {
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { recursive: true });
+  try { fs.linkSync(msFile, path.join(dir, 'model.ms')); } catch { fs.copyFileSync(msFile, path.join(dir, 'model.ms')); }
+  const rows = [];
+  const raw = (data) => Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  inputs.forEach((input, k) => {
+    fs.writeFileSync(path.join(dir, `input_${k}.bin`), raw(input.data));
+    rows.push(['input', k, input.name, ioTypes[input.type], input.shape.join(',')]);
+  });
+  outputs.forEach(([name, tensor], k) => {
+    fs.writeFileSync(path.join(dir, `expected_${k}.bin`), raw(tensor.data));
+    rows.push(['output', k, name, ioTypes[tensor.type] ?? tensor.type, Array.from(tensor.dims).join(',')]);
+  });
+  fs.writeFileSync(path.join(dir, 'io.tsv'), rows.map((r) => r.join('\t')).join('\n') + '\n');
+  fs.writeFileSync(path.join(dir, 'gate.txt'), fp16 ? 'mre 0.005 cosine 0.9999\n' : 'mre 0.0001 cosine 0.99999\n');
+}
+
 function run(tool, args) {
   try {
     // kiln's own atc is under test: never hand the model to a CANN atc found on PATH.
@@ -132,7 +160,11 @@ for (const [index, model] of models.entries()) {
   if (dynamic) liteArgs.push(`--inputShape=${shapeSpec}`);
   const liteError = run('converter_lite', liteArgs);
   if (liteError) fail(`${model.name} ms`, `${model.name} converter_lite`, liteError);
-  else artifacts.push(['ms', `${msBase}.ms`]);
+  else {
+    artifacts.push(['ms', `${msBase}.ms`]);
+    writeMsArtifacts(path.join(work, 'ms_artifacts', model.name), `${msBase}.ms`, inputs,
+      outputs.map((name) => [name, reference[name]]), model.fp16);
+  }
   const omBase = path.join(dir, `${model.name}_310p3`);
   const atcArgs = [`--model=${file}`, '--framework=5', `--output=${omBase}`, '--soc_version=Ascend310P3',
     '--precision_mode=must_keep_origin_dtype'];

@@ -2,10 +2,13 @@
 // Conv2dTransposeFusion over NHWC data and KHWC weights.
 // Lowering (ONNX → .ms: a pure check and the lower that emits ops) and raising (the reader's
 // rules for the .ms ops this family emits, back to ONNX ops) side by side.
+#include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_raise_context.h"
 #include "ops/attributes.h"
@@ -51,6 +54,106 @@ std::string checkConv(const Node& n, const lowering::OpContext& context) {
   return withConvPoolExpansion(n, context, checkConvNative(n));
 }
 
+// Emits Conv2DFusion (`attrs`) from NHWC `x` and `params` (weight, bias) into NHWC `y`. The
+// runtime runs a grouped convolution that is neither plain (group 1) nor depthwise (group = input
+// = output channels) as one convolution per group over channel slices it copies for one image
+// only (mindspore-lite nnacl_c/kernel/group_convolution.c, GroupConvSeparateInputRun copies
+// in_hw_ positions), so every image after the first comes out as zeros. A static batch N > 1 is
+// convolved one image at a time: Split along N, one Conv2DFusion per image, Concat.
+void emitConv2d(LoweringContext& ctx, const Node& n, uint32_t x,
+                const std::vector<uint32_t>& params, uint32_t y, int64_t group, int64_t inCh,
+                int64_t outCh, const AttrBuilder& attrs, bool quantized = false) {
+  const std::vector<int32_t> xDims = ctx.tensor(x).dims, yDims = ctx.tensor(y).dims;
+  const bool grouped = group > 1 && !(group == inCh && group == outCh);
+  const int64_t batch = xDims.empty() ? -1 : xDims[0];
+  if (!grouped || batch <= 1 || yDims.size() != 4 || yDims[0] != batch) {
+    std::vector<uint32_t> ins = {x};
+    ins.insert(ins.end(), params.begin(), params.end());
+    ctx.emit(fb::PrimitiveType_Conv2DFusion, attrs, ins, {y}, quantized);
+    return;
+  }
+  Chain ch(ctx, n);
+  std::vector<int32_t> image = xDims, imageOut = yDims;
+  image[0] = imageOut[0] = 1;
+  std::vector<uint32_t> images, outs;
+  for (int64_t i = 0; i < batch; ++i) {
+    images.push_back(ch.tmp(ch.typeOf(x), image));
+    outs.push_back(ch.tmp(ch.typeOf(y), imageOut));
+  }
+  const std::vector<int64_t> ones(static_cast<size_t>(batch), 1);
+  ctx.emit(
+      fb::PrimitiveType_Split,
+      [=](FBB& b) { return fb::CreateSplit(b, batch, b.CreateVector(ones), 0).Union(); }, {x},
+      images);
+  for (int64_t i = 0; i < batch; ++i) {
+    std::vector<uint32_t> ins = {images[i]};
+    ins.insert(ins.end(), params.begin(), params.end());
+    ctx.emit(fb::PrimitiveType_Conv2DFusion, attrs, ins, {outs[i]}, quantized);
+  }
+  ctx.emit(fb::PrimitiveType_Concat, [](FBB& b) { return fb::CreateConcat(b, 0).Union(); }, outs,
+           {y});
+}
+
+// Rows [first, first + count) of axis 0 of constant `t`: a view of the same bytes.
+Tensor leadingRows(const Tensor& t, int64_t first, int64_t count) {
+  const size_t row = t.byteSize() / static_cast<size_t>(t.dims()[0]);
+  std::vector<int64_t> dims = t.dims();
+  dims[0] = count;
+  auto buffer = t.buffer();
+  return Tensor(t.dtype(), dims,
+                Buffer::borrowed(buffer, buffer->data() + static_cast<size_t>(first) * row,
+                                 static_cast<size_t>(count) * row));
+}
+
+// A grouped 2-D Conv over a batch of unknown size (which emitConv2d cannot split by image) as one
+// plain convolution per group: the input's channels Split into the groups, each group's rows of
+// the constant weight and bias, a Concat of the outputs along channels. Returns false (nothing
+// emitted) when the weight or bias is not a plain constant.
+Expected<bool> lowerConvPerGroup(LoweringContext& ctx, const Node& n, uint32_t x, uint32_t y,
+                                 int64_t group, int64_t inCh, int64_t outCh,
+                                 const std::function<AttrBuilder(int64_t, int64_t)>& attrsFor) {
+  auto w = ctx.constOf(n.input(1));
+  if (!w || w->quantized) return false;
+  std::optional<Const> b;
+  if (const Value* bias = n.input(2)) {
+    b = ctx.constOf(bias);
+    if (!b || b->quantized) return false;
+  }
+  const int64_t groupIn = inCh / group, groupOut = outCh / group;
+  Chain ch(ctx, n);
+  std::vector<int32_t> inDims = ch.dimsOf(x), outDims = ch.dimsOf(y);
+  inDims[3] = static_cast<int32_t>(groupIn);
+  outDims[3] = static_cast<int32_t>(groupOut);
+  std::vector<uint32_t> slices, outs;
+  for (int64_t g = 0; g < group; ++g) {
+    slices.push_back(ch.tmp(ch.typeOf(x), inDims));
+    outs.push_back(ch.tmp(ch.typeOf(y), outDims));
+  }
+  const std::vector<int64_t> widths(static_cast<size_t>(group), groupIn);
+  ctx.emit(
+      fb::PrimitiveType_Split,
+      [=](FBB& fbb) { return fb::CreateSplit(fbb, group, fbb.CreateVector(widths), 3).Union(); },
+      {x}, slices);
+  const std::string name = n.output(0)->name();
+  for (int64_t g = 0; g < group; ++g) {
+    KILN_ASSIGN_OR_RETURN(uint32_t wg, ctx.permutedConstTensor(
+                                           leadingRows(w->tensor, g * groupOut, groupOut), kToNhwc,
+                                           fmt::format("{}_w_group{}", name, g), kFormatKHWC));
+    std::vector<uint32_t> ins = {slices[static_cast<size_t>(g)], wg};
+    if (b) {
+      KILN_ASSIGN_OR_RETURN(uint32_t bg,
+                            ctx.constTensor(leadingRows(b->tensor, g * groupOut, groupOut),
+                                            fmt::format("{}_b_group{}", name, g)));
+      ins.push_back(bg);
+    }
+    ctx.emit(fb::PrimitiveType_Conv2DFusion, attrsFor(groupIn, groupOut), ins,
+             {outs[static_cast<size_t>(g)]});
+  }
+  ctx.emit(fb::PrimitiveType_Concat, [](FBB& fbb) { return fb::CreateConcat(fbb, 3).Union(); },
+           outs, {y});
+  return true;
+}
+
 Status lowerConv1d(LoweringContext& ctx, const Node& n) {
   KILN_ASSIGN_OR_RETURN(const LoweringContext::View1d view, ctx.begin1d(n));
   const int act = ctx.activationFor(n);
@@ -72,25 +175,23 @@ Status lowerConv1d(LoweringContext& ctx, const Node& n) {
                               wn + "_khwc");
   }
   if (!wid) return wid.status();
-  std::vector<uint32_t> ins = {view.x, *wid};
+  std::vector<uint32_t> params = {*wid};
   if (const Value* b = n.input(2)) {
     auto bt = ctx.input(b, Layout::Onnx);
     if (!bt) return bt.status();
-    ins.push_back(*bt);
+    params.push_back(*bt);
   }
   KILN_ASSIGN_OR_RETURN(const int64_t group, ops::intAttr(n, "group", 1));
   const int64_t outCh = wd[0], inCh = wd[1] * group;
   const std::vector<int64_t> kernel = {1, wd[2]};
   const auto strides = view.strides, dilations = view.dilations, padList = view.padList;
-  ctx.emit(fb::PrimitiveType_Conv2DFusion,
-           [=](FBB& b) {
-             return fb::CreateConv2DFusion(b, fb::Format_NHWC, b.CreateVector(kernel),
-                                           b.CreateVector(strides), b.CreateVector(dilations),
-                                           fb::PadMode_PAD, b.CreateVector(padList), 0, group, inCh,
-                                           outCh, static_cast<fb::ActivationType>(act))
-                 .Union();
-           },
-           ins, {view.y});
+  emitConv2d(ctx, n, view.x, params, view.y, group, inCh, outCh, [=](FBB& b) {
+    return fb::CreateConv2DFusion(b, fb::Format_NHWC, b.CreateVector(kernel),
+                                  b.CreateVector(strides), b.CreateVector(dilations),
+                                  fb::PadMode_PAD, b.CreateVector(padList), 0, group, inCh, outCh,
+                                  static_cast<fb::ActivationType>(act))
+        .Union();
+  });
   return ctx.end1d(n, view);
 }
 
@@ -118,30 +219,42 @@ Status lowerConv(LoweringContext& ctx, const Node& n) {
   const int64_t outCh = wd[0], inCh = wd[1] * group;
   auto x = ctx.input(n.input(0), Layout::Nhwc);
   if (!x) return x.status();
-  bool quantized = false;
-  auto wt = ctx.weightTensor(n.input(1), kToNhwc, 0, kFormatKHWC, &quantized);
-  if (!wt) return wt.status();
-  std::vector<uint32_t> ins = {*x, *wt};
-  if (const Value* b = n.input(2)) {
-    auto bt = ctx.input(b, Layout::Onnx);
-    if (!bt) return bt.status();
-    ins.push_back(*bt);
-  }
-  auto y = ctx.output(ctx.fusedOutput(n), Layout::Nhwc);
-  if (!y) return y.status();
   const int act = ctx.activationFor(n);
   const auto padList = pad->list;
   const int padMode = pad->mode;
-  ctx.emit(
-      fb::PrimitiveType_Conv2DFusion,
-      [=](FBB& b) {
-        return fb::CreateConv2DFusion(b, fb::Format_NHWC, b.CreateVector(kernel),
-                                      b.CreateVector(strides), b.CreateVector(dilations),
-                                      static_cast<fb::PadMode>(padMode), b.CreateVector(padList), 0,
-                                      group, inCh, outCh, static_cast<fb::ActivationType>(act))
-            .Union();
-      },
-      ins, {*y}, quantized);
+  auto attrsFor = [=](int64_t groupCount, int64_t in, int64_t out) -> AttrBuilder {
+    return [=](FBB& b) {
+      return fb::CreateConv2DFusion(b, fb::Format_NHWC, b.CreateVector(kernel),
+                                    b.CreateVector(strides), b.CreateVector(dilations),
+                                    static_cast<fb::PadMode>(padMode), b.CreateVector(padList), 0,
+                                    groupCount, in, out, static_cast<fb::ActivationType>(act))
+          .Union();
+    };
+  };
+  const std::vector<int32_t> xDims = ctx.tensor(*x).dims;
+  if (group > 1 && !(group == inCh && group == outCh) && !xDims.empty() && xDims[0] < 0) {
+    auto y = ctx.output(ctx.fusedOutput(n), Layout::Nhwc);
+    if (!y) return y.status();
+    KILN_ASSIGN_OR_RETURN(const bool done, lowerConvPerGroup(ctx, n, *x, *y, group, inCh, outCh,
+                                                             [&](int64_t in, int64_t out) {
+                                                               return attrsFor(1, in, out);
+                                                             }));
+    if (done) return Status::ok();
+    return bad("grouped convolution over a batch of unknown size with a weight computed at run "
+               "time (the runtime's grouped convolution fills in the first image only)");
+  }
+  bool quantized = false;
+  auto wt = ctx.weightTensor(n.input(1), kToNhwc, 0, kFormatKHWC, &quantized);
+  if (!wt) return wt.status();
+  std::vector<uint32_t> params = {*wt};
+  if (const Value* b = n.input(2)) {
+    auto bt = ctx.input(b, Layout::Onnx);
+    if (!bt) return bt.status();
+    params.push_back(*bt);
+  }
+  auto y = ctx.output(ctx.fusedOutput(n), Layout::Nhwc);
+  if (!y) return y.status();
+  emitConv2d(ctx, n, *x, params, *y, group, inCh, outCh, attrsFor(group, inCh, outCh), quantized);
   return Status::ok();
 }
 
@@ -180,6 +293,65 @@ std::string checkConvTranspose(const Node& n, const lowering::OpContext& context
   return withConvPoolExpansion(n, context, checkConvTransposeNative(n));
 }
 
+// A constant ConvTranspose weight [C_in, C_out/group, KH, KW] with `dilations` spelled out: the
+// taps spread apart with zeros between them, so the dilation-1 kernel of (K - 1) * d + 1 taps
+// computes the same sums. The runtime's deconvolution refuses dilations other than 1 while
+// preparing (NNACL prepare failed, ret 44, on test_convtranspose_dilations).
+Tensor dilatedKernel(const Tensor& w, const std::vector<int64_t>& dilations) {
+  const auto& d = w.dims();
+  const int64_t kh = (d[2] - 1) * dilations[0] + 1, kw = (d[3] - 1) * dilations[1] + 1;
+  const size_t element = w.byteSize() / static_cast<size_t>(d[0] * d[1] * d[2] * d[3]);
+  std::vector<uint8_t> bytes(static_cast<size_t>(d[0] * d[1] * kh * kw) * element, 0);
+  for (int64_t plane = 0; plane < d[0] * d[1]; ++plane)
+    for (int64_t i = 0; i < d[2]; ++i)
+      for (int64_t j = 0; j < d[3]; ++j) {
+        const size_t from = static_cast<size_t>((plane * d[2] + i) * d[3] + j) * element;
+        const size_t to =
+            static_cast<size_t>((plane * kh + i * dilations[0]) * kw + j * dilations[1]) * element;
+        std::copy_n(w.data() + from, element, bytes.data() + to);
+      }
+  return Tensor(w.dtype(), {d[0], d[1], kh, kw}, Buffer::owned(std::move(bytes)));
+}
+
+// The same spreading for a weight computed at run time (ONNX layout [A, B, KH, KW] in tensor
+// `w`): each spatial axis in turn gets d - 1 zeros after every tap (a Pad of a view with a unit
+// axis), and a StridedSlice drops the zeros after the last tap. Returns the KHWC tensor.
+uint32_t dilateKernelAtRunTime(LoweringContext& ctx, const Node& n, uint32_t w,
+                               const std::vector<int64_t>& wd, const std::vector<int64_t>& d) {
+  Chain ch(ctx, n);
+  const std::string base = n.input(1)->name() + "_dilated";
+  const int64_t planes = wd[0] * wd[1], kh = (wd[2] - 1) * d[0] + 1, kw = (wd[3] - 1) * d[1] + 1;
+  // Pads axis 2 of the 4-D `x` by `after` zeros at its end.
+  auto padAxis2 = [&](uint32_t x, int64_t after, const std::string& tag) {
+    uint32_t pairs = ctx.intConst({0, 0, 0, 0, 0, after, 0, 0}, base + tag + "_paddings",
+                                  std::vector<int32_t>{4, 2});
+    std::vector<int32_t> dims = ch.dimsOf(x);
+    dims[2] += static_cast<int32_t>(after);
+    uint32_t out = ch.tmp(ch.typeOf(x), dims);
+    ctx.emit(
+        fb::PrimitiveType_PadFusion,
+        [](FBB& b) { return fb::CreatePadFusion(b, 0, fb::PaddingMode_CONSTANT, 0.0f).Union(); },
+        {x, pairs}, {out});
+    return out;
+  };
+  uint32_t rows =
+      padAxis2(ctx.reshapeTensor(w, {planes, wd[2], 1, wd[3]}, base + "_rows"), d[0] - 1, "_h");
+  uint32_t cols =
+      padAxis2(ctx.reshapeTensor(rows, {planes * wd[2] * d[0], wd[3], 1, 1}, base + "_cols"),
+               d[1] - 1, "_w");
+  uint32_t spread = ctx.reshapeTensor(cols, {planes, wd[2] * d[0], wd[3] * d[1], 1}, base + "_4d");
+  uint32_t begin = ctx.intConst({0, 0, 0, 0}, base + "_begin");
+  uint32_t end = ctx.intConst({planes, kh, kw, 1}, base + "_end");
+  uint32_t steps = ctx.intConst({1, 1, 1, 1}, base + "_steps");
+  uint32_t cut = ch.tmp(ch.typeOf(w), {static_cast<int32_t>(planes), static_cast<int32_t>(kh),
+                                       static_cast<int32_t>(kw), 1});
+  ctx.emit(fb::PrimitiveType_StridedSlice,
+           [](FBB& b) { return fb::CreateStridedSlice(b, 0, 0, 0, 0, 0).Union(); },
+           {spread, begin, end, steps}, {cut});
+  return ctx.transposeTensor(ctx.reshapeTensor(cut, {wd[0], wd[1], kh, kw}, base + "_oihw"), true,
+                             base + "_khwc");
+}
+
 Status lowerConvTranspose(LoweringContext& ctx, const Node& n) {
   auto wShape = ctx.staticShape(n.input(1));
   if (!wShape) return bad("weight '{}' has an unknown shape", n.input(1)->name());
@@ -187,7 +359,8 @@ Status lowerConvTranspose(LoweringContext& ctx, const Node& n) {
   if (wd.size() != 4) return bad("{}-D transposed convolution; .ms supports 2-D", wd.size() - 2);
   KILN_ASSIGN_OR_RETURN(ConvTransposeAttrs attrs, convTransposeAttrs(n));
   std::vector<int64_t> kernel = {wd[2], wd[3]};
-  const auto strides = attrs.strides, dilations = attrs.dilations;
+  const auto strides = attrs.strides;
+  auto dilations = attrs.dilations;
   auto outPad = attrs.outPad;
   const int64_t group = attrs.group;
   const int64_t inCh = wd[0], outCh = wd[1] * group;
@@ -226,7 +399,22 @@ Status lowerConvTranspose(LoweringContext& ctx, const Node& n) {
   if (!x) return x.status();
   const bool depthwise = group > 1 && group == inCh && wd[1] == 1;
   bool quantized = false;
-  auto wt = ctx.weightTensor(n.input(1), kToNhwc, depthwise ? 0 : 3, kFormatKHWC, &quantized);
+  Expected<uint32_t> wt = 0u;
+  const auto constWeight = ctx.constOf(n.input(1));
+  if (dilations != std::vector<int64_t>{1, 1} && constWeight && !constWeight->quantized) {
+    wt = ctx.permutedConstTensor(dilatedKernel(constWeight->tensor, dilations), kToNhwc,
+                                 constWeight->name + "_dilated", kFormatKHWC);
+    kernel = {(kernel[0] - 1) * dilations[0] + 1, (kernel[1] - 1) * dilations[1] + 1};
+    dilations = {1, 1};
+  } else if (dilations != std::vector<int64_t>{1, 1} && !constWeight) {
+    auto w = ctx.input(n.input(1), Layout::Onnx);
+    if (!w) return w.status();
+    wt = dilateKernelAtRunTime(ctx, n, *w, wd, dilations);
+    kernel = {(kernel[0] - 1) * dilations[0] + 1, (kernel[1] - 1) * dilations[1] + 1};
+    dilations = {1, 1};
+  } else {
+    wt = ctx.weightTensor(n.input(1), kToNhwc, depthwise ? 0 : 3, kFormatKHWC, &quantized);
+  }
   if (!wt) return wt.status();
   std::vector<uint32_t> ins = {*x, *wt};
   if (const Value* b = n.input(2)) {

@@ -222,10 +222,9 @@ Status lowerUnary(LoweringContext& ctx, const Node& n) {
   static const std::map<std::string, fb::PrimitiveType> types = {
       {"Abs", fb::PrimitiveType_Abs},        {"Neg", fb::PrimitiveType_Neg},
       {"Floor", fb::PrimitiveType_Floor},    {"Ceil", fb::PrimitiveType_Ceil},
-      {"Round", fb::PrimitiveType_Round},    {"Sin", fb::PrimitiveType_Sin},
-      {"Cos", fb::PrimitiveType_Cos},        {"Erf", fb::PrimitiveType_Erf},
-      {"Not", fb::PrimitiveType_LogicalNot}, {"Log", fb::PrimitiveType_Log},
-      {"Exp", fb::PrimitiveType_ExpFusion},
+      {"Sin", fb::PrimitiveType_Sin},        {"Cos", fb::PrimitiveType_Cos},
+      {"Erf", fb::PrimitiveType_Erf},        {"Not", fb::PrimitiveType_LogicalNot},
+      {"Log", fb::PrimitiveType_Log},        {"Exp", fb::PrimitiveType_ExpFusion},
   };
   const fb::PrimitiveType type = types.at(n.opType());
   const Layout layout = ctx.availableNhwc(n.input(0)) ? Layout::Nhwc : Layout::Onnx;
@@ -332,7 +331,6 @@ KILN_MS_LOWERING("Floor", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Log", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Neg", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Not", acceptAll, lowerUnary);
-KILN_MS_LOWERING("Round", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Sin", acceptAll, lowerUnary);
 KILN_MS_LOWERING("Cast", checkCast, lowerCast);
 KILN_MS_LOWERING("Where", checkOperands, lowerWhere);

@@ -1,7 +1,8 @@
 // .ms rules of the elementwise family, rewritten half: ONNX ops .ms has no primitive for, built
 // from ones it has (Xor, IsNaN, IsInf, Sign, Mean, Tan, Sinh, Cosh, Asinh, Acosh, Atanh, Atan,
-// Asin, Acos), and ones whose runtime kernel fails outside its domain (Reciprocal, Sqrt). Lowering
-// only: every op emitted is read back by elementwise.cpp.
+// Asin, Acos), Round, whose .ms primitive rounds halves the other way, and ones whose runtime
+// kernel fails outside its domain (Reciprocal, Sqrt). Lowering only: every op emitted is read back
+// by elementwise.cpp.
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
@@ -95,6 +96,43 @@ Status lowerSign(LoweringContext& ctx, const Node& n) {
   auto y = ctx.output(n.output(0), Layout::Onnx);
   if (!y) return y.status();
   ch.op(PT::PrimitiveType_Where, {posMask, ch.scalar(1, type), lowered}, *y);
+  return Status::ok();
+}
+
+// Round → halves to even, as ONNX says. The runtime's Round rounds halves away from zero
+// (mindspore-lite nnacl_c/fp32/arithmetic_self_fp32.c, ElementRound: roundf), which moves a
+// quantized model's codes by one wherever x / scale lands on a half. Float32 addition already
+// rounds to the nearest even: (x + s) − s with s = ±2²³ (x's sign) leaves an integer spacing of
+// 1 there, so the sum rounds x to even and the subtraction is exact. For |x| ≥ 2²³ x is an
+// integer already and passes through. Float16 data is widened first (every float16 value is a
+// float32, and the rounded integer narrows back exactly).
+Status lowerRound(LoweringContext& ctx, const Node& n) {
+  const Layout layout = ctx.availableNhwc(n.input(0)) ? Layout::Nhwc : Layout::Onnx;
+  Chain ch(ctx, n);
+  auto in = ctx.input(n.input(0), layout);
+  if (!in) return in.status();
+  auto y = ctx.output(n.output(0), layout);
+  if (!y) return y.status();
+  const bool narrow = ch.typeOf(*in) == kTypeFloat16;
+  const uint32_t x = narrow ? ch.cast(*in, kTypeFloat32) : *in;
+  const double spacingOne = 8388608.0; // 2^23: floats from here up are integers
+  uint32_t negative = ch.binary(PT::PrimitiveType_Less, x, ch.scalar(0, kTypeFloat32), kTypeBool);
+  uint32_t shift =
+      ch.op(PT::PrimitiveType_Where,
+            {negative, ch.scalar(-spacingOne, kTypeFloat32), ch.scalar(spacingOne, kTypeFloat32)},
+            ch.tmpLike(x));
+  uint32_t rounded = ch.binary(PT::PrimitiveType_SubFusion,
+                               ch.binary(PT::PrimitiveType_AddFusion, x, shift), shift);
+  uint32_t fractional = ch.binary(PT::PrimitiveType_Less, ch.unary(PT::PrimitiveType_Abs, x),
+                                  ch.scalar(spacingOne, kTypeFloat32), kTypeBool);
+  if (!narrow) {
+    ch.op(PT::PrimitiveType_Where, {fractional, rounded, x}, *y);
+    return Status::ok();
+  }
+  uint32_t wide = ch.op(PT::PrimitiveType_Where, {fractional, rounded, x}, ch.tmpLike(x));
+  uint32_t to =
+      ctx.intConst({kTypeFloat16}, n.output(0)->name() + "_to_f16", std::vector<int32_t>{});
+  ch.op(PT::PrimitiveType_Cast, {wide, to}, *y);
   return Status::ok();
 }
 
@@ -293,6 +331,7 @@ KILN_MS_LOWERING("Xor", checkOperands, lowerXorIsNaN);
 KILN_MS_LOWERING("IsNaN", checkFloat, lowerXorIsNaN);
 KILN_MS_LOWERING("IsInf", checkIsInf, lowerIsInf);
 KILN_MS_LOWERING("Sign", checkOperands, lowerSign);
+KILN_MS_LOWERING("Round", checkFloat, lowerRound);
 KILN_MS_LOWERING("Mean", checkOperands, lowerMean);
 KILN_MS_LOWERING("Tan", checkFloat, lowerMath);
 KILN_MS_LOWERING("Sinh", checkFloat, lowerMath);

@@ -1,9 +1,10 @@
-// .ms rules of the math_misc family (TopK): TopKFusion.
+// .ms rules of the math_misc family (TopK): TopKFusion (the k smallest through Neg, see lowerTopK).
 // Lowering (ONNX → .ms: a pure check and the lower that emits ops) and raising (the reader's
 // rules for the .ms ops this family emits, back to ONNX ops) side by side.
 #include <string>
 #include <vector>
 
+#include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_raise_context.h"
 #include "ops/attributes.h"
@@ -53,10 +54,19 @@ Status lowerTopK(LoweringContext& ctx, const Node& n) {
     if (!y) return y.status();
     outs.push_back(*y);
   }
+  // The runtime's TopK always takes the k largest: its kernel sorts with a descending comparator
+  // and never reads `largest` (mindspore-lite nnacl_c/fp32/topk_fp32.c, Topk). The k smallest of
+  // x are the k largest of −x, in the same order and with the same indices (ties: lower index
+  // first either way), so the values are negated back.
+  Chain ch(ctx, n);
+  const uint32_t data = largest ? *x : ch.unary(fb::PrimitiveType_Neg, *x);
+  std::vector<uint32_t> topOuts = outs;
+  if (!largest) topOuts[0] = ch.tmpLike(outs[0]);
   ctx.emit(
       fb::PrimitiveType_TopKFusion,
-      [=](FBB& b) { return fb::CreateTopKFusion(b, sorted, axis, largest ? 1 : 0).Union(); },
-      {*x, tk}, outs);
+      [=](FBB& b) { return fb::CreateTopKFusion(b, sorted, axis, /*largest=*/1).Union(); },
+      {data, tk}, topOuts);
+  if (!largest) ch.op(fb::PrimitiveType_Neg, {topOuts[0]}, outs[0]);
   return Status::ok();
 }
 

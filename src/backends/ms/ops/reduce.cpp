@@ -59,10 +59,22 @@ Status lowerReduce(LoweringContext& ctx, const Node& n) {
     if (expFirst) x = ch.exp(x);
     const uint32_t out = y;
     if (logOf) y = ch.tmpLike(out);
+    // The runtime's float ReduceMax over other than the last axis starts from FLT_MIN, the
+    // smallest positive float, instead of the lowest one (mindspore-lite
+    // nnacl_c/fp32/reduce_fp32.c, ReduceMaxPreDeal), so all-negative data reduces to 1.2e-38;
+    // its ReduceMin starts from FLT_MAX. max(x) is taken as -min(-x), which is exact.
+    const bool viaMin = mode == fb::ReduceMode_ReduceMax &&
+                        (ch.typeOf(x) == kTypeFloat32 || ch.typeOf(x) == kTypeFloat16);
+    const fb::ReduceMode emitted = viaMin ? fb::ReduceMode_ReduceMin : mode;
+    if (viaMin) {
+      x = ch.unary(fb::PrimitiveType_Neg, x);
+      y = ch.tmpLike(out);
+    }
     ctx.emit(
         fb::PrimitiveType_ReduceFusion,
-        [=](FBB& b) { return fb::CreateReduceFusion(b, keepDims, mode, false, 0.0f).Union(); },
+        [=](FBB& b) { return fb::CreateReduceFusion(b, keepDims, emitted, false, 0.0f).Union(); },
         {x, axes}, {y});
+    if (viaMin) ch.op(fb::PrimitiveType_Neg, {y}, out);
     if (logOf) ch.op(fb::PrimitiveType_Log, {y}, out);
   };
   const int rank = ctx.rankOf(n.input(0));

@@ -1,14 +1,20 @@
 // .ms rules of the resize family (Resize, Upsample): Resize over NHWC data with the
-// output size as a tensor.
+// output size as a tensor; a nearest Resize of known sizes as two Gathers.
 // Lowering (ONNX → .ms: a pure check and the lower that emits ops) and raising (the reader's
 // rules for the .ms ops this family emits, back to ONNX ops) side by side.
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_raise_context.h"
+#include "kiln/runtime/executor.h"
 #include "ops/attributes.h"
+#include "ops/resize.h"
 
 namespace kiln::ms {
 namespace {
@@ -109,6 +115,184 @@ Status emitResize(LoweringContext& ctx, const Node& n, const ResizeAttrs& attrs,
   return Status::ok();
 }
 
+// The H and W scales ONNX's coordinate rule uses for a static Resize / Upsample: the constant
+// scales, or output / input sizes (in double, then float, as the executor); nullopt when the
+// scales are computed at run time.
+std::optional<std::array<float, 2>> staticScales(LoweringContext& ctx, const Node& n,
+                                                 bool isUpsample, const std::vector<int64_t>& in,
+                                                 const std::vector<int64_t>& out) {
+  const Value* scales = n.input(isUpsample ? 1 : 2);
+  if (isUpsample && !scales) {
+    const Attribute* attr = n.attribute("scales");
+    if (attr && attr->kind() == AttrKind::Floats && attr->asFloats().size() == 4)
+      return std::array<float, 2>{attr->asFloats()[2], attr->asFloats()[3]};
+    if (!attr) {
+      auto h = ops::floatAttr(n, "height_scale", 1.0f), w = ops::floatAttr(n, "width_scale", 1.0f);
+      if (h && w) return std::array<float, 2>{*h, *w};
+    }
+    return std::nullopt;
+  }
+  if (scales && !(ctx.rankOf(scales) == 1 && ctx.dimOf(scales, 0) == 0)) {
+    auto c = ctx.constOf(scales);
+    if (!c) {
+      // Scales fed at run time: static sizes pin them only for whole upsampling factors.
+      for (size_t i = 2; i < 4; ++i)
+        if (in[i] == 0 || out[i] % in[i] != 0) return std::nullopt;
+      return std::array<float, 2>{static_cast<float>(out[2] / in[2]),
+                                  static_cast<float>(out[3] / in[3])};
+    }
+    if (c->tensor.elementCount() != 4 || c->tensor.dtype() != DType::Float32) return std::nullopt;
+    auto sc = c->tensor.copyValues<float>();
+    return std::array<float, 2>{sc[2], sc[3]};
+  }
+  if (isUpsample || in[2] == 0 || in[3] == 0) return std::nullopt;
+  return std::array<float, 2>{static_cast<float>(double(out[2]) / double(in[2])),
+                              static_cast<float>(double(out[3]) / double(in[3]))};
+}
+
+// A nearest Resize of static sizes as Gathers along H and W of NHWC `x`, with the source rows
+// and columns kiln picks by ONNX's rule (ops/resize.h, shared with the executor). The runtime's
+// ResizeNearestNeighbor maps coordinates by its own rule per transformation mode and never reads
+// nearest_mode (mindspore-lite nnacl_c/fp32/resize_fp32.c), so it picks other pixels for
+// round_prefer_ceil, ceil, floor under half_pixel, and more.
+Status lowerNearestAsGathers(LoweringContext& ctx, const Node& n, bool isUpsample,
+                             const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                             const std::array<float, 2>& scales) {
+  ops::ResizeCoordinateRule rule;
+  if (isUpsample) {
+    rule.transform = "asymmetric";
+    rule.opset10Nearest = true;
+  } else {
+    KILN_ASSIGN_OR_RETURN(rule.transform,
+                          ops::stringAttr(n, "coordinate_transformation_mode", "half_pixel"));
+    KILN_ASSIGN_OR_RETURN(rule.nearestMode,
+                          ops::stringAttr(n, "nearest_mode", "round_prefer_floor"));
+  }
+  auto x = ctx.input(n.input(0), Layout::Nhwc);
+  if (!x) return x.status();
+  auto y = ctx.output(n.output(0), Layout::Nhwc);
+  if (!y) return y.status();
+  // Source rows (axis 0) and columns (axis 1); an axis that keeps every index needs no Gather.
+  std::vector<std::vector<int64_t>> picks(2);
+  std::vector<int> axes;
+  for (int axis = 0; axis < 2; ++axis) {
+    const int64_t inLen = in[2 + axis], outLen = out[2 + axis];
+    bool identity = inLen == outLen;
+    for (int64_t o = 0; o < outLen; ++o) {
+      const float source =
+          ops::resizeSourceCoordinate(rule, o, scales[axis], inLen, outLen, 0.0f, 1.0f);
+      picks[axis].push_back(
+          std::clamp<int64_t>(ops::resizeNearestIndex(rule, source, scales[axis]), 0, inLen - 1));
+      identity = identity && picks[axis].back() == o;
+    }
+    if (!identity) axes.push_back(axis);
+  }
+  if (axes.empty()) axes.push_back(1); // a copy still has to write the output
+  Chain ch(ctx, n);
+  const std::string name = n.output(0)->name();
+  uint32_t cur = *x;
+  std::vector<int32_t> dims = ch.dimsOf(*x);
+  for (int axis : axes) {
+    dims[1 + axis] = static_cast<int32_t>(out[2 + axis]);
+    const uint32_t to = axis == axes.back() ? *y : ch.tmp(ch.typeOf(*x), dims);
+    ctx.emit(fb::PrimitiveType_Gather, emptyTable<fb::Gather>(),
+             {cur, ctx.intConst(picks[axis], fmt::format("{}_source{}", name, axis)),
+              ctx.intConst({1 + axis}, fmt::format("{}_axis{}", name, axis))},
+             {to});
+    cur = to;
+  }
+  return Status::ok();
+}
+
+// The interpolation matrix of one axis of `n` (0: H, 1: W): the executor's own Resize run on the
+// identity along that axis with the other axis kept, so the taps (cubic coefficient,
+// exclude_outside, border clamping, coordinates) are exactly the executor's. Returns [in, out]:
+// entry (i, o) is input i's weight in output o.
+Expected<Tensor> axisWeights(const Node& n, int64_t opset, int axis, int64_t inLen, int64_t outLen,
+                             float scale, bool bySizes) {
+  std::vector<float> eye(static_cast<size_t>(inLen * inLen), 0.0f);
+  for (int64_t i = 0; i < inLen; ++i)
+    eye[static_cast<size_t>(i * inLen + i)] = 1.0f;
+  std::vector<rt::RtValue> storage;
+  storage.reserve(4);
+  std::vector<const rt::RtValue*> inputs(n.inputs().size(), nullptr);
+  storage.push_back(
+      rt::RtValue::ofTensor(Tensor::fromValues<float>(DType::Float32, {1, 1, inLen, inLen}, eye)));
+  inputs[0] = &storage.back();
+  if (inputs.size() > 1 && n.input(1)) {
+    storage.push_back(rt::RtValue::ofTensor(Tensor::fromValues<float>(DType::Float32, {0}, {})));
+    inputs[1] = &storage.back();
+  }
+  std::vector<float> scales = {1, 1, 1, 1};
+  std::vector<int64_t> sizes = {1, 1, inLen, inLen};
+  scales[2 + axis] = scale;
+  sizes[2 + axis] = outLen;
+  if (bySizes) {
+    if (inputs.size() < 4) return bad("a sizes input");
+    if (n.input(2)) {
+      storage.push_back(rt::RtValue::ofTensor(Tensor::fromValues<float>(DType::Float32, {0}, {})));
+      inputs[2] = &storage.back();
+    }
+    storage.push_back(rt::RtValue::ofTensor(Tensor::fromValues<int64_t>(DType::Int64, {4}, sizes)));
+    inputs[3] = &storage.back();
+  } else {
+    if (inputs.size() < 3) return bad("a scales input");
+    storage.push_back(
+        rt::RtValue::ofTensor(Tensor::fromValues<float>(DType::Float32, {4}, scales)));
+    inputs[2] = &storage.back();
+    if (inputs.size() > 3) inputs[3] = nullptr;
+  }
+  auto out = rt::Executor::evaluateNode(n, inputs, opset);
+  if (!out) return out.status();
+  if (out->size() != 1 || !(*out)[0].isTensor()) return bad("no interpolation table");
+  const Tensor& t = (*out)[0].tensor;
+  if (t.elementCount() != inLen * outLen) return bad("an interpolation table of another size");
+  std::vector<float> v = t.copyValues<float>();
+  if (axis == 1) return Tensor::fromValues<float>(DType::Float32, {inLen, outLen}, v);
+  std::vector<float> transposed(v.size()); // the H run gives [out, in]
+  for (int64_t o = 0; o < outLen; ++o)
+    for (int64_t i = 0; i < inLen; ++i)
+      transposed[static_cast<size_t>(i * outLen + o)] = v[static_cast<size_t>(o * inLen + i)];
+  return Tensor::fromValues<float>(DType::Float32, {inLen, outLen}, transposed);
+}
+
+// A cubic Resize of static sizes as two MatMuls with the executor's interpolation tables (W, then
+// H between Transposes of the last two axes). The runtime's cubic Resize takes other border taps
+// (test_resize_upsample_scales_cubic: 1.0 where ONNX gives 0.4727).
+Status lowerCubicAsMatMuls(LoweringContext& ctx, const Node& n, const std::vector<int64_t>& in,
+                           const std::vector<int64_t>& out, const std::array<float, 2>& scales) {
+  const Value* scaleInput = n.inputs().size() > 2 ? n.input(2) : nullptr;
+  const bool bySizes =
+      !(scaleInput && !(ctx.rankOf(scaleInput) == 1 && ctx.dimOf(scaleInput, 0) == 0));
+  KILN_ASSIGN_OR_RETURN(Tensor wTable,
+                        axisWeights(n, ctx.opset(), 1, in[3], out[3], scales[1], bySizes));
+  KILN_ASSIGN_OR_RETURN(Tensor hTable,
+                        axisWeights(n, ctx.opset(), 0, in[2], out[2], scales[0], bySizes));
+  auto x = ctx.input(n.input(0), Layout::Onnx);
+  if (!x) return x.status();
+  auto y = ctx.output(n.output(0), Layout::Onnx);
+  if (!y) return y.status();
+  const std::string name = n.output(0)->name();
+  KILN_ASSIGN_OR_RETURN(uint32_t wt, ctx.constTensor(wTable, name + "_width_taps"));
+  KILN_ASSIGN_OR_RETURN(uint32_t ht, ctx.constTensor(hTable, name + "_height_taps"));
+  Chain ch(ctx, n);
+  auto i32 = [](int64_t v) { return static_cast<int32_t>(v); };
+  auto matmul = [&](uint32_t a, uint32_t b, std::vector<int32_t> dims) {
+    return ch.op(fb::PrimitiveType_MatMulFusion, {a, b}, ch.tmp(ch.typeOf(a), std::move(dims)),
+                 [](FBB& fbb) { return fb::CreateMatMulFusion(fbb, false, false).Union(); });
+  };
+  uint32_t swap = ctx.intConst({0, 1, 3, 2}, name + "_swap_hw");
+  auto transpose = [&](uint32_t a, std::vector<int32_t> dims, std::optional<uint32_t> to) {
+    return ch.op(fb::PrimitiveType_Transpose, {a, swap}, to ? *to : ch.tmp(ch.typeOf(a), dims));
+  };
+  uint32_t wide = matmul(*x, wt, {i32(in[0]), i32(in[1]), i32(in[2]), i32(out[3])});
+  uint32_t turned =
+      transpose(wide, {i32(in[0]), i32(in[1]), i32(out[3]), i32(in[2])}, std::nullopt);
+  uint32_t tall = matmul(turned, ht, {i32(in[0]), i32(in[1]), i32(out[3]), i32(out[2])});
+  transpose(tall, {}, *y);
+  return Status::ok();
+}
+
 // Resize over sizes known only at run time (ms.md §4.6: a 4-float second input scales H = [1] and
 // W = [2] of the NHWC input and rounds; two int32 are the new [H, W]).
 // - constant whole scales (2, 4, ...): the scale tensor [1, sh, sw, 1]; a whole scale gives the
@@ -144,8 +328,7 @@ Status lowerDynamicResize(LoweringContext& ctx, const Node& n) {
     }
     auto in = x();
     if (!in) return in.status();
-    uint32_t size =
-        ctx.floatConst({1.0f, sc[2], sc[3], 1.0f}, n.output(0)->name() + "_scale", {4});
+    uint32_t size = ctx.floatConst({1.0f, sc[2], sc[3], 1.0f}, n.output(0)->name() + "_scale", {4});
     return emitResize(ctx, n, attrs, transform, 0, 0, *in, size);
   }
   // Sizes: the batch and channel dims must be known to stay.
@@ -230,6 +413,12 @@ Status lowerResize(LoweringContext& ctx, const Node& n) {
                      (*outShape)[i]);
     }
   }
+  if (attrs.method == fb::ResizeMethod_NEAREST && !attrs.pytorchHalfPixel)
+    if (auto scales = staticScales(ctx, n, isUpsample, *inShape, *outShape))
+      return lowerNearestAsGathers(ctx, n, isUpsample, *inShape, *outShape, *scales);
+  if (attrs.method == fb::ResizeMethod_CUBIC && !isUpsample && !attrs.pytorchHalfPixel)
+    if (auto scales = staticScales(ctx, n, isUpsample, *inShape, *outShape))
+      return lowerCubicAsMatMuls(ctx, n, *inShape, *outShape, *scales);
   auto x = ctx.input(n.input(0), Layout::Nhwc);
   if (!x) return x.status();
   uint32_t size = ctx.intConst({h, w}, n.output(0)->name() + "_size");
