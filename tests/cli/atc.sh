@@ -205,5 +205,6 @@ failsWith "op without a kernel for this use" EZ3003 "No supported Ops kernel and
 if "$kiln" compare tiny.onnx out/tiny.om >compare.txt 2>&1; then pass "kiln compare tiny.onnx tiny.om"; else fail "kiln compare tiny.onnx tiny.om" "$(cat compare.txt)"; fi
 # Every .om this script had atc write reads back with kiln's own reader.
 readsBack "every .om written reads back" "$kiln" o/*.om out/*.om
+judgedByGe "every .om written passes the om judge" "$src" o/*.om out/*.om
 
 finish

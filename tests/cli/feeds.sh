@@ -57,6 +57,7 @@ expectLine() {
   "$kiln" convert "$src/tests/cli/models/nchw_image.onnxtxt" --to onnx -o dyn.onnx >/dev/null &&
   "$atc" --framework=5 --model=dyn.onnx --soc_version=Ascend310P3 --output=gears \
     "--input_shape=x:-1,3,8,8" --dynamic_batch_size=1,2 >/dev/null 2>&1 || { echo "FAIL setup: conversions"; exit 1; }
+judgedByGe "the .om files pass the om judge" "$src" t.om gears.om
 tensor ok.pb image 1 1,1,8,8
 tensor big.pb image 1 1,1,16,16
 tensor flat.pb image 1 1,64

@@ -88,6 +88,7 @@ run "$kiln" inspect osc_input.om
 tidy "kiln inspect .om: escape in an input name" 0
 lineIs "kiln inspect .om: the name is escaped" stdout '    input  x\x1b]0;pwned\x07 DT_FLOAT [1,4]'
 readsBack "the .ms and .om with an escape in a name read back" "$kiln" osc_input.ms osc_input.om
+judgedByGe "the .om with an escape in a name passes the om judge" "$src" osc_input.om
 
 capped="... (10485760 bytes)"
 run "$converter" --fmk=ONNX --modelFile=huge.onnx --outputFile=huge

@@ -54,3 +54,21 @@ readsBack() {
   done
   if [ -z "$problem" ]; then pass "$name"; else fail "$name" "$problem"; fi
 }
+
+# judgedByGe NAME SOURCE_DIR FILE...: the om judge beside the checkout (../shared/judges: GraphEngine's
+# loader and CANN's public operator IR, with docs/om_backend.md's allow-list) finds no FAIL in the
+# .om files (WARN allowed); skipped, saying so, when the judges are absent.
+judgedByGe() {
+  local name=$1 source=$2 judge allow verdicts
+  shift 2
+  judge="$source/../shared/judges/om/check.sh"
+  if [ ! -x "$judge" ]; then
+    echo "SKIP $name: $judge is absent"
+    return
+  fi
+  allow=$(sed -n 's/^judge allow-list: *//p' "$source/docs/om_backend.md" | tr -d ' ')
+  if verdicts=$("$judge" ${allow:+--allow-unregistered "$allow"} "$@" 2>&1) &&
+    ! grep -qE "^(FAIL|ERROR) " <<<"$verdicts"; then
+    pass "$name"
+  else fail "$name" "$(grep -vE '^(PASS|WARN) ' <<<"$verdicts" | head -5)"; fi
+}

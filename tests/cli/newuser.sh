@@ -46,6 +46,7 @@ else
     run python3 "$fidelity" "$protoc" "$src/proto" $m.om --atc-written
     if [ "$status" -eq 0 ] && grep -q "^ok: $m.om: " stdout; then pass "$m.om decodes as ATC lays it out"
     else fail "$m.om decodes as ATC lays it out" "status $status"; fi
+    judgedByGe "$m.om passes the om judge" "$src" $m.om
   done
   run python3 "$fidelity" "$protoc" "$src/proto" scalar_consts.om --atc-written
   if grep -qE "^ok: scalar_consts.om: [0-9]+ tensor descriptors with shape \([1-9][0-9]* scalar\)$" stdout; then

@@ -52,6 +52,7 @@ for m in bert_encoder decoder_step decoder_step_ops new_ops; do
   if "$atc" --framework=5 --model="$models/$m.onnxtxt" --output="$m" --soc_version=Ascend310P3 \
     --precision_mode=force_fp32 >"$work/stdout" 2>"$work/stderr" && [ -s "$m.om" ]; then
     matches "$m: atc .om (fp32) matches" "$models/$m.onnxtxt" "$m.om"
+    judgedByGe "$m: the .om passes the om judge" "$src" "$m.om"
   else fail "$m: atc converts" "exit or no $m.om"; fi
 done
 

@@ -93,6 +93,13 @@ KILN_OM_LOWERING(
       a["epsilon"] = attrF(nodeFloat(n, "epsilon", 1e-5f));
       const Value* y = n.output(0);
       l.bind(y, l.output(o, y->dtype(), y->shape(), y->name()));
+      // The IR declares mean and variance too (x's dims, 1 from begin_norm_axis on); inference
+      // reads only y, the statistics stay unconnected.
+      std::vector<Dim> statDims = n.input(0)->shape().dims();
+      for (size_t d = static_cast<size_t>(axis); d < statDims.size(); ++d)
+        statDims[d] = Dim::known(1);
+      for (const char* stat : {"mean", "variance"})
+        l.output(o, y->dtype(), Shape(statDims), y->name() + "_" + stat);
     });
 KILN_OM_RAISING("LayerNorm", [](Raiser& r, const OpDef& op) -> Status {
   std::vector<Value*> inputs{r.in(op, 0), r.in(op, 1)};
