@@ -82,6 +82,7 @@ mkdir -p om
   --external_weight=1 >/dev/null 2>&1 || { echo "atc --external_weight=1 failed"; exit 2; }
 weight=weight/weight_fc_w_fp16
 [ -f "om/$weight" ] || { echo "om/$weight missing:" om/weight/*; exit 2; }
+judgedByGe "the --external_weight=1 .om passes the om judge" "$src" om/ext.om
 "$kiln" convert om/ext.om --to onnx -o om_ok.onnx >"$work/stdout" 2>"$work/stderr" &&
   pass "om with its weights beside it converts" || fail "om with its weights beside it converts" "exit $?"
 

@@ -150,9 +150,9 @@ Port Lowerer::emitConst(const std::string& name, const Tensor& given) {
     std::string file = externalFileName(name);
     auto& attrs = *o->mutable_attr();
     attrs.erase("value");
-    attrs["location"] = attrS(file);
-    attrs["offset"] = attrI(0);
-    attrs["length"] = attrI(static_cast<int64_t>(t.byteSize()));
+    // One file per weight, read whole: the IR's file_path (its location / offset / length are
+    // GE framework attrs no public IR declares; kiln's reader still takes them).
+    attrs["file_path"] = attrS(file);
     attrs["shape"] = attrInts(t.dims());
     attrs["dtype"] =
         attrDt(geProtoToCxxDType(toGeDType(t.dtype()).value_or(ge::proto::DT_UNDEFINED)));

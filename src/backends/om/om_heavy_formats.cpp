@@ -511,16 +511,14 @@ class HeavyFormats {
   }
 
   void fractalizeFile(OpDef& op) {
-    std::string location = getS(op, "location", "");
+    std::string location = getS(op, "file_path", "");
     for (auto& [file, source] : model_.externalFiles) {
       if (file != location) continue;
       const TensorDescriptor& desc = op.output_desc(0);
       std::vector<int64_t> origin = intsOf(desc.attr().at("origin_shape"));
       source.makeFractal(origin, static_cast<size_t>(elementBytes(desc)), cubeC0(descDType(desc)),
                          fractalGroups(desc));
-      auto& attrs = *op.mutable_attr();
-      attrs["length"] = attrI(static_cast<int64_t>(source.size));
-      attrs["shape"] = attrInts(descDims(desc));
+      (*op.mutable_attr())["shape"] = attrInts(descDims(desc));
     }
   }
 
