@@ -12,6 +12,7 @@
 #include "kiln/backends/ms_reader.h"
 #include "kiln/backends/ms_writer.h"
 #include "kiln/runtime/executor.h"
+#include "ms_graph_view.h"
 #include "onnx_text.h"
 
 namespace kiln {
@@ -23,16 +24,11 @@ using kiln::testing::modelFromOnnxText;
 constexpr int kInt32 = 34, kInt64 = 35;
 
 const fb::MetaGraph* root(const std::vector<uint8_t>& bytes) {
-  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
-  EXPECT_TRUE(fb::VerifyMetaGraphBuffer(verifier));
-  return fb::GetMetaGraph(bytes.data());
+  return kiln::testing::msRoot(bytes);
 }
 
 std::vector<const fb::CNode*> nodesOfType(const fb::MetaGraph* g, fb::PrimitiveType type) {
-  std::vector<const fb::CNode*> out;
-  for (const auto* n : *g->nodes())
-    if (n->primitive()->value_type() == type) out.push_back(n);
-  return out;
+  return kiln::testing::msNodesOfType(g, type);
 }
 
 int typeOf(const fb::MetaGraph* g, uint32_t tensor) {

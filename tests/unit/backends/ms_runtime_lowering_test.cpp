@@ -13,6 +13,7 @@
 #include "kiln/backends/ms_reader.h"
 #include "kiln/backends/ms_writer.h"
 #include "kiln/runtime/executor.h"
+#include "ms_graph_view.h"
 #include "onnx_text.h"
 
 namespace kiln {
@@ -22,16 +23,11 @@ namespace fb = kiln::msfb;
 using kiln::testing::modelFromOnnxText;
 
 const fb::MetaGraph* root(const std::vector<uint8_t>& bytes) {
-  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
-  EXPECT_TRUE(fb::VerifyMetaGraphBuffer(verifier));
-  return fb::GetMetaGraph(bytes.data());
+  return kiln::testing::msRoot(bytes);
 }
 
 std::vector<const fb::CNode*> nodesOfType(const fb::MetaGraph* g, fb::PrimitiveType type) {
-  std::vector<const fb::CNode*> out;
-  for (const auto* n : *g->nodes())
-    if (n->primitive()->value_type() == type) out.push_back(n);
-  return out;
+  return kiln::testing::msNodesOfType(g, type);
 }
 
 int64_t elementCount(const fb::MetaGraph* g, uint32_t tensor) {
@@ -278,7 +274,8 @@ g (bool c) => (float[2] y) {
     EXPECT_EQ(p->inputIndex()->size(), 1u);
   Model back = readBack(*bytes);
   auto flag = [](bool v) {
-    return rt::RtValue::ofTensor(Tensor::fromValues<uint8_t>(DType::Bool, {}, {uint8_t(v ? 1 : 0)}));
+    return rt::RtValue::ofTensor(
+        Tensor::fromValues<uint8_t>(DType::Bool, {}, {uint8_t(v ? 1 : 0)}));
   };
   EXPECT_EQ(runFirstOutput(back, {{"c", flag(true)}}).copyValues<float>(),
             (std::vector<float>{1, 2}));

@@ -29,6 +29,7 @@
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/half_block.h"
 #include "kiln/runtime/tensor_util.h"
+#include "ms_graph_view.h"
 #include "onnx_text.h"
 
 using namespace kiln;
@@ -45,9 +46,7 @@ std::vector<uint8_t> build(const Model& model, const MsWriteOptions& options = {
 }
 
 const fb::MetaGraph* root(const std::vector<uint8_t>& bytes) {
-  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
-  EXPECT_TRUE(fb::VerifyMetaGraphBuffer(verifier));
-  return fb::GetMetaGraph(bytes.data());
+  return kiln::testing::msRoot(bytes);
 }
 
 const fb::Tensor* tensorNamed(const fb::MetaGraph* g, const std::string& name) {
@@ -57,10 +56,7 @@ const fb::Tensor* tensorNamed(const fb::MetaGraph* g, const std::string& name) {
 }
 
 std::vector<const fb::CNode*> nodesOfType(const fb::MetaGraph* g, fb::PrimitiveType type) {
-  std::vector<const fb::CNode*> out;
-  for (const auto* n : *g->nodes())
-    if (n->primitive()->value_type() == type) out.push_back(n);
-  return out;
+  return kiln::testing::msNodesOfType(g, type);
 }
 
 template <typename T> std::vector<T> dataOf(const fb::Tensor* t) {
