@@ -1,6 +1,7 @@
 // ONNX backend-test conformance runner (`kiln conformance`) and value comparison.
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -36,6 +37,8 @@ struct ConformanceOptions {
   // little-endian tensors in the artifact's own dtypes (input_<k>.bin, expected_<k>.bin) and
   // io.tsv naming them, so outside judges (tests/judges) can load and run what kiln wrote.
   std::string keepArtifacts;
+  // Override the comparison tolerances (else the ONNX defaults, or fp16's with --precision fp16).
+  std::optional<double> rtol, atol;
 };
 
 // Finds case folders (holding model.onnx) under each path; runs each in a child process so a

@@ -281,6 +281,8 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
     tolerance.rtol = 1e-2;
     tolerance.atol = 1e-2;
   }
+  if (options.rtol) tolerance.rtol = *options.rtol;
+  if (options.atol) tolerance.atol = *options.atol;
   for (const auto& set : sets) {
     // The judges run the first data set only; a value without a raw form leaves io.tsv unwritten.
     const bool keeping = !keepDir.empty() && set == sets.front();

@@ -858,6 +858,15 @@ int runTool(int argc, char** argv) {
   conformance->add_option("--timeout", conformanceOptions.timeoutSeconds, "seconds per case");
   conformance->add_flag("--input-shape-from-data", conformanceOptions.inputShapeFromData,
                         "fix input shapes to the first test data set's before the pipeline");
+  conformance
+      ->add_option("--rtol", conformanceOptions.rtol,
+                   "relative tolerance: |actual - expected| <= atol + rtol * |expected| "
+                   "(default 1e-3, 1e-2 with --precision fp16)")
+      ->check(CLI::Range(0.0, 1.0e6));
+  conformance
+      ->add_option("--atol", conformanceOptions.atol,
+                   "absolute tolerance (default 1e-7, 1e-2 with --precision fp16)")
+      ->check(CLI::Range(0.0, 1.0e6));
   conformance->add_option(
       "--keep-artifacts", conformanceOptions.keepArtifacts,
       "write each case's artifact, inputs and expected outputs under this folder "
