@@ -13,6 +13,7 @@
 
 #include "kiln/support/input_file.h"
 #include "kiln/support/sigbus_guard.h"
+#include "written_files.h"
 
 namespace kiln {
 namespace {
@@ -109,7 +110,7 @@ Status writeFileAtomically(const std::string& path,
   releaseUnfinishedOutput(guard);
   // Reading this file back later (a writer checking its output) must not make it an input that
   // a later write in this process would be refused to replace.
-  if (status.isOk() && written.st_ino != 0) noteWrittenFile(written.st_dev, written.st_ino);
+  if (status.isOk() && written.st_ino != 0) noteWrittenPath(written.st_dev, written.st_ino, path);
   return status;
 }
 

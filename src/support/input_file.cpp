@@ -1,6 +1,8 @@
 // Non-blocking, regular-files-only opening of user-named inputs, and the registry of what was read.
 #include "kiln/support/input_file.h"
 
+#include "written_files.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,7 +22,7 @@ using FileId = std::pair<dev_t, ino_t>;
 struct Registry {
   std::mutex mutex;
   std::map<FileId, std::string> inputs;
-  std::set<FileId> written;
+  std::map<FileId, std::string> written; // identity -> the path it was written to
 };
 
 Registry& registry() {
@@ -31,7 +33,7 @@ Registry& registry() {
 void noteInput(const struct stat& info, const std::string& path) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.inputs.emplace(FileId{info.st_dev, info.st_ino}, path);
+  r.inputs[FileId{info.st_dev, info.st_ino}] = path; // the latest name: an older entry may be stale
 }
 
 Status notRegular(const std::string& path, mode_t mode) {
@@ -105,16 +107,37 @@ std::optional<std::string> inputFileAt(dev_t device, ino_t inode) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   FileId id{device, inode};
-  if (r.written.count(id)) return std::nullopt;
+  // A file deleted since (a temp file, a test's model) frees its inode for the next file made:
+  // an entry holds only while its path still names that file, or an unrelated new file would be
+  // taken for kiln's output (and replaced) or for an input (and refused).
+  auto stillNames = [&](const std::string& path) {
+    struct stat now {};
+    return ::stat(path.c_str(), &now) == 0 && now.st_dev == device && now.st_ino == inode;
+  };
+  if (auto own = r.written.find(id); own != r.written.end()) {
+    if (own->second.empty() || stillNames(own->second)) return std::nullopt;
+    r.written.erase(own);
+  }
   auto found = r.inputs.find(id);
   if (found == r.inputs.end()) return std::nullopt;
+  if (!stillNames(found->second)) {
+    r.inputs.erase(found);
+    return std::nullopt;
+  }
   return found->second;
 }
 
-void noteWrittenFile(dev_t device, ino_t inode) {
+void noteWrittenPath(dev_t device, ino_t inode, const std::string& path) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.written.insert(FileId{device, inode});
+  r.written[FileId{device, inode}] = path;
+}
+
+void noteWrittenFile(dev_t device, ino_t inode) {
+  // Without a path the identity is kept as written while that inode lives under any name.
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.written.emplace(FileId{device, inode}, std::string());
 }
 
 const char* fileKindName(mode_t mode) {

@@ -5,6 +5,8 @@
 #include <sstream>
 #include <string>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "kiln/support/atomic_file.h"
@@ -22,7 +24,9 @@ std::string contents(const fs::path& path) {
 }
 
 TEST(WriteFileAtomically, VerifySeesTheWrittenBytesBeforeTheRename) {
-  const fs::path folder = fs::temp_directory_path() / "kiln-atomic-verify-test";
+  // Per process: ctest may run another copy of the suite at the same time.
+  const fs::path folder =
+      fs::temp_directory_path() / ("kiln-atomic-verify-test-" + std::to_string(::getpid()));
   fs::remove_all(folder);
   fs::create_directories(folder);
   const fs::path target = folder / "out.bin";
@@ -38,7 +42,7 @@ TEST(WriteFileAtomically, VerifySeesTheWrittenBytesBeforeTheRename) {
         seen = contents(written);
         return Status(ErrorCode::Internal, "does not read back", "report it");
       });
-  EXPECT_EQ(refused.code(), ErrorCode::Internal);
+  EXPECT_EQ(refused.code(), ErrorCode::Internal) << refused.toString();
   EXPECT_EQ(seen, "new bytes");       // the check read what was written, flushed
   EXPECT_EQ(contents(target), "old"); // and the target was left alone
   EXPECT_EQ(std::distance(fs::directory_iterator(folder), fs::directory_iterator()), 1);
@@ -50,7 +54,7 @@ TEST(WriteFileAtomically, VerifySeesTheWrittenBytesBeforeTheRename) {
         return Status::ok();
       },
       [](const std::string&) { return Status::ok(); });
-  EXPECT_TRUE(accepted.isOk());
+  EXPECT_TRUE(accepted.isOk()) << accepted.toString();
   EXPECT_EQ(contents(target), "new bytes");
   fs::remove_all(folder);
 }

@@ -252,3 +252,32 @@ TEST(MappedFileDeathTest, TruncatedMappingIsOneCodedLine) {
   EXPECT_FALSE(fs::exists(output));
   fs::remove_all(dir);
 }
+
+// Inputs and outputs are remembered by file identity, and a deleted file's inode goes to the next
+// file made: many deleted files later, an unrelated new file must be neither refused as an old
+// input nor taken for an old output (both happened at random in this suite before).
+TEST(OutputTarget, DeletedFilesLeaveNoIdentityBehind) {
+  fs::path dir = freshDir("reuse");
+  for (int i = 0; i < 64; ++i) {
+    fs::path input = dir / ("in" + std::to_string(i) + ".onnx");
+    writeText(input, "model");
+    ASSERT_TRUE(MappedFile::open(input.string()));
+    ASSERT_TRUE(
+        writeFileAtomically((dir / ("out" + std::to_string(i))).string(), std::string("out")));
+    fs::remove(input);
+    fs::remove(dir / ("out" + std::to_string(i)));
+  }
+  for (int i = 0; i < 64; ++i) {
+    fs::path fresh = dir / ("fresh" + std::to_string(i));
+    writeText(fresh, "new");
+    EXPECT_TRUE(writeFileAtomically(fresh.string(), std::string("replaced"))) << fresh;
+  }
+  for (int i = 0; i < 64; ++i) {
+    fs::path model = dir / ("model" + std::to_string(i) + ".onnx");
+    writeText(model, "model");
+    ASSERT_TRUE(MappedFile::open(model.string()));
+    Status s = writeFileAtomically(model.string(), std::string("out"));
+    EXPECT_EQ(s.code(), ErrorCode::FileWriteFailed) << model;
+  }
+  fs::remove_all(dir);
+}
