@@ -25,6 +25,15 @@ std::string layoutFor(const Shape& shape, const std::string& preferred) {
 }
 } // namespace
 
+void setDescLayout(TensorDescriptor* d, const std::string& layout) {
+  d->set_layout(layout);
+  const int format = formatFromName(layout);
+  auto& attrs = *d->mutable_attr();
+  attrs["format_for_int"] = attrI(format);
+  attrs["origin_format"] = attrS(layout);
+  attrs["origin_format_for_int"] = attrI(format);
+}
+
 void fillDesc(TensorDescriptor* d, DType dtype, const Shape& shape, const std::string& layout) {
   d->set_dtype(toGeDType(dtype).value_or(ge::proto::DT_UNDEFINED));
   std::vector<int64_t> dims;
@@ -35,12 +44,8 @@ void fillDesc(TensorDescriptor* d, DType dtype, const Shape& shape, const std::s
     dims.push_back(-2); // unknown rank
   for (int64_t x : dims)
     d->mutable_shape()->add_dim(x);
-  d->set_layout(layout);
-  int format = formatFromName(layout);
+  setDescLayout(d, layout);
   auto& attrs = *d->mutable_attr();
-  attrs["format_for_int"] = attrI(format);
-  attrs["origin_format"] = attrS(layout);
-  attrs["origin_format_for_int"] = attrI(format);
   attrs["origin_shape"] = attrInts(dims);
   attrs["origin_shape_initialized"] = attrB(true);
   d->set_device_type("NPU");

@@ -69,6 +69,8 @@ struct Port {
 };
 
 void fillDesc(TensorDescriptor* d, DType dtype, const Shape& shape, const std::string& layout);
+// A desc's layout with the format attrs GE keeps beside it (format_for_int, origin_format...).
+void setDescLayout(TensorDescriptor* d, const std::string& layout);
 
 class Lowerer {
  public:

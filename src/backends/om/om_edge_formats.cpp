@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "om_internal.h"
+#include "om_context.h"
 
 namespace kiln::om {
 namespace {
@@ -25,16 +25,6 @@ int formatRank(const std::string& layout) {
 
 bool isHeavy(const std::string& layout) {
   return layout != "ND" && !layout.empty() && formatRank(layout) == 0;
-}
-
-void setLayout(TensorDescriptor* d, const std::string& layout) {
-  if (d->layout() == layout) return;
-  d->set_layout(layout);
-  const int format = formatFromName(layout);
-  auto& attrs = *d->mutable_attr();
-  attrs["format_for_int"] = attrI(format);
-  attrs["origin_format"] = attrS(layout);
-  attrs["origin_format_for_int"] = attrI(format);
 }
 
 void agreeInGraph(ge::proto::GraphDef& g) {
@@ -65,7 +55,7 @@ void agreeInGraph(ge::proto::GraphDef& g) {
     if (named.size() == 1 && rankKnown && formatRank(*named.begin()) == rank)
       layout = *named.begin();
     for (TensorDescriptor* d : descs)
-      setLayout(d, layout);
+      if (d->layout() != layout) setDescLayout(d, layout);
   }
 }
 
