@@ -2,11 +2,13 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/value.h"
+#include "kiln/shape_spec.h"
 #include "kiln/support/status.h"
 
 namespace kiln {
@@ -57,7 +59,13 @@ Expected<PerTensorReport> compareTensors(const Model& reference, const Model& ca
                                          const std::map<std::string, rt::RtValue>& inputs,
                                          double minCosine);
 
-// Runs both models on `inputs` and compares outputs by position.
+// Static input shapes a converted artifact (.om/.ms) was made with, in the reference's layout,
+// for each reference input whose shape is not static; nullopt when there is none to take. So
+// `kiln compare MODEL.onnx X.om` of a dynamic ONNX model runs both at the artifact's shapes.
+std::optional<ShapeSpec> inputShapesFromArtifact(const Graph& reference, const Model& candidate);
+
+// Runs both models on `inputs` and compares outputs by position; a candidate input stored in
+// another layout (Model::sourceLayouts) gets the same data transposed.
 Expected<std::vector<CompareOutput>>
 compareModels(const Model& reference, const Model& candidate,
               const std::map<std::string, rt::RtValue>& inputs);

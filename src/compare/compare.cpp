@@ -1,6 +1,9 @@
 // Output comparison between two models run by the CPU executor.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -101,6 +104,81 @@ Expected<std::map<std::string, rt::RtValue>> makeDeterministicInputs(const Graph
   return feeds;
 }
 
+namespace {
+
+// Reference tensor names by producing node name, for mapping fused candidate nodes back.
+std::map<std::string, std::string> outputByNodeName(const Graph& graph) {
+  std::map<std::string, std::string> out;
+  for (const auto& node : graph.nodes())
+    if (!node->name().empty() && !node->outputs().empty() && node->output(0))
+      out[node->name()] = node->output(0)->name();
+  return out;
+}
+
+const std::string* lastLocation(const Node& node) {
+  return node.locations().empty() ? nullptr : &node.locations().back().nodeName;
+}
+
+// A value that ends its location group: what leaves the fused node. Values inside a group (a
+// reader's Transpose-Conv-Transpose of one NHWC node, a pre-activation Conv) have no reference
+// counterpart, so mapping them to the source node's output would report false divergence.
+bool endsLocationGroup(const Node& node, const Value& value) {
+  const std::string* group = lastLocation(node);
+  if (!group) return true;
+  if (value.isGraphOutput()) return true;
+  for (const Use& use : value.uses()) {
+    const std::string* next = lastLocation(*use.user);
+    if (next && *next == *group) return false;
+  }
+  return true;
+}
+
+// A tensor laid out as a converted model stores it: dims[i] = source dims[perm[i]]. nullopt when
+// the permutation does not fit or the element type is packed below a byte.
+std::optional<Tensor> permuted(const Tensor& source, const std::vector<int64_t>& perm) {
+  const std::vector<int64_t>& from = source.dims();
+  const size_t bits = static_cast<size_t>(dtypeBits(source.dtype()));
+  if (perm.size() != from.size() || bits == 0 || bits % 8 != 0) return std::nullopt;
+  const size_t width = bits / 8;
+  std::vector<int64_t> to(perm.size()), sourceStrides(from.size(), 1);
+  for (size_t i = from.size(); i-- > 1;)
+    sourceStrides[i - 1] = sourceStrides[i] * from[i];
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] < 0 || static_cast<size_t>(perm[i]) >= from.size()) return std::nullopt;
+    to[i] = from[static_cast<size_t>(perm[i])];
+  }
+  const uint8_t* in = source.data();
+  rt::OutTensor out(source.dtype(), to);
+  std::vector<int64_t> index(to.size(), 0);
+  for (uint64_t k = 0; k < out.elementCount(); ++k) {
+    int64_t offset = 0;
+    for (size_t i = 0; i < to.size(); ++i)
+      offset += index[i] * sourceStrides[static_cast<size_t>(perm[i])];
+    std::memcpy(out.bytes() + k * width, in + static_cast<size_t>(offset) * width, width);
+    for (size_t i = to.size(); i-- > 0;) {
+      if (++index[i] < to[i]) break;
+      index[i] = 0;
+    }
+  }
+  return std::move(out).finish();
+}
+
+// Feeds for a converted model: inputs it stores in another layout (an .ms NHWC input) get the
+// source layout's data transposed, so one set of feeds drives both models.
+std::map<std::string, rt::RtValue> relaidFeeds(const Model& candidate,
+                                               const std::map<std::string, rt::RtValue>& feeds) {
+  std::map<std::string, rt::RtValue> out = feeds;
+  for (auto& [name, value] : out) {
+    auto layout = candidate.sourceLayouts.find(name);
+    if (layout == candidate.sourceLayouts.end() || !value.isTensor()) continue;
+    if (auto relaid = permuted(value.tensor, layout->second))
+      value = rt::RtValue::ofTensor(std::move(*relaid));
+  }
+  return out;
+}
+
+} // namespace
+
 Expected<std::vector<CompareOutput>>
 compareModels(const Model& reference, const Model& candidate,
               const std::map<std::string, rt::RtValue>& inputs) {
@@ -108,7 +186,7 @@ compareModels(const Model& reference, const Model& candidate,
   KILN_TRY(refExec.checkSupported());
   KILN_TRY(candExec.checkSupported());
   KILN_ASSIGN_OR_RETURN(rt::RunResult refRun, refExec.run(inputs));
-  KILN_ASSIGN_OR_RETURN(rt::RunResult candRun, candExec.run(inputs));
+  KILN_ASSIGN_OR_RETURN(rt::RunResult candRun, candExec.run(relaidFeeds(candidate, inputs)));
   if (refRun.outputs.size() != candRun.outputs.size())
     return Status(ErrorCode::RuntimeBadInput,
                   fmt::format("the models have {} and {} outputs", refRun.outputs.size(),
@@ -135,13 +213,47 @@ compareModels(const Model& reference, const Model& candidate,
 
 namespace {
 
-// Reference tensor names by producing node name, for mapping fused candidate nodes back.
-std::map<std::string, std::string> outputByNodeName(const Graph& graph) {
-  std::map<std::string, std::string> out;
-  for (const auto& node : graph.nodes())
-    if (!node->name().empty() && !node->outputs().empty() && node->output(0))
-      out[node->name()] = node->output(0)->name();
-  return out;
+struct TensorPair {
+  const Node* node;        // candidate producer
+  const Value* candidate;  // candidate value
+  std::string reference;   // reference value name
+  uint64_t estimatedBytes; // of the two captures together, for batching
+};
+
+uint64_t estimatedBytes(const Value* value) {
+  // Unknown shapes count as large, so a batch of them still fits the budget.
+  constexpr uint64_t kUnknownBytes = 64ull << 20;
+  if (!value || !value->shape().isStatic()) return kUnknownBytes;
+  auto count = checkedElementCount(value->shape().staticDims());
+  return count ? *count * 4 : kUnknownBytes;
+}
+
+// Which candidate tensor is compared with which reference tensor: the same name, or for a value
+// that ends a fused node, the output of the reference node its location names (unless that
+// reference value has a same-named twin in the candidate, which is the better match).
+std::vector<TensorPair> pairTensors(const Model& reference, const Model& candidate) {
+  auto byNode = outputByNodeName(*reference.graph);
+  std::vector<TensorPair> pairs;
+  for (const auto& node : candidate.graph->nodes()) {
+    for (const Value* out : node->outputs()) {
+      if (!out || (out->dtype() != DType::Undefined && !isFloatingPoint(out->dtype()))) continue;
+      std::string refName = out->name();
+      const Value* ref = reference.graph->lookupValue(refName);
+      if (!ref && lastLocation(*node) && endsLocationGroup(*node, *out)) {
+        auto mapped = byNode.find(*lastLocation(*node));
+        if (mapped != byNode.end() && !candidate.graph->lookupValue(mapped->second)) {
+          refName = mapped->second;
+          ref = reference.graph->lookupValue(refName);
+        }
+      }
+      if (!ref || ref->isInitializer()) continue;
+      // Both tensors hold the same elements: the reference's shape, when known, sizes both.
+      const uint64_t bytes = ref->shape().isStatic() ? 2 * estimatedBytes(ref)
+                                                     : estimatedBytes(ref) + estimatedBytes(out);
+      pairs.push_back({node.get(), out, refName, bytes});
+    }
+  }
+  return pairs;
 }
 
 } // namespace
@@ -149,42 +261,91 @@ std::map<std::string, std::string> outputByNodeName(const Graph& graph) {
 Expected<PerTensorReport> compareTensors(const Model& reference, const Model& candidate,
                                          const std::map<std::string, rt::RtValue>& inputs,
                                          double minCosine) {
-  rt::ExecutorOptions options;
-  options.captureIntermediates = true;
-  rt::Executor refExec(reference, options), candExec(candidate, options);
-  KILN_TRY(refExec.checkSupported());
-  KILN_TRY(candExec.checkSupported());
-  KILN_ASSIGN_OR_RETURN(rt::RunResult refRun, refExec.run(inputs));
-  KILN_ASSIGN_OR_RETURN(rt::RunResult candRun, candExec.run(inputs));
-  auto byNode = outputByNodeName(*reference.graph);
+  {
+    rt::Executor refCheck(reference), candCheck(candidate);
+    KILN_TRY(refCheck.checkSupported());
+    KILN_TRY(candCheck.checkSupported());
+  }
+  const std::vector<TensorPair> pairs = pairTensors(reference, candidate);
+  const std::map<std::string, rt::RtValue> candidateFeeds = relaidFeeds(candidate, inputs);
+  // Capturing every tensor of a large model at once does not fit in memory (a 1024x1024
+  // segmenter holds tens of GiB of activations): the pairs go in batches of bounded size, each
+  // batch one run of both models that keeps only its tensors.
+  const uint64_t budget = std::max<uint64_t>(rt::allocationLimitBytes() / 6, 256ull << 20);
   PerTensorReport report;
-  for (const auto& node : candidate.graph->nodes()) {
-    for (const Value* out : node->outputs()) {
-      if (!out) continue;
-      auto cand = candRun.captured.find(out->name());
-      if (cand == candRun.captured.end() || !cand->second.isTensor()) continue;
-      std::string refName = out->name();
-      auto ref = refRun.captured.find(refName);
-      if (ref == refRun.captured.end() && !node->locations().empty()) {
-        auto mapped = byNode.find(node->locations().back().nodeName);
-        if (mapped != byNode.end()) {
-          refName = mapped->second;
-          ref = refRun.captured.find(refName);
-        }
-      }
-      if (ref == refRun.captured.end() || !ref->second.isTensor()) continue;
-      const Tensor& r = ref->second.tensor;
+  for (size_t begin = 0; begin < pairs.size();) {
+    size_t end = begin;
+    uint64_t bytes = 0;
+    while (end < pairs.size() && (end == begin || bytes + pairs[end].estimatedBytes <= budget))
+      bytes += pairs[end++].estimatedBytes;
+    rt::ExecutorOptions refOptions, candOptions;
+    refOptions.fuse = candOptions.fuse = false;
+    for (size_t i = begin; i < end; ++i) {
+      refOptions.captureNames.push_back(pairs[i].reference);
+      candOptions.captureNames.push_back(pairs[i].candidate->name());
+    }
+    rt::Executor refExec(reference, refOptions), candExec(candidate, candOptions);
+    KILN_ASSIGN_OR_RETURN(rt::RunResult refRun, refExec.run(inputs));
+    KILN_ASSIGN_OR_RETURN(rt::RunResult candRun, candExec.run(candidateFeeds));
+    for (size_t i = begin; i < end; ++i) {
+      const TensorPair& pair = pairs[i];
+      auto cand = candRun.captured.find(pair.candidate->name());
+      auto ref = refRun.captured.find(pair.reference);
+      if (cand == candRun.captured.end() || !cand->second.isTensor() ||
+          ref == refRun.captured.end() || !ref->second.isTensor())
+        continue;
       const Tensor& c = cand->second.tensor;
+      std::optional<Tensor> relaid;
+      if (auto layout = candidate.sourceLayouts.find(pair.candidate->name());
+          layout != candidate.sourceLayouts.end() && isFloatingPoint(ref->second.tensor.dtype()))
+        relaid = permuted(ref->second.tensor, layout->second);
+      const Tensor& r = relaid ? *relaid : ref->second.tensor;
       if (r.dims() != c.dims() || !isFloatingPoint(r.dtype()) || !isFloatingPoint(c.dtype()))
         continue;
-      report.tensors.push_back(
-          {out->name(), refName, node->name(), node->opType(), c.dims(), computeMetrics(r, c)});
+      report.tensors.push_back({pair.candidate->name(), pair.reference, pair.node->name(),
+                                pair.node->opType(), c.dims(), computeMetrics(r, c)});
       const TensorMetrics& m = report.tensors.back().metrics;
       if (report.firstDivergent < 0 && (m.cosine < minCosine || m.nonFinite))
         report.firstDivergent = static_cast<int>(report.tensors.size()) - 1;
     }
+    begin = end;
   }
   return report;
+}
+
+std::optional<ShapeSpec> inputShapesFromArtifact(const Graph& reference, const Model& candidate) {
+  std::vector<const Value*> candidateInputs;
+  for (const Value* in : candidate.graph->inputs())
+    if (!in->isInitializer()) candidateInputs.push_back(in);
+  ShapeSpec spec;
+  size_t position = 0;
+  for (const Value* in : reference.inputs()) {
+    if (in->isInitializer()) continue;
+    const size_t index = position++;
+    if (in->type().kind != TypeKind::Tensor || in->shape().isStatic()) continue;
+    const Value* match = nullptr;
+    for (const Value* c : candidateInputs)
+      if (c->name() == in->name()) match = c;
+    if (!match) continue;
+    if (!match->shape().isStatic() || match->shape().rank() != in->shape().rank()) continue;
+    std::vector<int64_t> dims = match->shape().staticDims();
+    if (auto layout = candidate.sourceLayouts.find(match->name());
+        layout != candidate.sourceLayouts.end() && layout->second.size() == dims.size()) {
+      std::vector<int64_t> source(dims.size());
+      for (size_t i = 0; i < dims.size(); ++i)
+        source[static_cast<size_t>(layout->second[i])] = dims[i];
+      dims = source;
+    }
+    InputShapeSpec entry;
+    entry.name = in->name();
+    entry.position = index;
+    for (int64_t d : dims)
+      entry.dims.push_back(DimSpec{d, d, false});
+    entry.text = fmt::format("{}:{}", entry.name, entry.dimsText());
+    spec.inputs.push_back(std::move(entry));
+  }
+  if (spec.inputs.empty()) return std::nullopt;
+  return spec;
 }
 
 } // namespace kiln

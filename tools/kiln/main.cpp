@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "kiln/backends/aipp.h"
@@ -254,10 +255,21 @@ int compareCommand(const CompareFlags& flags) {
     if (!read) return report(read.status());
     feeds = read.take();
   } else {
-    // Generated inputs need static shapes: fix them on the reference's inputs first.
+    // Generated inputs need static shapes: fix them on the reference's inputs first, from
+    // --input-shape or else from the shapes the converted artifact was made with.
+    std::optional<kiln::ShapeSpec> spec;
     if (!flags.inputShape.empty()) {
-      auto spec = kiln::parseShapeSpec(flags.inputShape, kiln::ShapeDialect::Atc);
-      if (!spec) return report(spec.status());
+      auto parsed = kiln::parseShapeSpec(flags.inputShape, kiln::ShapeDialect::Atc);
+      if (!parsed) return report(parsed.status());
+      spec = parsed.take();
+    } else if ((spec = kiln::inputShapesFromArtifact(*reference->graph, *candidate))) {
+      std::vector<std::string> entries;
+      for (const auto& entry : spec->inputs)
+        entries.push_back(entry.text);
+      std::cerr << fmt::format("kiln: input shapes from {}: {}\n", flags.candidate,
+                               fmt::join(entries, ";"));
+    }
+    if (spec) {
       kiln::PipelineOptions options;
       options.inputShapes = &*spec;
       auto fixed = kiln::runPipeline(*reference, {"fix-input-shapes"}, options);
@@ -268,6 +280,11 @@ int compareCommand(const CompareFlags& flags) {
     feeds = made.take();
   }
   if (flags.perTensor) {
+    // Known shapes size the capture batches (compareTensors); a model shape inference cannot
+    // follow still compares, in smaller batches.
+    if (auto inferred = kiln::runPipeline(*reference, {"infer-shapes"}, {}); !inferred)
+      spdlog::debug("per-tensor compare: shape inference on the reference failed: {}",
+                    inferred.status().message());
     auto tensors = kiln::compareTensors(*reference, *candidate, feeds, flags.minCosine);
     if (!tensors) return report(tensors.status());
     const kiln::PerTensorReport& perTensor = *tensors;

@@ -263,6 +263,10 @@ struct Model {
   std::vector<OpaqueProto> functions; // FunctionProto, verbatim
   std::string sourcePath;
   GraphPtr graph;
+  // Values a converted artifact stores in another layout than the model it came from (an .ms
+  // NHWC tensor of an NCHW ONNX value): value name -> the permutation that takes the source
+  // layout's dims to this value's. Readers fill it from the file; compare matches through it.
+  std::map<std::string, std::vector<int64_t>> sourceLayouts;
 
   // Opset version for a domain ("" and "ai.onnx" are the same); 0 when not imported.
   int64_t opsetVersion(const std::string& domain) const;
