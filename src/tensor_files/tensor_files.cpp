@@ -267,10 +267,11 @@ Expected<RandomRange> tensorRandomRange(DType type, const std::string& text) {
     range = {-1000.0, 1000.0};
   }
   if (text.empty()) return range;
-  const std::string hint = fmt::format(
-      "write --range LOW,HIGH with LOW < HIGH; values are drawn from [LOW, HIGH), whole numbers "
-      "for {}",
-      tensorFileDTypeName(type));
+  const std::string hint =
+      isFloatingPoint(type)
+          ? "write --range LOW,HIGH with LOW < HIGH; values are drawn from [LOW, HIGH)"
+          : "write --range LOW,HIGH with whole numbers LOW < HIGH; values are drawn from "
+            "LOW to HIGH-1";
   size_t comma = text.find(',');
   if (comma == std::string::npos ||
       !parseWhole(std::string_view(text).substr(0, comma), range.low) ||
@@ -282,7 +283,8 @@ Expected<RandomRange> tensorRandomRange(DType type, const std::string& text) {
     const double limit = floatLimit(type);
     if (std::fabs(range.low) > limit || std::fabs(range.high) > limit)
       return badFlag("--range",
-                     fmt::format("{} holds values up to {}", tensorFileDTypeName(type), limit),
+                     fmt::format("[{:g}, {:g}) goes beyond {} (at most {:g} in size)", range.low,
+                                 range.high, tensorFileDTypeName(type), limit),
                      hint);
     return range;
   }
@@ -291,12 +293,13 @@ Expected<RandomRange> tensorRandomRange(DType type, const std::string& text) {
     return badFlag("--range", fmt::format("'{}' is not two whole numbers", displayName(text)),
                    hint);
   // Whole numbers beyond 2^53 are not exact doubles: the interval would not be the one written.
-  if (std::fabs(range.low) > 9007199254740992.0 || std::fabs(range.high) > 9007199254740992.0 ||
-      range.low < lo || range.high - 1 > hi)
+  const double exact = 9007199254740992.0;
+  if (range.low < std::max(lo, -exact) || range.high - 1 > std::min(hi, exact))
     return badFlag("--range",
-                   fmt::format("[{}, {}) leaves {} (whole numbers from {} to {}, at most 2^53 "
-                               "in size here)",
-                               range.low, range.high, tensorFileDTypeName(type), lo, hi),
+                   fmt::format("[{:.0f}, {:.0f}) goes beyond {} (whole numbers from {:.0f} to "
+                               "{:.0f})",
+                               range.low, range.high, tensorFileDTypeName(type),
+                               std::max(lo, -exact), std::min(hi, exact)),
                    hint);
   return range;
 }
@@ -369,7 +372,7 @@ Expected<Tensor> filledTensor(DType type, const std::vector<int64_t>& dims,
       return badFlag("--fill", what, "write a decimal number, nan, inf or -inf");
     if (std::isfinite(v) && std::fabs(v) > floatLimit(type))
       return badFlag("--fill",
-                     fmt::format("{} is beyond the largest {} ({})", displayName(value),
+                     fmt::format("{} is beyond the largest {} ({:g})", displayName(value),
                                  tensorFileDTypeName(type), floatLimit(type)),
                      "give a value the type holds, or another --dtype");
     for (uint64_t i = 0; i < count; ++i) {
