@@ -957,8 +957,9 @@ int runTool(int argc, char** argv) {
   tensorMake->add_option("--dtype", tensorFlags.dtype,
                          "float32 (default), float16, float64, int8, uint8, int32, int64, bool; "
                          "converts a .npy/.pb source");
-  tensorMake->add_option("--shape", tensorFlags.shape,
-                         "dims, comma separated (1,3,224,224); reshapes a .npy/.pb source");
+  tensorMake->add_option(
+      "--shape", tensorFlags.shape,
+      "dims, comma separated (1,3,224,224; \"\" for a scalar); reshapes a .npy/.pb source");
   tensorMake->add_option("--seed", tensorFlags.seed, "--random: the seed (default 0)");
   tensorMake->add_option("--range", tensorFlags.range, "--random: LOW,HIGH, values in [LOW,HIGH)");
   tensorMake->add_option("--name", tensorFlags.name,
