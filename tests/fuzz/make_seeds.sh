@@ -12,7 +12,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Inputs that once crashed a target (regress_*) are kept: they are not regenerated.
 find "$corpus" -type f ! -name 'regress_*' -delete 2>/dev/null || true
-mkdir -p "$corpus"/{onnx_import,ms_read,om_read,converter_config,keep_dtype,aipp_config,shape_spec,roundtrip}
+mkdir -p "$corpus"/{onnx_import,ms_read,om_read,converter_config,keep_dtype,aipp_config,shape_spec,roundtrip,npy_read}
 
 # Binary ONNX from the small text models (tests/cli/models, samples): import seeds and round-trip
 # seeds alike.
@@ -98,5 +98,18 @@ printf '\x04images:-1,3,8,8;tokens:-1,4\n1,1;2,2' >"$ss/atc_dims_gears"
 printf '\x0aimages:1,-1,-1,3\n8,8' >"$ss/atc_nhwc_image_gears"
 printf '\x01images:1,3,8,8;tokens:1,4' >"$ss/lite_static"
 printf '\x01images:1,3,8,8' >"$ss/lite_one"
+
+# .npy seeds: every element type kiln tensor writes (v1 headers), a scalar, an empty array, and
+# the header faults it refuses (Fortran order, big-endian, version 2.0 and 3.0 files edited by hand).
+nr=$corpus/npy_read
+for t in float32 float16 float64 int8 uint8 int32 int64 bool; do
+  "$kiln" tensor make --random --seed 1 --dtype "$t" --shape 2,3 -o "$nr/$t.npy" >/dev/null
+done
+"$kiln" tensor make --fill 7 --dtype int64 --shape "" -o "$nr/scalar.npy" >/dev/null
+"$kiln" tensor make --fill 0 --shape 0,4 -o "$nr/empty.npy" >/dev/null
+sed "s/False/True /" "$nr/float32.npy" >"$nr/fortran.npy"
+sed "s/'<f4'/'>f4'/" "$nr/float32.npy" >"$nr/big_endian.npy"
+{ printf '\x93NUMPY\x02\x00\x76\x00\x00\x00'; tail -c +11 "$nr/float64.npy"; } >"$nr/version2.npy"
+{ printf '\x93NUMPY\x03\x00'; tail -c +9 "$nr/float32.npy"; } >"$nr/version3.npy"
 
 du -sh "$corpus"/* | sed "s|$root/||"

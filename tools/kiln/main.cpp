@@ -12,6 +12,7 @@
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -44,6 +45,7 @@
 #include "kiln/support/json_text.h"
 #include "kiln/support/progress.h"
 #include "kiln/support/version.h"
+#include "kiln/tensor_files.h"
 
 namespace {
 
@@ -668,6 +670,112 @@ int optimizeModel(const OptFlags& flags) {
   return 0;
 }
 
+struct TensorFlags {
+  std::string source;               // make: a .npy / .pb / raw file; show: the file shown
+  std::vector<std::string> sources; // benchmark-data: kiln run's output files
+  std::string output;
+  std::string name;
+  std::string dtype;
+  std::string shape;
+  std::string fill;
+  std::string range;
+  bool random = false;
+  uint64_t seed = 0;
+  size_t count = 8;
+  bool dtypeGiven = false, shapeGiven = false, seedGiven = false, rangeGiven = false,
+       fillGiven = false;
+};
+
+// --dtype / --shape as given (nullopt when absent), for raw files and for conversions.
+kiln::Expected<kiln::RawLayout> rawLayout(const TensorFlags& flags) {
+  kiln::RawLayout layout;
+  if (flags.dtypeGiven) {
+    KILN_ASSIGN_OR_RETURN(layout.dtype, kiln::parseTensorFileDType(flags.dtype, "--dtype"));
+  }
+  if (flags.shapeGiven) {
+    KILN_ASSIGN_OR_RETURN(layout.dims, kiln::parseTensorFileShape(flags.shape, "--shape"));
+  }
+  return layout;
+}
+
+kiln::Expected<kiln::NamedTensor> makeTensor(const TensorFlags& flags) {
+  const int sources = !flags.source.empty() + flags.random + flags.fillGiven;
+  if (sources != 1)
+    return kiln::Status(kiln::ErrorCode::BadFlag,
+                        "kiln tensor make: give exactly one of FILE (.npy, .pb or raw), --random "
+                        "or --fill VALUE",
+                        "e.g. kiln tensor make --random --seed 1 --shape 1,3,224,224 -o x.pb");
+  if ((flags.seedGiven || flags.rangeGiven) && !flags.random)
+    return kiln::Status(
+        kiln::ErrorCode::BadFlag,
+        fmt::format("{}: only --random draws values", flags.seedGiven ? "--seed" : "--range"),
+        "add --random, or drop the flag");
+  KILN_ASSIGN_OR_RETURN(kiln::RawLayout layout, rawLayout(flags));
+  kiln::NamedTensor made;
+  if (!flags.source.empty()) {
+    KILN_ASSIGN_OR_RETURN(made, kiln::readTensorFile(flags.source, layout));
+    // A .npy or .pb source is converted to the --dtype and --shape asked for.
+    if (layout.dtype) {
+      KILN_ASSIGN_OR_RETURN(made.tensor, kiln::castTensorFile(made.tensor, *layout.dtype));
+    }
+    if (layout.dims) {
+      KILN_ASSIGN_OR_RETURN(made.tensor, kiln::reshapeTensorFile(made.tensor, *layout.dims));
+    }
+  } else {
+    if (!layout.dims)
+      return kiln::Status(
+          kiln::ErrorCode::BadFlag,
+          fmt::format("--shape: {} needs the tensor's dims", flags.random ? "--random" : "--fill"),
+          "add --shape with the dims, e.g. --shape 1,3,224,224");
+    const kiln::DType dtype = layout.dtype.value_or(kiln::DType::Float32);
+    if (flags.random) {
+      KILN_ASSIGN_OR_RETURN(kiln::RandomRange range, kiln::tensorRandomRange(dtype, flags.range));
+      made.tensor = kiln::randomTensor(dtype, *layout.dims, flags.seed, range);
+    } else {
+      KILN_ASSIGN_OR_RETURN(made.tensor, kiln::filledTensor(dtype, *layout.dims, flags.fill));
+    }
+  }
+  if (!flags.name.empty())
+    made.name = flags.name;
+  else if (made.name.empty())
+    made.name = std::filesystem::path(flags.output).stem().string();
+  return made;
+}
+
+int tensorMakeCommand(const TensorFlags& flags) {
+  auto made = makeTensor(flags);
+  if (!made) return report(made.status());
+  if (auto status = kiln::writeTensorFile(flags.output, made->name, made->tensor); !status)
+    return report(status);
+  std::cout << fmt::format(
+      "kiln: wrote {} ('{}', {} [{}])\n", flags.output, kiln::displayName(made->name),
+      kiln::tensorFileDTypeName(made->tensor.dtype()), fmt::join(made->tensor.dims(), ","));
+  return 0;
+}
+
+int tensorShowCommand(const TensorFlags& flags) {
+  auto layout = rawLayout(flags);
+  if (!layout) return report(layout.status());
+  auto read = kiln::readTensorFile(flags.source, *layout);
+  if (!read) return report(read.status());
+  std::cout << kiln::tensorSummaryText(*read, flags.count);
+  return 0;
+}
+
+int tensorBenchmarkDataCommand(const TensorFlags& flags) {
+  std::vector<kiln::NamedTensor> tensors;
+  for (const std::string& path : flags.sources) {
+    auto read = kiln::readTensorFile(path, {});
+    if (!read) return report(read.status());
+    tensors.push_back(read.take());
+  }
+  auto text = kiln::benchmarkDataText(tensors, flags.sources);
+  if (!text) return report(text.status());
+  if (auto status = kiln::writeFileAtomically(flags.output, *text); !status) return report(status);
+  std::cout << fmt::format("kiln: wrote {} ({} tensor(s))\n", flags.output, tensors.size());
+  return 0;
+}
+
 int runTool(int argc, char** argv) {
   kiln::enableProgress(); // long conversions show progress on a terminal's stderr
   CLI::App app{"kiln — ONNX to Ascend .om / MindSpore Lite .ms conversion toolchain"};
@@ -848,6 +956,42 @@ int runTool(int argc, char** argv) {
   compare->add_option("--min-cosine", compareFlags.minCosine,
                       "cosine below which a tensor diverges (--per-tensor)");
 
+  TensorFlags tensorFlags;
+  auto* tensor = app.add_subcommand(
+      "tensor", "make, show and convert tensor files (.pb, .npy, raw .bin) without Python");
+  tensor->require_subcommand(1);
+  auto* tensorMake = tensor->add_subcommand(
+      "make", "write a tensor as .pb (kiln run --input), .bin (benchmark --inDataFile) or .npy "
+              "from a .npy/.pb/raw file, --random or --fill");
+  tensorMake->add_option("file", tensorFlags.source,
+                         "source: .npy, .pb, or raw data (with --dtype and --shape)");
+  tensorMake->add_option("-o,--output", tensorFlags.output, "FILE.pb, FILE.bin or FILE.npy")
+      ->required();
+  tensorMake->add_flag("--random", tensorFlags.random,
+                       "uniform values from --seed: floats in [-1,1), int8/uint8 over the type, "
+                       "int32/int64 in [-1000,1000), bool 0/1 (or --range)");
+  tensorMake->add_option("--fill", tensorFlags.fill, "every element this value (1.5, -3, nan)");
+  tensorMake->add_option("--dtype", tensorFlags.dtype,
+                         "float32 (default), float16, float64, int8, uint8, int32, int64, bool; "
+                         "converts a .npy/.pb source");
+  tensorMake->add_option(
+      "--shape", tensorFlags.shape,
+      "dims, comma separated (1,3,224,224; \"\" for a scalar); reshapes a .npy/.pb source");
+  tensorMake->add_option("--seed", tensorFlags.seed, "--random: the seed (default 0)");
+  tensorMake->add_option("--range", tensorFlags.range, "--random: LOW,HIGH, values in [LOW,HIGH)");
+  tensorMake->add_option("--name", tensorFlags.name,
+                         "the TensorProto's name (default: the source's, else the output's stem)");
+  auto* tensorShow =
+      tensor->add_subcommand("show", "print a tensor file's name, dtype, shape and values");
+  tensorShow->add_option("file", tensorFlags.source, ".pb, .npy, or raw data")->required();
+  tensorShow->add_option("--dtype", tensorFlags.dtype, "raw data: element type");
+  tensorShow->add_option("--shape", tensorFlags.shape, "raw data: dims, comma separated");
+  tensorShow->add_option("--count", tensorFlags.count, "how many leading values to print");
+  auto* tensorBenchmarkData = tensor->add_subcommand(
+      "benchmark-data", "write kiln run's output .pb files as benchmark --benchmarkDataFile text");
+  tensorBenchmarkData->add_option("files", tensorFlags.sources, "OUT_DIR/*.pb")->required();
+  tensorBenchmarkData->add_option("-o,--output", tensorFlags.output, "expected.txt")->required();
+
   std::vector<std::string> conformancePaths;
   kiln::ConformanceOptions conformanceOptions;
   auto* conformance =
@@ -954,6 +1098,18 @@ int runTool(int argc, char** argv) {
   if (check->parsed()) return checkCommand(checkFlags);
   if (lower->parsed()) return lowerCommand(lowerFlags);
   if (sensitivity->parsed()) return sensitivityCommand(sensitivityFlags);
+  if (tensor->parsed()) {
+    for (CLI::App* sub : {tensorMake, tensorShow}) {
+      tensorFlags.dtypeGiven = tensorFlags.dtypeGiven || sub->count("--dtype") > 0;
+      tensorFlags.shapeGiven = tensorFlags.shapeGiven || sub->count("--shape") > 0;
+    }
+    tensorFlags.seedGiven = tensorMake->count("--seed") > 0;
+    tensorFlags.rangeGiven = tensorMake->count("--range") > 0;
+    tensorFlags.fillGiven = tensorMake->count("--fill") > 0;
+    if (tensorMake->parsed()) return tensorMakeCommand(tensorFlags);
+    if (tensorShow->parsed()) return tensorShowCommand(tensorFlags);
+    return tensorBenchmarkDataCommand(tensorFlags);
+  }
   if (conformance->parsed())
     return kiln::runConformance(conformancePaths, conformanceOptions, std::cout);
   return 0;
