@@ -20,6 +20,7 @@
 
 #include "kiln/backends/target.h"
 #include "kiln/frontend/onnx.h"
+#include "kiln/frontend/onnx_element_types.h"
 #include "kiln/frontend/value_io.h"
 #include "kiln/passes/pass.h"
 #include "kiln/pipelines/conversion.h"
@@ -157,6 +158,14 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
   CaseResult result{name, Outcome::Fail, ""};
   auto model = importOnnxFile((dir / "model.onnx").string());
   if (!model) {
+    // A valid model in an element type this build lacks is a skip that names the type; any other
+    // import error (a damaged file, an unknown type number) fails the case.
+    if (auto type = unsupportedOnnxElementType(model.status())) {
+      result.outcome = Outcome::Skip;
+      result.reason =
+          fmt::format("unsupported element type {}: {}", *type, model.status().toString());
+      return result;
+    }
     result.reason = "import: " + model.status().toString();
     return result;
   }
@@ -166,6 +175,11 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
   // compare (docs/conformance.md).
   std::map<std::string, DType> sourceInputs;
   std::vector<DType> sourceOutputs;
+  // Outputs a DFT or STFT computes (per-op tolerance below), known before the pipeline renames.
+  std::vector<bool> spectralOutputs;
+  for (const Value* out : model->graph->outputs())
+    spectralOutputs.push_back(out->producer() && (out->producer()->opType() == "DFT" ||
+                                                  out->producer()->opType() == "STFT"));
   for (const Value* in : model->graph->inputs())
     sourceInputs[in->name()] = in->dtype();
   for (const Value* out : model->graph->outputs())
@@ -345,6 +359,19 @@ CaseResult runCase(const fs::path& dir, const std::string& name,
       // since the 1.12 test data truncates float → bfloat16 where kiln rounds to nearest even.
       Tolerance outputTolerance = tolerance;
       if (out->dtype() == DType::BFloat16) outputTolerance.rtol = 1.0 / 128;
+      // Per-op exception (docs/conformance.md): the test data's float32 transforms are rounded at
+      // float32's precision of the output's largest value, so a value that is exactly 0 may be
+      // stored as 1.9e-7 next to values of 50; DFT and STFT outputs are compared to an absolute
+      // 1e-6 of the largest expected magnitude (the ONNX project relaxes these tests too).
+      if (i < spectralOutputs.size() && spectralOutputs[i] && !options.atol &&
+          expected->isTensor() && isFloatingPoint(expected->tensor.dtype())) {
+        double largest = 0;
+        for (uint64_t k = 0; k < expected->tensor.elementCount(); ++k) {
+          const double e = std::fabs(rt::elementAsDouble(expected->tensor, k));
+          if (std::isfinite(e)) largest = std::max(largest, e);
+        }
+        outputTolerance.atol = std::max(outputTolerance.atol, 1e-6 * largest);
+      }
       if (keeping) {
         // The expected data in the artifact's output dtype (a float64 output the target declares
         // float32 is compared in float32, as above).

@@ -97,6 +97,8 @@ const std::vector<KilnSchema>& kilnSchemas() {
       // Opset 24 adds a seventh input, nonpad_kv_seqlen.
       {"Attention", 24, attentionAttrs, {3, 7, 1, 4}},
       {"Swish", 24, {{"alpha", A::FLOAT}}, {1, 1, 1, 1}},
+      // Opset 18 makes the input optional: no input (or an empty name) is an empty optional.
+      {"OptionalHasElement", 18, {}, {0, 1, 1, 1}},
   };
   return table;
 }

@@ -15,10 +15,12 @@
 // inferred and constants folded, and only when every body node lowers (itself or by its own
 // expansion) does the body replace the node. Otherwise the node stays, so the refusal names the
 // op the model has, and a note names the body op that blocked it.
+#include <algorithm>
 #include <map>
 #include <set>
 
 #include <fmt/format.h>
+#include <onnx/defs/data_type_utils.h>
 #include <onnx/defs/function.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
@@ -32,7 +34,7 @@
 namespace kiln {
 namespace {
 
-constexpr int kMaxDepth = 4;   // nested expansions (a body op expanded in turn)
+constexpr int kMaxDepth = 4;     // nested expansions (a body op expanded in turn)
 constexpr int kSettleRounds = 8; // inference + folding rounds before a check
 
 bool isOnnxDomain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
@@ -142,8 +144,7 @@ std::string changedOp(const google::protobuf::RepeatedPtrField<onnx::NodeProto>&
         if (std::string op = changedOp(attr.g().node(), bodyVersion, modelVersion); !op.empty())
           return op;
       for (const auto& g : attr.graphs())
-        if (std::string op = changedOp(g.node(), bodyVersion, modelVersion); !op.empty())
-          return op;
+        if (std::string op = changedOp(g.node(), bodyVersion, modelVersion); !op.empty()) return op;
     }
   }
   return {};
@@ -159,6 +160,28 @@ std::string versionProblem(const onnx::FunctionProto& function, int64_t bodyVers
   return fmt::format("its function body is written for opset {} and its {} changed by the "
                      "model's opset {}",
                      bodyVersion, op, modelVersion);
+}
+
+// A body is typed by its schema's constraints: the onnx library's schema may predate the model's
+// opset and allow fewer types (Celu-12 takes float only; Celu at opset 28 also float16, and its
+// body's float constant would meet a float16 input). The first input of a type the schema does
+// not allow, "" when every known input type is allowed.
+std::string typeProblem(const onnx::OpSchema& schema, const std::vector<onnx::TypeProto>& types) {
+  const auto& formal = schema.inputs();
+  for (size_t i = 0; i < types.size() && !formal.empty(); ++i) {
+    if (types[i].value_case() == onnx::TypeProto::VALUE_NOT_SET) continue;
+    const auto& param = formal[std::min(i, formal.size() - 1)];
+    if (i >= formal.size() && param.GetOption() != onnx::OpSchema::Variadic) break;
+    try {
+      const onnx::DataType type = onnx::Utils::DataTypeUtils::ToType(types[i]);
+      if (!param.GetTypes().count(type))
+        return fmt::format("its function body (opset {}) does not take input {} of type {}",
+                           schema.since_version(), i, *type);
+    } catch (const std::exception&) {
+      continue; // a type the library cannot name is not judged here
+    }
+  }
+  return {};
 }
 
 Body bodyOf(const Node& node, const Model& model) {
@@ -190,7 +213,9 @@ Body bodyOf(const Node& node, const Model& model) {
   const std::string domain = isOnnxDomain(node.domain()) ? "" : node.domain();
   int64_t bodyVersion = importedVersion(body.function, domain);
   if (bodyVersion == 0) bodyVersion = schema->since_version();
-  body.problem = versionProblem(body.function, bodyVersion, model.opsetVersion(domain));
+  body.problem = typeProblem(*schema, types);
+  if (body.problem.empty())
+    body.problem = versionProblem(body.function, bodyVersion, model.opsetVersion(domain));
   return body;
 }
 
@@ -273,7 +298,7 @@ class Renamer {
 
 // One tried expansion.
 struct Expansion {
-  std::string label;                    // the expanded node, as messages name it
+  std::string label; // the expanded node, as messages name it
   std::string opType;
   std::vector<std::string> outputs;     // the node's output names ("" for omitted ones)
   std::vector<std::string> bodyOutputs; // the body values that stand for them
@@ -321,7 +346,8 @@ class ExpandFunctions : public Pass {
           continue;
         Body body = bodyOf(*node, *context.model);
         if (!body.exists) continue;
-        if (depth == kMaxDepth) body.problem = fmt::format("expansions nest deeper than {}", kMaxDepth);
+        if (depth == kMaxDepth)
+          body.problem = fmt::format("expansions nest deeper than {}", kMaxDepth);
         KILN_ASSIGN_OR_RETURN(int index, tryExpansion(*node, std::move(body), parent));
         added.insert(index);
       }
@@ -398,7 +424,8 @@ class ExpandFunctions : public Pass {
       protos.push_back(&bodyNode);
     if (expansion.blocker.empty()) {
       auto added = importOnnxNodes(*graph_, &node, protos, *context_->model, node.locations());
-      if (!added) expansion.blocker = "its function body does not import: " + added.status().toString();
+      if (!added)
+        expansion.blocker = "its function body does not import: " + added.status().toString();
     }
     expansions_.push_back(std::move(expansion));
     return index;
@@ -443,9 +470,9 @@ class ExpandFunctions : public Pass {
       const Expansion& expansion = expansions_[static_cast<size_t>(i)];
       if (!usable(i)) {
         if (expansion.parent < 0)
-          context_->notes.push_back(fmt::format(
-              "{} was not expanded into its ONNX function body for {}: {}", expansion.label,
-              context_->targetName, expansion.blocker));
+          context_->notes.push_back(
+              fmt::format("{} was not expanded into its ONNX function body for {}: {}",
+                          expansion.label, context_->targetName, expansion.blocker));
         continue;
       }
       Value* first = graph_->findLocalValue(firstOutput(expansion));
@@ -454,8 +481,9 @@ class ExpandFunctions : public Pass {
       std::vector<Value*> bodyValues;
       for (size_t k = 0; k < expansion.outputs.size(); ++k) {
         Value* out = node->output(k);
-        Value* body =
-            expansion.bodyOutputs[k].empty() ? nullptr : graph_->findLocalValue(expansion.bodyOutputs[k]);
+        Value* body = expansion.bodyOutputs[k].empty()
+                          ? nullptr
+                          : graph_->findLocalValue(expansion.bodyOutputs[k]);
         bodyValues.push_back(out ? body : nullptr);
         if (out && body) graph_->replaceAllUsesWith(out, body);
       }
@@ -463,8 +491,7 @@ class ExpandFunctions : public Pass {
       for (size_t k = 0; k < bodyValues.size(); ++k)
         if (bodyValues[k] && !expansion.outputs[k].empty())
           graph_->renameValue(bodyValues[k], expansion.outputs[k]);
-      spdlog::debug("expand-functions: {} expanded into its ONNX function body",
-                    expansion.label);
+      spdlog::debug("expand-functions: {} expanded into its ONNX function body", expansion.label);
       changed = true;
     }
     return changed;

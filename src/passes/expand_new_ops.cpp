@@ -407,6 +407,7 @@ std::string expandAttention(Builder& b, const Node& n) {
   Value* capped = scores;
   // The additive bias: the mask (bool: where true 0, else -inf), then the causal frontier.
   const double inf = std::numeric_limits<double>::infinity();
+  Value* maskBias = nullptr;
   if (Value* mask = n.input(3)) {
     const int64_t maskLen = staticDim(mask, -1);
     // The rank of the model's mask: a Where built below has no type yet.
@@ -419,7 +420,7 @@ std::string expandAttention(Builder& b, const Node& n) {
       pads[static_cast<size_t>(2 * mr - 1)] = total - maskLen;
       mask = b.op("Pad", {mask, b.ints(pads), b.scalar(-inf)});
     }
-    scores = b.op("Add", {scores, mask});
+    maskBias = mask;
   }
   if (intAttrOr(n, "is_causal", 0) != 0) {
     // Query i (after `past` cached keys) sees keys j <= i + past.
@@ -429,8 +430,10 @@ std::string expandAttention(Builder& b, const Node& n) {
     Value* cols =
         b.op("Range", {b.scalar(0, DType::Int64), b.dimOf(presentK, 2), b.scalar(1, DType::Int64)});
     Value* hidden = b.op("Less", {b.unsqueeze(rows, {1}), cols});
-    scores = b.op("Add", {scores, b.op("Where", {hidden, b.scalar(-inf), b.scalar(0.0)})});
+    Value* frontier = b.op("Where", {hidden, b.scalar(-inf), b.scalar(0.0)});
+    maskBias = maskBias ? b.op("Add", {maskBias, frontier}) : frontier;
   }
+  if (maskBias) scores = b.op("Add", {scores, maskBias});
   Value* biased = scores;
   // Softmax in softmax_precision when that differs from the inputs' type.
   DType precision = b.dtype();
@@ -439,6 +442,15 @@ std::string expandAttention(Builder& b, const Node& n) {
   Value* probs = precision == b.dtype() ? scores : b.cast(scores, precision);
   probs = b.op("Softmax", {probs}, {{"axis", Attribute::ofInt(-1)}});
   if (precision != b.dtype()) probs = b.cast(probs, b.dtype());
+  // A query row the mask hides entirely attends to nothing: its probabilities are 0, not the 0/0
+  // of a plain softmax (the operator spec's errata to opsets 23 and 24). The causal frontier alone
+  // always leaves the first key visible, so only a mask can hide a row.
+  if (n.input(3)) {
+    Value* rowTop =
+        b.op("ReduceMax", {maskBias, b.ints({-1})}, {{"keepdims", Attribute::ofInt(1)}});
+    Value* hiddenRow = b.op("Equal", {rowTop, b.scalar(-inf)});
+    probs = b.op("Where", {hiddenRow, b.scalar(0.0), probs});
+  }
   Value* y = b.op("MatMul", {probs, v});
   if (rank == 3) y = b.reshape(b.transpose(y, {0, 2, 1, 3}), {0, 0, -1});
   b.bind(0, y);

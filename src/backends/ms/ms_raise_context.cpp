@@ -308,19 +308,22 @@ Status RaisingContext::readNode(const msfb::CNode* node) {
     return nodeUnsupported(fmt::format("quant type {} (int8 kernels) is not read; only float and "
                                        "weight-quantized nodes are",
                                        msfb::EnumNameQuantType(qt)));
-  // The node's float type: that of its first float input that is not a constant.
-  floatType_ = DType::Float32;
-  for (size_t k = 0; k < inputCount(); ++k) {
-    uint32_t i = inIndex(k);
-    auto dt = ms::dtypeOfTypeId(tensor(i)->dataType());
-    if (!isConstant(i) && dt &&
-        (*dt == DType::Float16 || *dt == DType::Float32 || *dt == DType::Float64)) {
-      floatType_ = *dt;
-      break;
-    }
-  }
   if (!node->outputIndex() || node->outputIndex()->size() == 0)
     return invalid("node '{}' has no outputs", nodeName_);
+  // The node's float type: that of its first float input that is not a constant; when every
+  // float input is a constant (Where choosing between two constants by a bool mask), that of its
+  // first float output, so float16 constants are not read as float32 under a float16 output.
+  auto floatOf = [&](uint32_t i) -> std::optional<DType> {
+    auto dt = ms::dtypeOfTypeId(tensor(i)->dataType());
+    if (dt && (*dt == DType::Float16 || *dt == DType::Float32 || *dt == DType::Float64)) return dt;
+    return std::nullopt;
+  };
+  std::optional<DType> nodeFloat;
+  for (size_t k = 0; k < inputCount() && !nodeFloat; ++k)
+    if (!isConstant(inIndex(k))) nodeFloat = floatOf(inIndex(k));
+  for (size_t k = 0; k < outputCount() && !nodeFloat; ++k)
+    nodeFloat = floatOf(outIndex(k));
+  floatType_ = nodeFloat.value_or(DType::Float32);
   return readOp(node->primitive());
 }
 

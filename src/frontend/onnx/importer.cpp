@@ -16,9 +16,10 @@
 #include <spdlog/spdlog.h>
 
 #include "kiln/frontend/onnx.h"
+#include "kiln/frontend/onnx_element_types.h"
 #include "kiln/ir/verifier.h"
-#include "kiln/support/contained_path.h"
 #include "kiln/support/checked_math.h"
+#include "kiln/support/contained_path.h"
 #include "kiln/support/display.h"
 #include "ops/attributes.h"
 #include "ops/validate.h"
@@ -68,25 +69,32 @@ void collectOuterReferences(const onnx::GraphProto& graph, std::set<std::string>
     if (!defined.count(name)) out.insert(name);
 }
 
+// Element types newer ONNX releases added, which kiln does not take (yet).
+struct NewerElementType {
+  int32_t number;
+  const char* name;
+  const char* release;
+};
+constexpr NewerElementType kNewerElementTypes[] = {{23, "FLOAT4E2M1", "added in ONNX 1.18"},
+                                                   {24, "FLOAT8E8M0", "added after ONNX 1.18"},
+                                                   {25, "UINT2", "added after ONNX 1.18"},
+                                                   {26, "INT2", "added after ONNX 1.18"}};
+
+// How the refusal of a newer type names it (unsupportedOnnxElementType reads it back).
+std::string newerTypeLabel(const NewerElementType& n) {
+  return fmt::format("({}, {})", n.name, n.release);
+}
+
 // The refusal for a data_type kiln does not take (K2004). Types newer ONNX releases added are
 // named with the release, so the fix is a conversion in the exporter rather than "pick a number".
 Status unsupportedDType(const std::string& label, const char* what, int32_t onnxType) {
-  struct Newer {
-    int32_t number;
-    const char* name;
-    const char* release;
-  };
-  static constexpr Newer kNewer[] = {{23, "FLOAT4E2M1", "added in ONNX 1.18"},
-                                     {24, "FLOAT8E8M0", "added after ONNX 1.18"},
-                                     {25, "UINT2", "added after ONNX 1.18"},
-                                     {26, "INT2", "added after ONNX 1.18"}};
-  for (const Newer& n : kNewer)
+  for (const NewerElementType& n : kNewerElementTypes)
     if (n.number == onnxType)
       return makeError(ErrorCode::UnknownDType,
                        "dequantize or cast the tensor to a type kiln takes (TensorProto.DataType "
                        "1-22, up to INT4) in the exporter",
-                       "{} has {} {} ({}, {}), which kiln does not take", label, what, onnxType,
-                       n.name, n.release);
+                       "{} has {} {} {}, which kiln does not take", label, what, onnxType,
+                       newerTypeLabel(n));
   return makeError(ErrorCode::UnknownDType,
                    "use a TensorProto.DataType value kiln takes (1-22, up to INT4)",
                    "{} has unknown {} {}", label, what, onnxType);
@@ -577,8 +585,7 @@ class Importer {
         if (!name.empty() && graph.findLocalValue(name))
           return makeError(ErrorCode::DuplicateName, "give each new value a new name",
                            "{}: {} redefines '{}'", graphText, nodeLabel(*nodeProto), name);
-      KILN_ASSIGN_OR_RETURN(Node * node,
-                            addNode(graph, anchor, *nodeProto, graphText, &locations));
+      KILN_ASSIGN_OR_RETURN(Node * node, addNode(graph, anchor, *nodeProto, graphText, &locations));
       KILN_TRY(ops::validateNode(*node, model.opsetVersion(node->domain()), graphText));
       added.push_back(node);
     }
@@ -799,6 +806,13 @@ Expected<Model> importOnnxProto(const onnx::ModelProto& proto, const std::string
   auto model = importer.run(proto, nullptr, options);
   if (!model) return model.status().withContext(displayName);
   return model;
+}
+
+std::optional<std::string> unsupportedOnnxElementType(const Status& importError) {
+  if (importError.code() != ErrorCode::UnknownDType) return std::nullopt;
+  for (const NewerElementType& n : kNewerElementTypes)
+    if (importError.message().find(newerTypeLabel(n)) != std::string::npos) return n.name;
+  return std::nullopt;
 }
 
 } // namespace kiln

@@ -177,7 +177,7 @@ Status attentionOp(KernelContext& ctx) {
       for (int64_t i = 0; i < Sq; ++i) {
         double* qkRow =
             qk.empty() ? nullptr : &qk[static_cast<size_t>(((b * Hq + h) * Sq + i) * T)];
-        double top = kNegInf;
+        double top = kNegInf, biasTop = kNegInf;
         for (int64_t j = 0; j < T; ++j) {
           double s = 0;
           for (int64_t e = 0; e < D; ++e)
@@ -186,18 +186,24 @@ Status attentionOp(KernelContext& ctx) {
           if (qkRow && mode == 0) qkRow[j] = s;
           if (softcap > 0) s = softcap * std::tanh(s / softcap);
           if (qkRow && mode == 1) qkRow[j] = s;
-          s += bias(b, h, i, j);
+          const double added = bias(b, h, i, j);
+          biasTop = std::max(biasTop, added);
+          s += added;
           if (qkRow && mode == 2) qkRow[j] = s;
           row[static_cast<size_t>(j)] = s;
           top = std::max(top, s);
         }
+        // A query row the bias masks entirely (every key -inf) attends to nothing: its
+        // probabilities, and so its output, are 0 rather than the 0/0 of a plain softmax (the
+        // operator spec's errata to opsets 23 and 24).
+        const bool allMasked = biasTop == kNegInf;
         double sum = 0;
         for (double& s : row) {
-          s = std::exp(s - top);
+          s = allMasked ? 0.0 : std::exp(s - top);
           sum += s;
         }
         for (int64_t j = 0; j < T; ++j) {
-          row[static_cast<size_t>(j)] /= sum;
+          if (!allMasked) row[static_cast<size_t>(j)] /= sum;
           if (qkRow && mode == 3) qkRow[j] = row[static_cast<size_t>(j)];
         }
         for (int64_t e = 0; e < Dv; ++e) {

@@ -96,7 +96,11 @@ Status dft(KernelContext& ctx) {
   const bool inverse = ctx.attrInt("inverse", 0) != 0;
   const bool onesided = ctx.attrInt("onesided", 0) != 0;
   const int64_t len = dims[static_cast<size_t>(axis)];
-  int64_t n = len;
+  // inverse with onesided is the inverse of a one-sided (real-input) transform, numpy's irfft:
+  // the input holds bins 0..n/2 of a Hermitian spectrum, the output is the real signal of length
+  // n (dft_length, else 2 * (bins - 1)).
+  const bool realInverse = inverse && onesided;
+  int64_t n = realInverse ? 2 * (len - 1) : len;
   if (ctx.hasInput(1)) n = ctx.inputInts(1).at(0);
   if (n <= 0) return ctx.fail("dft_length must be positive");
   const bool complexIn = dims.back() == 2;
@@ -106,29 +110,34 @@ Status dft(KernelContext& ctx) {
     outer *= dims[static_cast<size_t>(i)];
   for (int64_t i = axis + 1; i < rank - 1; ++i)
     inner *= dims[static_cast<size_t>(i)];
-  const int64_t outLen = onesided ? n / 2 + 1 : n;
+  const int64_t outLen = onesided && !realInverse ? n / 2 + 1 : n;
+  const int64_t parts = realInverse ? 1 : 2; // the real inverse gives real values only
   std::vector<int64_t> outDims = dims;
   outDims[static_cast<size_t>(axis)] = outLen;
-  outDims.back() = 2;
+  outDims.back() = parts;
 
   std::vector<double> v = miscReadReal(x);
-  std::vector<double> out(static_cast<size_t>(outer * outLen * inner * 2));
+  std::vector<double> out(static_cast<size_t>(outer * outLen * inner * parts));
   std::vector<double> cosT, sinT, seq(static_cast<size_t>(2 * n)), res(static_cast<size_t>(2 * n));
   twiddles(n, cosT, sinT);
   const int64_t cw = complexIn ? 2 : 1;
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t in = 0; in < inner; ++in) {
       std::fill(seq.begin(), seq.end(), 0.0);
-      for (int64_t j = 0; j < std::min(n, len); ++j) {
-        const size_t src = static_cast<size_t>(((o * len + j) * inner + in) * cw);
+      for (int64_t j = 0; j < n; ++j) {
+        // The real inverse completes the spectrum by symmetry: bin j > n/2 is bin n - j conjugated.
+        const int64_t from = realInverse && j > n / 2 ? n - j : j;
+        if (from >= len || (!realInverse && j >= len)) continue;
+        const size_t src = static_cast<size_t>(((o * len + from) * inner + in) * cw);
+        const double conj = realInverse && j > n / 2 ? -1.0 : 1.0;
         seq[static_cast<size_t>(2 * j)] = v[src];
-        if (complexIn) seq[static_cast<size_t>(2 * j + 1)] = v[src + 1];
+        if (complexIn) seq[static_cast<size_t>(2 * j + 1)] = conj * v[src + 1];
       }
       dftOne(seq.data(), n, inverse, cosT, sinT, res.data());
       for (int64_t k = 0; k < outLen; ++k) {
-        const size_t dst = static_cast<size_t>(((o * outLen + k) * inner + in) * 2);
+        const size_t dst = static_cast<size_t>(((o * outLen + k) * inner + in) * parts);
         out[dst] = res[static_cast<size_t>(2 * k)];
-        out[dst + 1] = res[static_cast<size_t>(2 * k + 1)];
+        if (parts == 2) out[dst + 1] = res[static_cast<size_t>(2 * k + 1)];
       }
     }
   }

@@ -692,3 +692,28 @@ TEST(MsReader, LongVectorsMustBeEightByteAligned) {
   EXPECT_NE(model.status().message().find("FlatBuffers verification failed"), std::string::npos)
       << model.status().toString();
 }
+
+// A node whose only float inputs are constants (Where choosing between two float16 constants by
+// a bool mask, as the Attention expansion writes) reads them in its output's float16: they were
+// widened to float32, so the next float16 op met a float32 input (K5002).
+TEST(MsReader, Float16ConstantsOfANodeWithoutFloatInputsFollowItsOutput) {
+  MsBuilder b;
+  uint32_t cond = b.activation("cond", {2}, 30);
+  uint32_t zero = b.constant("zero", {}, 42, bytesOf(std::vector<uint16_t>{rt::floatToHalf(0.0f)}));
+  uint32_t low =
+      b.constant("low", {}, 42, bytesOf(std::vector<uint16_t>{rt::floatToHalf(-INFINITY)}));
+  uint32_t y = b.activation("y", {2}, 42);
+  b.node("where", fb::PrimitiveType_Where, fb::CreateWhere(b.fbb), {cond, zero, low}, {y});
+  auto model = readBuffer(b.finish({cond}, {y}));
+  ASSERT_TRUE(model) << model.status().toString();
+  rt::Executor executor(*model);
+  std::map<std::string, rt::RtValue> feeds;
+  feeds["cond"] = rt::RtValue::ofTensor(Tensor::fromValues<uint8_t>(DType::Bool, {2}, {1, 0}));
+  auto run = executor.run(feeds);
+  ASSERT_TRUE(run) << run.status().toString();
+  const Tensor& out = run->outputs[0].tensor;
+  ASSERT_EQ(out.dtype(), DType::Float16);
+  const auto halves = out.copyValues<uint16_t>();
+  EXPECT_EQ(rt::halfToFloat(halves[0]), 0.0f);
+  EXPECT_EQ(rt::halfToFloat(halves[1]), -INFINITY);
+}

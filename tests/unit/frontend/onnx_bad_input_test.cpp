@@ -4,13 +4,16 @@
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include "kiln/conformance.h"
 #include "kiln/frontend/onnx.h"
+#include "kiln/frontend/onnx_element_types.h"
 
 namespace fs = std::filesystem;
 using namespace kiln;
@@ -213,6 +216,41 @@ TEST_F(OnnxBadInput, NewerDTypesNameTheirOnnxRelease) {
             i2Path.string() + ": graph 'g': input 'X' has element type 26 (INT2, added after "
                               "ONNX 1.18), which kiln does not take");
   EXPECT_EQ(i2Model.status().hint(), hint);
+}
+
+// A valid model in a newer element type is one this build does not support, not a damaged file:
+// unsupportedOnnxElementType names the type, and `kiln conformance` counts such a case as skipped
+// with that reason (it was a failure). An unknown type number stays a damaged file.
+TEST_F(OnnxBadInput, NewerDTypesAreUnsupportedTypesAndConformanceSkipsThem) {
+  onnx::ModelProto i2 = addModel();
+  i2.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(26);
+  fs::create_directories(dir_ / "case_int2" / "test_data_set_0");
+  auto i2Path = writeModel("case_int2/model.onnx", i2);
+  auto i2Model = importOnnxFile(i2Path.string());
+  ASSERT_FALSE(i2Model);
+  EXPECT_EQ(unsupportedOnnxElementType(i2Model.status()), std::optional<std::string>("INT2"));
+
+  onnx::ModelProto unknown = addModel();
+  unknown.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(
+      99);
+  fs::create_directories(dir_ / "case_99" / "test_data_set_0");
+  auto unknownModel = importOnnxFile(writeModel("case_99/model.onnx", unknown).string());
+  ASSERT_FALSE(unknownModel);
+  EXPECT_EQ(unsupportedOnnxElementType(unknownModel.status()), std::nullopt);
+  EXPECT_EQ(unsupportedOnnxElementType(Status::ok()), std::nullopt);
+
+  ConformanceOptions options;
+  std::ostringstream out;
+  EXPECT_EQ(runConformance({(dir_ / "case_int2").string()}, options, out), 0) << out.str();
+  EXPECT_NE(out.str().find("/case_int2: unsupported element type INT2: K2004"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("0 passed, 0 failed, 1 skipped"), std::string::npos) << out.str();
+
+  std::ostringstream damaged;
+  EXPECT_NE(runConformance({(dir_ / "case_99").string()}, options, damaged), 0) << damaged.str();
+  EXPECT_NE(damaged.str().find("0 passed, 1 failed, 0 skipped"), std::string::npos)
+      << damaged.str();
 }
 
 TEST_F(OnnxBadInput, MissingDTypeOnInitializer) {

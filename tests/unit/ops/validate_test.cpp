@@ -216,3 +216,25 @@ TEST(NodeValidation, ValidNodesPass) {
 }
 
 } // namespace
+
+namespace {
+
+// OptionalHasElement's input is optional from opset 18 (no input is an empty optional: false);
+// the onnx library kiln builds with stops at opset 17, whose schema requires it.
+std::string optionalHasElementWithoutInput(int opset) {
+  return R"(<ir_version: 8, opset_import: ["" : )" + std::to_string(opset) + R"(]>
+    g () => (bool b) {
+      b = OptionalHasElement ()
+    })";
+}
+
+TEST(NodeValidation, OptionalHasElementWithoutAnInputFromOpset18) {
+  auto model = importText(optionalHasElementWithoutInput(18));
+  ASSERT_TRUE(model) << model.status().toString();
+  EXPECT_EQ(importError(optionalHasElementWithoutInput(15)),
+            std::string("K2015: test.onnx: graph 'g': node 'n0' (OptionalHasElement): has 0 "
+                        "inputs, but OptionalHasElement (opset 15) takes 1 input") +
+                kArityFix);
+}
+
+} // namespace

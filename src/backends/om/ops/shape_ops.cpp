@@ -1,4 +1,6 @@
 // .om rules for the shape-moving ops: Reshape, Transpose, Concat, Split, Squeeze, Slice, Pad, ...
+#include <limits>
+
 #include "../om_context.h"
 #include "kiln/runtime/tensor_util.h"
 
@@ -376,8 +378,10 @@ KILN_OM_LOWERING(
       l.bind(n.output(0), l.constant("eye", *eye));
     });
 // OneHot → GraphEngine's OneHot (indices, depth, on_value, off_value): ONNX's negative indices
-// count from depth (GraphEngine leaves them all off), so the indices go through
-// FloorMod(indices, depth) first; [off, on] are picked out of `values` with GatherV2.
+// in [-depth, -1] count from depth (GraphEngine leaves them all off), so they get depth added
+// (Select(Less(i, 0), Add(i, depth), i)); an index outside [-depth, depth) stays outside
+// [0, depth) and its row stays all off, as ONNX says (a FloorMod wrapped it onto a class).
+// [off, on] are picked out of `values` with GatherV2.
 KILN_OM_LOWERING(
     "OneHot",
     [](const Node& n, const OpContext& context) -> std::string {
@@ -404,10 +408,19 @@ KILN_OM_LOWERING(
         l.input(r, l.constInts("scalar_shape", {}));
         depth = l.output(r, DType::Int64, Shape::fromStatic({}), "");
       }
-      OpDef* mod = l.op("FloorMod", "wrap");
-      l.input(mod, indices);
-      l.input(mod, depth);
-      indices = l.output(mod, DType::Int64, indices.shape, "");
+      OpDef* negative = l.op("Less", "negative");
+      l.input(negative, indices);
+      l.input(negative, l.constant("zero", Tensor::fromValues<int64_t>(DType::Int64, {}, {0})));
+      Port isNegative = l.output(negative, DType::Bool, indices.shape, "");
+      OpDef* shift = l.op("Add", "from_depth");
+      l.input(shift, indices);
+      l.input(shift, depth);
+      Port shifted = l.output(shift, DType::Int64, indices.shape, "");
+      OpDef* pickIndex = l.op("Select", "wrap");
+      l.input(pickIndex, isNegative);
+      l.input(pickIndex, shifted);
+      l.input(pickIndex, indices);
+      indices = l.output(pickIndex, DType::Int64, indices.shape, "");
       auto pick = [&](int64_t which, const std::string& suffix) {
         OpDef* g = l.op("GatherV2", suffix);
         l.input(g, l.in(2));
@@ -427,12 +440,25 @@ KILN_OM_LOWERING(
       l.outputs(o);
     });
 KILN_OM_RAISING("OneHot", [](Raiser& r, const OpDef& op) -> Status {
+  // GraphEngine leaves a negative index's row all off where ONNX counts it from depth: a negative
+  // index becomes one past any depth, which ONNX also leaves all off.
+  Value* indices = r.in(op, 0);
+  if (indices && (indices->dtype() == DType::Int64 || indices->dtype() == DType::Int32)) {
+    auto scalar = [&](const std::string& base, int64_t v) {
+      return r.constTensor(
+          op.name() + base,
+          *rt::castTensor(Tensor::fromValues<int64_t>(DType::Int64, {}, {v}), indices->dtype()));
+    };
+    Value* negative = r.helper(op.name() + "_negative", "Less", {indices, scalar("_zero", 0)});
+    indices = r.helper(op.name() + "_indices", "Where",
+                       {negative, scalar("_beyond", std::numeric_limits<int32_t>::max()), indices});
+  }
   Value* axis0 = r.constInts(op.name() + "_axis0", {0});
   Value* off = r.helper(op.name() + "_off", "Unsqueeze", {r.in(op, 3), axis0});
   Value* on = r.helper(op.name() + "_on", "Unsqueeze", {r.in(op, 2), axis0});
   Value* values = r.helper(op.name() + "_values", "Concat", {off, on});
   values->producer()->setAttribute("axis", Attribute::ofInt(0));
-  r.emit(op, "OneHot", {r.in(op, 0), r.in(op, 1), values}, 1)
+  r.emit(op, "OneHot", {indices, r.in(op, 1), values}, 1)
       ->setAttribute("axis", Attribute::ofInt(getI(op, "axis", -1)));
   return Status::ok();
 });
