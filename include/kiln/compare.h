@@ -64,6 +64,12 @@ Expected<PerTensorReport> compareTensors(const Model& reference, const Model& ca
 // `kiln compare MODEL.onnx X.om` of a dynamic ONNX model runs both at the artifact's shapes.
 std::optional<ShapeSpec> inputShapesFromArtifact(const Graph& reference, const Model& candidate);
 
+// Largest finite |value| of every floating-point tensor (graph inputs and node outputs, by name)
+// in one run of `model` on `inputs`, read as each is produced (memory stays that of a plain run).
+// convert-fp16 uses it to find activations beyond fp16's range (PrecisionOptions).
+Expected<std::map<std::string, double>>
+measureValuePeaks(const Model& model, const std::map<std::string, rt::RtValue>& inputs);
+
 // Runs both models on `inputs` and compares outputs by position; a candidate input stored in
 // another layout (Model::sourceLayouts) gets the same data transposed.
 Expected<std::vector<CompareOutput>>

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "kiln/compare.h"
 #include "kiln/runtime/allocation_limit.h"
@@ -313,10 +314,48 @@ Expected<PerTensorReport> compareTensors(const Model& reference, const Model& ca
   return report;
 }
 
+Expected<std::map<std::string, double>>
+measureValuePeaks(const Model& model, const std::map<std::string, rt::RtValue>& inputs) {
+  std::map<std::string, double> peaks;
+  auto record = [&](const std::string& name, const Tensor& tensor) {
+    if (!isFloatingPoint(tensor.dtype())) return;
+    double peak = 0;
+    for (float v : rt::toFloatVector(tensor))
+      if (std::isfinite(v)) peak = std::max(peak, static_cast<double>(std::fabs(v)));
+    double& kept = peaks[name];
+    kept = std::max(kept, peak);
+  };
+  rt::ExecutorOptions options;
+  options.captureIntermediates = true;
+  options.observeCaptured = [&](const Value& value, const rt::RtValue& produced) {
+    if (produced.isTensor()) record(value.name(), produced.tensor);
+  };
+  rt::Executor executor(model, options);
+  KILN_TRY(executor.checkSupported());
+  KILN_ASSIGN_OR_RETURN(rt::RunResult run, executor.run(inputs));
+  for (const auto& [name, value] : inputs)
+    if (value.isTensor()) record(name, value.tensor);
+  return peaks;
+}
+
 std::optional<ShapeSpec> inputShapesFromArtifact(const Graph& reference, const Model& candidate) {
   std::vector<const Value*> candidateInputs;
   for (const Value* in : candidate.graph->inputs())
     if (!in->isInitializer()) candidateInputs.push_back(in);
+  // A gear model's inputs are dynamic; its first gear is a shape it was built for.
+  std::map<std::string, std::vector<int64_t>> firstGear;
+  for (const auto& [key, value] : candidate.metadata) {
+    if (key != kInputGearsKey) continue;
+    nlohmann::json gears = nlohmann::json::parse(value, nullptr, false);
+    if (!gears.is_array() || gears.empty() || !gears.front().is_object()) continue;
+    for (const auto& [name, dims] : gears.front().items())
+      if (dims.is_array()) {
+        std::vector<int64_t> shape;
+        for (const auto& d : dims)
+          if (d.is_number_integer()) shape.push_back(d.get<int64_t>());
+        firstGear[name] = shape;
+      }
+  }
   ShapeSpec spec;
   size_t position = 0;
   for (const Value* in : reference.inputs()) {
@@ -327,8 +366,12 @@ std::optional<ShapeSpec> inputShapesFromArtifact(const Graph& reference, const M
     for (const Value* c : candidateInputs)
       if (c->name() == in->name()) match = c;
     if (!match) continue;
-    if (!match->shape().isStatic() || match->shape().rank() != in->shape().rank()) continue;
-    std::vector<int64_t> dims = match->shape().staticDims();
+    std::vector<int64_t> dims;
+    if (match->shape().isStatic())
+      dims = match->shape().staticDims();
+    else if (auto gear = firstGear.find(match->name()); gear != firstGear.end())
+      dims = gear->second;
+    if (dims.empty() || dims.size() != in->shape().rank()) continue;
     if (auto layout = candidate.sourceLayouts.find(match->name());
         layout != candidate.sourceLayouts.end() && layout->second.size() == dims.size()) {
       std::vector<int64_t> source(dims.size());

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -98,8 +99,8 @@ WeightCheck checkWeight(const Tensor& t) {
 
 class Lowering {
  public:
-  Lowering(Graph& graph, PassContext& context)
-      : graph_(graph), context_(context), options_(*context.precision) {}
+  Lowering(Graph& graph, PassContext& context, const std::map<std::string, double>* peaks)
+      : graph_(graph), context_(context), options_(*context.precision), peaks_(peaks) {}
 
   bool run() {
     if (options_.mode == PrecisionMode::KeepOrigin || options_.mode == PrecisionMode::ForceFp32)
@@ -225,8 +226,43 @@ class Lowering {
           ok = false;
         }
       }
+      if (ok) ok = !keptForOverflow(node);
       if (ok) lowered_.insert(&node);
     }
+  }
+
+  // A node an fp32 run drove beyond fp16's range: kept fp32 in the mixed modes; force_fp16
+  // converts every node (ATC's contract), so there the overflow is said, not avoided.
+  bool keptForOverflow(const Node& node) {
+    auto hot = overflowingOutput(node);
+    if (!hot) return false;
+    const std::string why = fmt::format("output '{}' reaches {} in an fp32 run, beyond fp16's {}",
+                                        hot->first->name(), hot->second, kFp16Max);
+    const bool keepIt = options_.mode != PrecisionMode::ForceFp16;
+    if (context_.precisionReport)
+      context_.precisionReport->activationOverflows.push_back(
+          {keepDtypeNodeName(node), node.opType(), hot->first->name(), hot->second, keepIt});
+    if (keepIt) {
+      keep(node, "activation_out_of_range", why);
+      return true;
+    }
+    context_.notes.push_back(
+        fmt::format("fp16: node '{}' ({}) overflows under force_fp16: {} (it becomes inf; "
+                    "--precision_mode=allow_mix_precision or --keep_dtype keeps it fp32)",
+                    keepDtypeNodeName(node), node.opType(), why));
+    return false;
+  }
+
+  // The first output an fp32 run drove beyond fp16's range, with its peak.
+  std::optional<std::pair<const Value*, double>> overflowingOutput(const Node& node) const {
+    if (!peaks_) return std::nullopt;
+    for (const Value* out : node.outputs()) {
+      if (!out) continue;
+      auto it = peaks_->find(out->name());
+      if (it != peaks_->end() && it->second > kFp16Max)
+        return std::make_pair(out, it->second);
+    }
+    return std::nullopt;
   }
 
   // Subnormal accounting: values that round to zero, and values stored with reduced precision.
@@ -426,6 +462,7 @@ class Lowering {
   Graph& graph_;
   PassContext& context_;
   const PrecisionOptions& options_;
+  const std::map<std::string, double>* peaks_; // activation peaks of an fp32 run, or nullptr
   std::set<const Node*> lowered_;
   std::set<const Node*> inserted_;
   std::map<Value*, Value*> constants_;
@@ -458,8 +495,25 @@ class ConvertFp16 : public Pass {
   std::string_view name() const override { return "convert-fp16"; }
   Expected<bool> run(Graph& graph, PassContext& context) override {
     if (!context.precision) return false;
-    if (context.precisionReport) context.precisionReport->mode = modeName(context.precision->mode);
-    return Lowering(graph, context).run();
+    const PrecisionOptions& options = *context.precision;
+    // Peaks measured on this very graph (names as convert-fp16 sees them), when asked.
+    std::map<std::string, double> measured;
+    const std::map<std::string, double>* peaks = options.activationPeaks;
+    if (!peaks && options.measureActivationPeaks && context.model &&
+        options.mode != PrecisionMode::KeepOrigin && options.mode != PrecisionMode::ForceFp32) {
+      if (auto result = options.measureActivationPeaks(*context.model)) {
+        measured = result.take();
+        peaks = &measured;
+      } else {
+        context.notes.push_back("fp16: activation ranges not measured: " +
+                                result.status().message());
+      }
+    }
+    if (context.precisionReport) {
+      context.precisionReport->mode = modeName(options.mode);
+      context.precisionReport->activationsMeasured = peaks != nullptr;
+    }
+    return Lowering(graph, context, peaks).run();
   }
 };
 

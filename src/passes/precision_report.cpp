@@ -32,6 +32,15 @@ std::string precisionReportToJson(const PrecisionReport& report) {
   out["weight_values_flushed_to_zero"] = report.valuesFlushedToZero;
   out["weight_values_subnormal"] = report.valuesSubnormal;
   out["keep_dtype_unknown"] = report.keepDtypeUnknown;
+  out["activations_measured"] = report.activationsMeasured;
+  Json overflows = Json::array();
+  for (const auto& o : report.activationOverflows)
+    overflows.push_back({{"node", o.node},
+                         {"op_type", o.opType},
+                         {"value", o.value},
+                         {"max_abs", o.maxAbs},
+                         {"kept_fp32", o.keptFp32}});
+  out["activation_overflows"] = std::move(overflows);
   Json quantized = Json::array();
   for (const auto& q : report.quantized)
     quantized.push_back({{"weight", q.weight},

@@ -474,7 +474,7 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
       for (uint32_t i = 0; i < step.outputCount; ++i) {
         const OutputRef& ref = plan.outputs[step.firstOutput + i];
         if (!ref.value) continue;
-        if (ref.capture && current_) current_->captured[ref.value->name()] = plan.cached[index][i];
+        if (ref.capture && current_) keepCaptured(*ref.value, plan.cached[index][i]);
         scope.slots[ref.slot] = plan.cached[index][i];
       }
       release(step);
@@ -553,7 +553,7 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
                                   displayName(node.name()), displayName(node.opType()),
                                   displayName(ref.value->name())),
                       "");
-      if (ref.capture && current_) current_->captured[ref.value->name()] = produced;
+      if (ref.capture && current_) keepCaptured(*ref.value, produced);
       if (keepOutputs)
         scope.slots[ref.slot] = produced; // `outputs` are kept below
       else

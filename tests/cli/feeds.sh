@@ -3,7 +3,10 @@
 # the model's (.onnx, .ms, NHWC .ms, .om, gear .om) with one exact K5002 line and exit 1, naming the
 # NCHW <-> NHWC transpose when that is the difference; --capture of an unknown value is an error.
 # Non-finite results are failures: a model built to overflow fp16 (a weight of 1e5, activations past
-# 65504) gets a note at conversion, K6002 from kiln compare and a warning line from benchmark.
+# 65504) gets a note at conversion, K6002 from kiln compare and a warning line from benchmark;
+# activations past fp16's range are found by kiln opt --precision-report (force_fp16 says so,
+# allow_mix_precision keeps the node fp32). kiln compare --per-tensor is exact across layouts
+# (.ms NHWC twins, NHWC inputs, gear .om).
 # Usage: tests/cli/feeds.sh KILN CONVERTER_LITE ATC SOURCE_DIR [WORKDIR]
 set -uo pipefail
 
@@ -82,9 +85,15 @@ if [ ! -e bad ]; then pass "refused runs write no output folder"; else fail "ref
 expectLine "kiln run NHWC .ms: NCHW data names the transpose" 1 \
   "kiln: error K5002: input 'image': the model takes f32[1,8,8,1], the data is f32[1,1,8,8]; the data looks NCHW and the model takes NHWC: transpose it (0,2,3,1). $fix" \
   "$kiln" run t_nhwc.ms --input image=ok.pb --output-dir bad
+# kiln compare feeds the reference's (NCHW) data to an NHWC .ms transposed, and checks what the
+# candidate is fed: a batch no gear of the .om has is refused.
+run "$kiln" compare t.onnx t_nhwc.ms --input image=ok.pb
+if [ "$status" -eq 0 ] && grep -qE '^probabilities +1\.00000000' "$work/stdout"
+then pass "kiln compare feeds an NHWC .ms the reference's data transposed"
+else fail "kiln compare feeds an NHWC .ms the reference's data transposed" "exit $status"; fi
 expectLine "kiln compare: the candidate's input is checked too" 1 \
-  "kiln: error K5002: input 'image': the model takes f32[1,8,8,1], the data is f32[1,1,8,8]; the data looks NCHW and the model takes NHWC: transpose it (0,2,3,1). $fix" \
-  "$kiln" compare t.onnx t_nhwc.ms --input image=ok.pb
+  "kiln: error K5002: input shape x:5,3,8,8 matches none of the model's 2 gears: x:1,3,8,8 | x:2,3,8,8. Fix: feed inputs of one gear's shape, or convert the model again with this shape among the gears (atc --dynamic_batch_size / --dynamic_image_size / --dynamic_dims)" \
+  "$kiln" compare dyn.onnx gears.om --input x=x5.pb
 expectLine "kiln run gear .om: a batch that is no gear" 1 \
   "kiln: error K5002: input shape x:5,3,8,8 matches none of the model's 2 gears: x:1,3,8,8 | x:2,3,8,8. Fix: feed inputs of one gear's shape, or convert the model again with this shape among the gears (atc --dynamic_batch_size / --dynamic_image_size / --dynamic_dims)" \
   "$kiln" run gears.om --input x=x5.pb --output-dir bad
@@ -111,4 +120,44 @@ expectLine "kiln compare: inf where the reference is finite is K6002" 1 \
 run "$(dirname "$converter")/benchmark" --modelFile=ov.om --inDataFile=ones.bin --loopCount=1 --warmUpLoopCount=0
 if [ "$status" -eq 0 ] && grep -qxF "Warning: 4 of 8 output values are NaN or Inf (check the model's numbers with --benchmarkDataFile or kiln compare)" "$work/stdout"
 then pass "benchmark without data counts the non-finite outputs"; else fail "benchmark without data counts the non-finite outputs" "exit $status"; fi
+# Per-tensor compare is layout-aware: the .ms NHWC twins are compared through their permutation,
+# values inside a fused node are not matched to the source node's output (a false first divergence
+# on t.ms before), NHWC inputs get the same data transposed, a gear .om runs at its first gear.
+for artifact in t.ms t_nhwc.ms t.om; do
+  run "$kiln" compare t.onnx "$artifact" --per-tensor
+  last=$(tail -n 1 "$work/stdout")
+  if [ "$status" -eq 0 ] && [[ "$last" =~ ^"no tensor diverges (all "[5-9]" compared tensors have cosine >= 0.999)"$ ]]
+  then pass "kiln compare --per-tensor $artifact: no false divergence"
+  else fail "kiln compare --per-tensor $artifact: no false divergence" "exit $status: $last"; fi
+done
+run "$kiln" compare t.onnx t_nhwc.ms --per-tensor
+if grep -qE '^pooled +Transpose +1\.00000000' "$work/stdout"
+then pass "the NHWC twin 'pooled' is compared through its layout"
+else fail "the NHWC twin 'pooled' is compared through its layout" "$(grep pooled "$work/stdout")"; fi
+run "$kiln" compare dyn.onnx gears.om
+if [ "$status" -eq 0 ] && [ "$(cat "$work/stderr")" = "kiln: input shapes from gears.om: x:1,3,8,8" ]
+then pass "kiln compare of a dynamic ONNX model takes the gear .om's first gear"
+else fail "kiln compare of a dynamic ONNX model takes the gear .om's first gear" "exit $status: $(cat "$work/stderr")"; fi
+
+# Activations past fp16's range (tests/cli/models/fp16_activation_overflow.onnxtxt: weights fit, the
+# MatMul reaches 120000 on x = 1): with --precision-report and the sample, force_fp16 says so and
+# allow_mix_precision keeps the MatMul fp32.
+"$kiln" convert "$src/tests/cli/models/fp16_activation_overflow.onnxtxt" --to onnx -o ao.onnx >/dev/null
+run "$kiln" opt ao.onnx --passes infer-shapes,convert-fp16 --precision-mode force_fp16 \
+  --precision-report ao_force.json --input x=ones.pb -o ao_force.onnx
+if [ "$status" -eq 0 ] && grep -qxF "kiln: note: fp16: node 'p' (MatMul) overflows under force_fp16: output 'p' reaches 120000 in an fp32 run, beyond fp16's 65504 (it becomes inf; --precision_mode=allow_mix_precision or --keep_dtype keeps it fp32)" "$work/stderr" &&
+   python3 -c "import json,sys; d=json.load(open('ao_force.json')); sys.exit(0 if d['activations_measured'] and d['activation_overflows']==[{'node':'p','op_type':'MatMul','value':'p','max_abs':120000.0,'kept_fp32':False}] else 1)"
+then pass "force_fp16 reports the activation overflow (note and precision report)"
+else fail "force_fp16 reports the activation overflow (note and precision report)" "exit $status"; fi
+expectLine "the force_fp16 model's overflow is K6002 in kiln compare" 1 \
+  "kiln: error K6002: output 'y': 4 of 4 values are NaN or Inf where the reference is finite. Fix: kiln compare --per-tensor names the first tensor that goes non-finite; keep it in float32 (--keep_dtype / mixed precision) or clip the weights" \
+  "$kiln" compare ao.onnx ao_force.onnx --input x=ones.pb
+run "$kiln" opt ao.onnx --passes infer-shapes,convert-fp16 --precision-mode allow_mix_precision \
+  --precision-report ao_mix.json --input x=ones.pb -o ao_mix.onnx
+if [ "$status" -eq 0 ] && grep -qxF "kiln: note: fp16: node 'p' (MatMul) stays fp32: output 'p' reaches 120000 in an fp32 run, beyond fp16's 65504" "$work/stderr" &&
+   python3 -c "import json,sys; d=json.load(open('ao_mix.json')); sys.exit(0 if [k['reason'] for k in d['kept_fp32'] if k['node']=='p']==['activation_out_of_range'] else 1)"
+then pass "allow_mix_precision keeps the overflowing MatMul fp32"
+else fail "allow_mix_precision keeps the overflowing MatMul fp32" "exit $status"; fi
+run "$kiln" compare ao.onnx ao_mix.onnx --input x=ones.pb
+if [ "$status" -eq 0 ]; then pass "the allow_mix_precision model compares clean"; else fail "the allow_mix_precision model compares clean" "exit $status"; fi
 finish

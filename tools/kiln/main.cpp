@@ -390,6 +390,7 @@ struct OptFlags {
   std::vector<std::string> keepDtypeNodes;
   std::string keepDtypeFile;
   std::string precisionReport;
+  std::vector<std::string> sampleInputs; // --input NAME=FILE.pb: data for the activation ranges
   std::vector<std::string> inputFp16Nodes;
   std::string outputType = "FP32";
   int weightQuantBits = 0;
@@ -631,6 +632,19 @@ int optimizeModel(const OptFlags& flags) {
     }
     precision.inputFp16Nodes = flags.inputFp16Nodes;
     precision.outputsFp16 = flags.outputType == "FP16";
+    // With a report, an fp32 run finds activations beyond fp16's range (kept fp32 in the mixed
+    // modes, reported under force_fp16): on the sample given, else on seeded uniform data.
+    if (!flags.precisionReport.empty())
+      precision.measureActivationPeaks =
+          [&flags](const kiln::Model& converted) -> kiln::Expected<std::map<std::string, double>> {
+        std::map<std::string, kiln::rt::RtValue> feeds;
+        if (!flags.sampleInputs.empty()) {
+          KILN_ASSIGN_OR_RETURN(feeds, readFeeds(*converted.graph, flags.sampleInputs));
+        } else {
+          KILN_ASSIGN_OR_RETURN(feeds, kiln::makeDeterministicInputs(*converted.graph, 1));
+        }
+        return kiln::measureValuePeaks(converted, feeds);
+      };
     options.precision = &precision;
   }
   kiln::WeightQuantOptions weightQuant = flags.weightQuant;
@@ -856,6 +870,9 @@ int runTool(int argc, char** argv) {
                   "ATC --keep_dtype file: node names or OpType::<type>, one per line");
   opt->add_option("--precision-report", optFlags.precisionReport,
                   "write what convert-fp16 / quantize-weights decided as JSON");
+  opt->add_option("--input", optFlags.sampleInputs,
+                  "NAME=FILE.pb sample input for --precision-report's fp32 activation ranges "
+                  "(default: seeded uniform [-1,1) data)");
   opt->add_option("--input-fp16-nodes", optFlags.inputFp16Nodes,
                   "graph inputs that take fp16 data (comma separated)")
       ->delimiter(',');

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -42,6 +43,14 @@ struct PrecisionOptions {
   std::vector<std::string>
       inputFp16Nodes;       // ATC --input_fp16_nodes: these graph inputs take fp16 data
   bool outputsFp16 = false; // ATC --output_type=FP16: float outputs are produced as fp16
+  // Largest finite |value| each value reached in an fp32 run on sample inputs
+  // (measureValuePeaks; `kiln opt --precision-report`). A node whose output passes fp16's range
+  // stays fp32 in the mixed modes; force_fp16 converts it (ATC's contract) and reports the
+  // overflow. nullptr: not measured.
+  const std::map<std::string, double>* activationPeaks = nullptr;
+  // Or measured by convert-fp16 itself on the graph it is about to convert (so value names
+  // match after the other passes); a failure is a note, the conversion goes on unmeasured.
+  std::function<Expected<std::map<std::string, double>>(const Model&)> measureActivationPeaks;
 };
 
 // converter_lite [common_quant_param] quant_type=WEIGHT_QUANT (defaults as MindSpore Lite's).

@@ -44,6 +44,15 @@ struct SkippedWeight {
   std::string reason; // "skip_quant_node", "min_quant_weight_size", "min_quant_weight_channel", ...
 };
 
+// A value an fp32 run drove beyond fp16's range (PrecisionOptions::activationPeaks).
+struct ActivationOverflow {
+  std::string node;
+  std::string opType;
+  std::string value;
+  double maxAbs = 0;
+  bool keptFp32 = false; // false under force_fp16: the node computes in fp16 and overflows
+};
+
 // Filled by the passes when PipelineOptions::precisionReport points at one.
 struct PrecisionReport {
   std::string mode;          // precision mode name ("" when convert-fp16 did not run)
@@ -54,6 +63,8 @@ struct PrecisionReport {
   uint64_t valuesFlushedToZero = 0; // nonzero weight values below half the smallest fp16 subnormal
   uint64_t valuesSubnormal = 0;     // weight values stored as fp16 subnormals (reduced precision)
   std::vector<std::string> keepDtypeUnknown; // keep_dtype entries that matched nothing
+  std::vector<ActivationOverflow> activationOverflows;
+  bool activationsMeasured = false; // activationPeaks were given (else overflows are unknown)
   std::vector<QuantizedWeight> quantized;
   std::vector<SkippedWeight> skipped;
 };

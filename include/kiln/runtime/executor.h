@@ -1,6 +1,7 @@
 // CPU reference executor: runs an IR graph node by node, optionally capturing every tensor.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,6 +37,9 @@ struct ExecutorOptions {
   // (K5002). Off only for ONNX's backend test data, which has such cases (bfloat16 stored as
   // uint16, a [1] tensor for a [3,4] input that only lends its type).
   bool checkFeeds = true;
+  // When set, captured values are handed to it as they are produced instead of being kept in
+  // RunResult::captured: statistics over every tensor of a model in bounded memory.
+  std::function<void(const Value&, const RtValue&)> observeCaptured;
 };
 
 struct OpProfile {
@@ -161,6 +165,12 @@ class Executor {
   const RtValue& initializerValue(const Value* value);
   // A gear model (kInputGearsKey): the fed shapes must be one gear's.
   Status checkGear(const std::map<std::string, RtValue>& feeds) const;
+  void keepCaptured(const Value& value, const RtValue& produced) {
+    if (options_.observeCaptured)
+      options_.observeCaptured(value, produced);
+    else
+      current_->captured[value.name()] = produced;
+  }
 
   const Model& model_;
   ExecutorOptions options_;
