@@ -63,6 +63,28 @@ bool computesInFloat(const Node& node) {
   return false;
 }
 
+// An integer wider than 8 bits cast to float (a ConvInteger / MatMulInteger accumulator): its
+// values pass fp16's 65504 and its 11 significant bits, so the op reading it stays fp32.
+bool readsIntegerAccumulator(const Node& node) {
+  for (const Value* in : node.inputs()) {
+    if (!isF32(in) || !in->producer() || in->producer()->opType() != "Cast") continue;
+    const Value* source = in->producer()->input(0);
+    if (!source) continue;
+    switch (source->dtype()) {
+    case DType::Int16:
+    case DType::UInt16:
+    case DType::Int32:
+    case DType::UInt32:
+    case DType::Int64:
+    case DType::UInt64:
+      return true;
+    default:
+      break;
+    }
+  }
+  return false;
+}
+
 struct WeightCheck {
   bool inRange = true;
   float maxAbs = 0;
@@ -116,12 +138,10 @@ class Lowering {
                options_.keepOpTypes.end();
   }
 
-  // keep_dtype entries name a node, or every node of an op type (`OpType::Softmax`).
+  // keep_dtype entries name a node, or every node of an op type (`OpType::Softmax`), also through
+  // the nodes a fusion absorbed.
   bool namedInKeepDtype(const Node& node) const {
-    for (const std::string& entry : options_.keepNodeNames)
-      if (entry == keepDtypeNodeName(node) || entry == kKeepDtypeOpTypePrefix + node.opType())
-        return true;
-    return false;
+    return keepDtypeNames(node, options_.keepNodeNames);
   }
 
   void keep(const Node& node, const char* reason, const std::string& why,
@@ -196,6 +216,11 @@ class Lowering {
       if (!wanted) continue;
       if (namedInKeepDtype(node)) {
         keep(node, "keep_dtype", "named in keep_dtype");
+        continue;
+      }
+      if (readsIntegerAccumulator(node)) {
+        keep(node, "integer_accumulator",
+             "it reads an integer accumulator cast to float, beyond fp16's range and precision");
         continue;
       }
       bool untyped = false;
@@ -388,11 +413,25 @@ class Lowering {
     return true;
   }
 
+  // Weights-only mode: a weight stays fp32 when every node reading it is named in keep_dtype, so
+  // keeping every node gives the float model back.
+  bool readOnlyByKeptNodes(const Value* weight) {
+    if (weight->uses().empty()) return false;
+    for (const Use& use : weight->uses()) {
+      const Node* user = use.user;
+      if (user->owner() != &graph_) return false;
+      if (!namedInKeepDtype(*user)) return false;
+      if (reported_.insert(user).second) keep(*user, "keep_dtype", "named in keep_dtype");
+    }
+    return true;
+  }
+
   bool convertWeightsOnly() {
     // Stored precision only: weights round through fp16 and are used as fp32 again.
     size_t converted = 0;
     for (Value* init : graph_.initializers()) {
       if (!isF32(init) || init->isGraphInput()) continue;
+      if (readOnlyByKeptNodes(init)) continue;
       WeightCheck check = checkWeight(init->initializer());
       if (!check.inRange) {
         std::string why = fmt::format("weight '{}' stays fp32: max |w| = {} beyond fp16's {}",
@@ -428,6 +467,7 @@ class Lowering {
   const PrecisionOptions& options_;
   std::set<const Node*> lowered_;
   std::set<const Node*> inserted_;
+  std::set<const Node*> reported_; // weights-only: kept nodes already named in a note
   std::map<Value*, Value*> constants_;
   std::map<const Value*, WeightCheck> checked_;
   WriteProgress* converting_ = nullptr; // set while rewrite() converts weights
