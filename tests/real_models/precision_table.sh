@@ -67,6 +67,11 @@ preMetrics() {
   "$kiln" run "$model" "$@" --capture "$tensor" --output-dir "$work/cand" > /dev/null 2>&1 || return 0
   python3 "$here/tensor_metrics.py" "$work"/ref/intermediates/*.pb "$work"/cand/intermediates/*.pb
 }
+# A long kept list (one entry per quantized conv, say) as its count and first three entries.
+shortList() {
+  awk -v l="$1" 'BEGIN { n = split(l, a, "; ");
+    if (n <= 6) print l; else printf "%d nodes: %s; %s; %s; ...\n", n, a[1], a[2], a[3] }'
+}
 pct() { awk -v v="$1" 'BEGIN {printf "%.3f%%", v * 100}'; }
 gate() { # cosine mre -> yes/no against cosine >= 0.9999 and MRE <= 0.5%
   awk -v c="$1" -v m="$2" 'BEGIN {print (c >= 0.9999 && m <= 0.005) ? "yes" : "**no**"}'
@@ -111,6 +116,7 @@ for entry in "${models[@]}"; do
       grep -v "graph output" | sed "s/node '\([^']*\)' (\([A-Za-z]*\)).*/\1 (\2)/" | sort -u |
       paste -sd ';' | sed 's/;/; /g' || true)
     [ -z "$kept" ] && kept="—"
+    kept=$(shortList "$kept")
     [ "$kind" = ms ] && kept="— (weights only)"
     outs=$("$kiln" compare "$onnx" "$base.$kind" "${inputs[@]}" --json 2>/dev/null | metrics || true)
     while IFS=$'\t' read -r tensor cos mre; do
