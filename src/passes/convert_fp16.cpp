@@ -10,8 +10,8 @@
 // allow_mix_precision lowers white-listed ops, keeps block-listed ones in fp32, and lets the others
 // follow their producer; must_keep_origin_dtype / force_fp32 change nothing; weights-only
 // (--fp16=on) stores float32 constants as fp16 and computes in fp32. Nodes producing graph outputs,
-// nodes named in keepNodeNames and nodes with a weight outside the fp16 range stay fp32 (each
-// reported in a note).
+// nodes named in keepNodeNames (also through the nodes a fusion absorbed), nodes reading an integer
+// accumulator and nodes with a weight outside the fp16 range stay fp32 (each reported in a note).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -417,12 +417,10 @@ class Lowering {
   // keeping every node gives the float model back.
   bool readOnlyByKeptNodes(const Value* weight) {
     if (weight->uses().empty()) return false;
-    for (const Use& use : weight->uses()) {
-      const Node* user = use.user;
-      if (user->owner() != &graph_) return false;
-      if (!namedInKeepDtype(*user)) return false;
-      if (reported_.insert(user).second) keep(*user, "keep_dtype", "named in keep_dtype");
-    }
+    for (const Use& use : weight->uses())
+      if (use.user->owner() != &graph_ || !namedInKeepDtype(*use.user)) return false;
+    for (const Use& use : weight->uses())
+      if (reported_.insert(use.user).second) keep(*use.user, "keep_dtype", "named in keep_dtype");
     return true;
   }
 
