@@ -10,8 +10,8 @@
 // allow_mix_precision lowers white-listed ops, keeps block-listed ones in fp32, and lets the others
 // follow their producer; must_keep_origin_dtype / force_fp32 change nothing; weights-only
 // (--fp16=on) stores float32 constants as fp16 and computes in fp32. Nodes producing graph outputs,
-// nodes named in keepNodeNames and nodes with a weight outside the fp16 range stay fp32 (each
-// reported in a note).
+// nodes named in keepNodeNames (also through the nodes a fusion absorbed), nodes reading an integer
+// accumulator and nodes with a weight outside the fp16 range stay fp32 (each reported in a note).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -61,6 +61,28 @@ bool computesInFloat(const Node& node) {
     if (isF32(in)) return true;
   for (const Value* out : node.outputs())
     if (isF32(out)) return true;
+  return false;
+}
+
+// An integer wider than 8 bits cast to float (a ConvInteger / MatMulInteger accumulator): its
+// values pass fp16's 65504 and its 11 significant bits, so the op reading it stays fp32.
+bool readsIntegerAccumulator(const Node& node) {
+  for (const Value* in : node.inputs()) {
+    if (!isF32(in) || !in->producer() || in->producer()->opType() != "Cast") continue;
+    const Value* source = in->producer()->input(0);
+    if (!source) continue;
+    switch (source->dtype()) {
+    case DType::Int16:
+    case DType::UInt16:
+    case DType::Int32:
+    case DType::UInt32:
+    case DType::Int64:
+    case DType::UInt64:
+      return true;
+    default:
+      break;
+    }
+  }
   return false;
 }
 
@@ -117,12 +139,10 @@ class Lowering {
                options_.keepOpTypes.end();
   }
 
-  // keep_dtype entries name a node, or every node of an op type (`OpType::Softmax`).
+  // keep_dtype entries name a node, or every node of an op type (`OpType::Softmax`), also through
+  // the nodes a fusion absorbed.
   bool namedInKeepDtype(const Node& node) const {
-    for (const std::string& entry : options_.keepNodeNames)
-      if (entry == keepDtypeNodeName(node) || entry == kKeepDtypeOpTypePrefix + node.opType())
-        return true;
-    return false;
+    return keepDtypeNames(node, options_.keepNodeNames);
   }
 
   void keep(const Node& node, const char* reason, const std::string& why,
@@ -197,6 +217,11 @@ class Lowering {
       if (!wanted) continue;
       if (namedInKeepDtype(node)) {
         keep(node, "keep_dtype", "named in keep_dtype");
+        continue;
+      }
+      if (readsIntegerAccumulator(node)) {
+        keep(node, "integer_accumulator",
+             "it reads an integer accumulator cast to float, beyond fp16's range and precision");
         continue;
       }
       bool untyped = false;
@@ -424,11 +449,23 @@ class Lowering {
     return true;
   }
 
+  // Weights-only mode: a weight stays fp32 when every node reading it is named in keep_dtype, so
+  // keeping every node gives the float model back.
+  bool readOnlyByKeptNodes(const Value* weight) {
+    if (weight->uses().empty()) return false;
+    for (const Use& use : weight->uses())
+      if (use.user->owner() != &graph_ || !namedInKeepDtype(*use.user)) return false;
+    for (const Use& use : weight->uses())
+      if (reported_.insert(use.user).second) keep(*use.user, "keep_dtype", "named in keep_dtype");
+    return true;
+  }
+
   bool convertWeightsOnly() {
     // Stored precision only: weights round through fp16 and are used as fp32 again.
     size_t converted = 0;
     for (Value* init : graph_.initializers()) {
       if (!isF32(init) || init->isGraphInput()) continue;
+      if (readOnlyByKeptNodes(init)) continue;
       WeightCheck check = checkWeight(init->initializer());
       if (!check.inRange) {
         std::string why = fmt::format("weight '{}' stays fp32: max |w| = {} beyond fp16's {}",
@@ -465,6 +502,7 @@ class Lowering {
   const std::map<std::string, double>* peaks_; // activation peaks of an fp32 run, or nullptr
   std::set<const Node*> lowered_;
   std::set<const Node*> inserted_;
+  std::set<const Node*> reported_; // weights-only: kept nodes already named in a note
   std::map<Value*, Value*> constants_;
   std::map<const Value*, WeightCheck> checked_;
   WriteProgress* converting_ = nullptr; // set while rewrite() converts weights

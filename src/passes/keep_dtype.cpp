@@ -34,6 +34,20 @@ std::string keepDtypeNodeName(const Node& node) {
   return node.output(0)->name();
 }
 
+bool keepDtypeNames(const Node& node, const std::vector<std::string>& entries) {
+  if (entries.empty()) return false;
+  const std::string prefix = kKeepDtypeOpTypePrefix;
+  auto named = [&](const std::string& name, const std::string& opType) {
+    for (const std::string& entry : entries)
+      if ((!name.empty() && entry == name) || entry == prefix + opType) return true;
+    return false;
+  };
+  if (named(keepDtypeNodeName(node), node.opType())) return true;
+  for (const Location& from : node.locations())
+    if (named(from.nodeName, from.opType)) return true;
+  return false;
+}
+
 Expected<std::vector<std::string>> parseKeepDtypeText(const std::string& text,
                                                       const std::string& displayName) {
   std::istringstream in(text);
@@ -79,6 +93,11 @@ Expected<KeepDtypeCheck> checkKeepDtypeEntries(const Graph& graph,
   for (const auto& node : graph.nodes()) {
     names.insert(keepDtypeNodeName(*node));
     opTypes.insert(node->opType());
+    // Entries may name the nodes a fusion absorbed (convert-fp16 matches them through locations).
+    for (const Location& from : node->locations()) {
+      if (!from.nodeName.empty()) names.insert(from.nodeName);
+      if (!from.opType.empty()) opTypes.insert(from.opType);
+    }
   }
   const std::string prefix = kKeepDtypeOpTypePrefix;
   KeepDtypeCheck check;

@@ -41,6 +41,11 @@ Expected<std::vector<std::string>> addKeepDtypeFile(const Graph& graph, const st
 // its first output's name.
 std::string keepDtypeNodeName(const Node& node);
 
+// Whether one of `entries` (keep_dtype names and `OpType::` entries) names `node`: by its own name
+// and op type, or by the name or op type of any source node fused into it (its locations), so an
+// entry naming a node a fusion absorbed (MatMul + Add → Gemm) still keeps the fused node.
+bool keepDtypeNames(const Node& node, const std::vector<std::string>& entries);
+
 // The `OpType::` prefix of an entry naming an op type rather than a node.
 inline constexpr const char* kKeepDtypeOpTypePrefix = "OpType::";
 

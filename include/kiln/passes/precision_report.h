@@ -12,7 +12,8 @@ namespace kiln {
 struct PrecisionKeptNode {
   std::string node;
   std::string opType;
-  // "op_block_list", "keep_dtype", "weight_out_of_range", "graph_output" or "output_type_unknown"
+  // "op_block_list", "keep_dtype", "integer_accumulator", "weight_out_of_range",
+  // "graph_output" or "output_type_unknown"
   std::string reason;
   std::string detail;      // human-readable explanation
   std::string weight;      // weight_out_of_range: the weight
