@@ -107,15 +107,6 @@ Expected<std::map<std::string, rt::RtValue>> makeDeterministicInputs(const Graph
 
 namespace {
 
-// Reference tensor names by producing node name, for mapping fused candidate nodes back.
-std::map<std::string, std::string> outputByNodeName(const Graph& graph) {
-  std::map<std::string, std::string> out;
-  for (const auto& node : graph.nodes())
-    if (!node->name().empty() && !node->outputs().empty() && node->output(0))
-      out[node->name()] = node->output(0)->name();
-  return out;
-}
-
 const std::string* lastLocation(const Node& node) {
   return node.locations().empty() ? nullptr : &node.locations().back().nodeName;
 }
@@ -232,26 +223,49 @@ uint64_t estimatedBytes(const Value* value) {
 // Which candidate tensor is compared with which reference tensor: the same name, or for a value
 // that ends a fused node, the output of the reference node its location names (unless that
 // reference value has a same-named twin in the candidate, which is the better match).
+// Node outputs of a graph and of its subgraphs (If branches, Loop bodies: captured by name too).
+void indexNodeOutputs(const Graph& graph, std::map<std::string, const Value*>& byName,
+                      std::map<std::string, std::string>& byNode,
+                      std::vector<const Node*>* order) {
+  for (const auto& node : graph.nodes()) {
+    if (order) order->push_back(node.get());
+    for (const Value* out : node->outputs())
+      if (out) byName.emplace(out->name(), out);
+    if (!node->name().empty() && !node->outputs().empty() && node->output(0))
+      byNode.emplace(node->name(), node->output(0)->name());
+    for (const Graph* sub : node->subgraphs())
+      indexNodeOutputs(*sub, byName, byNode, order);
+  }
+}
+
 std::vector<TensorPair> pairTensors(const Model& reference, const Model& candidate) {
-  auto byNode = outputByNodeName(*reference.graph);
+  std::map<std::string, const Value*> refValues, candValues;
+  std::map<std::string, std::string> byNode, unusedByNode;
+  indexNodeOutputs(*reference.graph, refValues, byNode, nullptr);
+  std::vector<const Node*> order;
+  indexNodeOutputs(*candidate.graph, candValues, unusedByNode, &order);
+  auto find = [](const std::map<std::string, const Value*>& values, const std::string& name) {
+    auto it = values.find(name);
+    return it == values.end() ? nullptr : it->second;
+  };
   std::vector<TensorPair> pairs;
-  for (const auto& node : candidate.graph->nodes()) {
+  for (const Node* node : order) {
     for (const Value* out : node->outputs()) {
       if (!out || (out->dtype() != DType::Undefined && !isFloatingPoint(out->dtype()))) continue;
       std::string refName = out->name();
-      const Value* ref = reference.graph->lookupValue(refName);
+      const Value* ref = find(refValues, refName);
       if (!ref && lastLocation(*node) && endsLocationGroup(*node, *out)) {
         auto mapped = byNode.find(*lastLocation(*node));
-        if (mapped != byNode.end() && !candidate.graph->lookupValue(mapped->second)) {
+        if (mapped != byNode.end() && !find(candValues, mapped->second)) {
           refName = mapped->second;
-          ref = reference.graph->lookupValue(refName);
+          ref = find(refValues, refName);
         }
       }
       if (!ref || ref->isInitializer()) continue;
       // Both tensors hold the same elements: the reference's shape, when known, sizes both.
       const uint64_t bytes = ref->shape().isStatic() ? 2 * estimatedBytes(ref)
                                                      : estimatedBytes(ref) + estimatedBytes(out);
-      pairs.push_back({node.get(), out, refName, bytes});
+      pairs.push_back({node, out, refName, bytes});
     }
   }
   return pairs;
