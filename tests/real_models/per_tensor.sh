@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # kiln compare --per-tensor on the FP32 .ms and .om that tests/real_models writes for each real model
 # must exit 0: no false first divergence across layouts (.ms NHWC twins), fused nodes or batches.
-# PP-OCR cls also as an NHWC .ms and a gear .om. The two 1024x1024 isnet models take minutes each
+# PP-OCR cls also as an NHWC .ms and a gear .om, whose inputs are checked at the door: exact K5002 lines
+# (exit 1, no output folder) for data of the wrong shape, NCHW data for the NHWC .ms, a batch no gear has.
+# The two 1024x1024 isnet models take minutes each
 # (hundreds of large tensors captured in batches): they run with KILN_PER_TENSOR_ALL=1.
 # Usage: per_tensor.sh BUILD_DIR REAL_MODELS_OUT. Exits 77 (skipped) without the models.
 set -uo pipefail
@@ -51,5 +53,36 @@ cls=$out/models/ppocr_cls.onnx
   --input_shape=x:-1,3,48,192 --dynamic_batch_size=1,2 >/dev/null 2>&1 || { echo "FAIL cls gear conversion"; failed=$((failed + 1)); }
 compareAll "ppocr_cls NHWC .ms" "$cls" "$work/cls_nhwc.ms" "$out/ppocr_cls/input.x.pb"
 compareAll "ppocr_cls gear .om" "$cls" "$work/cls_gears.om" "$out/ppocr_cls/input.x.pb"
+
+# expectLine LABEL LINE COMMAND...: exit 1, stderr exactly LINE, no output folder left.
+fix="Fix: feed data of the model's type and shape (kiln inspect MODEL lists them)"
+expectLine() {
+  local label=$1 line=$2
+  shift 2
+  rm -rf "$work/o"
+  "$@" >"$work/out" 2>"$work/err"
+  local status=$?
+  if [ "$status" -eq 1 ] && [ "$(cat "$work/err")" = "$line" ] && [ ! -e "$work/o" ]; then
+    echo "PASS $label"
+    passed=$((passed + 1))
+  else
+    echo "FAIL $label: exit $status: $(cat "$work/err")"
+    failed=$((failed + 1))
+  fi
+}
+"$kiln" tensor make --random --shape 1,3,640,640 --name x -o "$work/big.pb" >/dev/null
+"$kiln" tensor make --random --shape 3,3,48,192 --name x -o "$work/batch3.pb" >/dev/null
+expectLine "ppocr_cls .om: a [1,3,640,640] input for a [1,3,48,192] model" \
+  "kiln: error K5002: input 'x': the model takes f32[1,3,48,192], the data is f32[1,3,640,640]. $fix" \
+  "$kiln" run "$out/ppocr_cls/ppocr_cls_310p3.om" --input x="$work/big.pb" --output-dir "$work/o"
+expectLine "ppocr_cls: kiln compare checks the .om's input (the ONNX model is dynamic)" \
+  "kiln: error K5002: input 'x': the model takes f32[1,3,48,192], the data is f32[1,3,640,640]. $fix" \
+  "$kiln" compare "$cls" "$out/ppocr_cls/ppocr_cls_310p3.om" --input x="$work/big.pb"
+expectLine "ppocr_cls NHWC .ms: NCHW data names the transpose" \
+  "kiln: error K5002: input 'x': the model takes f32[1,48,192,3], the data is f32[1,3,48,192]; the data looks NCHW and the model takes NHWC: transpose it (0,2,3,1). $fix" \
+  "$kiln" run "$work/cls_nhwc.ms" --input x="$out/ppocr_cls/input.x.pb" --output-dir "$work/o"
+expectLine "ppocr_cls gear .om: a batch no gear has" \
+  "kiln: error K5002: input shape x:3,3,48,192 matches none of the model's 2 gears: x:1,3,48,192 | x:2,3,48,192. Fix: feed inputs of one gear's shape, or convert the model again with this shape among the gears (atc --dynamic_batch_size / --dynamic_image_size / --dynamic_dims)" \
+  "$kiln" run "$work/cls_gears.om" --input x="$work/batch3.pb" --output-dir "$work/o"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
