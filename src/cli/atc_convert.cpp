@@ -313,6 +313,7 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
   precision.mode = o.precision;
   precision.inputFp16Nodes = o.inputFp16Nodes;
   precision.outputsFp16 = o.outputType == "FP16";
+  precision.clipWeights = o.clipWeights;
   // ATC: --keep_dtype has no effect with must_keep_origin_dtype / origin.
   if (!o.keepDtype.empty() && o.precision != PrecisionMode::KeepOrigin) {
     // The same reading as `kiln opt --keep-dtype-file` (an empty file is K4201 for both).

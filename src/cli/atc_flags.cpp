@@ -256,8 +256,9 @@ std::vector<AtcFlagInfo> buildFlagTable() {
   t.push_back(
       flag("allow_hf32", S::String, "", "Operator Tuning", "Reserved", U::Ignored, kNoKernels));
   t.push_back(flag("is_weight_clip", S::String, "1", "Operator Tuning",
-                   "1: clip fp32 weights to the fp16 range before the cast", U::Ignored,
-                   "kiln's fp16 conversion always saturates"));
+                   "1: clip fp32 weights to the fp16 range before the cast", U::Used,
+                   "given as 1, weights past fp16's range saturate at +-65504; not given, kiln keeps "
+                   "their nodes fp32 (exact) and says so"));
   t.push_back(flag("op_bank_path", S::String, "", "Operator Tuning", "Op tuning bank", U::Ignored,
                    kNoKernels));
   t.push_back(withSet(flag("jit_compile", S::String, "1", "Operator Tuning",

@@ -446,6 +446,7 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
                         "use --external_weight=1 (one file per weight) or 0");
   o.displayModelInfo = args.get("display_model_info") == "1";
   o.inputFp16Nodes = splitList(args.get("input_fp16_nodes"), ';');
+  o.clipWeights = args.has("is_weight_clip") && args.get("is_weight_clip") == "1";
   o.outputType = args.get("output_type");
   if (!o.outputType.empty()) {
     static const std::vector<std::string> types = {"FP32", "FP16", "UINT8",   "INT8",

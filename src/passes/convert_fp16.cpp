@@ -243,7 +243,14 @@ class Lowering {
         const Value* in = node.input(i);
         if (!isF32(in) || !in->isInitializer() || !isDataInput(node, i)) continue;
         WeightCheck check = checkOnce(in, progress);
-        if (!check.inRange) {
+        if (!check.inRange && options_.clipWeights) {
+          // ATC --is_weight_clip=1: the values past the range saturate at +-65504.
+          if (clippedNamed_.insert(in).second)
+            context_.notes.push_back(fmt::format(
+                "fp16: weight '{}' has max |w| = {} beyond fp16's {}: clipped to +-{} "
+                "(--is_weight_clip=1)",
+                in->name(), check.maxAbs, kFp16Max, kFp16Max));
+        } else if (!check.inRange) {
           keep(node, "weight_out_of_range",
                fmt::format("weight '{}' has max |w| = {} beyond fp16's {}", in->name(),
                            check.maxAbs, kFp16Max),
@@ -317,6 +324,12 @@ class Lowering {
     forFloatBlocks(source, [&](const float* values, size_t n) {
       rt::floatsToHalves(reinterpret_cast<const uint8_t*>(values),
                          reinterpret_cast<uint16_t*>(halves.data()) + done, n);
+      if (options_.clipWeights) // saturate what rounding made infinite (--is_weight_clip=1)
+        for (size_t i = 0; i < n; ++i) {
+          uint16_t& h = reinterpret_cast<uint16_t*>(halves.data())[done + i];
+          if ((h & 0x7FFFu) == 0x7C00u && std::isfinite(values[i]))
+            h = static_cast<uint16_t>((h & 0x8000u) | 0x7BFFu);
+        }
       for (size_t i = 0; i < n; ++i)
         countTiny(values[i]);
       done += n;
@@ -501,6 +514,7 @@ class Lowering {
   const PrecisionOptions& options_;
   const std::map<std::string, double>* peaks_; // activation peaks of an fp32 run, or nullptr
   std::set<const Node*> lowered_;
+  std::set<const Value*> clippedNamed_; // weights whose clipping was said
   std::set<const Node*> inserted_;
   std::set<const Node*> reported_; // weights-only: kept nodes already named in a note
   std::map<Value*, Value*> constants_;

@@ -82,6 +82,7 @@ struct AtcOptions {
   std::string insertOpConf;
   std::string keepDtype;
   std::vector<std::string> inputFp16Nodes;
+  bool clipWeights = false; // --is_weight_clip=1 given (kiln keeps such weights fp32 otherwise)
   std::string outputType; // "" or FP32 / FP16 (others rejected)
   std::string checkReport = "check_result.json";
   CoreType coreType = CoreType::AiCore;

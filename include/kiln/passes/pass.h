@@ -43,6 +43,9 @@ struct PrecisionOptions {
   std::vector<std::string>
       inputFp16Nodes;       // ATC --input_fp16_nodes: these graph inputs take fp16 data
   bool outputsFp16 = false; // ATC --output_type=FP16: float outputs are produced as fp16
+  // ATC --is_weight_clip=1 given: weights past fp16's range saturate at +-65504 and their nodes
+  // are lowered; otherwise such nodes stay fp32 (kiln's default, exact).
+  bool clipWeights = false;
   // Largest finite |value| each value reached in an fp32 run on sample inputs
   // (measureValuePeaks; `kiln opt --precision-report`). A node whose output passes fp16's range
   // stays fp32 in the mixed modes; force_fp16 converts it (ATC's contract) and reports the
