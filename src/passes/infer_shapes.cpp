@@ -115,6 +115,34 @@ bool apply(Graph& graph, const onnx::GraphProto& proto, bool subgraph = false) {
   return changed;
 }
 
+// Ranks an op fixes for its data input: a Conv's or ConvTranspose's X has its weight's rank. ONNX
+// inference cannot see it when X comes out of an If whose branches differ in rank (a batch-1
+// Squeeze in one of them), yet every run that reaches the node gives X that rank; with it the
+// node's output and everything after it get ranks, which the lowerings need (a 1-D Conv on a
+// 2-D target, an axis counted from the end). Returns whether a value got a rank.
+bool rankDataInputsFromWeights(Graph& graph) {
+  bool changed = false;
+  for (const auto& node : graph.nodes()) {
+    for (Graph* body : node->subgraphs())
+      changed |= rankDataInputsFromWeights(*body);
+    if (!node->domain().empty() && node->domain() != "ai.onnx") continue;
+    if (node->opType() != "Conv" && node->opType() != "ConvTranspose") continue;
+    if (node->inputs().size() < 2) continue;
+    Value* x = node->input(0);
+    const Value* w = node->input(1);
+    if (!x || !w || !w->shape().hasRank() || w->shape().rank() < 3) continue;
+    if (x->type().kind == TypeKind::Tensor && x->shape().hasRank()) continue;
+    if (x->type().kind != TypeKind::Tensor && x->type().kind != TypeKind::Unknown) continue;
+    const bool wasAnnotated = x->type().kind != TypeKind::Unknown;
+    const DType dtype = x->dtype() != DType::Undefined ? x->dtype() : w->dtype();
+    x->setType(ValueType::tensor(dtype, Shape(std::vector<Dim>(w->shape().rank()))));
+    if (!wasAnnotated && !x->isGraphInput() && !x->isGraphOutput() && !x->isInitializer())
+      graph.addAnnotatedValue(x);
+    changed = true;
+  }
+  return changed;
+}
+
 class InferShapes : public Pass {
  public:
   std::string_view name() const override { return "infer-shapes"; }
@@ -133,7 +161,8 @@ class InferShapes : public Pass {
       spdlog::debug("infer-shapes: ONNX shape inference stopped: {}", e.what());
       context.notes.push_back(fmt::format("shape inference stopped early: {}", e.what()));
     }
-    const bool changed = apply(graph, proto.graph());
+    bool changed = apply(graph, proto.graph());
+    changed |= rankDataInputsFromWeights(graph);
     // Ranks that inference just filled in decide checks import could not (an axis of a value no
     // value_info declared): every later pass and the lowerings may rely on them.
     if (changed) KILN_TRY(ops::validateGraph(graph, *context.model));

@@ -63,6 +63,30 @@ else
   fail "benchmark --inputShape runs the dynamic .ms at a second shape" "exit $st"
 fi
 
+# Ranks only run time knows (tests/cli/models/rank_through_if.onnxtxt, the silero VAD pattern: Ifs
+# whose branches differ in rank feed an Unsqueeze with an axis counted from the end, a 1-D Conv, a
+# ReduceMean and Slices counted from the end of an unknown dim): converts without --inputShape and
+# matches ONNX on both branches (batch 1 squeezes the batch axis, batch 3 keeps it).
+rank_model=$src/tests/cli/models/rank_through_if.onnxtxt
+"$converter" --fmk=ONNX --modelFile="$rank_model" --outputFile="$work/rank" >"$work/stdout" 2>"$work/stderr"
+st=$?
+if [ $st -eq 0 ] && grep -q "CONVERT RESULT SUCCESS:0" "$work/stdout" && [ -s "$work/rank.ms" ]; then
+  pass "ranks through If branches: converts without --inputShape"
+else
+  fail "ranks through If branches: converts without --inputShape" "exit $st"
+fi
+for shape in 1,10 3,12; do
+  "$kiln" tensor make --random --seed 1 --shape "$shape" --name x -o "$work/x.pb" >/dev/null 2>&1
+  "$kiln" compare "$rank_model" "$work/rank.ms" --input x="$work/x.pb" >"$work/stdout" 2>"$work/stderr"
+  st=$?
+  outputs=$(awk '$1 ~ /^(y|m)$/ && $3 + 0 <= 1e-5 && $2 + 0 > 0.99999 { n++ } END { print n + 0 }' "$work/stdout")
+  if [ $st -eq 0 ] && [ "$outputs" = 2 ]; then
+    pass "ranks through If branches: kiln compare at x:$shape, 2 outputs match"
+  else
+    fail "ranks through If branches: kiln compare at x:$shape, 2 outputs match" "exit $st, $outputs outputs within 1e-5"
+  fi
+done
+
 # A fractional Resize scale over a dynamic height needs fixed shapes: K7104 names the fix.
 cat >"$work/frac.onnxtxt" <<'EOF'
 <ir_version: 8, opset_import: ["" : 13]>

@@ -141,6 +141,10 @@ Status lowerSqueeze(LoweringContext& ctx, const Node& n) {
   const int base = squeeze ? inRank : outRank;
   for (auto& a : list)
     if (a < 0) {
+      // One Unsqueeze axis counted from the end needs no rank: the runtime's Unsqueeze counts a
+      // negative axis from the output's end, as ONNX does (an If whose branches differ in rank,
+      // a batch-1 Squeeze, leaves the rank to run time).
+      if (base < 0 && !squeeze && list.size() == 1) break;
       if (base < 0) return dynamicShape("negative axis over an unknown rank");
       a += base;
     }

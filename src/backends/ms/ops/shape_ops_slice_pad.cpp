@@ -61,6 +61,19 @@ Status lowerSlice(LoweringContext& ctx, const Node& n) {
     beginMask |= int64_t{1} << i;
     endMask |= int64_t{1} << i;
   }
+  // Whether each negative-step start is counted from the end (within any dim) or below its
+  // axis' known dim.
+  auto negativeStepStartsInside = [&] {
+    for (size_t k = 0; k < starts->size(); ++k) {
+      if (!steps || (*steps)[k] >= 0 || (*starts)[k] < 0) continue;
+      int64_t ax = axes ? (*axes)[k] : static_cast<int64_t>(k);
+      if (ax < 0) ax += rank;
+      if (ax < 0 || ax >= rank) return false;
+      auto dim = ctx.dimOf(n.input(0), static_cast<size_t>(ax));
+      if (!dim || (*starts)[k] >= *dim) return false;
+    }
+    return true;
+  };
   for (size_t k = 0; k < starts->size(); ++k) {
     int64_t ax = axes ? (*axes)[k] : static_cast<int64_t>(k);
     if (ax < 0) ax += rank;
@@ -91,6 +104,12 @@ Status lowerSlice(LoweringContext& ctx, const Node& n) {
         endMask &= ~(int64_t{1} << a);
       }
     } else {
+      // Counted from an unknown end: the five-input StridedSlice resolves negative starts and
+      // ends against the run-time dim and clamps them, as ONNX does, except that it keeps a
+      // negative step's start past the axis' end (lowerRuntimeSlice caps it on static shapes
+      // only): every negative-step start must lie inside its axis.
+      if ((s < 0 || e < 0 || step < 0) && ctx.opset() >= 10 && negativeStepStartsInside())
+        return lowerRuntimeSlice(ctx, n, rank);
       if (s < 0 || e < 0 || step < 0)
         return dynamicShape("negative starts/ends/steps over an unknown dim");
       begin[a] = s;
@@ -469,7 +488,10 @@ Status raiseStridedSlice(RaisingContext& ctx, const msfb::Primitive& p) {
   }
   std::iota(axes.begin(), axes.end(), 0);
   if (ctx.inputCount() > 4) {
-    KILN_ASSIGN_OR_RETURN(axes, ctx.constInts(4));
+    // Five inputs take the run-time form's order (axes, then strides) whether or not they are
+    // constants: lowerRuntimeSlice writes constant ones too (a Slice counted from an unknown end).
+    KILN_ASSIGN_OR_RETURN(axes, ctx.constInts(3));
+    KILN_ASSIGN_OR_RETURN(strides, ctx.constInts(4));
   }
   if (strides.size() != begin.size() || end.size() != begin.size() || axes.size() != begin.size())
     return ctx.nodeUnsupported("begin/end/strides/axes differ in length");

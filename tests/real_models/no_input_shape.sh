@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Every real model converts with converter_lite without --inputShape (dynamic dims stay -1 in the
+# .ms), and each .ms runs in kiln's executor close to the ONNX model on the inputs the real_models
+# test saved (cosine >= 0.999 per output). Also the silero VAD exports of @ricky0123/vad-web that
+# tests/real_models does not list (v6: its 1-D Conv sits inside If branches).
+# Usage: no_input_shape.sh BUILD_DIR. Exit 77 (ctest: skipped) when the real models are absent.
+set -uo pipefail
+build=$(realpath -m "$1")
+kiln="$build/tools/kiln"
+converter="$build/tools/converter_lite"
+out="$build/real_models/out"
+vad="$build/real_models/npm/node_modules/@ricky0123/vad-web/dist"
+if ! compgen -G "$out/models/*.onnx" >/dev/null; then
+  echo "SKIP: the real models are not in $out/models (run ctest -R real_models first)"
+  exit 77
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-no-input-shape-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+check() { # check NAME OK DETAIL
+  if [ "$2" = 1 ]; then
+    echo "PASS $1"
+    passed=$((passed + 1))
+  else
+    echo "FAIL $1: $3"
+    failed=$((failed + 1))
+  fi
+}
+
+models=("$out"/models/*.onnx)
+for extra in "$vad"/silero_vad_*.onnx; do
+  [ -e "$extra" ] || continue
+  [ -e "$out/models/$(basename "$extra")" ] || models+=("$extra")
+done
+for model in "${models[@]}"; do
+  name=$(basename "$model" .onnx)
+  "$converter" --fmk=ONNX --modelFile="$model" --outputFile="$work/$name" >"$work/stdout" 2>"$work/stderr"
+  st=$?
+  ok=0
+  [ $st -eq 0 ] && grep -q "CONVERT RESULT SUCCESS:0" "$work/stdout" && [ -s "$work/$name.ms" ] && ok=1
+  check "$name converts without --inputShape" $ok "exit $st: $(tail -c 600 "$work/stderr")"
+  [ $ok = 1 ] || continue
+  feeds=()
+  for f in "$out/$name"/input.*.pb; do
+    [ -e "$f" ] || continue
+    # The file names sanitize the input names ('onnx::Flatten_0'); the TensorProto keeps them.
+    input=$("$kiln" tensor show "$f" | sed -n 's/^name: //p')
+    feeds+=(--input "$input=$f")
+  done
+  [ ${#feeds[@]} -gt 0 ] || continue
+  "$kiln" compare "$model" "$work/$name.ms" "${feeds[@]}" >"$work/stdout" 2>"$work/stderr"
+  st=$?
+  # Rows after the header: NAME COSINE MEAN_REL MAX_ABS SQNR, counted from the end (a name may
+  # hold spaces); every output must be close.
+  bad=$(awk 'NR > 1 && NF >= 5 { n++; if ($(NF - 3) + 0 < 0.999) b++ } END { print (n ? b + 0 : -1) }' "$work/stdout")
+  ok=0
+  [ $st -eq 0 ] && [ "$bad" = 0 ] && ok=1
+  check "$name: the .ms without --inputShape matches ONNX on the saved inputs" $ok \
+    "exit $st, $bad output(s) below cosine 0.999: $(tail -c 600 "$work/stderr")"
+done
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
