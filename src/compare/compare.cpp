@@ -155,16 +155,31 @@ std::optional<Tensor> permuted(const Tensor& source, const std::vector<int64_t>&
   return std::move(out).finish();
 }
 
-// Feeds for a converted model: inputs it stores in another layout (an .ms NHWC input) get the
-// source layout's data transposed, so one set of feeds drives both models.
+// Whether dims fit a declared shape (unknown dims fit anything).
+bool fitsShape(const std::vector<int64_t>& dims, const Shape& shape) {
+  if (dims.size() != shape.rank()) return false;
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (shape.dims()[i].isStatic() && shape.dims()[i].value() != dims[i]) return false;
+  return true;
+}
+
+// Feeds for a converted model: an input it stores in another layout (an .ms NHWC input of an
+// NCHW model) gets the data transposed when the data fits only the transposed shape, or both
+// (square dims: the file's layout decides). Data that already fits only the candidate's shape
+// (a model whose source was NHWC already) is passed as it is.
 std::map<std::string, rt::RtValue> relaidFeeds(const Model& candidate,
                                                const std::map<std::string, rt::RtValue>& feeds) {
   std::map<std::string, rt::RtValue> out = feeds;
   for (auto& [name, value] : out) {
     auto layout = candidate.sourceLayouts.find(name);
     if (layout == candidate.sourceLayouts.end() || !value.isTensor()) continue;
-    if (auto relaid = permuted(value.tensor, layout->second))
-      value = rt::RtValue::ofTensor(std::move(*relaid));
+    const Value* input = nullptr;
+    for (const Value* in : candidate.graph->inputs())
+      if (in->name() == name) input = in;
+    if (!input) continue;
+    auto relaid = permuted(value.tensor, layout->second);
+    if (!relaid || !fitsShape(relaid->dims(), input->shape())) continue;
+    value = rt::RtValue::ofTensor(std::move(*relaid));
   }
   return out;
 }
