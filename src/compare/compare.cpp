@@ -1,7 +1,6 @@
 // Output comparison between two models run by the CPU executor.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <optional>
 
@@ -13,6 +12,7 @@
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
 #include "kiln/support/checked_math.h"
+#include "runtime/kernels/shape_util.h"
 
 namespace kiln {
 
@@ -126,33 +126,16 @@ bool endsLocationGroup(const Node& node, const Value& value) {
 }
 
 // A tensor laid out as a converted model stores it: dims[i] = source dims[perm[i]]. nullopt when
-// the permutation does not fit or the element type is packed below a byte.
+// perm is no permutation of the tensor's axes or the element type is packed below a byte.
 std::optional<Tensor> permuted(const Tensor& source, const std::vector<int64_t>& perm) {
-  const std::vector<int64_t>& from = source.dims();
-  const size_t bits = static_cast<size_t>(dtypeBits(source.dtype()));
-  if (perm.size() != from.size() || bits == 0 || bits % 8 != 0) return std::nullopt;
-  const size_t width = bits / 8;
-  std::vector<int64_t> to(perm.size()), sourceStrides(from.size(), 1);
-  for (size_t i = from.size(); i-- > 1;)
-    sourceStrides[i - 1] = sourceStrides[i] * from[i];
-  for (size_t i = 0; i < perm.size(); ++i) {
-    if (perm[i] < 0 || static_cast<size_t>(perm[i]) >= from.size()) return std::nullopt;
-    to[i] = from[static_cast<size_t>(perm[i])];
+  std::vector<bool> seen(source.dims().size(), false);
+  if (perm.size() != seen.size()) return std::nullopt;
+  for (int64_t axis : perm) {
+    if (axis < 0 || static_cast<size_t>(axis) >= seen.size() || seen[static_cast<size_t>(axis)])
+      return std::nullopt;
+    seen[static_cast<size_t>(axis)] = true;
   }
-  const uint8_t* in = source.data();
-  rt::OutTensor out(source.dtype(), to);
-  std::vector<int64_t> index(to.size(), 0);
-  for (uint64_t k = 0; k < out.elementCount(); ++k) {
-    int64_t offset = 0;
-    for (size_t i = 0; i < to.size(); ++i)
-      offset += index[i] * sourceStrides[static_cast<size_t>(perm[i])];
-    std::memcpy(out.bytes() + k * width, in + static_cast<size_t>(offset) * width, width);
-    for (size_t i = to.size(); i-- > 0;) {
-      if (++index[i] < to[i]) break;
-      index[i] = 0;
-    }
-  }
-  return std::move(out).finish();
+  return rt::shape::transposed(source, perm);
 }
 
 // Whether dims fit a declared shape (unknown dims fit anything).
@@ -235,30 +218,38 @@ uint64_t estimatedBytes(const Value* value) {
   return count ? *count * 4 : kUnknownBytes;
 }
 
-// Which candidate tensor is compared with which reference tensor: the same name, or for a value
-// that ends a fused node, the output of the reference node its location names (unless that
-// reference value has a same-named twin in the candidate, which is the better match).
-// Node outputs of a graph and of its subgraphs (If branches, Loop bodies: captured by name too).
-void indexNodeOutputs(const Graph& graph, std::map<std::string, const Value*>& byName,
-                      std::map<std::string, std::string>& byNode,
-                      std::vector<const Node*>* order) {
+// Nodes of a graph and of its subgraphs (If branches, Loop bodies: their values are captured by
+// name too), in execution order.
+void collectNodes(const Graph& graph, std::vector<const Node*>& nodes) {
   for (const auto& node : graph.nodes()) {
-    if (order) order->push_back(node.get());
-    for (const Value* out : node->outputs())
-      if (out) byName.emplace(out->name(), out);
-    if (!node->name().empty() && !node->outputs().empty() && node->output(0))
-      byNode.emplace(node->name(), node->output(0)->name());
+    nodes.push_back(node.get());
     for (const Graph* sub : node->subgraphs())
-      indexNodeOutputs(*sub, byName, byNode, order);
+      collectNodes(*sub, nodes);
   }
 }
 
+std::map<std::string, const Value*> outputsByName(const std::vector<const Node*>& nodes) {
+  std::map<std::string, const Value*> byName;
+  for (const Node* node : nodes)
+    for (const Value* out : node->outputs())
+      if (out) byName.emplace(out->name(), out);
+  return byName;
+}
+
+// Which candidate tensor is compared with which reference tensor: the same name, or for a value
+// that ends a fused node, the output of the reference node its location names (unless that
+// reference value has a same-named twin in the candidate, which is the better match).
 std::vector<TensorPair> pairTensors(const Model& reference, const Model& candidate) {
-  std::map<std::string, const Value*> refValues, candValues;
-  std::map<std::string, std::string> byNode, unusedByNode;
-  indexNodeOutputs(*reference.graph, refValues, byNode, nullptr);
-  std::vector<const Node*> order;
-  indexNodeOutputs(*candidate.graph, candValues, unusedByNode, &order);
+  std::vector<const Node*> refNodes, order;
+  collectNodes(*reference.graph, refNodes);
+  collectNodes(*candidate.graph, order);
+  const std::map<std::string, const Value*> refValues = outputsByName(refNodes),
+                                            candValues = outputsByName(order);
+  // Reference output 0 by node name, for fused candidate nodes.
+  std::map<std::string, std::string> byNode;
+  for (const Node* node : refNodes)
+    if (!node->name().empty() && !node->outputs().empty() && node->output(0))
+      byNode.emplace(node->name(), node->output(0)->name());
   auto find = [](const std::map<std::string, const Value*>& values, const std::string& name) {
     auto it = values.find(name);
     return it == values.end() ? nullptr : it->second;

@@ -207,10 +207,7 @@ Status RaisingContext::bind(size_t outPos, Value* v) {
   reserved_.insert(final);
   if (v->name() != final) g_->renameValue(v, final);
   if (auto dt = ms::dtypeOfTypeId(tensor(i)->dataType())) v->setDType(*dt);
-  // An NHWC tensor holds the NCHW value of the same name transposed (the writer names the
-  // NCHW twin apart), so a comparison against the source maps through this permutation.
-  if (g_ == model_.graph.get() && tensor(i)->format() == msfb::Format_NHWC && dims(i).size() == 4)
-    model_.sourceLayouts[final] = {0, 2, 3, 1};
+  noteLayout(i, final);
   values_[i] = v;
   return Status::ok();
 }
@@ -419,8 +416,7 @@ Expected<Model> RaisingContext::read() {
       v = g_->addValue(tensorName(i));
     }
     v->setType(ValueType::tensor(*dt, Shape(shape)));
-    if (t->format() == msfb::Format_NHWC && shape.size() == 4)
-      model_.sourceLayouts[v->name()] = {0, 2, 3, 1};
+    noteLayout(i, v->name());
     g_->addInput(v);
     values_[i] = v;
   }

@@ -151,6 +151,12 @@ class RaisingContext {
   Status unary(const std::string& op, Node::AttributeList attrs = {});
 
  private:
+  // Records tensor t (raised as `name`) in Model::sourceLayouts when the file stores it NHWC: it
+  // holds the NCHW value of the same name transposed (the writer names the NCHW twin apart).
+  void noteLayout(uint32_t t, const std::string& name) {
+    if (tensor(t)->format() == msfb::Format_NHWC && dims(t).size() == 4)
+      model_.sourceLayouts[name] = {0, 2, 3, 1};
+  }
   Status invalidStatus(std::string message);
   Status unsupportedStatus(std::string message);
   Status checkIndices();
