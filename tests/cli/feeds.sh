@@ -20,29 +20,8 @@ src=$4
 makeWork kiln-feeds "${5:-}"
 cd "$work" || exit 2
 
-# tensor FILE NAME DTYPE DIMS [VALUE]: a TensorProto filled with VALUE (0.5; DTYPE 1 float32, 11 float64).
-tensor() {
-  python3 - "$@" <<'PY'
-import struct, sys
-path, name, dtype, dims = sys.argv[1], sys.argv[2], int(sys.argv[3]), [int(d) for d in sys.argv[4].split(",")]
-value = float(sys.argv[5]) if len(sys.argv) > 5 else 0.5
-def varint(v):
-    out = b""
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        out += bytes([b | (0x80 if v else 0)])
-        if not v:
-            return out
-count = 1
-for d in dims:
-    count *= d
-raw = struct.pack("<%d%s" % (count, "d" if dtype == 11 else "f"), *([value] * count))
-msg = b"".join(b"\x08" + varint(d) for d in dims) + b"\x10" + varint(dtype)
-msg += b"\x42" + varint(len(name)) + name.encode() + b"\x4a" + varint(len(raw)) + raw
-open(path, "wb").write(msg)
-PY
-}
+# tensor FILE NAME DTYPE DIMS [VALUE]: a .pb TensorProto (or raw .bin) of DTYPE filled with VALUE (0.5).
+tensor() { "$kiln" tensor make --fill "${5:-0.5}" --dtype "$3" --shape "$4" --name "$2" -o "$1" >/dev/null; }
 
 # expectLine NAME EXIT LINE COMMAND...: the exit status and stderr's one line, exactly.
 expectLine() {
@@ -61,11 +40,11 @@ expectLine() {
   "$atc" --framework=5 --model=dyn.onnx --soc_version=Ascend310P3 --output=gears \
     "--input_shape=x:-1,3,8,8" --dynamic_batch_size=1,2 >/dev/null 2>&1 || { echo "FAIL setup: conversions"; exit 1; }
 judgedByGe "the .om files pass the om judge" "$src" t.om gears.om
-tensor ok.pb image 1 1,1,8,8
-tensor big.pb image 1 1,1,16,16
-tensor flat.pb image 1 1,64
-tensor double.pb image 11 1,1,8,8
-tensor x5.pb x 1 5,3,8,8
+tensor ok.pb image float32 1,1,8,8
+tensor big.pb image float32 1,1,16,16
+tensor flat.pb image float32 1,64
+tensor double.pb image float64 1,1,8,8
+tensor x5.pb x float32 5,3,8,8
 
 fix="Fix: feed data of the model's type and shape (kiln inspect MODEL lists them)"
 for model in t.onnx t.ms t.om; do
@@ -103,8 +82,8 @@ expectLine "kiln run --capture of an unknown value" 1 \
 
 # FP16 range (tests/cli/models/fp16_overflow.onnxtxt): atc's default force_fp16, converter_lite --fp16=on.
 "$kiln" convert "$src/tests/cli/models/fp16_overflow.onnxtxt" --to onnx -o ov.onnx >/dev/null
-tensor ones.pb x 1 1,4 1
-python3 -c "import struct; open('ones.bin', 'wb').write(struct.pack('<4f', 1, 1, 1, 1))"
+tensor ones.pb x float32 1,4 1
+tensor ones.bin x float32 1,4 1
 run "$atc" --framework=5 --model=ov.onnx --output=ov --soc_version=Ascend310P3
 if [ "$status" -eq 0 ] && grep -qxF "atc: warning: fp16: node 'm' (Mul) stays fp32: weight 'big' has max |w| = 100000 beyond fp16's 65504" "$work/stderr"
 then pass "atc names the weight beyond fp16's range"; else fail "atc names the weight beyond fp16's range" "exit $status"; fi

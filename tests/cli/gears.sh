@@ -129,21 +129,7 @@ noGear="kiln: error K5002: input shape x:3,3,8,8 matches none of the model's 3 g
 status=$?
 if [ "$status" -ne 0 ] && grep -qxF "$noGear" compare.txt; then pass "kiln compare: batch 3 is no gear"
 else fail "kiln compare: batch 3 is no gear" "exit $status: $(cat compare.txt)"; fi
-python3 - x3.pb <<'PY'
-import struct, sys
-# TensorProto: dims 3,3,8,8 (field 1), data_type FLOAT (field 2), name "x" (field 8), raw_data (field 9).
-def varint(v):
-    out = b""
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        out += bytes([b | (0x80 if v else 0)])
-        if not v:
-            return out
-raw = struct.pack("<%df" % (3 * 3 * 8 * 8), *([0.5] * (3 * 3 * 8 * 8)))
-msg = b"".join(b"\x08" + varint(d) for d in (3, 3, 8, 8)) + b"\x10\x01" + b"\x42\x01x" + b"\x4a" + varint(len(raw)) + raw
-open(sys.argv[1], "wb").write(msg)
-PY
+"$kiln" tensor make --fill 0.5 --shape 3,3,8,8 --name x -o x3.pb >/dev/null
 "$kiln" run out/batch.om --input x=x3.pb --output-dir run3 >"$work/stdout" 2>"$work/stderr"
 status=$?
 if [ "$status" -eq 1 ] && [ "$(cat "$work/stderr")" = "$noGear" ] && [ ! -e run3 ]; then
