@@ -13,6 +13,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "kiln/frontend/onnx.h"
+#include "kiln/frontend/value_io.h"
 #include "kiln/runtime/tensor_util.h"
 #include "kiln/support/atomic_file.h"
 #include "kiln/support/checked_math.h"
@@ -235,12 +236,7 @@ Expected<NamedTensor> readTensorFile(const std::string& path, const RawLayout& r
 
 Status writeTensorFile(const std::string& path, const std::string& name, const Tensor& tensor) {
   const std::string ext = extensionOf(path);
-  if (ext == ".pb") {
-    onnx::TensorProto proto;
-    tensorToOnnx(tensor, name, proto);
-    std::string bytes = proto.SerializeAsString();
-    return writeFileAtomically(path, bytes);
-  }
+  if (ext == ".pb") return writeValueFile(path, name, rt::RtValue::ofTensor(tensor));
   if (ext != ".npy" && ext != ".bin")
     return badFlag("--output", fmt::format("'{}' is not a .pb, .npy or .bin file", path),
                    "name the output FILE.pb (ONNX TensorProto, for kiln run / compare --input), "
