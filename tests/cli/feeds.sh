@@ -91,6 +91,7 @@ run "$atc" --framework=5 --model=ov.onnx --output=ov_clip --soc_version=Ascend31
 if [ "$status" -eq 0 ] && grep -qxF "atc: warning: fp16: weight 'big' has max |w| = 100000 beyond fp16's 65504: clipped to +-65504 (--is_weight_clip=1)" "$work/stderr" &&
    ! grep -q "stays fp32: weight 'big'" "$work/stderr"
 then pass "atc --is_weight_clip=1 clips the weight and says so"; else fail "atc --is_weight_clip=1 clips the weight and says so" "exit $status"; fi
+judgedByGe "the .om files of the fp16 range cases pass the om judge" "$src" ov.om ov_clip.om
 run "$converter" --fmk=ONNX --modelFile=ov.onnx --outputFile=ov --fp16=on
 if [ "$status" -eq 0 ] && grep -qxF "converter_lite: note: --fp16=on: weight 'big' stays float32: max |w| = 100000 is beyond float16's 65504" "$work/stderr"
 then pass "converter_lite --fp16=on keeps the weight float32 and says so"
