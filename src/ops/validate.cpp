@@ -226,7 +226,11 @@ std::string atLeastReason(const NodeFacts& node, const char* name, int64_t least
 }
 
 std::string arityReason(const Node& node, int64_t opset) {
-  if (opset <= 0 || !isDefaultDomain(node.domain())) return "";
+  if (!isDefaultDomain(node.domain())) return "";
+  // A model that imports ai.onnx at version 0 (or not at all) still gets the earliest schema's
+  // arity: lowering rules read the inputs every version requires (a fuzzed one-input Conv at
+  // opset 0 reached the .ms Conv rule with no weight).
+  if (opset <= 0) opset = 1;
   auto requiredUpTo = [](int count) {
     return [count](size_t i) { return static_cast<int>(i) < count; };
   };

@@ -238,3 +238,15 @@ TEST(NodeValidation, OptionalHasElementWithoutAnInputFromOpset18) {
 }
 
 } // namespace
+
+TEST(NodeValidation, ArityHoldsAtOpsetZero) {
+  // A fuzzed model importing ai.onnx at version 0 with a one-input Conv reached the .ms Conv rule
+  // without its weight (SIGSEGV); the earliest schema's arity applies.
+  EXPECT_EQ(importError(R"(<ir_version: 8, opset_import: ["" : 0]>
+    g (float[1,1,5,5] x) => (float[1,4,5,5] y) <float[4,1,1,1] w = {1, 1, 1, 1}> {
+      y = Conv <kernel_shape = [1, 1]> (w)
+    })"),
+            std::string("K2015: test.onnx: graph 'g': node 'n0' (Conv): has 1 input, but Conv "
+                        "(opset 1) takes 2 to 3 inputs") +
+                kArityFix);
+}
