@@ -25,6 +25,16 @@ enum class SensitivityVariant {
 // outputs of the cosine similarity, or of the mean relative error.
 enum class SensitivityMetric { Cosine, MeanRelativeError };
 
+// The precision gate (docs/accuracy.md): on each output, cosine at least `minCosine`; the mean
+// relative error at most `maxMeanRelativeError` on the tensor before a final Sigmoid/Softmax/
+// LogSoftmax (its logits, captured by name), on the output itself otherwise; that tensor's cosine
+// is held to `minCosine` too. A trial's score is its worst ratio of error to allowance (1 - cosine
+// against 1 - minCosine, MRE against its bound), so at most 1 meets the gate.
+struct SensitivityGate {
+  double maxMeanRelativeError = 0.005;
+  double minCosine = 0.9999;
+};
+
 struct SensitivityOptions {
   SensitivityVariant variant = SensitivityVariant::WeightQuant;
   PrecisionOptions precision;     // Fp16: the mode and the user's own keep list
@@ -32,6 +42,9 @@ struct SensitivityOptions {
   SensitivityMetric metric = SensitivityMetric::Cosine;
   // Cosine: at least this; mean relative error: at most this (a fraction, 0.005 = 0.5%).
   std::optional<double> target;
+  // When set, replaces `metric` and `target`: trials are scored against the gate (lower is
+  // better, at most 1 meets it) and the keep list is the shortest prefix that meets it.
+  std::optional<SensitivityGate> gate;
   size_t threads = 1; // trials run in parallel; the report does not depend on it
 };
 
@@ -64,5 +77,46 @@ struct SensitivityReport {
 Expected<SensitivityReport> analyzeSensitivity(const Model& model,
                                                const std::map<std::string, rt::RtValue>& inputs,
                                                const SensitivityOptions& options);
+// The same over several input sets: an output's score is taken on every set (the gate's worst,
+// a metric's mean).
+Expected<SensitivityReport>
+analyzeSensitivity(const Model& model,
+                   const std::vector<std::map<std::string, rt::RtValue>>& inputSets,
+                   const SensitivityOptions& options);
+
+// The precision guard of the converting CLIs' FP16 modes where kiln picks the precision
+// (docs/precision.md). Check (the default): the model is run in float32 and converted on seeded
+// input sets (uniform in [-1, 1), integers 0; or the given samples) and a miss of `gate` is a
+// warning with the numbers. Keep: the fewest nodes that make the conversion meet `gate` on those
+// sets are found (analyzeSensitivity) and kept fp32. It never fails a conversion: what it could
+// not do is a note.
+enum class PrecisionGuardMode { Off, Check, Keep };
+
+// KILN_PRECISION_GUARD=off|check|keep (default check): the drop-in CLIs take no kiln-only flags,
+// so build scripts choose the guard's mode there.
+PrecisionGuardMode precisionGuardMode();
+
+struct PrecisionGuardOptions {
+  PrecisionGuardMode mode = PrecisionGuardMode::Check;
+  SensitivityGate gate;
+  // Above this many multiply-adds in all (estimated from the static shapes: runs per set times
+  // sets times one run's cost) the guard does not run and says so. Deterministic, unlike a time
+  // limit: the same model gets the same decision on any machine.
+  double maxTrialMultiplyAdds = 4e10;
+  // Nor above this many bytes of weights (the trials copy them).
+  uint64_t maxWeightBytes = 32ull << 20;
+  const std::map<std::string, rt::RtValue>* inputs = nullptr; // sample inputs; else seeded
+  // Seeded input sets (makeDeterministicInputs with seeds 0..n-1); the gate must hold on each.
+  uint32_t seededSets = 4;
+  size_t threads = 0; // 0: one per CPU, at most 8
+};
+
+struct PrecisionGuardResult {
+  std::vector<std::string> keep; // node names to keep fp32 (keep-list names)
+  std::vector<std::string> notes;
+};
+
+PrecisionGuardResult guardFp16Precision(const Model& model, const PrecisionOptions& precision,
+                                        const PrecisionGuardOptions& options);
 
 } // namespace kiln

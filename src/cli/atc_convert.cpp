@@ -22,6 +22,7 @@
 #include "kiln/passes/keep_dtype.h"
 #include "kiln/passes/shape_conflicts.h"
 #include "kiln/pipelines/conversion.h"
+#include "kiln/sensitivity.h"
 #include "kiln/shape_spec.h"
 #include "kiln/support/atomic_file.h"
 #include "kiln/support/json_text.h"
@@ -324,6 +325,22 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
   conversion.inputShapes = spec ? &*spec : nullptr;
   conversion.precision = &precision;
   conversion.target = o.socVersion.empty() ? "om" : "om:" + o.socVersion;
+  // The precision guard (docs/precision.md) checks, or picks the fp32 nodes, where kiln chooses
+  // the precision: the default force_fp16 and allow_mix_precision, without the user's own
+  // --keep_dtype list. An explicit --precision_mode=force_fp16 converts every node it can, as
+  // ATC does.
+  PrecisionGuardOptions guardOptions;
+  guardOptions.mode = precisionGuardMode();
+  const bool guarded = o.keepDtype.empty() && guardOptions.mode != PrecisionGuardMode::Off &&
+                       ((o.precision == PrecisionMode::ForceFp16 && !o.precisionGiven) ||
+                        o.precision == PrecisionMode::AllowMixPrecision);
+  if (guarded)
+    conversion.chooseFp16Keeps = [guardOptions](const Model& m, const PrecisionOptions& given,
+                                                std::vector<std::string>& notes) {
+      PrecisionGuardResult guard = guardFp16Precision(m, given, guardOptions);
+      notes.insert(notes.end(), guard.notes.begin(), guard.notes.end());
+      return guard.keep;
+    };
   if (!o.insertOpConf.empty())
     conversion.afterSimplify = [&](Model& aippModel) -> Expected<bool> {
       auto config = parseAippConfigFile(o.insertOpConf);
@@ -345,6 +362,9 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
     // A weight beyond fp16's range silently decides a node's precision: say it at any log level
     // (convert_fp16.cpp words these notes "... beyond fp16's 65504").
     if (note.find("beyond fp16's") != std::string::npos) result.warnings.push_back(note);
+    // So do the precision guard's findings (a miss of the gate, or the nodes it kept).
+    if (note.rfind("precision guard: ", 0) == 0 && note.rfind("precision guard: not run", 0) != 0)
+      result.warnings.push_back(note);
   }
   // ATC fails these in InferShape; its message for them is an inner error.
   p.conflicts = shapeConflicts(p.model);

@@ -329,6 +329,7 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
                     "keep one of them");
   std::string precisionFlag = pm2.empty() ? "precision_mode" : "precision_mode_v2";
   o.precisionName = pm2.empty() ? (pm.empty() ? "force_fp16" : pm) : pm2;
+  o.precisionGiven = !pm.empty() || !pm2.empty();
   PrecisionChoice choice = *precisionChoice(o.precisionName);
   if (!args.get("modify_mixlist").empty() && !choice.mixed)
     return invalidValue("E10001", "modify_mixlist", args.get("modify_mixlist"),

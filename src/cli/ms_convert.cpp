@@ -20,6 +20,7 @@
 #include "kiln/passes/pass.h"
 #include "kiln/pipelines/conversion.h"
 #include "kiln/runtime/executor.h"
+#include "kiln/sensitivity.h"
 #include "kiln/shape_spec.h"
 #include "kiln/support/input_file.h"
 #include "lite_flags.h"
@@ -440,6 +441,19 @@ Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
 
   out.unsupported = unsupportedOps(*model.graph, model.opsetVersion(""));
   if (!out.unsupported.empty()) return unsupportedStatus(out.unsupported);
+
+  // The precision guard's check (docs/precision.md) of what --fp16=on does: the weights rounded
+  // to fp16, arithmetic in fp32. Only a miss is said; the writer rounds every float weight, so
+  // there is no per-node keep here.
+  if (options.fp16 && precisionGuardMode() != PrecisionGuardMode::Off) {
+    PrecisionOptions weightsOnly;
+    weightsOnly.mode = PrecisionMode::WeightsOnlyFp16;
+    PrecisionGuardOptions guardOptions;
+    guardOptions.mode = PrecisionGuardMode::Check;
+    PrecisionGuardResult guard = guardFp16Precision(model, weightsOnly, guardOptions);
+    for (std::string& note : guard.notes)
+      if (note.rfind("precision guard: not run", 0) != 0) out.notes.push_back(std::move(note));
+  }
 
   if (options.infer) {
     // converter_lite's --infer runs the converted model once; dynamic inputs

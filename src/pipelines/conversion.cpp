@@ -51,7 +51,8 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
       expand.targetRefusal = [target, variant](const Node& node, int64_t opset) {
         return target->unsupportedReason(node, variant, opset);
       };
-    KILN_ASSIGN_OR_RETURN(PipelineResult expanded, runPipeline(model, {"expand-functions"}, expand));
+    KILN_ASSIGN_OR_RETURN(PipelineResult expanded,
+                          runPipeline(model, {"expand-functions"}, expand));
     const bool changed = !expanded.stats.empty() && expanded.stats.back().changed;
     append(result, std::move(expanded));
     // The bodies' ops get settled, fused and cleaned like the rest of the graph.
@@ -90,6 +91,13 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
   if (options.precision && needsFp16Conversion(*options.precision)) {
     PipelineOptions fp16;
     fp16.precision = options.precision;
+    PrecisionOptions guarded;
+    if (options.chooseFp16Keeps) {
+      guarded = *options.precision;
+      std::vector<std::string> keep = options.chooseFp16Keeps(model, guarded, result.notes);
+      guarded.keepNodeNames.insert(guarded.keepNodeNames.end(), keep.begin(), keep.end());
+      fp16.precision = &guarded;
+    }
     fp16.precisionReport = options.precisionReport;
     KILN_ASSIGN_OR_RETURN(PipelineResult converted, runPipeline(model, {"convert-fp16"}, fp16));
     append(result, std::move(converted));

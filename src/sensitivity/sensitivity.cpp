@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <set>
 #include <thread>
@@ -24,9 +26,10 @@ namespace {
 
 class Trials {
  public:
-  Trials(std::shared_ptr<const std::string> bytes, const std::map<std::string, rt::RtValue>& inputs,
+  Trials(std::shared_ptr<const std::string> bytes,
+         const std::vector<std::map<std::string, rt::RtValue>>& inputSets,
          const SensitivityOptions& options)
-      : bytes_(std::move(bytes)), inputs_(inputs), options_(options) {}
+      : bytes_(std::move(bytes)), inputSets_(inputSets), options_(options) {}
 
   Expected<Model> load() const {
     OnnxImportOptions import;
@@ -62,37 +65,113 @@ class Trials {
     return model;
   }
 
-  Expected<std::vector<Tensor>> run(const Model& model) {
-    rt::Executor executor(model);
-    KILN_TRY(executor.checkSupported());
-    KILN_ASSIGN_OR_RETURN(rt::RunResult result, executor.run(inputs_));
-    runs_.fetch_add(1, std::memory_order_relaxed);
+  // One trial's tensors, input set after input set: the outputs and, under a gate, the captured
+  // logits (empty when absent). Entry k holds output k % (graph outputs) of one set.
+  struct Ran {
     std::vector<Tensor> outputs;
-    for (size_t i = 0; i < result.outputs.size(); ++i) {
-      if (!result.outputs[i].isTensor())
-        return Status(ErrorCode::RuntimeUnsupported,
-                      fmt::format("output '{}' is not a tensor", model.graph->outputs()[i]->name()),
-                      "sensitivity scores tensor outputs only");
-      outputs.push_back(result.outputs[i].tensor);
+    std::vector<std::optional<Tensor>> logits;
+  };
+
+  Expected<Ran> run(const Model& model) {
+    rt::ExecutorOptions executorOptions;
+    for (const std::string& name : logitNames_)
+      if (!name.empty() && model.graph->findLocalValue(name))
+        executorOptions.captureNames.push_back(name);
+    rt::Executor executor(model, executorOptions);
+    KILN_TRY(executor.checkSupported());
+    Ran ran;
+    for (const auto& inputs : inputSets_) {
+      KILN_ASSIGN_OR_RETURN(rt::RunResult result, executor.run(inputs));
+      runs_.fetch_add(1, std::memory_order_relaxed);
+      for (size_t i = 0; i < result.outputs.size(); ++i) {
+        if (!result.outputs[i].isTensor())
+          return Status(
+              ErrorCode::RuntimeUnsupported,
+              fmt::format("output '{}' is not a tensor", model.graph->outputs()[i]->name()),
+              "sensitivity scores tensor outputs only");
+        ran.outputs.push_back(result.outputs[i].tensor);
+        std::optional<Tensor> logits;
+        if (i < logitNames_.size() && !logitNames_[i].empty())
+          if (auto it = result.captured.find(logitNames_[i]);
+              it != result.captured.end() && it->second.isTensor())
+            logits = it->second.tensor;
+        ran.logits.push_back(std::move(logits));
+      }
     }
-    return outputs;
+    return ran;
   }
 
   // Score of `keep`-in-float against the float reference outputs.
   Expected<double> score(const std::vector<std::string>& keep) {
     KILN_ASSIGN_OR_RETURN(Model model, convert(keep));
-    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, run(model));
+    KILN_ASSIGN_OR_RETURN(Ran ran, run(model));
+    if (options_.gate) return gateRatio(ran);
     double sum = 0;
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      TensorMetrics m = computeMetrics(reference_[i], outputs[i]);
+    for (size_t i = 0; i < ran.outputs.size(); ++i) {
+      TensorMetrics m = computeMetrics(reference_.outputs[i], ran.outputs[i]);
       if (m.nonFinite) return options_.metric == SensitivityMetric::Cosine ? -1.0 : 1e30;
       sum += options_.metric == SensitivityMetric::Cosine ? m.cosine : m.meanRelativeError;
     }
-    return outputs.empty() ? 0.0 : sum / static_cast<double>(outputs.size());
+    return ran.outputs.empty() ? 0.0 : sum / static_cast<double>(ran.outputs.size());
+  }
+
+  // The worst check of the gate (SensitivityGate) over every output of every input set.
+  struct GateWorst {
+    double ratio = 0; // error over allowance; above 1 misses the gate
+    std::string tensor;
+    double meanRelativeError = 0, cosine = 1;
+  };
+
+  GateWorst gateWorst(const Ran& ran) const {
+    const SensitivityGate& gate = *options_.gate;
+    const double cosineAllowance = std::max(1e-12, 1.0 - gate.minCosine);
+    const double mreAllowance = std::max(1e-12, gate.maxMeanRelativeError);
+    GateWorst worst;
+    const size_t perSet = std::max<size_t>(1, outputNames_.size());
+    for (size_t i = 0; i < ran.outputs.size(); ++i) {
+      const std::string& output = outputNames_[i % perSet];
+      const std::string& logitName = i % perSet < logitNames_.size() ? logitNames_[i % perSet] : "";
+      auto consider = [&](const TensorMetrics& m, const std::string& name, bool gatedMre) {
+        double ratio = m.nonFinite ? 1e30 : (1.0 - m.cosine) / cosineAllowance;
+        if (gatedMre) ratio = std::max(ratio, m.meanRelativeError / mreAllowance);
+        if (ratio > worst.ratio) worst = {ratio, name, m.meanRelativeError, m.cosine};
+      };
+      TensorMetrics out = computeMetrics(reference_.outputs[i], ran.outputs[i]);
+      const bool hasLogits = reference_.logits[i] && ran.logits[i];
+      consider(out, output, !hasLogits);
+      if (hasLogits)
+        consider(computeMetrics(*reference_.logits[i], *ran.logits[i]), logitName, true);
+    }
+    return worst;
+  }
+
+  double gateRatio(const Ran& ran) const { return gateWorst(ran).ratio; }
+
+  // The gate's worst check with `keep` in float (the precision guard's check).
+  Expected<GateWorst> gateWorstWith(const std::vector<std::string>& keep) {
+    KILN_ASSIGN_OR_RETURN(Model model, convert(keep));
+    KILN_ASSIGN_OR_RETURN(Ran ran, run(model));
+    return gateWorst(ran);
   }
 
   Status runReference() {
     KILN_ASSIGN_OR_RETURN(Model model, load());
+    for (const Value* out : model.graph->outputs())
+      outputNames_.push_back(out->name());
+    if (options_.gate) {
+      // The logits of an output a saturating activation makes: the tensor the gate's MRE reads.
+      for (const Value* out : model.graph->outputs()) {
+        const Node* producer = out->producer();
+        const bool saturating =
+            producer && producer->inputs().size() >= 1 &&
+            (producer->opType() == "Sigmoid" || producer->opType() == "Softmax" ||
+             producer->opType() == "LogSoftmax");
+        logitNames_.push_back(saturating && producer->input(0) &&
+                                      !producer->input(0)->isInitializer()
+                                  ? producer->input(0)->name()
+                                  : std::string());
+      }
+    }
     KILN_ASSIGN_OR_RETURN(reference_, run(model));
     return Status::ok();
   }
@@ -101,9 +180,11 @@ class Trials {
 
  private:
   std::shared_ptr<const std::string> bytes_;
-  const std::map<std::string, rt::RtValue>& inputs_;
+  const std::vector<std::map<std::string, rt::RtValue>>& inputSets_;
   const SensitivityOptions& options_;
-  std::vector<Tensor> reference_;
+  std::vector<std::string> outputNames_;
+  std::vector<std::string> logitNames_; // by output index; "" when the output itself is gated
+  Ran reference_;
   std::atomic<size_t> runs_{0}; // trials may run on several threads
 };
 
@@ -114,11 +195,13 @@ uint64_t parameterBytes(const Model& model) {
   return bytes;
 }
 
-double lossOf(double score, SensitivityMetric metric) {
-  return metric == SensitivityMetric::Cosine ? 1.0 - score : score;
+double lossOf(double score, const SensitivityOptions& options) {
+  if (options.gate) return score;
+  return options.metric == SensitivityMetric::Cosine ? 1.0 - score : score;
 }
 
 bool meets(double score, const SensitivityOptions& options) {
+  if (options.gate) return score <= 1.0;
   return options.metric == SensitivityMetric::Cosine ? score >= *options.target
                                                      : score <= *options.target;
 }
@@ -155,13 +238,21 @@ candidatesOf(const Trials& trials, const SensitivityOptions& options) {
 Expected<SensitivityReport> analyzeSensitivity(const Model& model,
                                                const std::map<std::string, rt::RtValue>& inputs,
                                                const SensitivityOptions& options) {
+  return analyzeSensitivity(model, std::vector<std::map<std::string, rt::RtValue>>{inputs},
+                            options);
+}
+
+Expected<SensitivityReport>
+analyzeSensitivity(const Model& model,
+                   const std::vector<std::map<std::string, rt::RtValue>>& inputSets,
+                   const SensitivityOptions& options) {
   onnx::ModelProto proto;
   KILN_TRY(exportOnnx(model, proto));
   auto bytes = std::make_shared<std::string>();
   if (!proto.SerializeToString(bytes.get()))
     return Status(ErrorCode::Internal, "the model could not be serialized for the trials",
                   "report this model");
-  Trials trials(bytes, inputs, options);
+  Trials trials(bytes, inputSets, options);
   KILN_TRY(trials.runReference());
   KILN_ASSIGN_OR_RETURN(auto candidates, candidatesOf(trials, options));
 
@@ -195,14 +286,14 @@ Expected<SensitivityReport> analyzeSensitivity(const Model& model,
     if (!*scores[i]) return scores[i]->status();
     double score = **scores[i];
     report.nodes.push_back(
-        {candidates[i].first, candidates[i].second, score, lossOf(score, options.metric)});
+        {candidates[i].first, candidates[i].second, score, lossOf(score, options)});
   }
   std::stable_sort(report.nodes.begin(), report.nodes.end(),
                    [](const NodeSensitivity& a, const NodeSensitivity& b) {
                      return a.loss != b.loss ? a.loss > b.loss : a.node < b.node;
                    });
 
-  if (options.target) {
+  if (options.target || options.gate) {
     // Smallest worst-first prefix whose keeping meets the target. Keeping every candidate gives
     // the float model, so the search always ends; each probe is measured, never extrapolated.
     auto prefix = [&](size_t k) {
@@ -242,6 +333,186 @@ Expected<SensitivityReport> analyzeSensitivity(const Model& model,
   report.convertedBytes = parameterBytes(converted);
   report.runs = trials.runs();
   return report;
+}
+
+namespace {
+
+double staticElements(const Value* value) {
+  if (!value || value->type().kind != TypeKind::Tensor || !value->shape().isStatic()) return -1;
+  double n = 1;
+  for (int64_t d : value->shape().staticDims())
+    n *= static_cast<double>(std::max<int64_t>(d, 0));
+  return n;
+}
+
+// Multiply-adds of one run of a graph without subgraphs, from static shapes: Conv/ConvTranspose/
+// MatMul/Gemm as their inner products, every other node as one per output element. nullopt when
+// a shape is not static.
+// Hand-written: a rough cost for a budget decision, which no library gives for this IR.
+std::optional<double> estimateMultiplyAdds(const Graph& graph) {
+  double total = 0;
+  for (const auto& node : graph.nodes()) {
+    double inner = 1;
+    const std::string& op = node->opType();
+    if ((op == "Conv" || op == "ConvTranspose") && node->input(1)) {
+      const double weight = staticElements(node->input(1));
+      if (weight < 0) return std::nullopt;
+      const auto dims = node->input(1)->shape().staticDims();
+      inner = dims.empty() || dims[0] <= 0 ? 1 : weight / static_cast<double>(dims[0]);
+      if (op == "ConvTranspose") {
+        // Each input element is scattered through one filter's worth of outputs.
+        const double in = staticElements(node->input(0));
+        if (in < 0) return std::nullopt;
+        total += in * inner;
+        continue;
+      }
+    } else if ((op == "MatMul" || op == "Gemm") && node->input(0)) {
+      if (!node->input(0)->shape().isStatic()) return std::nullopt;
+      const auto dims = node->input(0)->shape().staticDims();
+      if (!dims.empty()) inner = static_cast<double>(std::max<int64_t>(dims.back(), 1));
+      if (op == "Gemm" && dims.size() == 2)
+        if (const Attribute* transA = node->attribute("transA");
+            transA && transA->kind() == AttrKind::Int && transA->asInt() != 0)
+          inner = static_cast<double>(std::max<int64_t>(dims[0], 1));
+    }
+    for (const Value* out : node->outputs()) {
+      if (!out || out->name().empty()) continue;
+      const double n = staticElements(out);
+      if (n < 0) return std::nullopt;
+      total += n * inner;
+    }
+  }
+  return total;
+}
+
+} // namespace
+
+PrecisionGuardMode precisionGuardMode() {
+  const char* value = std::getenv("KILN_PRECISION_GUARD");
+  const std::string v = value ? value : "";
+  if (v == "off" || v == "0" || v == "false") return PrecisionGuardMode::Off;
+  if (v == "keep") return PrecisionGuardMode::Keep;
+  return PrecisionGuardMode::Check;
+}
+
+PrecisionGuardResult guardFp16Precision(const Model& model, const PrecisionOptions& precision,
+                                        const PrecisionGuardOptions& options) {
+  PrecisionGuardResult result;
+  if (options.mode == PrecisionGuardMode::Off) return result;
+  const double mrePercent = options.gate.maxMeanRelativeError * 100;
+  const std::string gateText =
+      fmt::format("MRE <= {}% (on the logits before a final Sigmoid/Softmax) and cosine >= {}",
+                  mrePercent, options.gate.minCosine);
+  // `kiln sensitivity`'s name of the mode, and what follows from its finding.
+  const bool weightsOnly = precision.mode == PrecisionMode::WeightsOnlyFp16;
+  const char* modeName = weightsOnly ? "fp16_weights"
+                         : precision.mode == PrecisionMode::AllowMixPrecision
+                             ? "allow_mix_precision"
+                             : "force_fp16";
+  const std::string fix =
+      weightsOnly
+          ? fmt::format("`kiln sensitivity MODEL --precision-mode fp16_weights --target-mre {}` "
+                        "names the weights that cost it",
+                        mrePercent)
+          : fmt::format("`kiln sensitivity MODEL --precision-mode {} --target-mre {}` finds nodes "
+                        "to keep fp32 (atc --keep_dtype); KILN_PRECISION_GUARD=keep makes the "
+                        "conversion search and keep them",
+                        modeName, mrePercent);
+  auto skipped = [&](const std::string& why) {
+    result.notes.push_back(fmt::format("precision guard: not run ({}); the FP16 conversion is not "
+                                       "checked against {}",
+                                       why, gateText));
+    return result;
+  };
+  // Running a model the user uploaded must stay bounded: a Loop's trip count or a branch's work
+  // is not known from the shapes, so control flow is not run.
+  for (const auto& node : model.graph->nodes())
+    if (!node->subgraphs().empty())
+      return skipped(
+          fmt::format("node '{}' ({}) has a subgraph, whose cost the shapes do not bound",
+                      keepDtypeNodeName(*node), node->opType()));
+  // The trials hold a serialized copy and converted copies of the weights: bounded in bytes, so a
+  // conversion's peak memory stays near the model's size for large models (bench/ convert_memory).
+  const uint64_t weightBytes = parameterBytes(model);
+  if (weightBytes > options.maxWeightBytes)
+    return skipped(
+        fmt::format("its trials copy the weights: {:.1f} MiB, above its budget of {:.0f} "
+                    "MiB",
+                    weightBytes / 1048576.0, options.maxWeightBytes / 1048576.0));
+  const auto macs = estimateMultiplyAdds(*model.graph);
+  if (!macs) return skipped("the model has shapes that are not static");
+  const double nodes = static_cast<double>(model.graph->nodes().size());
+  // A check runs the float and the converted model once per set; a search about once per
+  // candidate node (plus a binary search) per set.
+  const double runsPerSet = options.mode == PrecisionGuardMode::Check
+                                ? 2.0
+                                : nodes + 2 * std::log2(std::max(2.0, nodes)) + 3;
+  const uint32_t setCount = options.inputs ? 1 : std::max<uint32_t>(1, options.seededSets);
+  const double cost = setCount * runsPerSet * *macs;
+  if (cost > options.maxTrialMultiplyAdds)
+    return skipped(fmt::format("it would take about {:.2g} multiply-adds, above its budget of "
+                               "{:.2g}",
+                               cost, options.maxTrialMultiplyAdds));
+  std::vector<std::map<std::string, rt::RtValue>> inputSets;
+  if (options.inputs) {
+    inputSets.push_back(*options.inputs);
+  } else {
+    for (uint32_t seed = 0; seed < setCount; ++seed) {
+      auto made = makeDeterministicInputs(*model.graph, seed);
+      if (!made) return skipped(made.status().message());
+      inputSets.push_back(made.take());
+    }
+  }
+  const std::string inputsText = options.inputs
+                                     ? std::string("the sample inputs")
+                                     : fmt::format("{} seeded input sets", inputSets.size());
+  SensitivityOptions sensitivity;
+  sensitivity.variant = SensitivityVariant::Fp16;
+  sensitivity.precision = precision;
+  sensitivity.gate = options.gate;
+  sensitivity.threads = options.threads
+                            ? options.threads
+                            : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+
+  if (options.mode == PrecisionGuardMode::Check) {
+    onnx::ModelProto proto;
+    if (Status st = exportOnnx(model, proto); !st) return skipped(st.message());
+    auto bytes = std::make_shared<std::string>();
+    if (!proto.SerializeToString(bytes.get())) return skipped("the model could not be serialized");
+    Trials trials(bytes, inputSets, sensitivity);
+    if (Status st = trials.runReference(); !st) return skipped(st.message());
+    auto worst = trials.gateWorstWith({});
+    if (!worst) return skipped(worst.status().message());
+    if (worst->ratio <= 1.0) return result;
+    result.notes.push_back(fmt::format(
+        "precision guard: the FP16 conversion misses {} on {}: '{}' has MRE {:.3f}% and cosine "
+        "{:.8f} ({:.2f} times the allowance). {}",
+        gateText, inputsText, worst->tensor, worst->meanRelativeError * 100, worst->cosine,
+        worst->ratio, fix));
+    return result;
+  }
+
+  auto report = analyzeSensitivity(model, inputSets, sensitivity);
+  if (!report) return skipped(report.status().message());
+  if (report->convertedAll <= 1.0) return result; // the conversion meets the gate as it is
+  if (!report->targetMet)
+    return skipped(
+        fmt::format("keeping all {} candidate nodes fp32 still misses it", report->candidates));
+  result.keep = report->keep;
+  std::string names;
+  for (size_t i = 0; i < result.keep.size(); ++i) {
+    if (i == 12) {
+      names += fmt::format(", ... ({} more)", result.keep.size() - i);
+      break;
+    }
+    names += (i ? ", " : "") + result.keep[i];
+  }
+  result.notes.push_back(fmt::format(
+      "precision guard: {} of {} node(s) kept fp32 so the outputs meet {} on {} (worst check at "
+      "{:.2f} of the allowance, {:.2f} with every node converted): {}",
+      result.keep.size(), report->candidates, gateText, inputsText, report->keptScore,
+      report->convertedAll, names));
+  return result;
 }
 
 } // namespace kiln

@@ -144,4 +144,32 @@ then pass "allow_mix_precision keeps the overflowing MatMul fp32"
 else fail "allow_mix_precision keeps the overflowing MatMul fp32" "exit $status"; fi
 run "$kiln" compare ao.onnx ao_mix.onnx --input x=ones.pb
 if [ "$status" -eq 0 ]; then pass "the allow_mix_precision model compares clean"; else fail "the allow_mix_precision model compares clean" "exit $status"; fi
+# The precision guard (docs/precision.md): x + 2048 - 2048 loses x to fp16's spacing of 2 at 2048.
+# atc's default force_fp16 checks itself and warns with the numbers; KILN_PRECISION_GUARD=keep
+# keeps the Add and the Sub fp32; an explicit --precision_mode=force_fp16 is the user's choice.
+"$kiln" convert "$src/tests/cli/models/fp16_cancelling.onnxtxt" --to onnx -o cancel.onnx >/dev/null
+guardLine() { grep -F "precision guard:" "$work/stdout" "$work/stderr" | sed 's/^[^:]*://' || true; }
+run "$atc" --framework=5 --model=cancel.onnx --output=cancel --soc_version=Ascend310P3
+line=$(guardLine)
+if [ "$status" -eq 0 ] && [[ "$line" == "atc: warning: precision guard: the FP16 conversion misses MRE <= 0.5% (on the logits before a final Sigmoid/Softmax) and cosine >= 0.9999 on 4 seeded input sets: 's' has MRE "*"--precision-mode force_fp16 --target-mre 0.5\` finds nodes to keep fp32 (atc --keep_dtype); KILN_PRECISION_GUARD=keep makes the conversion search and keep them" ]]
+then pass "atc's default force_fp16 warns that it misses the gate"
+else fail "atc's default force_fp16 warns that it misses the gate" "exit $status: $line"; fi
+run env KILN_PRECISION_GUARD=keep "$atc" --framework=5 --model=cancel.onnx --output=cancel_keep --soc_version=Ascend310P3
+line=$(guardLine)
+if [ "$status" -eq 0 ] && [[ "$line" == "atc: warning: precision guard: 2 of 2 node(s) kept fp32 so the outputs meet "*": a, s" ]]
+then pass "KILN_PRECISION_GUARD=keep keeps the Add and the Sub fp32"
+else fail "KILN_PRECISION_GUARD=keep keeps the Add and the Sub fp32" "exit $status: $line"; fi
+run "$kiln" compare cancel.onnx cancel_keep.om
+if [ "$status" -eq 0 ] && awk '$1 == "y" && $2 >= 0.9999 && $3 <= 0.005 {ok=1} END {exit !ok}' "$work/stdout"
+then pass "the kept .om meets the gate in kiln compare"
+else fail "the kept .om meets the gate in kiln compare" "exit $status"; fi
+judgedByGe "the kept .om passes the om judge" "$src" cancel_keep.om
+for flags in "--precision_mode=force_fp16" "--precision_mode=must_keep_origin_dtype"; do
+  run env KILN_PRECISION_GUARD=keep "$atc" --framework=5 --model=cancel.onnx --output=cancel_given --soc_version=Ascend310P3 "$flags"
+  if [ "$status" -eq 0 ] && [ -z "$(guardLine)" ]; then pass "no guard with $flags"
+  else fail "no guard with $flags" "exit $status"; fi
+done
+run env KILN_PRECISION_GUARD=off "$atc" --framework=5 --model=cancel.onnx --output=cancel_off --soc_version=Ascend310P3
+if [ "$status" -eq 0 ] && [ -z "$(guardLine)" ]; then pass "KILN_PRECISION_GUARD=off silences it"
+else fail "KILN_PRECISION_GUARD=off silences it" "exit $status"; fi
 finish

@@ -83,11 +83,12 @@ struct AtcOptions {
   std::string keepDtype;
   std::vector<std::string> inputFp16Nodes;
   bool clipWeights = false; // --is_weight_clip=1 given (kiln keeps such weights fp32 otherwise)
-  std::string outputType; // "" or FP32 / FP16 (others rejected)
+  std::string outputType;   // "" or FP32 / FP16 (others rejected)
   std::string checkReport = "check_result.json";
   CoreType coreType = CoreType::AiCore;
   PrecisionMode precision = PrecisionMode::ForceFp16;
   std::string precisionName = "force_fp16"; // as given (precision_mode or precision_mode_v2)
+  bool precisionGiven = false;              // --precision_mode(_v2) was on the command line
   int externalWeight = 0;
   bool displayModelInfo = false;
   std::string log = "null";

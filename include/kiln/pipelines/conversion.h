@@ -28,6 +28,12 @@ struct ConversionOptions {
   std::function<Expected<bool>(Model&)> afterSimplify;
   // FP16 conversion (convert-fp16) when set and the mode changes anything.
   const PrecisionOptions* precision = nullptr;
+  // Called just before convert-fp16 with the model it will convert: nodes to keep fp32 besides
+  // `precision`'s own list (the converting CLIs' precision guard, kiln/sensitivity.h); it adds
+  // its notes to `notes`.
+  std::function<std::vector<std::string>(const Model& model, const PrecisionOptions& precision,
+                                         std::vector<std::string>& notes)>
+      chooseFp16Keeps;
   // Weight quantization (quantize-weights), last: it sees the final weights.
   const WeightQuantOptions* weightQuant = nullptr;
   PrecisionReport* precisionReport = nullptr;
@@ -37,8 +43,8 @@ struct ConversionOptions {
 bool needsFp16Conversion(const PrecisionOptions& precision);
 
 // Runs, in order: simplification (with the input shapes), expand-functions (for `target`),
-// afterSimplify, the target's prepare (RNNs unrolled), convert-fp16, decompose-quant (for `target`),
-// quantize-weights. Notes of every stage are collected in the result.
+// afterSimplify, the target's prepare (RNNs unrolled), convert-fp16, decompose-quant (for
+// `target`), quantize-weights. Notes of every stage are collected in the result.
 Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOptions& options);
 
 } // namespace kiln

@@ -7,6 +7,7 @@
 
 #include "kiln/compare.h"
 #include "kiln/frontend/onnx.h"
+#include "kiln/passes/pass.h"
 #include "kiln/sensitivity.h"
 #include "onnx_text.h"
 
@@ -133,3 +134,90 @@ TEST(Sensitivity, SameReportForAnyThreadCount) {
   EXPECT_EQ(one->keptScore, three->keptScore);
   EXPECT_EQ(one->runs, three->runs);
 }
+
+namespace {
+
+// The precision guard: x + 2048 - 2048 in fp16 loses x to fp16's spacing of 2 at 2048, so the
+// conversion misses the gate; keeping the Add and the Sub fp32 restores it. The Sigmoid after it
+// makes `s` the tensor the gate's MRE reads.
+const char* kCancellingModel = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,64] x) => (float[1,64] y) <float[1] c = {2048}> {
+  a = Add (x, c)
+  s = Sub (a, c)
+  y = Sigmoid (s)
+}
+)";
+
+// As the conversion pipeline hands it to the guard: shapes inferred.
+Model shaped(const char* text) {
+  Model model = modelFromOnnxText(text);
+  auto inferred = runPipeline(model, {"infer-shapes"});
+  EXPECT_TRUE(inferred) << inferred.status().toString();
+  return model;
+}
+
+PrecisionOptions forceFp16() {
+  PrecisionOptions precision;
+  precision.mode = PrecisionMode::ForceFp16;
+  return precision;
+}
+
+TEST(PrecisionGuard, CheckSaysTheConversionMissesTheGateOnTheLogits) {
+  Model model = shaped(kCancellingModel);
+  PrecisionGuardOptions options;
+  options.mode = PrecisionGuardMode::Check;
+  PrecisionGuardResult result = guardFp16Precision(model, forceFp16(), options);
+  EXPECT_TRUE(result.keep.empty());
+  ASSERT_EQ(result.notes.size(), 1u);
+  EXPECT_NE(result.notes[0].find("precision guard: the FP16 conversion misses"), std::string::npos)
+      << result.notes[0];
+  EXPECT_NE(result.notes[0].find("on 4 seeded input sets: 's' has MRE"), std::string::npos)
+      << result.notes[0];
+  EXPECT_NE(result.notes[0].find("--precision-mode force_fp16 --target-mre 0.5"), std::string::npos)
+      << result.notes[0];
+}
+
+TEST(PrecisionGuard, KeepFindsTheNodesThatMeetTheGate) {
+  Model model = shaped(kCancellingModel);
+  PrecisionGuardOptions options;
+  options.mode = PrecisionGuardMode::Keep;
+  PrecisionGuardResult result = guardFp16Precision(model, forceFp16(), options);
+  std::vector<std::string> keep = result.keep;
+  std::sort(keep.begin(), keep.end());
+  EXPECT_EQ(keep, (std::vector<std::string>{"n0", "n1"})); // the Add and the Sub
+  ASSERT_EQ(result.notes.size(), 1u);
+  EXPECT_NE(result.notes[0].find("precision guard: 2 of 2 node(s) kept fp32"), std::string::npos)
+      << result.notes[0];
+}
+
+TEST(PrecisionGuard, QuietWhenTheConversionMeetsTheGateAndOffDoesNothing) {
+  Model benign = shaped(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,64] x) => (float[1,64] y) <float[1] h = {0.5}> {
+  m = Mul (x, h)
+  y = Relu (m)
+}
+)");
+  PrecisionGuardOptions options;
+  options.mode = PrecisionGuardMode::Check;
+  PrecisionGuardResult quiet = guardFp16Precision(benign, forceFp16(), options);
+  EXPECT_TRUE(quiet.notes.empty()) << quiet.notes[0];
+  Model model = shaped(kCancellingModel);
+  options.mode = PrecisionGuardMode::Off;
+  PrecisionGuardResult off = guardFp16Precision(model, forceFp16(), options);
+  EXPECT_TRUE(off.notes.empty() && off.keep.empty());
+}
+
+TEST(PrecisionGuard, OverBudgetSaysItDidNotRun) {
+  Model model = shaped(kCancellingModel);
+  PrecisionGuardOptions options;
+  options.maxTrialMultiplyAdds = 10;
+  PrecisionGuardResult result = guardFp16Precision(model, forceFp16(), options);
+  ASSERT_EQ(result.notes.size(), 1u);
+  EXPECT_NE(result.notes[0].find("precision guard: not run (it would take about"),
+            std::string::npos)
+      << result.notes[0];
+}
+
+} // namespace
