@@ -85,15 +85,15 @@ for standard in 17 20; do
 done
 
 # The .deb.
-rm -f "$build"/kiln_*.deb
+rm -f "$build"/kiln_*.deb "$build"/kiln-dev_*.deb
 if (cd "$build" && cpack -G DEB) >"$work/stdout" 2>"$work/stderr" && deb=$(ls "$build"/kiln_*.deb 2>/dev/null | head -1) &&
    [ -n "$deb" ]; then
   pass "cpack -G DEB wrote $(basename "$deb")"
   depends=$(dpkg-deb -f "$deb" Depends)
   listing=$(dpkg-deb -c "$deb")
-  if grep -q '\./usr/bin/atc$' <<<"$listing" && grep -q '\./usr/lib/libkiln.so$' <<<"$listing" &&
+  if grep -q '\./usr/bin/atc$' <<<"$listing" && grep -q '\./usr/lib/libkiln.so.0 -> ' <<<"$listing" &&
      grep -q libprotobuf <<<"$depends" && grep -q libopenblas <<<"$depends"; then
-    pass ".deb holds /usr/bin/atc and /usr/lib/libkiln.so and depends on the shared libraries it needs"
+    pass ".deb holds /usr/bin/atc and /usr/lib/libkiln.so.0 and depends on the shared libraries it needs"
   else
     fail ".deb contents" "Depends: $depends"
   fi
