@@ -2,7 +2,7 @@
 # The Debian packages: cpack builds kiln and kiln-dev from the build tree, their contents, SONAME,
 # dependencies, copyright and changelog are checked, lintian reports no errors, and (as root) both
 # are installed with dpkg, used (the tools from /usr/bin, a C++17 find_package(kiln) consumer and
-# pkg-config against /usr) and purged, leaving none of their files behind.
+# pkg-config against /usr), removed (dpkg -r: none of their files left) and purged (no dpkg record).
 # Usage: deb.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -222,11 +222,13 @@ else
   fail "pkg-config kiln from /usr" "exit $status"
 fi
 
-run dpkg --purge kiln-dev kiln
-if [ $status -eq 0 ] && ! dpkg-query -W -f='${Status}\n' kiln kiln-dev 2>/dev/null | grep -q 'installed$'; then
-  pass "dpkg --purge kiln-dev kiln"
+# dpkg -r already takes every file away (the packages have no conffiles); --purge then drops
+# dpkg's record of them.
+run dpkg -r kiln-dev kiln
+if [ $status -eq 0 ] && ! dpkg-query -W -f='${Status}\n' kiln kiln-dev 2>/dev/null | grep -q ' installed$'; then
+  pass "dpkg -r kiln-dev kiln"
 else
-  fail "dpkg --purge kiln-dev kiln" "exit $status"
+  fail "dpkg -r kiln-dev kiln" "exit $status"
 fi
 # Every path dpkg -L listed is gone, but for directories other packages own (/usr/bin ...).
 left=""
@@ -236,9 +238,16 @@ while read -r path; do
   fi
 done <<<"$owned"
 if [ -z "$left" ] && ! grep -q libkiln <<<"$(ldconfig -p)"; then
-  pass "after --purge none of the $(wc -l <<<"$owned") paths dpkg -L listed remain (but directories other packages own), libkiln is out of ldconfig's cache"
+  pass "after dpkg -r none of the $(wc -l <<<"$owned") paths dpkg -L listed remain (but directories other packages own), libkiln is out of ldconfig's cache"
 else
   rm -f "$work/stdout" "$work/stderr"
-  fail "left behind after --purge" "${left:-(ldconfig still lists libkiln)}"
+  fail "left behind after dpkg -r" "${left:-(ldconfig still lists libkiln)}"
+fi
+run dpkg --purge kiln-dev kiln
+record=$(dpkg-query -W -f='${Package} ${Status}\n' kiln kiln-dev 2>/dev/null | grep -v ' not-installed$')
+if [ $status -eq 0 ] && [ -z "$record" ]; then
+  pass "dpkg --purge kiln-dev kiln: dpkg keeps no record of either"
+else
+  fail "dpkg --purge kiln-dev kiln" "exit $status; $record"
 fi
 finish
