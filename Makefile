@@ -14,14 +14,23 @@ test: DEPS_SET = fuzz
 deps:
 	bash scripts/install-deps.sh $(DEPS_SET)
 
+CONFIGURE = cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
 configure: deps
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	$(CONFIGURE)
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-demo: build
-	BUILD_DIR=$(BUILD_DIR) bash scripts/demo.sh
+# `make demo`: the set-up steps print one line each (their output goes to $(BUILD_DIR)/logs/), and
+# only the three tools the demo runs are built; the tests are built by `make test`.
+DEMO_TARGETS = kiln_cli atc_cli converter_lite_cli
+DEMO_LOGS = $(BUILD_DIR)/logs
+demo:
+	@bash scripts/quietly.sh "deps (Debian packages)" $(DEMO_LOGS)/deps.log bash scripts/install-deps.sh
+	@bash scripts/quietly.sh "configure ($(BUILD_TYPE))" $(DEMO_LOGS)/configure.log $(CONFIGURE)
+	@bash scripts/quietly.sh "build kiln, atc, converter_lite" $(DEMO_LOGS)/build.log \
+	  cmake --build $(BUILD_DIR) -j $(JOBS) --target $(DEMO_TARGETS)
+	@BUILD_DIR=$(BUILD_DIR) bash scripts/demo.sh
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)

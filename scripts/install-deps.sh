@@ -13,6 +13,7 @@ packages=(
   time # GNU time: peak RSS in bench/convert_vs_peer.sh
   python3 # tests/cli/atc.sh reads the mode-1 JSON dumps (scripts/om_formats_count.py)
   dpkg-dev file # cpack -G DEB reads the .deb's dependencies off the binaries (dpkg-shlibdeps)
+  lintian # tests/cli/deb.sh: the kiln and kiln-dev packages have no lintian errors
 )
 if [ "${1:-}" = "fuzz" ]; then packages+=(clang libclang-rt-14-dev); fi
 
