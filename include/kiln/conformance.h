@@ -13,10 +13,15 @@ namespace kiln {
 struct Tolerance {
   double rtol = 1e-3; // the ONNX backend tests' defaults
   double atol = 1e-7;
+  // Which tolerance this is ("node-test tolerance", "real-model tolerance", ...) and, when atol was
+  // derived from the output, how; a float mismatch names both so a failure says what it missed.
+  std::string name;
+  std::string atolFrom;
 };
 
 // "" when `actual` matches `expected` (|a - e| <= atol + rtol * |e|, NaN == NaN, exact for
-// integers, bools and strings); otherwise a description of the first mismatch.
+// integers, bools and strings); otherwise a description of the first mismatch (for floats, with
+// the tolerance it missed when `tolerance.name` is set).
 std::string compareValues(const rt::RtValue& expected, const rt::RtValue& actual,
                           const Tolerance& tolerance);
 
