@@ -97,8 +97,10 @@ std::vector<AtcFlagInfo> buildFlagTable() {
                    "Batch gears, e.g. \"1,2,4,8\" (N of --input_shape is -1)", U::Used));
   t.push_back(flag("dynamic_image_size", S::String, "", "Input",
                    "Image-size gears, e.g. \"224,224;448,448\" (H and W are -1)", U::Used));
-  t.push_back(flag("dynamic_dims", S::String, "", "Input",
-                   "ND gears, e.g. \"1,224;2,448\" (one value per -1 of --input_shape)", U::Used));
+  t.push_back(flag(
+      "dynamic_dims", S::String, "", "Input",
+      "ND gears, e.g. \"1,224;2,448\" (one value per -1 of --input_shape; needs --input_format=ND)",
+      U::Used));
   t.push_back(flag("singleop", S::String, "", "Input", "Single-op description JSON file",
                    U::Rejected, "kiln converts whole ONNX models only"));
   // [Output]
@@ -255,10 +257,11 @@ std::vector<AtcFlagInfo> buildFlagTable() {
                    "Op types for --op_select_implmode", U::Ignored, kNoKernels));
   t.push_back(
       flag("allow_hf32", S::String, "", "Operator Tuning", "Reserved", U::Ignored, kNoKernels));
-  t.push_back(flag("is_weight_clip", S::String, "1", "Operator Tuning",
-                   "1: clip fp32 weights to the fp16 range before the cast", U::Used,
-                   "given as 1, weights past fp16's range saturate at +-65504; not given, kiln keeps "
-                   "their nodes fp32 (exact) and says so"));
+  t.push_back(
+      flag("is_weight_clip", S::String, "1", "Operator Tuning",
+           "1: clip fp32 weights to the fp16 range before the cast", U::Used,
+           "given as 1, weights past fp16's range saturate at +-65504; not given, kiln keeps "
+           "their nodes fp32 (exact) and says so"));
   t.push_back(flag("op_bank_path", S::String, "", "Operator Tuning", "Op tuning bank", U::Ignored,
                    kNoKernels));
   t.push_back(withSet(flag("jit_compile", S::String, "1", "Operator Tuning",

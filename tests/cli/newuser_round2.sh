@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# What a new user meets, round two (issue 29): ATC's rules between flags mirrored by kiln's atc,
+# precision modes that are what they say, CANN's log flag and environment, a shape range on a
+# model kiln cannot make dynamic, "did you mean" for mistyped flags and values, and help text
+# that names the tool and the model kinds it takes.
+# Usage: tests/cli/newuser_round2.sh KILN ATC CONVERTER_LITE BENCHMARK SOURCE_DIR [WORKDIR]
+set -uo pipefail
+
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+needArgs 5 "KILN ATC CONVERTER_LITE BENCHMARK SOURCE_DIR [WORKDIR]" "$@"
+kiln=$1
+atc=$2
+lite=$3
+bench=$4
+src=$5
+makeWork kiln-newuser2 "${6:-}"
+cd "$work" || exit 2
+models=$src/tests/cli/models
+
+"$kiln" convert "$models/nchw_image.onnxtxt" --to onnx -o dyn.onnx >/dev/null ||
+  { echo "FAIL setup: kiln convert nchw_image"; exit 1; }
+"$kiln" convert "$src/samples/tiny_cnn.onnxtxt" --to onnx -o tiny.onnx >/dev/null ||
+  { echo "FAIL setup: kiln convert tiny_cnn"; exit 1; }
+
+# atcFails NAME BLOCK ERR ARGS...: atc exits 255 with ATC's framing, the error block line BLOCK
+# (after "[PID: n] <time> ") as the only other stdout line, ERR as the whole stderr, and no .om.
+atcFails() {
+  local name=$1 block=$2 err=$3
+  shift 3
+  rm -rf out
+  run "$atc" "$@"
+  local got want
+  got=$(sed -E 's/^\[PID: [0-9]+\] [0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9:]{8}\.[0-9]{3}\.[0-9]{3} /[PID] /' stdout)
+  want="ATC start working now, please wait for a moment.
+...
+ATC run failed, Please check the detail log, Try 'atc --help' for more information
+[PID] $block"
+  if [ "$status" -eq 255 ] && [ "$got" = "$want" ] && [ "$(cat stderr)" = "$err" ] &&
+    [ -z "$(ls out 2>/dev/null)" ]; then
+    pass "$name"
+  else fail "$name" "exit $status; expected stdout:
+$want
+expected stderr:
+$err"; fi
+}
+# linesAre NAME FILE EXPECTED: FILE holds exactly EXPECTED (all lines).
+linesAre() {
+  if [ "$(cat "$work/$2")" = "$3" ]; then pass "$1"; else
+    fail "$1" "$2 is not exactly (status $status):
+$3"
+  fi
+}
+
+# --- 1. ATC's rules between flags ---
+common=(--framework=5 --model=dyn.onnx --soc_version=Ascend310P3 --output=out/m)
+atcFails "dynamic_dims with --input_format=NCHW" \
+  "Invalid_Argument(E10001): Value NCHW for parameter --input_format is invalid. Reason: --dynamic_dims needs --input_format=ND." \
+  "atc: error K4106 (E10001): Value NCHW for parameter --input_format is invalid. Reason: --dynamic_dims needs --input_format=ND. Fix: add --input_format=ND (CANN's atc refuses --dynamic_dims without it)" \
+  "${common[@]}" "--input_shape=x:-1,3,-1,8" "--dynamic_dims=1,8;2,16" --input_format=NCHW
+atcFails "dynamic_dims without --input_format" \
+  "Invalid_Argument(E10001): --dynamic_dims needs --input_format=ND; --input_format is not set (NCHW by default)." \
+  "atc: error K4106 (E10001): --dynamic_dims needs --input_format=ND; --input_format is not set (NCHW by default). Fix: add --input_format=ND (CANN's atc refuses --dynamic_dims without it)" \
+  "${common[@]}" "--input_shape=x:-1,3,-1,8" "--dynamic_dims=1,8;2,16"
+run "$atc" "${common[@]}" "--input_shape=x:-1,3,-1,8" "--dynamic_dims=1,8;2,16" --input_format=ND
+if [ "$status" -eq 0 ] && [ -s out/m.om ]; then pass "dynamic_dims with --input_format=ND converts"
+else fail "dynamic_dims with --input_format=ND converts" "exit $status"; fi
+atcFails "dynamic_dims on a 5-D input" \
+  "Invalid_Argument(E10001): Value -1,3,8,8,1 for parameter --input_shape is invalid. Reason: with --dynamic_dims an input has at most 4 dims; this one has 5." \
+  "atc: error K4106 (E10001): Value -1,3,8,8,1 for parameter --input_shape is invalid. Reason: with --dynamic_dims an input has at most 4 dims; this one has 5. Fix: reshape the input to at most 4 dims in the model, or use a static shape" \
+  "${common[@]}" "--input_shape=x:-1,3,8,8,1" --input_format=ND "--dynamic_dims=1;2"
+atcFails "dynamic_dims over 100 profiles" \
+  "Invalid_Argument_Tensor_Dynamic_Shape(E10036): --dynamic_batch_size, --dynamic_image_size, or --dynamic_dims has 101 profiles, which is greater than the maximum 100." \
+  "atc: error K4106 (E10036): --dynamic_batch_size, --dynamic_image_size, or --dynamic_dims has 101 profiles, which is greater than the maximum 100. Fix: see atc --help for the dynamic gear flags" \
+  "${common[@]}" "--input_shape=x:-1,3,8,8" --input_format=ND "--dynamic_dims=$(seq -s';' 1 101)"
+atcFails "dynamic_image_size on a 3-D input" \
+  "Invalid_Argument_Tensor_Input_Shape(E10019): When --dynamic_image_size is included, only the height and width axes can be -1 in --input_shape." \
+  "atc: error K4106 (E10019): When --dynamic_image_size is included, only the height and width axes can be -1 in --input_shape. Fix: input x (1,-1,-1): give -1 only on the height and width of a 4-D NCHW input" \
+  "${common[@]}" "--input_shape=x:1,-1,-1" "--dynamic_image_size=8,8;16,16"
+atcFails "dynamic_image_size without a -1" \
+  "Invalid_Argument_Tensor_Input_Shape(E10019): When --dynamic_image_size is included, only the height and width axes can be -1 in --input_shape." \
+  "atc: error K4106 (E10019): When --dynamic_image_size is included, only the height and width axes can be -1 in --input_shape. Fix: set the height and width of the image input to -1 in --input_shape" \
+  "${common[@]}" "--input_shape=x:1,3,8,8" "--dynamic_image_size=8,8;16,16"
+atcFails "input_hint_shape with gears" \
+  "Invalid_Argument(E10001): Value 0:[1,3,8,8] for parameter --input_hint_shape is invalid. Reason: --input_hint_shape cannot be combined with --dynamic_batch_size, --dynamic_image_size or --dynamic_dims." \
+  "atc: error K8202 (E10001): Value 0:[1,3,8,8] for parameter --input_hint_shape is invalid. Reason: --input_hint_shape cannot be combined with --dynamic_batch_size, --dynamic_image_size or --dynamic_dims. Fix: drop --input_hint_shape: the gears fix every shape" \
+  "${common[@]}" "--input_shape=x:-1,3,8,8" --dynamic_batch_size=1,2 "--input_hint_shape=0:[1,3,8,8]"
+atcFails "shape_generalized with gears" \
+  "Invalid_Argument(E10001): Value shape_generalized for parameter --shape_generalized_build_mode is invalid. Reason: shape_generalized builds cannot be combined with dynamic gears or shape ranges." \
+  "atc: error K8202 (E10001): Value shape_generalized for parameter --shape_generalized_build_mode is invalid. Reason: shape_generalized builds cannot be combined with dynamic gears or shape ranges. Fix: drop --shape_generalized_build_mode (it is deprecated)" \
+  "${common[@]}" "--input_shape=x:-1,3,8,8" --dynamic_batch_size=1,2 --shape_generalized_build_mode=shape_generalized
+atcFails "out_nodes mixing node:index and names" \
+  "Invalid_Argument(E10001): Value conv:0;y for parameter --out_nodes is invalid. Reason: Only one of index, top_name and output_name can be used." \
+  "atc: error K8202 (E10001): Value conv:0;y for parameter --out_nodes is invalid. Reason: Only one of index, top_name and output_name can be used. Fix: give every entry as node:index, or every entry as an output name" \
+  "${common[@]}" "--out_nodes=conv:0;y"
+atcFails "out_nodes index not a number" \
+  "Invalid_Argument(E10001): Value conv:a for parameter --out_nodes is invalid. Reason: The index is not a positive integer." \
+  "atc: error K8202 (E10001): Value conv:a for parameter --out_nodes is invalid. Reason: The index is not a positive integer. Fix: 'conv:a' needs a number after the last ':'" \
+  "${common[@]}" --out_nodes=conv:a
+atcFails "singleop with --framework" \
+  "Invalid_Argument(E10001): Value op.json for parameter --singleop is invalid. Reason: --singleop takes none of --display_model_info=1, --framework, --insert_op_conf or a --mode other than 0." \
+  "atc: error K8202 (E10001): Value op.json for parameter --singleop is invalid. Reason: --singleop takes none of --display_model_info=1, --framework, --insert_op_conf or a --mode other than 0. Fix: drop those flags from a --singleop run" \
+  --singleop=op.json --framework=5 --output=out/m --soc_version=Ascend310P3
+
+finish
