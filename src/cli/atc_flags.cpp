@@ -220,17 +220,17 @@ std::vector<AtcFlagInfo> buildFlagTable() {
   // [Operator Tuning]
   t.push_back(
       withSet(flag("precision_mode", S::String, "", "Operator Tuning",
-                   "force_fp16 (default), force_fp32, cube_fp16in_fp32out, allow_mix_precision, "
-                   "allow_fp32_to_fp16, must_keep_origin_dtype, allow_mix_precision_fp16, "
-                   "allow_mix_precision_bf16, allow_fp32_to_bf16",
+                   "force_fp16 (default), force_fp32, allow_mix_precision, allow_fp32_to_fp16, "
+                   "must_keep_origin_dtype, allow_mix_precision_fp16; not built by kiln: "
+                   "cube_fp16in_fp32out, allow_mix_precision_bf16, allow_fp32_to_bf16",
                    U::Used),
               sorted({"force_fp16", "force_fp32", "cube_fp16in_fp32out", "allow_mix_precision",
                       "allow_fp32_to_fp16", "must_keep_origin_dtype", "allow_mix_precision_fp16",
                       "allow_mix_precision_bf16", "allow_fp32_to_bf16"}),
               "E10001"));
   t.push_back(withSet(flag("precision_mode_v2", S::String, "", "Operator Tuning",
-                           "fp16 (default), origin, cube_fp16in_fp32out, mixed_float16, "
-                           "mixed_bfloat16, cube_hif8, mixed_hif8",
+                           "fp16 (default), origin, mixed_float16; not built by kiln: "
+                           "cube_fp16in_fp32out, mixed_bfloat16, cube_hif8, mixed_hif8",
                            U::Used),
                       sorted({"fp16", "origin", "cube_fp16in_fp32out", "mixed_float16",
                               "mixed_bfloat16", "cube_hif8", "mixed_hif8"}),

@@ -96,6 +96,9 @@ struct PrecisionChoice {
   bool bf16 = false;
   bool hif8 = false;
   bool mixed = false;
+  // A mode kiln has no conversion for: refused (or passed to CANN's atc) rather than built as
+  // some other mode.
+  bool unsupported = false;
 };
 
 std::optional<PrecisionChoice> precisionChoice(const std::string& name) {
@@ -103,7 +106,7 @@ std::optional<PrecisionChoice> precisionChoice(const std::string& name) {
       {"force_fp16", {PrecisionMode::ForceFp16}},
       {"fp16", {PrecisionMode::ForceFp16}},
       {"force_fp32", {PrecisionMode::ForceFp32}},
-      {"cube_fp16in_fp32out", {PrecisionMode::ForceFp32}},
+      {"cube_fp16in_fp32out", {PrecisionMode::ForceFp32, false, false, false, true}},
       {"allow_fp32_to_fp16", {PrecisionMode::AllowFp32ToFp16}},
       {"must_keep_origin_dtype", {PrecisionMode::KeepOrigin}},
       {"origin", {PrecisionMode::KeepOrigin}},
@@ -467,6 +470,16 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
                                     choice.bf16 ? "bfloat16" : "hifloat8"),
                         "use force_fp16, allow_mix_precision, allow_fp32_to_fp16, force_fp32 or "
                         "must_keep_origin_dtype");
+  // Cube ops reading fp16 and writing fp32 need a node whose inputs and output differ in type,
+  // which an ONNX-typed graph (and kiln's executor) cannot hold; building it as force_fp32 or as
+  // allow_fp32_to_fp16 would silently give other numbers.
+  if (choice.unsupported && !args.handoff)
+    return notSupported(fmt::format("--{}={} is not supported by kiln's atc: Conv, ConvTranspose, "
+                                    "MatMul and Gemm with fp16 inputs and fp32 outputs have no "
+                                    "form in kiln's graph.",
+                                    precisionFlag, o.precisionName),
+                        "use allow_fp32_to_fp16 (those ops wholly in fp16) or force_fp32, or "
+                        "build with CANN's atc (--cann_atc)");
   o.precision = choice.mode;
 
   // Step 11: shape-range conversion and hint shapes.

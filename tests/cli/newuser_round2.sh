@@ -102,4 +102,12 @@ atcFails "singleop with --framework" \
   "atc: error K8202 (E10001): Value op.json for parameter --singleop is invalid. Reason: --singleop takes none of --display_model_info=1, --framework, --insert_op_conf or a --mode other than 0. Fix: drop those flags from a --singleop run" \
   --singleop=op.json --framework=5 --output=out/m --soc_version=Ascend310P3
 
+# --- 2. cube_fp16in_fp32out is refused, not built as another mode ---
+for flag in precision_mode precision_mode_v2; do
+  atcFails "--$flag=cube_fp16in_fp32out refused" \
+    "Not_Supported(E10055): The operation is not supported. Reason: --$flag=cube_fp16in_fp32out is not supported by kiln's atc: Conv, ConvTranspose, MatMul and Gemm with fp16 inputs and fp32 outputs have no form in kiln's graph." \
+    "atc: error K8202 (E10055): The operation is not supported. Reason: --$flag=cube_fp16in_fp32out is not supported by kiln's atc: Conv, ConvTranspose, MatMul and Gemm with fp16 inputs and fp32 outputs have no form in kiln's graph. Fix: use allow_fp32_to_fp16 (those ops wholly in fp16) or force_fp32, or build with CANN's atc (--cann_atc)" \
+    --framework=5 --model=tiny.onnx --soc_version=Ascend310P3 --output=out/t --$flag=cube_fp16in_fp32out
+done
+
 finish
