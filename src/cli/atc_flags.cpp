@@ -288,9 +288,12 @@ std::vector<AtcFlagInfo> buildFlagTable() {
                    U::Ignored, kNoKernels));
   t.push_back(
       flag("debug_dir", S::String, "", "Debug", "Kernel debug folder", U::Ignored, kNoKernels));
-  t.push_back(withSet(flag("log", S::String, "null", "Debug",
-                           "Log level: debug, info, warning, error, null (to stderr)", U::Used),
-                      sorted({"debug", "info", "warning", "error", "null"}), "E10010"));
+  t.push_back(
+      withSet(flag("log", S::String, "null", "Debug",
+                   "Log level: debug, info, warning, error, null, any case (to stderr; stdout with "
+                   "ASCEND_SLOG_PRINT_TO_STDOUT=1). Not given: ASCEND_GLOBAL_LOG_LEVEL 0-4",
+                   U::Used),
+              sorted({"debug", "info", "warning", "error", "null"}), "E10010"));
   t.push_back(withSet(flag("dump_mode", S::String, "0", "Debug",
                            "1: --mode=1 on an original model also infers shapes"),
                       kZeroOne, "E10006"));
@@ -454,6 +457,15 @@ AtcArgs parseAtcCommandLine(const std::vector<std::string>& rawArgs) {
       lineError(fmt::format("ERROR: flag '{}' is missing its argument; flag description: {}",
                             rawArgs[i], f->help));
       continue;
+    }
+    // CANN's atc takes --log in any case (--log=INFO); the value set is lower-case. A value
+    // that is no level in any case is reported as typed.
+    if (f->name == "log") {
+      std::string lower = value;
+      std::transform(lower.begin(), lower.end(), lower.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      if (std::find(f->valueSet.begin(), f->valueSet.end(), lower) != f->valueSet.end())
+        value = lower;
     }
     if (Status st = checkValue(*f, value); !st) {
       fail(st);

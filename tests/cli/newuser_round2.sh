@@ -110,4 +110,31 @@ for flag in precision_mode precision_mode_v2; do
     --framework=5 --model=tiny.onnx --soc_version=Ascend310P3 --output=out/t --$flag=cube_fp16in_fp32out
 done
 
+# --- 3. --log in any case; CANN's log environment when --log is not given ---
+# logLines FILE: the log lines of FILE without their time stamps.
+logLines() { sed -nE 's/^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+\] //p' "$work/$1"; }
+tinyArgs=(--framework=5 --model=tiny.onnx --soc_version=Ascend310P3 --output=out/t)
+run "$atc" "${tinyArgs[@]}" --log=INFO
+if [ "$status" -eq 0 ] && [ "$(logLines stderr | head -1)" = "[atc] [info] loaded tiny.onnx: 6 nodes, opset 13, 1 input(s)" ]; then
+  pass "--log=INFO is --log=info"
+else fail "--log=INFO is --log=info" "exit $status"; fi
+run env ASCEND_GLOBAL_LOG_LEVEL=1 ASCEND_SLOG_PRINT_TO_STDOUT=1 "$atc" "${tinyArgs[@]}"
+if [ "$status" -eq 0 ] && [ "$(logLines stdout | head -1)" = "[atc] [info] loaded tiny.onnx: 6 nodes, opset 13, 1 input(s)" ] &&
+  [ ! -s stderr ] && [ "$(head -1 stdout)" = "ATC start working now, please wait for a moment." ]; then
+  pass "ASCEND_GLOBAL_LOG_LEVEL=1 with ASCEND_SLOG_PRINT_TO_STDOUT=1 logs info to stdout"
+else fail "ASCEND_GLOBAL_LOG_LEVEL=1 with ASCEND_SLOG_PRINT_TO_STDOUT=1 logs info to stdout" "exit $status"; fi
+run env ASCEND_GLOBAL_LOG_LEVEL=1 "$atc" "${tinyArgs[@]}" --log=error
+if [ "$status" -eq 0 ] && [ -z "$(logLines stdout; logLines stderr)" ]; then pass "--log wins over ASCEND_GLOBAL_LOG_LEVEL"
+else fail "--log wins over ASCEND_GLOBAL_LOG_LEVEL" "exit $status"; fi
+run env ASCEND_GLOBAL_LOG_LEVEL=9 "$atc" "${tinyArgs[@]}"
+linesAre "ASCEND_GLOBAL_LOG_LEVEL outside 0..4 is said and ignored" stderr \
+  "atc: warning: ASCEND_GLOBAL_LOG_LEVEL=9 is not one of 0 (debug), 1 (info), 2 (warning), 3 (error), 4 (null); ignored"
+run "$atc" "${tinyArgs[@]}" --log=VERBOSE
+sed -i -E 's/^\[PID: [0-9]+\] [0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9:]{8}\.[0-9]{3}\.[0-9]{3} /[PID] /' stdout
+[ "$status" -eq 255 ] || echo "ATC exit status $status, expected 255" >>stdout
+linesAre "--log=VERBOSE is still refused" stdout "ATC start working now, please wait for a moment.
+ATC run failed, Please check the detail log, Try 'atc --help' for more information
+[PID] Invalid_Argument(E10010): Value VERBOSE for parameter --log is invalid.
+        Solution: Select the value from debug, info, warning, error, and null."
+
 finish
