@@ -137,4 +137,25 @@ ATC run failed, Please check the detail log, Try 'atc --help' for more informati
 [PID] Invalid_Argument(E10010): Value VERBOSE for parameter --log is invalid.
         Solution: Select the value from debug, info, warning, error, and null."
 
+# --- 4. a shape range on ConvTranspose: the fix is a static shape or gears, both of which convert ---
+"$kiln" convert "$models/deconv_dynamic.onnxtxt" --to onnx -o deconv.onnx >/dev/null ||
+  { echo "FAIL setup: kiln convert deconv_dynamic"; exit 1; }
+deconv=(--framework=5 --model=deconv.onnx --soc_version=Ascend310P3 --output=out/d)
+atcFails "ConvTranspose with a shape range suggests a static shape or image gears" \
+  "Not_Supported_Operator(EZ3003): No supported Ops kernel and engine are found for [y], optype [ConvTranspose].
+TraceBack (most recent call last):
+        node producing 'y' (ConvTranspose) on Ascend310P3: ConvTranspose with dynamic shapes" \
+  "atc: error K8101 (EZ3003): No supported Ops kernel and engine are found for [y], optype [ConvTranspose]. node producing 'y' (ConvTranspose) on Ascend310P3: ConvTranspose with dynamic shapes. Fix: these ops take static shapes only, and a range or -1 in --input_shape makes the model dynamic: give a static shape (--input_shape=\"x:1,3,640,640\") or gears (--input_shape=\"x:1,3,-1,-1\" --dynamic_image_size=\"224,224;640,640\", adding the sizes between that you need)" \
+  "${deconv[@]}" "--input_shape=x:1,3,224~640,224~640"
+run "$atc" "${deconv[@]}" "--input_shape=x:1,3,640,640"
+if [ "$status" -eq 0 ]; then pass "the suggested static shape converts"; else fail "the suggested static shape converts" "exit $status"; fi
+run "$atc" "${deconv[@]}" "--input_shape=x:1,3,-1,-1" "--dynamic_image_size=224,224;640,640"
+if [ "$status" -eq 0 ]; then pass "the suggested image gears convert"; else fail "the suggested image gears convert" "exit $status"; fi
+run "$atc" "${deconv[@]}" "--input_shape=x:1,3,224~640,224"
+if [ "$status" -eq 255 ] && grep -qF 'gears (--input_shape="x:1,3,-1,224" --input_format=ND --dynamic_dims="224;640",' stderr; then
+  pass "a range on H alone suggests dims gears"
+else fail "a range on H alone suggests dims gears" "exit $status"; fi
+run "$atc" "${deconv[@]}" "--input_shape=x:1,3,-1,224" --input_format=ND "--dynamic_dims=224;640"
+if [ "$status" -eq 0 ]; then pass "the suggested dims gears convert"; else fail "the suggested dims gears convert" "exit $status"; fi
+
 finish
