@@ -15,6 +15,7 @@
 
 #include "atc_errors.h"
 #include "kiln/backends/atc.h"
+#include "kiln/support/suggest.h"
 
 namespace kiln {
 namespace {
@@ -398,6 +399,20 @@ std::string atcRangeText(const std::vector<std::string>& values) {
   return text + ".";
 }
 
+// The fix for a flag ATC does not have: the nearest ATC flag when it looks like a typo, else a
+// plain "not an ATC flag" (flags copied from other tools or posts, e.g. --graph_optimize_mode),
+// since CANN's atc refuses it just the same.
+std::string unknownFlagHint(const std::string& name) {
+  std::vector<std::string> names;
+  for (const AtcFlagInfo& f : atcFlagTable())
+    if (!f.hidden) names.push_back(f.name);
+  const std::string near = closestSpelling(name, names);
+  if (!near.empty()) return fmt::format("did you mean --{}? (see `atc --help`)", near);
+  return fmt::format("--{} is not an ATC flag (CANN's atc refuses it too); `atc --help` lists "
+                     "ATC's flags",
+                     name);
+}
+
 // Hand-written rather than CLI11: ATC's getopt_long behaviour (rewriting "-model=" to "--model=",
 // '-' → '_' in names, "--flag value" only for non-bool flags, the value-set check before the type
 // check, gflags-style error lines that go on after the first unknown flag) has no CLI11 setting.
@@ -406,9 +421,9 @@ AtcArgs parseAtcCommandLine(const std::vector<std::string>& rawArgs) {
   auto fail = [&](Status st) {
     if (out.error.isOk()) out.error = std::move(st);
   };
-  auto lineError = [&](std::string line) {
+  auto lineError = [&](std::string line, std::string hint = "see `atc --help`") {
     out.errorLines.push_back(std::move(line));
-    fail(Status(ErrorCode::BadFlag, out.errorLines.back().substr(7), "see `atc --help`"));
+    fail(Status(ErrorCode::BadFlag, out.errorLines.back().substr(7), std::move(hint)));
   };
   std::vector<std::string> positional;
   bool optionsEnded = false;
@@ -435,7 +450,8 @@ AtcArgs parseAtcCommandLine(const std::vector<std::string>& rawArgs) {
       continue;
     }
     if (arg.rfind("--", 0) != 0) {
-      lineError(fmt::format("ERROR: unknown command line flag '{}'", arg.substr(1)));
+      lineError(fmt::format("ERROR: unknown command line flag '{}'", arg.substr(1)),
+                unknownFlagHint(arg.substr(1)));
       continue;
     }
     size_t eq = arg.find('=');
@@ -443,7 +459,7 @@ AtcArgs parseAtcCommandLine(const std::vector<std::string>& rawArgs) {
     std::replace(name.begin(), name.end(), '-', '_');
     const AtcFlagInfo* f = findAtcFlag(name);
     if (!f) {
-      lineError(fmt::format("ERROR: unknown command line flag '{}'", name));
+      lineError(fmt::format("ERROR: unknown command line flag '{}'", name), unknownFlagHint(name));
       continue;
     }
     std::string value;

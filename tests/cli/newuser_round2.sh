@@ -158,4 +158,39 @@ else fail "a range on H alone suggests dims gears" "exit $status"; fi
 run "$atc" "${deconv[@]}" "--input_shape=x:1,3,-1,224" --input_format=ND "--dynamic_dims=224;640"
 if [ "$status" -eq 0 ]; then pass "the suggested dims gears convert"; else fail "the suggested dims gears convert" "exit $status"; fi
 
+# --- 5. did you mean: unknown flags and values get the nearest spelling ---
+# atc: the gflags-style line on stderr, then kiln's coded line with the fix.
+atcUnknownFlag() {
+  local name=$1 flag=$2 fix=$3
+  run "$atc" "--$flag=1" --framework=5
+  linesAre "$name" stderr "ERROR: unknown command line flag '$flag'
+atc: error K4001: unknown command line flag '$flag'. Fix: $fix"
+  [ "$status" -eq 255 ] || fail "$name exits 255" "exit $status"
+}
+atcUnknownFlag "atc --input-shap suggests --input_shape" input_shap "did you mean --input_shape? (see \`atc --help\`)"
+atcUnknownFlag "atc --graph_optimize_mode is not an ATC flag" graph_optimize_mode \
+  "--graph_optimize_mode is not an ATC flag (CANN's atc refuses it too); \`atc --help\` lists ATC's flags"
+atcUnknownFlag "atc --insert_batchnorm_mode is not an ATC flag" insert_batchnorm_mode \
+  "--insert_batchnorm_mode is not an ATC flag (CANN's atc refuses it too); \`atc --help\` lists ATC's flags"
+run "$atc" "${tinyArgs[@]}" --soc_version=ascend310p3
+if [ "$status" -eq 255 ] && grep -qE "^atc: error K8201 \(E20101\): Value \[ascend310p3\] for parameter \[--soc_version\] is invalid\. .* Fix: did you mean --soc_version=Ascend310P3\? \(names are case-sensitive\)$" stderr; then
+  pass "--soc_version=ascend310p3 suggests Ascend310P3"
+else fail "--soc_version=ascend310p3 suggests Ascend310P3" "exit $status"; fi
+run "$lite" --fmk=ONNX --modelFile=tiny.onnx --outputFile=t --inputshape=image:1,1,8,8
+linesAre "converter_lite --inputshape suggests --inputShape" stderr \
+  "converter_lite: error K4001 (-600): unknown flag --inputshape; did you mean --inputShape? Fix: converter_lite flags: --fmk, --modelFile, --outputFile, --weightFile, --configFile, --fp16, --inputShape, --inputDataFormat, --outputDataFormat, --inputDataType, --outputDataType, --saveType, --optimize, --optimizeTransformer, --device, --infer, --trainModel, --decryptKey, --decryptMode, --encryptKey, --encryption (see --help)"
+run "$bench" --modelFil=x.ms
+linesAre "benchmark --modelFil suggests --modelFile" stderr \
+  "benchmark: error K4001 (-1): unknown flag --modelFil; did you mean --modelFile? Fix: see benchmark --help for the flags"
+run "$kiln" compare tiny.onnx tiny.onnx --input_shape image:1,1,8,8
+linesAre "kiln compare --input_shape points to --input-shape" stderr \
+  "kiln: error K4001: unknown flag --input_shape for kiln compare; did you mean --input-shape? Fix: run 'kiln compare --help' for its flags"
+[ "$status" -ne 0 ] || fail "kiln compare --input_shape fails" "exit 0"
+run "$kiln" tensor make --shpe 1,2 -o t.pb
+linesAre "kiln tensor make --shpe suggests --shape" stderr \
+  "kiln: error K4001: unknown flag --shpe for kiln tensor make; did you mean --shape? Fix: run 'kiln tensor make --help' for its flags"
+run "$kiln" convert tiny.onnx --frobnicate -o x.onnx
+linesAre "kiln convert names an unknown flag rather than a missing one" stderr \
+  "kiln: error K4001: unknown flag --frobnicate for kiln convert. Fix: run 'kiln convert --help' for its flags"
+
 finish

@@ -14,7 +14,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
-#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "kiln/backends/aipp.h"
@@ -44,6 +43,7 @@
 #include "kiln/support/input_file.h"
 #include "kiln/support/json_text.h"
 #include "kiln/support/progress.h"
+#include "kiln/support/suggest.h"
 #include "kiln/support/version.h"
 #include "kiln/tensor_files.h"
 
@@ -790,6 +790,49 @@ int tensorBenchmarkDataCommand(const TensorFlags& flags) {
   return 0;
 }
 
+CLI::App* findVerb(CLI::App& parent, const std::string& name) {
+  auto found =
+      parent.get_subcommands([&](const CLI::App* verb) { return verb->get_name() == name; });
+  return found.empty() ? nullptr : found.front();
+}
+
+// An unknown --flag after a verb: CLI11 would call it an unexpected argument, or take it for the
+// value of the flag before it and complain about a missing required one. Named here with the
+// verb's closest flag instead (`kiln compare --input_shape` → --input-shape). Ok when every
+// --flag belongs to its verb, one of the verb's parents, or no verb is given.
+kiln::Status unknownVerbFlag(CLI::App& app, int argc, char** argv) {
+  CLI::App* verb = nullptr;
+  std::string verbPath = "kiln";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.rfind("-", 0) != 0) { // a verb (`tensor make`) or a positional argument
+      if (CLI::App* sub = findVerb(verb ? *verb : app, arg)) {
+        verb = sub;
+        verbPath += " " + arg;
+      }
+      continue;
+    }
+    if (!verb || arg.rfind("--", 0) != 0) continue; // global and short flags, negative numbers
+    const std::string name = arg.substr(0, arg.find('='));
+    bool known = name == "--help";
+    for (CLI::App* scope = verb; scope && !known; scope = scope->get_parent())
+      known = scope->get_option_no_throw(name) != nullptr;
+    if (known) continue;
+    std::vector<std::string> names;
+    for (const CLI::Option* option : verb->get_options())
+      for (const std::string& longName : option->get_lnames())
+        names.push_back("--" + longName);
+    const std::string near = kiln::closestSpelling(name, names);
+    return kiln::Status(kiln::ErrorCode::BadFlag,
+                        near.empty() ? fmt::format("unknown flag {} for {}", name, verbPath)
+                                     : fmt::format("unknown flag {} for {}; did you mean {}?", name,
+                                                   verbPath, near),
+                        fmt::format("run '{} --help' for its flags", verbPath));
+  }
+  return kiln::Status::ok();
+}
+
 int runTool(int argc, char** argv) {
   kiln::enableProgress(); // long conversions show progress on a terminal's stderr
   CLI::App app{"kiln — ONNX to Ascend .om / MindSpore Lite .ms conversion toolchain"};
@@ -1052,6 +1095,7 @@ int runTool(int argc, char** argv) {
   conformance->add_flag("-q,--quiet", conformanceOptions.quiet,
                         "print only cases that did not pass");
 
+  if (kiln::Status unknown = unknownVerbFlag(app, argc, argv); !unknown) return report(unknown);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
