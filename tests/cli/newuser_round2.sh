@@ -193,4 +193,31 @@ run "$kiln" convert tiny.onnx --frobnicate -o x.onnx
 linesAre "kiln convert names an unknown flag rather than a missing one" stderr \
   "kiln: error K4001: unknown flag --frobnicate for kiln convert. Fix: run 'kiln convert --help' for its flags"
 
+# --- 6. help names the tool (not the path it was run by) and the model kinds each verb takes ---
+run "$kiln" convert --help
+if [ "$status" -eq 0 ] && [ "$(sed -n 2p stdout)" = "Usage: kiln convert [OPTIONS] model" ] &&
+  grep -qE "^  model TEXT REQUIRED +input model \(\.onnx, \.onnxtxt, \.ms, \.om\)$" stdout; then
+  pass "kiln convert --help: usage says kiln, inputs list .ms and .om"
+else fail "kiln convert --help: usage says kiln, inputs list .ms and .om" "exit $status"; fi
+run "$kiln" check --help
+if [ "$status" -eq 0 ] && [ "$(sed -n 2p stdout)" = "Usage: kiln check [OPTIONS] model" ] &&
+  grep -qE "^  --target TEXT +target to check against: ms\|om\[:SOC\] \(default: cpu, kiln's executor\)$" stdout; then
+  pass "kiln check --help lists ms|om[:SOC]"
+else fail "kiln check --help lists ms|om[:SOC]" "exit $status"; fi
+run "$bench" --help
+if [ "$status" -eq 0 ] && [ "$(head -2 stdout)" = "usage: benchmark --modelFile=MODEL [options]
+Runs a model (.ms, .om or .onnx) on kiln's CPU executor, as MindSpore Lite's benchmark does." ]; then
+  pass "benchmark --help lists .om"
+else fail "benchmark --help lists .om" "exit $status"; fi
+run "$atc" --help
+if [ "$status" -eq 0 ] && [ "$(head -1 stdout)" = "usage: atc <args>" ] &&
+  ! grep -qE "^ATC (start working|run)" stdout && [ ! -s stderr ]; then
+  pass "atc --help prints the usage without conversion framing"
+else fail "atc --help prints the usage without conversion framing" "exit $status"; fi
+run "$atc" --version
+if [ "$status" -eq 0 ] && grep -qE "^atc \(kiln\) [0-9]" stdout && [ "$(wc -l <stdout)" -eq 2 ] &&
+  ! grep -qE "^ATC (start working|run)" stdout; then
+  pass "atc --version prints the version and the .om note only"
+else fail "atc --version prints the version and the .om note only" "exit $status"; fi
+
 finish

@@ -252,7 +252,10 @@ int runTool(int argc, char** argv) {
     cann = *found;
   }
   parsed.handoff = cann.has_value();
-  if (!cann) std::cout << "ATC start working now, please wait for a moment." << std::endl;
+  // --help converts nothing: the usage alone, without the conversion's framing lines.
+  const bool helpOnly = parsed.help && parsed.errorLines.empty() && parsed.error.isOk();
+  if (!cann && !helpOnly)
+    std::cout << "ATC start working now, please wait for a moment." << std::endl;
   // A failure after option checks: on the hand-off path the framing line was held back, print it
   // first so the block reads as kiln's own run.
   auto failAfterStart = [&](const kiln::Status& status, const std::vector<kiln::Status>& errors) {
