@@ -46,10 +46,10 @@ std::vector<Status> validateShapeSpec(const ShapeSpec& spec, const Graph& graph)
 
 // ATC dynamic gear flags (one of them at most) checked against the spec per ATC's rules.
 struct DynamicProfiles {
-  std::string batchSize; // --dynamic_batch_size "1,2,4"
-  std::string imageSize; // --dynamic_image_size "224,224;448,448"
-  std::string dims;      // --dynamic_dims "1,224;2,448"
-  std::string inputFormat = "NCHW";
+  std::string batchSize;   // --dynamic_batch_size "1,2,4"
+  std::string imageSize;   // --dynamic_image_size "224,224;448,448"
+  std::string dims;        // --dynamic_dims "1,224;2,448"
+  std::string inputFormat; // --input_format as given; "" reads as NCHW
   // Parsed gears, filled by validateDynamicProfiles.
   std::vector<std::vector<int64_t>> gears;
 };

@@ -1,4 +1,5 @@
 // atc's run modes: 0 (ONNX → .om), 1 (.om or ONNX → JSON), 3 (pre-check report), 6 (.om info).
+#include <algorithm>
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -166,17 +167,91 @@ void collectUnsupported(const Graph& g, const std::string& soc, int64_t opset,
   }
 }
 
+std::string joinDims(const std::vector<int64_t>& dims) {
+  return fmt::format("{}", fmt::join(dims, ","));
+}
+
+// The fix for ops refused on dynamic shapes (a range or -1 in --input_shape): they do take
+// static shapes, so the way out is a static --input_shape or gears, never another exporter. The
+// suggestion is built from the user's own spec: each range's bounds become two gears, as image
+// sizes when only H and W of 4-D inputs vary, as batch sizes when only N does, else as dims.
+std::string dynamicShapeHint(const std::string& inputShapeText) {
+  const std::string generic =
+      "these ops take static shapes only: give each input a static --input_shape, or gears "
+      "(-1 in --input_shape with --dynamic_batch_size, --dynamic_image_size or --dynamic_dims)";
+  auto spec = parseShapeSpec(inputShapeText, ShapeDialect::Atc);
+  if (inputShapeText.empty() || !spec || !spec->hasDynamic()) return generic;
+  std::vector<std::string> staticEntries, gearEntries;
+  std::vector<int64_t> low, high;
+  bool bounded = true, onlyBatch = true;
+  size_t hwInputs = 0; // 4-D inputs whose H and W (and nothing else) vary
+  for (const InputShapeSpec& in : spec->inputs) {
+    std::vector<std::string> staticDims, gearDims;
+    std::vector<size_t> varying;
+    for (size_t i = 0; i < in.dims.size(); ++i) {
+      const DimSpec& d = in.dims[i];
+      if (d.isStatic()) {
+        staticDims.push_back(std::to_string(d.lo));
+        gearDims.push_back(std::to_string(d.lo));
+        continue;
+      }
+      const bool known = d.ranged && d.hi > 0;
+      bounded = bounded && known && d.lo > 0;
+      staticDims.push_back(known ? std::to_string(d.hi) : "<size>");
+      gearDims.push_back("-1");
+      low.push_back(d.lo);
+      high.push_back(d.hi);
+      varying.push_back(i);
+      onlyBatch = onlyBatch && i == 0;
+    }
+    if (in.dims.size() == 4 && varying == std::vector<size_t>{2, 3}) ++hwInputs;
+    const std::string name = in.name.empty() ? "" : in.name + ":";
+    staticEntries.push_back(name + fmt::format("{}", fmt::join(staticDims, ",")));
+    gearEntries.push_back(name + fmt::format("{}", fmt::join(gearDims, ",")));
+  }
+  std::string gears;
+  const size_t varyingInputs =
+      std::count_if(spec->inputs.begin(), spec->inputs.end(), [](const InputShapeSpec& in) {
+        return std::any_of(in.dims.begin(), in.dims.end(),
+                           [](const DimSpec& d) { return !d.isStatic(); });
+      });
+  if (hwInputs > 0 && hwInputs == varyingInputs) {
+    gears = bounded && low.size() == 2
+                ? fmt::format("--dynamic_image_size=\"{};{}\"", joinDims(low), joinDims(high))
+                : "--dynamic_image_size=\"h1,w1;h2,w2\"";
+  } else if (onlyBatch) {
+    gears = bounded && low.size() == 1
+                ? fmt::format("--dynamic_batch_size=\"{},{}\"", low[0], high[0])
+                : "--dynamic_batch_size=\"n1,n2\"";
+  } else {
+    const std::string oneGear =
+        fmt::format("{}", fmt::join(std::vector<std::string>(low.size(), "<size>"), ","));
+    const std::string placeholderGears = oneGear + ";" + oneGear;
+    gears = fmt::format("--input_format=ND --dynamic_dims=\"{}\"",
+                        bounded ? joinDims(low) + ";" + joinDims(high) : placeholderGears);
+  }
+  return fmt::format("these ops take static shapes only, and a range or -1 in --input_shape makes "
+                     "the model dynamic: give a static shape (--input_shape=\"{}\") or gears "
+                     "(--input_shape=\"{}\" {}, adding the sizes between that you need)",
+                     fmt::join(staticEntries, ";"), fmt::join(gearEntries, ";"), gears);
+}
+
 // ATC's messages for unsupported ops: one E16002 per op type, then each node with kiln's reason.
-std::vector<Status> unsupportedErrors(const std::vector<Unsupported>& nodes,
-                                      const std::string& soc) {
+std::vector<Status> unsupportedErrors(const std::vector<Unsupported>& nodes, const AtcOptions& o) {
+  const std::string& soc = o.socVersion;
   std::vector<Status> errors;
   std::set<std::string> types;
   std::vector<std::string> list;
-  for (const Unsupported& u : nodes)
+  bool dynamicOnly = !nodes.empty();
+  for (const Unsupported& u : nodes) {
     list.push_back(fmt::format("{} ({})", u.node, u.opType));
-  std::string hint = fmt::format("replace the ops in the exporter; `atc --mode=3` or `kiln check "
-                                 "MODEL --target om:{}` lists them all",
-                                 soc);
+    dynamicOnly = dynamicOnly && u.reason.find("dynamic shape") != std::string::npos;
+  }
+  std::string hint =
+      dynamicOnly ? dynamicShapeHint(o.inputShape)
+                  : fmt::format("replace the ops in the exporter; `atc --mode=3` or `kiln check "
+                                "MODEL --target om:{}` lists them all",
+                                soc);
   // An op type with no lowering at all is ATC's "no parser" (E16002); an op that lowers but not
   // in this use (attribute, dtype, dynamic shape) is its "no kernel" (EZ3003).
   for (const Unsupported& u : nodes) {
@@ -384,11 +459,11 @@ Status writeCheckReport(const AtcOptions& o, const Prepared& p, AtcResult& resul
 }
 
 // Every problem found before lowering, as ATC's messages (first one heads the error block).
-std::vector<Status> prepareErrors(const Prepared& p, const std::string& soc) {
+std::vector<Status> prepareErrors(const Prepared& p, const AtcOptions& o) {
   std::vector<Status> errors;
   for (const auto& [name, st] : p.inputProblems)
     errors.push_back(st);
-  for (Status& st : unsupportedErrors(p.unsupported, soc))
+  for (Status& st : unsupportedErrors(p.unsupported, o))
     errors.push_back(std::move(st));
   for (const ShapeConflict& c : p.conflicts)
     errors.push_back(c.status);
@@ -494,7 +569,7 @@ Status runGearConvert(const AtcOptions& o, AtcResult& result) {
     if (!p.inputProblems.empty() || !p.unsupported.empty() || !p.conflicts.empty()) {
       Status reportStatus = writeCheckReport(o, p, result);
       if (!reportStatus) spdlog::warn("{}", reportStatus.toString());
-      return failWith(prepareErrors(p, o.socVersion), result);
+      return failWith(prepareErrors(p, o), result);
     }
     gears->models.push_back(std::move(p.model));
   }
@@ -516,7 +591,7 @@ Status runConvert(const AtcOptions& o, AtcResult& result) {
         errors.push_back(st);
       return failWith(std::move(errors), result);
     }
-    return failWith(prepareErrors(p, o.socVersion), result);
+    return failWith(prepareErrors(p, o), result);
   }
   return writeAtcOm(o, p.model, nullptr, result);
 }
@@ -527,14 +602,14 @@ Status runPrecheck(const AtcOptions& o, AtcResult& result) {
     KILN_ASSIGN_OR_RETURN(Prepared p, prepare(gearOptions(o, o.gears[g]), result));
     if (!p.inputProblems.empty() || !p.unsupported.empty() || !p.conflicts.empty()) {
       KILN_TRY(writeCheckReport(o, p, result));
-      return failWith(prepareErrors(p, o.socVersion), result);
+      return failWith(prepareErrors(p, o), result);
     }
   }
   KILN_ASSIGN_OR_RETURN(Prepared p,
                         prepare(o.gears.empty() ? o : gearOptions(o, o.gears.back()), result));
   KILN_TRY(writeCheckReport(o, p, result));
   if (p.inputProblems.empty() && p.unsupported.empty() && p.conflicts.empty()) return Status::ok();
-  return failWith(prepareErrors(p, o.socVersion), result);
+  return failWith(prepareErrors(p, o), result);
 }
 
 Status runToJson(const AtcOptions& o, AtcResult& result) {
@@ -615,7 +690,7 @@ Status prepareForCannAtc(const AtcOptions& o, const std::string& onnxPath, AtcRe
   for (const std::vector<int64_t>& gear : o.gears) {
     KILN_ASSIGN_OR_RETURN(Prepared p, prepare(gearOptions(o, gear), result));
     if (!p.inputProblems.empty() || !p.conflicts.empty())
-      return failWith(prepareErrors(p, o.socVersion), result);
+      return failWith(prepareErrors(p, o), result);
   }
   KILN_ASSIGN_OR_RETURN(Prepared p, prepare(o, result));
   if (!p.inputProblems.empty()) {
@@ -624,7 +699,7 @@ Status prepareForCannAtc(const AtcOptions& o, const std::string& onnxPath, AtcRe
       errors.push_back(st);
     return failWith(std::move(errors), result);
   }
-  if (!p.conflicts.empty()) return failWith(prepareErrors(p, o.socVersion), result);
+  if (!p.conflicts.empty()) return failWith(prepareErrors(p, o), result);
   if (Status st = writeOnnxFile(p.model, onnxPath); !st)
     return withAtc(st, "E13004",
                    fmt::format("Failed to write file {}. Reason: {}.", onnxPath, st.message()),

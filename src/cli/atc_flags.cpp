@@ -15,6 +15,7 @@
 
 #include "atc_errors.h"
 #include "kiln/backends/atc.h"
+#include "kiln/support/suggest.h"
 
 namespace kiln {
 namespace {
@@ -97,8 +98,10 @@ std::vector<AtcFlagInfo> buildFlagTable() {
                    "Batch gears, e.g. \"1,2,4,8\" (N of --input_shape is -1)", U::Used));
   t.push_back(flag("dynamic_image_size", S::String, "", "Input",
                    "Image-size gears, e.g. \"224,224;448,448\" (H and W are -1)", U::Used));
-  t.push_back(flag("dynamic_dims", S::String, "", "Input",
-                   "ND gears, e.g. \"1,224;2,448\" (one value per -1 of --input_shape)", U::Used));
+  t.push_back(flag(
+      "dynamic_dims", S::String, "", "Input",
+      "ND gears, e.g. \"1,224;2,448\" (one value per -1 of --input_shape; needs --input_format=ND)",
+      U::Used));
   t.push_back(flag("singleop", S::String, "", "Input", "Single-op description JSON file",
                    U::Rejected, "kiln converts whole ONNX models only"));
   // [Output]
@@ -218,17 +221,17 @@ std::vector<AtcFlagInfo> buildFlagTable() {
   // [Operator Tuning]
   t.push_back(
       withSet(flag("precision_mode", S::String, "", "Operator Tuning",
-                   "force_fp16 (default), force_fp32, cube_fp16in_fp32out, allow_mix_precision, "
-                   "allow_fp32_to_fp16, must_keep_origin_dtype, allow_mix_precision_fp16, "
-                   "allow_mix_precision_bf16, allow_fp32_to_bf16",
+                   "force_fp16 (default), force_fp32, allow_mix_precision, allow_fp32_to_fp16, "
+                   "must_keep_origin_dtype, allow_mix_precision_fp16; not built by kiln: "
+                   "cube_fp16in_fp32out, allow_mix_precision_bf16, allow_fp32_to_bf16",
                    U::Used),
               sorted({"force_fp16", "force_fp32", "cube_fp16in_fp32out", "allow_mix_precision",
                       "allow_fp32_to_fp16", "must_keep_origin_dtype", "allow_mix_precision_fp16",
                       "allow_mix_precision_bf16", "allow_fp32_to_bf16"}),
               "E10001"));
   t.push_back(withSet(flag("precision_mode_v2", S::String, "", "Operator Tuning",
-                           "fp16 (default), origin, cube_fp16in_fp32out, mixed_float16, "
-                           "mixed_bfloat16, cube_hif8, mixed_hif8",
+                           "fp16 (default), origin, mixed_float16; not built by kiln: "
+                           "cube_fp16in_fp32out, mixed_bfloat16, cube_hif8, mixed_hif8",
                            U::Used),
                       sorted({"fp16", "origin", "cube_fp16in_fp32out", "mixed_float16",
                               "mixed_bfloat16", "cube_hif8", "mixed_hif8"}),
@@ -255,10 +258,11 @@ std::vector<AtcFlagInfo> buildFlagTable() {
                    "Op types for --op_select_implmode", U::Ignored, kNoKernels));
   t.push_back(
       flag("allow_hf32", S::String, "", "Operator Tuning", "Reserved", U::Ignored, kNoKernels));
-  t.push_back(flag("is_weight_clip", S::String, "1", "Operator Tuning",
-                   "1: clip fp32 weights to the fp16 range before the cast", U::Used,
-                   "given as 1, weights past fp16's range saturate at +-65504; not given, kiln keeps "
-                   "their nodes fp32 (exact) and says so"));
+  t.push_back(
+      flag("is_weight_clip", S::String, "1", "Operator Tuning",
+           "1: clip fp32 weights to the fp16 range before the cast", U::Used,
+           "given as 1, weights past fp16's range saturate at +-65504; not given, kiln keeps "
+           "their nodes fp32 (exact) and says so"));
   t.push_back(flag("op_bank_path", S::String, "", "Operator Tuning", "Op tuning bank", U::Ignored,
                    kNoKernels));
   t.push_back(withSet(flag("jit_compile", S::String, "1", "Operator Tuning",
@@ -285,9 +289,12 @@ std::vector<AtcFlagInfo> buildFlagTable() {
                    U::Ignored, kNoKernels));
   t.push_back(
       flag("debug_dir", S::String, "", "Debug", "Kernel debug folder", U::Ignored, kNoKernels));
-  t.push_back(withSet(flag("log", S::String, "null", "Debug",
-                           "Log level: debug, info, warning, error, null (to stderr)", U::Used),
-                      sorted({"debug", "info", "warning", "error", "null"}), "E10010"));
+  t.push_back(
+      withSet(flag("log", S::String, "null", "Debug",
+                   "Log level: debug, info, warning, error, null, any case (to stderr; stdout with "
+                   "ASCEND_SLOG_PRINT_TO_STDOUT=1). Not given: ASCEND_GLOBAL_LOG_LEVEL 0-4",
+                   U::Used),
+              sorted({"debug", "info", "warning", "error", "null"}), "E10010"));
   t.push_back(withSet(flag("dump_mode", S::String, "0", "Debug",
                            "1: --mode=1 on an original model also infers shapes"),
                       kZeroOne, "E10006"));
@@ -392,6 +399,20 @@ std::string atcRangeText(const std::vector<std::string>& values) {
   return text + ".";
 }
 
+// The fix for a flag ATC does not have: the nearest ATC flag when it looks like a typo, else a
+// plain "not an ATC flag" (flags copied from other tools or posts, e.g. --graph_optimize_mode),
+// since CANN's atc refuses it just the same.
+std::string unknownFlagHint(const std::string& name) {
+  std::vector<std::string> names;
+  for (const AtcFlagInfo& f : atcFlagTable())
+    if (!f.hidden) names.push_back(f.name);
+  const std::string near = closestSpelling(name, names);
+  if (!near.empty()) return fmt::format("did you mean --{}? (see `atc --help`)", near);
+  return fmt::format("--{} is not an ATC flag (CANN's atc refuses it too); `atc --help` lists "
+                     "ATC's flags",
+                     name);
+}
+
 // Hand-written rather than CLI11: ATC's getopt_long behaviour (rewriting "-model=" to "--model=",
 // '-' → '_' in names, "--flag value" only for non-bool flags, the value-set check before the type
 // check, gflags-style error lines that go on after the first unknown flag) has no CLI11 setting.
@@ -400,9 +421,9 @@ AtcArgs parseAtcCommandLine(const std::vector<std::string>& rawArgs) {
   auto fail = [&](Status st) {
     if (out.error.isOk()) out.error = std::move(st);
   };
-  auto lineError = [&](std::string line) {
+  auto lineError = [&](std::string line, std::string hint = "see `atc --help`") {
     out.errorLines.push_back(std::move(line));
-    fail(Status(ErrorCode::BadFlag, out.errorLines.back().substr(7), "see `atc --help`"));
+    fail(Status(ErrorCode::BadFlag, out.errorLines.back().substr(7), std::move(hint)));
   };
   std::vector<std::string> positional;
   bool optionsEnded = false;
@@ -429,7 +450,8 @@ AtcArgs parseAtcCommandLine(const std::vector<std::string>& rawArgs) {
       continue;
     }
     if (arg.rfind("--", 0) != 0) {
-      lineError(fmt::format("ERROR: unknown command line flag '{}'", arg.substr(1)));
+      lineError(fmt::format("ERROR: unknown command line flag '{}'", arg.substr(1)),
+                unknownFlagHint(arg.substr(1)));
       continue;
     }
     size_t eq = arg.find('=');
@@ -437,7 +459,7 @@ AtcArgs parseAtcCommandLine(const std::vector<std::string>& rawArgs) {
     std::replace(name.begin(), name.end(), '-', '_');
     const AtcFlagInfo* f = findAtcFlag(name);
     if (!f) {
-      lineError(fmt::format("ERROR: unknown command line flag '{}'", name));
+      lineError(fmt::format("ERROR: unknown command line flag '{}'", name), unknownFlagHint(name));
       continue;
     }
     std::string value;
@@ -451,6 +473,15 @@ AtcArgs parseAtcCommandLine(const std::vector<std::string>& rawArgs) {
       lineError(fmt::format("ERROR: flag '{}' is missing its argument; flag description: {}",
                             rawArgs[i], f->help));
       continue;
+    }
+    // CANN's atc takes --log in any case (--log=INFO); the value set is lower-case. A value
+    // that is no level in any case is reported as typed.
+    if (f->name == "log") {
+      std::string lower = value;
+      std::transform(lower.begin(), lower.end(), lower.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      if (std::find(f->valueSet.begin(), f->valueSet.end(), lower) != f->valueSet.end())
+        value = lower;
     }
     if (Status st = checkValue(*f, value); !st) {
       fail(st);

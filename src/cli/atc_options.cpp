@@ -96,6 +96,9 @@ struct PrecisionChoice {
   bool bf16 = false;
   bool hif8 = false;
   bool mixed = false;
+  // A mode kiln has no conversion for: refused (or passed to CANN's atc) rather than built as
+  // some other mode.
+  bool unsupported = false;
 };
 
 std::optional<PrecisionChoice> precisionChoice(const std::string& name) {
@@ -103,7 +106,7 @@ std::optional<PrecisionChoice> precisionChoice(const std::string& name) {
       {"force_fp16", {PrecisionMode::ForceFp16}},
       {"fp16", {PrecisionMode::ForceFp16}},
       {"force_fp32", {PrecisionMode::ForceFp32}},
-      {"cube_fp16in_fp32out", {PrecisionMode::ForceFp32}},
+      {"cube_fp16in_fp32out", {PrecisionMode::ForceFp32, false, false, false, true}},
       {"allow_fp32_to_fp16", {PrecisionMode::AllowFp32ToFp16}},
       {"must_keep_origin_dtype", {PrecisionMode::KeepOrigin}},
       {"origin", {PrecisionMode::KeepOrigin}},
@@ -183,6 +186,128 @@ Status rejectedFlag(const AtcFlagInfo& f, const std::string& value) {
       fmt::format("drop --{}", f.name));
 }
 
+bool gearFlagSet(const AtcArgs& args) {
+  return !args.get("dynamic_batch_size").empty() || !args.get("dynamic_image_size").empty() ||
+         !args.get("dynamic_dims").empty();
+}
+
+Status outNodesGrammar(const std::string& value) {
+  // "node:index;node:index" or graph output names "out1;out2", never both.
+  bool indexed = false, named = false;
+  for (const std::string& item : splitList(value, ';')) {
+    size_t colon = item.rfind(':');
+    if (colon == std::string::npos) {
+      named = true;
+      continue;
+    }
+    indexed = true;
+    if (colon == 0)
+      return invalidValue("E10001", "out_nodes", value,
+                          "The parameter format is invalid. Valid format: "
+                          "\"node_name1:0;node_name1:1;node_name2:0\".",
+                          "give each output as node:index");
+    if (!isDigits(item.substr(colon + 1)))
+      return invalidValue("E10001", "out_nodes", value, "The index is not a positive integer.",
+                          fmt::format("'{}' needs a number after the last ':'", item));
+  }
+  if (indexed && named)
+    return invalidValue("E10001", "out_nodes", value,
+                        "Only one of index, top_name and output_name can be used.",
+                        "give every entry as node:index, or every entry as an output name");
+  return Status::ok();
+}
+
+// ATC's rules between flags, each run at its step of ATC's validation order (om.md §2.4) so the
+// first failure is the one ATC reports: a command kiln's atc accepts is one CANN's atc accepts
+// (which matters again when kiln hands the command to CANN's atc). docs/atc.md lists them; the
+// rules inside one gear flag's value are validateDynamicProfiles' (shape_spec.cpp).
+struct FlagCombinationRule {
+  int step;
+  Status (*check)(const AtcArgs&);
+};
+
+const std::vector<FlagCombinationRule>& flagCombinationRules() {
+  static const std::vector<FlagCombinationRule> rules = {
+      {3,
+       [](const AtcArgs& a) {
+         if (a.get("deterministic_level") != "0" && a.get("deterministic") != "1")
+           return invalidValue("E10001", "deterministic_level", a.get("deterministic_level"),
+                               "--deterministic_level other than 0 needs --deterministic=1.",
+                               "add --deterministic=1 or drop --deterministic_level");
+         return Status::ok();
+       }},
+      {4,
+       [](const AtcArgs& a) {
+         if (a.get("singleop").empty()) return Status::ok();
+         if (a.get("display_model_info") == "1" || a.has("framework") ||
+             !a.get("insert_op_conf").empty() || a.get("mode") != "0")
+           return invalidValue("E10001", "singleop", a.get("singleop"),
+                               "--singleop takes none of --display_model_info=1, --framework, "
+                               "--insert_op_conf or a --mode other than 0.",
+                               "drop those flags from a --singleop run");
+         return Status::ok();
+       }},
+      {10,
+       [](const AtcArgs& a) {
+         if (!a.get("optypelist_for_implmode").empty() && a.get("op_select_implmode").empty())
+           return invalidValue("E10001", "optypelist_for_implmode",
+                               a.get("optypelist_for_implmode"),
+                               "Parameters --op_select_implmode and --optypelist_for_implmode "
+                               "must be set at the same time.",
+                               "add --op_select_implmode or drop --optypelist_for_implmode");
+         return Status::ok();
+       }},
+      {11,
+       [](const AtcArgs& a) {
+         if (!a.get("input_hint_shape").empty() && gearFlagSet(a))
+           return invalidValue("E10001", "input_hint_shape", a.get("input_hint_shape"),
+                               "--input_hint_shape cannot be combined with --dynamic_batch_size, "
+                               "--dynamic_image_size or --dynamic_dims.",
+                               "drop --input_hint_shape: the gears fix every shape");
+         return Status::ok();
+       }},
+      {12,
+       [](const AtcArgs& a) {
+         if (a.get("shape_generalized_build_mode") != "shape_generalized") return Status::ok();
+         const std::string shape = a.get("input_shape");
+         if (gearFlagSet(a) || shape.find('~') != std::string::npos)
+           return invalidValue("E10001", "shape_generalized_build_mode", "shape_generalized",
+                               "shape_generalized builds cannot be combined with dynamic gears "
+                               "or shape ranges.",
+                               "drop --shape_generalized_build_mode (it is deprecated)");
+         return Status::ok();
+       }},
+      {13,
+       [](const AtcArgs& a) {
+         if (!a.get("insert_op_conf").empty() && !a.get("dynamic_dims").empty())
+           return invalidValue("E10001", "insert_op_conf", a.get("insert_op_conf"),
+                               "The dynamic dims function does not support AIPP.",
+                               "drop --dynamic_dims or --insert_op_conf");
+         return Status::ok();
+       }},
+      {15,
+       [](const AtcArgs& a) {
+         if (a.get("enable_compress_weight") == "true" && !a.get("compress_weight_conf").empty())
+           return atcError("E10047",
+                           "--enable_compress_weight and --compress_weight_conf are mutually "
+                           "exclusive.",
+                           "Remove either of them and try again.");
+         return Status::ok();
+       }},
+      {15,
+       [](const AtcArgs& a) {
+         return a.get("out_nodes").empty() ? Status::ok() : outNodesGrammar(a.get("out_nodes"));
+       }},
+  };
+  return rules;
+}
+
+Status checkFlagCombinations(const AtcArgs& args, int step) {
+  for (const FlagCombinationRule& rule : flagCombinationRules())
+    if (rule.step == step) KILN_TRY(rule.check(args));
+  return Status::ok();
+}
+
 } // namespace
 
 Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& commandLine) {
@@ -211,11 +336,9 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
                         "The Auto Tune function has been deprecated. Please use the AOE tool for "
                         "tuning.",
                         "drop --auto_tune_mode");
-  if (args.get("deterministic_level") != "0" && args.get("deterministic") != "1")
-    return invalidValue("E10001", "deterministic_level", args.get("deterministic_level"),
-                        "--deterministic_level other than 0 needs --deterministic=1.",
-                        "add --deterministic=1 or drop --deterministic_level");
+  KILN_TRY(checkFlagCombinations(args, 3));
   // Step 4.
+  KILN_TRY(checkFlagCombinations(args, 4));
   KILN_TRY(rejected("singleop"));
 
   // Modes kiln implements; the others pass ATC's parse check but have no handler here.
@@ -312,11 +435,7 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
   if (!o.output.empty()) KILN_TRY(checkOutputPath(o.output));
 
   // Step 10: precision and implementation-mode flags.
-  if (!args.get("optypelist_for_implmode").empty() && args.get("op_select_implmode").empty())
-    return invalidValue("E10001", "optypelist_for_implmode", args.get("optypelist_for_implmode"),
-                        "Parameters --op_select_implmode and --optypelist_for_implmode must be "
-                        "set at the same time.",
-                        "add --op_select_implmode or drop --optypelist_for_implmode");
+  KILN_TRY(checkFlagCombinations(args, 10));
   if (std::string p = args.get("op_precision_mode"); !p.empty() && !fs::exists(p))
     return invalidValue("E10001", "op_precision_mode", p,
                         "Path defined by op precision mode is not found.", "check the path");
@@ -352,9 +471,20 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
                                     choice.bf16 ? "bfloat16" : "hifloat8"),
                         "use force_fp16, allow_mix_precision, allow_fp32_to_fp16, force_fp32 or "
                         "must_keep_origin_dtype");
+  // Cube ops reading fp16 and writing fp32 need a node whose inputs and output differ in type,
+  // which an ONNX-typed graph (and kiln's executor) cannot hold; building it as force_fp32 or as
+  // allow_fp32_to_fp16 would silently give other numbers.
+  if (choice.unsupported && !args.handoff)
+    return notSupported(fmt::format("--{}={} is not supported by kiln's atc: Conv, ConvTranspose, "
+                                    "MatMul and Gemm with fp16 inputs and fp32 outputs have no "
+                                    "form in kiln's graph.",
+                                    precisionFlag, o.precisionName),
+                        "use allow_fp32_to_fp16 (those ops wholly in fp16) or force_fp32, or "
+                        "build with CANN's atc (--cann_atc)");
   o.precision = choice.mode;
 
   // Step 11: shape-range conversion and hint shapes.
+  KILN_TRY(checkFlagCombinations(args, 11));
   KILN_TRY(rejected("input_shape_range"));
   KILN_TRY(rejected("input_hint_shape"));
   o.inputShape = args.get("input_shape");
@@ -369,17 +499,15 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
   profiles.batchSize = o.dynamicBatchSize = args.get("dynamic_batch_size");
   profiles.imageSize = o.dynamicImageSize = args.get("dynamic_image_size");
   profiles.dims = o.dynamicDims = args.get("dynamic_dims");
-  profiles.inputFormat = o.inputFormat;
+  profiles.inputFormat = args.get("input_format");
   if (!profiles.batchSize.empty() || !profiles.imageSize.empty() || !profiles.dims.empty())
     KILN_TRY(validateDynamicProfiles(profiles, o.inputShape, spec ? &*spec : nullptr));
   o.gears = profiles.gears;
+  KILN_TRY(checkFlagCombinations(args, 12));
 
   // Step 13.
   o.insertOpConf = args.get("insert_op_conf");
-  if (!o.insertOpConf.empty() && !o.dynamicDims.empty())
-    return invalidValue("E10001", "insert_op_conf", o.insertOpConf,
-                        "The dynamic dims function does not support AIPP.",
-                        "drop --dynamic_dims or --insert_op_conf");
+  KILN_TRY(checkFlagCombinations(args, 13));
   // Step 14: files named by flags.
   if (!o.insertOpConf.empty()) KILN_TRY(checkInputPath("insert_op_conf", o.insertOpConf));
   o.keepDtype = args.get("keep_dtype");
@@ -393,10 +521,7 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
 
   // Step 15: the remaining value checks, then flags kiln does not implement.
   KILN_TRY(trueFalse(args, "enable_compress_weight"));
-  if (args.get("enable_compress_weight") == "true" && !args.get("compress_weight_conf").empty())
-    return atcError("E10047",
-                    "--enable_compress_weight and --compress_weight_conf are mutually exclusive.",
-                    "Remove either of them and try again.");
+  KILN_TRY(checkFlagCombinations(args, 15));
   KILN_TRY(rejected("enable_compress_weight"));
   KILN_TRY(rejected("compress_weight_conf"));
   KILN_TRY(trueFalse(args, "save_original_model"));

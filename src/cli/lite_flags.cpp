@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "kiln/support/suggest.h"
+
 namespace kiln {
 
 Expected<std::map<std::string, std::string>> splitLiteFlags(
@@ -21,8 +23,13 @@ Expected<std::map<std::string, std::string>> splitLiteFlags(
                      "write every flag as --name=value, without spaces around '='");
     size_t eq = arg.find('=');
     std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    if (std::find(knownNames.begin(), knownNames.end(), name) == knownNames.end())
-      return badFlag(fmt::format("unknown flag --{}", name), unknownHint);
+    if (std::find(knownNames.begin(), knownNames.end(), name) == knownNames.end()) {
+      const std::string near = closestSpelling(name, knownNames);
+      return badFlag(near.empty()
+                         ? fmt::format("unknown flag --{}", name)
+                         : fmt::format("unknown flag --{}; did you mean --{}?", name, near),
+                     unknownHint);
+    }
     if (eq == std::string::npos)
       return badFlag(fmt::format("flag --{} has no value", name),
                      fmt::format("write --{}=VALUE (one argument, no space)", name));

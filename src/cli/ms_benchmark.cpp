@@ -339,8 +339,9 @@ Status compareOutputs(const BenchmarkOptions& options, const Model& model, const
 
 std::string benchmarkUsage() {
   return "usage: benchmark --modelFile=MODEL [options]\n"
-         "Runs a model (.ms or .onnx) on kiln's CPU executor, as MindSpore Lite's benchmark does.\n"
-         "  --modelFile=PATH                model to run\n"
+         "Runs a model (.ms, .om or .onnx) on kiln's CPU executor, as MindSpore Lite's benchmark "
+         "does.\n"
+         "  --modelFile=PATH                model to run: .ms, .om (atc's) or .onnx\n"
          "  --inDataFile=A.bin,B.bin        raw binary input per graph input (default: generated)\n"
          "  --benchmarkDataFile=OUT.txt     expected outputs: \"name ndim d0 d1 ...\" + a line of "
          "values\n"

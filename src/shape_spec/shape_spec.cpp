@@ -308,6 +308,9 @@ std::vector<Status> validateShapeSpec(const ShapeSpec& spec, const Graph& graph)
 
 namespace {
 
+// ATC caps --dynamic_dims (only) at 100 profiles.
+constexpr size_t kMaxDimsProfiles = 100;
+
 Status gearError(const char* peer, const std::string& message, const std::string& hint = "") {
   return Status(ErrorCode::DynamicProfileInvalid, message,
                 hint.empty() ? "see atc --help for the dynamic gear flags" : hint)
@@ -419,20 +422,34 @@ Status validateDynamicProfiles(DynamicProfiles& profiles, const std::string& inp
             fmt::format("Value {} for parameter --dynamic_image_size is invalid. Reason: It can "
                         "only contain digits, \",\", \" \" and \";\".",
                         profiles.imageSize));
-    if (profiles.inputFormat != "NCHW" && profiles.inputFormat != "NHWC")
+    if (!profiles.inputFormat.empty() && profiles.inputFormat != "NCHW" &&
+        profiles.inputFormat != "NHWC")
       return gearError(
           "E10003",
           fmt::format("Value {} for parameter --input_format is invalid. Reason: This format is "
                       "not supported.",
                       profiles.inputFormat));
-    size_t h = profiles.inputFormat == "NCHW" ? 2 : 1, w = h + 1;
+    // Image gears resize 4-D images only: a -1 in an input of another rank, or no 4-D input
+    // with a -1 at all, is the same mistake to ATC.
+    const char* hwOnly = "When --dynamic_image_size is included, only the height and width axes "
+                         "can be -1 in --input_shape.";
+    const std::string format = profiles.inputFormat.empty() ? "NCHW" : profiles.inputFormat;
+    size_t h = format == "NCHW" ? 2 : 1, w = h + 1;
+    bool anyImage = false;
     for (const auto& in : spec->inputs)
-      for (size_t i = 0; i < in.dims.size(); ++i)
-        if (in.dims[i].isUnknown() && i != h && i != w)
-          return gearError(
-              "E10019",
-              "When --dynamic_image_size is included, only the height and width axes can be -1 "
-              "in --input_shape.");
+      for (size_t i = 0; i < in.dims.size(); ++i) {
+        if (!in.dims[i].isUnknown()) continue;
+        if (in.dims.size() != 4 || (i != h && i != w))
+          return gearError("E10019", hwOnly,
+                           fmt::format("input {} ({}): give -1 only on the height and width of "
+                                       "a 4-D {} input",
+                                       in.name.empty() ? std::to_string(in.position) : in.name,
+                                       in.dimsText(), format));
+        anyImage = true;
+      }
+    if (!anyImage)
+      return gearError("E10019", hwOnly,
+                       "set the height and width of the image input to -1 in --input_shape");
     KILN_ASSIGN_OR_RETURN(profiles.gears,
                           parseProfiles(profiles.imageSize, "dynamic_image_size", true));
     for (const auto& g : profiles.gears)
@@ -442,6 +459,26 @@ Status validateDynamicProfiles(DynamicProfiles& profiles, const std::string& inp
                                      profiles.imageSize),
                          "each profile is \"height,width\"");
   } else {
+    // Dims gears index the -1 axes of plain ND tensors; ATC refuses them on a layout it would
+    // otherwise transform, and on inputs of more than 4 dims.
+    if (profiles.inputFormat != "ND")
+      return gearError(
+          "E10001",
+          profiles.inputFormat.empty()
+              ? std::string("--dynamic_dims needs --input_format=ND; --input_format is not set "
+                            "(NCHW by default).")
+              : fmt::format("Value {} for parameter --input_format is invalid. Reason: "
+                            "--dynamic_dims needs --input_format=ND.",
+                            profiles.inputFormat),
+          "add --input_format=ND (CANN's atc refuses --dynamic_dims without it)");
+    for (const auto& in : spec->inputs)
+      if (in.dims.size() > 4)
+        return gearError(
+            "E10001",
+            fmt::format("Value {} for parameter --input_shape is invalid. Reason: with "
+                        "--dynamic_dims an input has at most 4 dims; this one has {}.",
+                        in.dimsText(), in.dims.size()),
+            "reshape the input to at most 4 dims in the model, or use a static shape");
     std::string trimmed = trim(profiles.dims);
     while (!trimmed.empty() && trimmed.back() == ';')
       trimmed.pop_back();
@@ -457,6 +494,10 @@ Status validateDynamicProfiles(DynamicProfiles& profiles, const std::string& inp
           "Value 0 for parameter --input_shape's dynamic dim num is invalid. Reason: At least "
           "one dim should be -1 when dynamic_dims is set.");
     KILN_ASSIGN_OR_RETURN(profiles.gears, parseProfiles(trimmed, "dynamic_dims", true));
+    if (profiles.gears.size() > kMaxDimsProfiles)
+      return gearError("E10036", fmt::format("{} has {} profiles, which is greater than the "
+                                             "maximum {}.",
+                                             kind, profiles.gears.size(), kMaxDimsProfiles));
     for (const auto& g : profiles.gears)
       if (g.size() != unknown)
         return gearError(

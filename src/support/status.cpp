@@ -15,8 +15,10 @@ std::string Status::toString() const {
   // line into several, reach the terminal as a control sequence, or make the line megabytes long.
   std::string text = codeString(code_) + (peerCode_.empty() ? "" : " (" + peerCode_ + ")") + ": " +
                      displayLine(message_);
-  // Messages quoting a peer tool's sentence may already end in a full stop.
-  if (!hint_.empty()) text += (text.back() == '.' ? " Fix: " : ". Fix: ") + displayLine(hint_);
+  // Messages quoting a peer tool's sentence may already end in a full stop (or a question:
+  // "did you mean ...?").
+  if (!hint_.empty())
+    text += (text.back() == '.' || text.back() == '?' ? " Fix: " : ". Fix: ") + displayLine(hint_);
   return text;
 }
 

@@ -102,7 +102,7 @@ if [ "$status" -eq 0 ] && "$kiln" compare dyn.onnx out/image.om --input-shape "x
   pass "--dynamic_image_size gear 16x12 matches ONNX"
 else fail "--dynamic_image_size gear 16x12 matches ONNX" "exit $status: $(tail -5 compare.txt 2>/dev/null)"; fi
 
-run "${common[@]}" --output=out/dims "--input_shape=x:-1,3,-1,8" "--dynamic_dims=1,8;2,16"
+run "${common[@]}" --output=out/dims "--input_shape=x:-1,3,-1,8" "--dynamic_dims=1,8;2,16" --input_format=ND
 if [ "$status" -eq 0 ] && "$kiln" compare dyn.onnx out/dims.om --input-shape "x:2,3,16,8" >compare.txt 2>&1; then
   pass "--dynamic_dims gear 2,16 matches ONNX"
 else fail "--dynamic_dims gear 2,16 matches ONNX" "exit $status: $(tail -5 compare.txt 2>/dev/null)"; fi
@@ -181,6 +181,6 @@ failsWithLines "gear value 0" \
 failsWithLines "dims count differs from the -1s" \
   "Invalid_Argument(E10003): Value 1;2 for parameter --dynamic_dims is invalid. Reason: Each setting needs to be consistent with the number of -1 in the input shape." \
   "atc: error K4106 (E10003): Value 1;2 for parameter --dynamic_dims is invalid. Reason: Each setting needs to be consistent with the number of -1 in the input shape. Fix: see atc --help for the dynamic gear flags" \
-  "${common[@]}" --output=out/bad "--input_shape=x:-1,3,-1,8" "--dynamic_dims=1;2"
+  "${common[@]}" --output=out/bad "--input_shape=x:-1,3,-1,8" "--dynamic_dims=1;2" --input_format=ND
 
 finish

@@ -45,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       profiles.dims = gearText;
       break;
     }
-    profiles.inputFormat = (mode & 8) ? "NHWC" : "NCHW";
+    profiles.inputFormat = (mode & 8) ? "NHWC" : (mode & 16) ? "ND" : "NCHW";
     auto status = kiln::validateDynamicProfiles(profiles, shapeText, spec ? &*spec : nullptr);
     (void)status;
   }

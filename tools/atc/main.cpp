@@ -61,9 +61,25 @@ int fail(const kiln::Status& status, const std::vector<kiln::Status>& errors, bo
   return kFailed;
 }
 
-void setLogLevel(const std::string& level) {
-  // ATC's --log sets its debug log; kiln's log goes to stderr.
-  auto logger = spdlog::stderr_color_mt("atc");
+// CANN's log environment, read when --log is not given: ASCEND_GLOBAL_LOG_LEVEL 0 debug, 1 info,
+// 2 warning, 3 error, 4 null. A value outside 0..4 is said and ignored.
+std::string logLevelFromEnvironment() {
+  const char* env = std::getenv("ASCEND_GLOBAL_LOG_LEVEL");
+  if (!env || !*env) return "null";
+  static const char* const levels[] = {"debug", "info", "warning", "error", "null"};
+  if (std::strlen(env) == 1 && env[0] >= '0' && env[0] <= '4') return levels[env[0] - '0'];
+  std::cerr << "atc: warning: ASCEND_GLOBAL_LOG_LEVEL=" << env
+            << " is not one of 0 (debug), 1 (info), 2 (warning), 3 (error), 4 (null); ignored\n";
+  return "null";
+}
+
+// ATC's --log (or CANN's log environment) sets kiln's log level; the lines go to stderr, or to
+// stdout when ASCEND_SLOG_PRINT_TO_STDOUT=1 as CANN's do.
+void setLogLevel(const kiln::AtcArgs& parsed) {
+  const std::string level = parsed.has("log") ? parsed.get("log") : logLevelFromEnvironment();
+  const char* toStdout = std::getenv("ASCEND_SLOG_PRINT_TO_STDOUT");
+  auto logger = toStdout && std::string(toStdout) == "1" ? spdlog::stdout_color_mt("atc")
+                                                         : spdlog::stderr_color_mt("atc");
   spdlog::set_default_logger(logger);
   if (level == "debug")
     spdlog::set_level(spdlog::level::debug);
@@ -236,7 +252,10 @@ int runTool(int argc, char** argv) {
     cann = *found;
   }
   parsed.handoff = cann.has_value();
-  if (!cann) std::cout << "ATC start working now, please wait for a moment." << std::endl;
+  // --help converts nothing: the usage alone, without the conversion's framing lines.
+  const bool helpOnly = parsed.help && parsed.errorLines.empty() && parsed.error.isOk();
+  if (!cann && !helpOnly)
+    std::cout << "ATC start working now, please wait for a moment." << std::endl;
   // A failure after option checks: on the hand-off path the framing line was held back, print it
   // first so the block reads as kiln's own run.
   auto failAfterStart = [&](const kiln::Status& status, const std::vector<kiln::Status>& errors) {
@@ -253,7 +272,7 @@ int runTool(int argc, char** argv) {
     std::cout << kiln::atcUsageText();
     return 0;
   }
-  setLogLevel(parsed.get("log"));
+  setLogLevel(parsed);
   std::string commandLine = "atc";
   for (const std::string& a : args)
     commandLine += " " + a;

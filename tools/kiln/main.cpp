@@ -43,6 +43,7 @@
 #include "kiln/support/input_file.h"
 #include "kiln/support/json_text.h"
 #include "kiln/support/progress.h"
+#include "kiln/support/suggest.h"
 #include "kiln/support/version.h"
 #include "kiln/tensor_files.h"
 
@@ -789,9 +790,53 @@ int tensorBenchmarkDataCommand(const TensorFlags& flags) {
   return 0;
 }
 
+CLI::App* findVerb(CLI::App& parent, const std::string& name) {
+  auto found =
+      parent.get_subcommands([&](const CLI::App* verb) { return verb->get_name() == name; });
+  return found.empty() ? nullptr : found.front();
+}
+
+// An unknown --flag after a verb: CLI11 would call it an unexpected argument, or take it for the
+// value of the flag before it and complain about a missing required one. Named here with the
+// verb's closest flag instead (`kiln compare --input_shape` → --input-shape). Ok when every
+// --flag belongs to its verb, one of the verb's parents, or no verb is given.
+kiln::Status unknownVerbFlag(CLI::App& app, int argc, char** argv) {
+  CLI::App* verb = nullptr;
+  std::string verbPath = "kiln";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.rfind("-", 0) != 0) { // a verb (`tensor make`) or a positional argument
+      if (CLI::App* sub = findVerb(verb ? *verb : app, arg)) {
+        verb = sub;
+        verbPath += " " + arg;
+      }
+      continue;
+    }
+    if (!verb || arg.rfind("--", 0) != 0) continue; // global and short flags, negative numbers
+    const std::string name = arg.substr(0, arg.find('='));
+    bool known = name == "--help";
+    for (CLI::App* scope = verb; scope && !known; scope = scope->get_parent())
+      known = scope->get_option_no_throw(name) != nullptr;
+    if (known) continue;
+    std::vector<std::string> names;
+    for (const CLI::Option* option : verb->get_options())
+      for (const std::string& longName : option->get_lnames())
+        names.push_back("--" + longName);
+    const std::string near = kiln::closestSpelling(name, names);
+    return kiln::Status(kiln::ErrorCode::BadFlag,
+                        near.empty() ? fmt::format("unknown flag {} for {}", name, verbPath)
+                                     : fmt::format("unknown flag {} for {}; did you mean {}?", name,
+                                                   verbPath, near),
+                        fmt::format("run '{} --help' for its flags", verbPath));
+  }
+  return kiln::Status::ok();
+}
+
 int runTool(int argc, char** argv) {
   kiln::enableProgress(); // long conversions show progress on a terminal's stderr
-  CLI::App app{"kiln — ONNX to Ascend .om / MindSpore Lite .ms conversion toolchain"};
+  // Named, so usage lines say "kiln", not the path it was started by.
+  CLI::App app{"kiln — ONNX to Ascend .om / MindSpore Lite .ms conversion toolchain", "kiln"};
   app.set_version_flag(
       "--version", [] { return kiln::versionBanner("kiln"); }, "print the version and exit");
   app.require_subcommand(1);
@@ -816,7 +861,7 @@ int runTool(int argc, char** argv) {
   std::string convertPath, convertOutput, convertTo = "onnx";
   std::vector<std::string> convertExpose;
   auto* convert = app.add_subcommand("convert", "import a model and write it in a target format");
-  convert->add_option("model", convertPath, "input model (.onnx, .onnxtxt)")->required();
+  convert->add_option("model", convertPath, "input model (.onnx, .onnxtxt, .ms, .om)")->required();
   convert->add_option("-o,--output", convertOutput, "output file")->required();
   bool convertFp16 = false;
   convert->add_option("--to", convertTo, "target format")->check(CLI::IsMember({"onnx", "ms"}));
@@ -827,7 +872,7 @@ int runTool(int argc, char** argv) {
   RunFlags runFlags;
   auto* run =
       app.add_subcommand("run", "execute a model on CPU; outputs are written as TensorProto files");
-  run->add_option("model", runFlags.model, "model file")->required();
+  run->add_option("model", runFlags.model, "model file (.onnx, .onnxtxt, .ms, .om)")->required();
   run->add_option("--input", runFlags.inputs, "NAME=FILE.pb, once per graph input");
   run->add_option("--output-dir", runFlags.outputDir, "folder for <output>.pb files")->required();
   run->add_flag("--capture-all", runFlags.captureAll, "also write every intermediate tensor");
@@ -939,28 +984,34 @@ int runTool(int argc, char** argv) {
   CheckFlags checkFlags;
   auto* check =
       app.add_subcommand("check", "validate input shapes and op support before converting");
-  check->add_option("model", checkFlags.model, "model file")->required();
+  check->add_option("model", checkFlags.model, "model file (.onnx, .onnxtxt, .ms, .om)")
+      ->required();
   check->add_option("--input-shape", checkFlags.options.inputShape, "name:1,3,224,224;name2:...");
   check
       ->add_option("--shape-dialect", checkFlags.shapeDialect,
                    "grammar of --input-shape: atc or lite")
       ->check(CLI::IsMember({"atc", "lite"}));
-  check->add_option("--target", checkFlags.options.target, "target to check against (cpu)");
+  check->add_option("--target", checkFlags.options.target,
+                    "target to check against: ms|om[:SOC] (default: cpu, kiln's executor)");
   check->add_option("--json", checkFlags.jsonPath, "also write the report as JSON here");
 
   LowerFlags lowerFlags;
   auto* lower = app.add_subcommand(
       "lower", "lower a model for a target and print the target graph as stable text");
   lower->add_option("model", lowerFlags.model, "model file")->required();
-  lower->add_option("--target", lowerFlags.options.target, "ms, om or om:<soc_version>");
+  lower->add_option("--target", lowerFlags.options.target, "ms|om[:SOC]");
   lower->add_option("--input-shape", lowerFlags.options.inputShape,
                     "name:1,3,224,224;name2:... (ATC grammar)");
 
   CompareFlags compareFlags;
   auto* compare =
       app.add_subcommand("compare", "run two models on the same inputs and compare their outputs");
-  compare->add_option("reference", compareFlags.reference, "reference model")->required();
-  compare->add_option("model", compareFlags.candidate, "model to check")->required();
+  compare
+      ->add_option("reference", compareFlags.reference,
+                   "reference model (.onnx, .onnxtxt, .ms, .om)")
+      ->required();
+  compare->add_option("model", compareFlags.candidate, "model to check (.onnx, .onnxtxt, .ms, .om)")
+      ->required();
   compare->add_option("--input", compareFlags.inputs,
                       "NAME=FILE.pb (default: deterministic generated inputs)");
   compare->add_option("--input-shape", compareFlags.inputShape,
@@ -1053,6 +1104,7 @@ int runTool(int argc, char** argv) {
   conformance->add_flag("-q,--quiet", conformanceOptions.quiet,
                         "print only cases that did not pass");
 
+  if (kiln::Status unknown = unknownVerbFlag(app, argc, argv); !unknown) return report(unknown);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

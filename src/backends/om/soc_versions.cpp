@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "kiln/support/suggest.h"
+
 namespace kiln {
 namespace {
 
@@ -231,12 +233,17 @@ Status unknownSocError(const std::string& socVersion) {
                   fmt::format("pass --soc_version=<chip>, one of: {}", fmt::join(socNames(), ", ")))
         .withPeerCode("E10054");
   }
+  // A chip name in the wrong case or one character off is named back (ascend310p3 → Ascend310P3).
+  const std::string near = closestSpelling(socVersion, socNames());
   return Status(ErrorCode::SocVersionUnknown,
                 fmt::format("Value [{}] for parameter [--soc_version] is invalid. Reason: The "
                             "corresponding platform configuration file cannot be found based on "
                             "the configured soc_version. Valid values: {}",
                             socVersion, fmt::join(socNames(), ", ")),
-                "pass one of the values listed as --soc_version")
+                near.empty() ? std::string("pass one of the values listed as --soc_version")
+                             : fmt::format("did you mean --soc_version={}? (names are "
+                                           "case-sensitive)",
+                                           near))
       .withPeerCode("E20101");
 }
 

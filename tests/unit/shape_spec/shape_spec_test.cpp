@@ -141,7 +141,22 @@ TEST(DynamicProfiles, AtcRules) {
   EXPECT_TRUE(validateDynamicProfiles(image, "x:1,3,-1,-1", &*hw).isOk());
   DynamicProfiles dims;
   dims.dims = "224;448";
+  dims.inputFormat = "ND";
   EXPECT_EQ(validateDynamicProfiles(dims, "x:1,3,-1,-1", &*hw).peerCode(), "E10003");
+  // ATC's cross-flag rules: dims gears need ND; image gears need a 4-D input with -1 on H/W.
+  DynamicProfiles dimsNchw;
+  dimsNchw.dims = "224,224;448,448";
+  dimsNchw.inputFormat = "NCHW";
+  EXPECT_EQ(validateDynamicProfiles(dimsNchw, "x:1,3,-1,-1", &*hw).peerCode(), "E10001");
+  DynamicProfiles dimsUnset;
+  dimsUnset.dims = "224,224;448,448";
+  EXPECT_EQ(validateDynamicProfiles(dimsUnset, "x:1,3,-1,-1", &*hw).peerCode(), "E10001");
+  dimsUnset.inputFormat = "ND";
+  EXPECT_TRUE(validateDynamicProfiles(dimsUnset, "x:1,3,-1,-1", &*hw).isOk());
+  auto rank3 = parseShapeSpec("x:1,-1,-1", ShapeDialect::Atc);
+  DynamicProfiles imageRank3;
+  imageRank3.imageSize = "224,224;448,448";
+  EXPECT_EQ(validateDynamicProfiles(imageRank3, "x:1,-1,-1", &*rank3).peerCode(), "E10019");
   DynamicProfiles noShape;
   noShape.batchSize = "1,2";
   EXPECT_EQ(validateDynamicProfiles(noShape, "", nullptr).peerCode(), "E10004");
