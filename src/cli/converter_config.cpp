@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "kiln/support/input_file.h"
+#include "kiln/support/suggest.h"
 
 namespace kiln {
 namespace {
@@ -131,22 +132,6 @@ std::vector<std::string> splitList(const std::string& s, char sep) {
   while (std::getline(stream, item, sep))
     if (!trim(item).empty()) out.push_back(trim(item));
   return out;
-}
-
-size_t editDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j)
-    row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 // The closest of `names` to `name`, or "" when none is close.

@@ -15,6 +15,8 @@ std::string folded(const std::string& s) {
   return out;
 }
 
+} // namespace
+
 size_t editDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j)
@@ -30,8 +32,6 @@ size_t editDistance(const std::string& a, const std::string& b) {
   }
   return row[b.size()];
 }
-
-} // namespace
 
 std::string closestSpelling(const std::string& word, const std::vector<std::string>& candidates) {
   const std::string key = folded(word);
