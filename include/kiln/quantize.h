@@ -132,11 +132,17 @@ struct QdqReport {
   std::vector<std::string> notes;
 };
 
+// Raises the model's default-domain opset to 13 when it is older: ops that mean the same at 13 are
+// kept, Clip/Slice attributes become inputs, Softmax/LogSoftmax over the last axis get axis -1.
+// Any other op (or a subgraph) is K4002 naming it, and the model is left unchanged. Returns notes.
+Expected<std::vector<std::string>> raiseOpsetTo13(Model& model);
+
 // Calibrates `model` on `data` and rewrites it in place into QDQ form: each Conv/MatMul/Gemm
 // activation input goes through QuantizeLinear → DequantizeLinear (one pair per tensor, shared by
 // its consumers); constant weights become int8 symmetric per-channel initializers (Conv: axis 0,
-// MatMul/Gemm: the output axis) behind a DequantizeLinear; biases int32 when asked. Needs opset
-// ≥ 10 (per-channel weights ≥ 13; 10-12 get per-tensor weights and a note).
+// MatMul/Gemm: the output axis) behind a DequantizeLinear; biases int32 when asked. An opset
+// below 13 is raised first (raiseOpsetTo13); when that is refused, opsets 10-12 get per-tensor
+// weights and a note, older ones the refusal.
 Expected<QdqReport> quantizeToQdq(Model& model, const CalibrationData& data,
                                   const QdqOptions& options);
 

@@ -71,9 +71,9 @@ double entropyThreshold(const AbsHistogram& histogram, size_t levels) {
     }
     reference[edge - 1] += beyond[edge];
     referenceSum += beyond[edge];
-    // Candidate: the same bins merged into `levels` groups (group k takes bins
-    // [k·edge/levels, (k+1)·edge/levels)), each group's count spread evenly over the bins of it
-    // that held values (an empty bin stays empty: quantization cannot put values there).
+    // Candidate: the same bins (without the outliers) merged into `levels` groups (group k takes
+    // bins [k·edge/levels, (k+1)·edge/levels)), each group's count spread evenly over the bins of
+    // it the reference has values in (an empty bin stays empty).
     double candidateSum = 0;
     for (size_t k = 0; k < levels; ++k) {
       const size_t first = k * edge / levels, end = (k + 1) * edge / levels;
@@ -81,16 +81,16 @@ double entropyThreshold(const AbsHistogram& histogram, size_t levels) {
       size_t occupied = 0;
       for (size_t j = first; j < end; ++j) {
         mass += double(h[j]);
-        occupied += h[j] != 0;
+        occupied += reference[j] != 0;
       }
       const double share = occupied ? mass / double(occupied) : 0;
       for (size_t j = first; j < end; ++j)
-        candidate[j] = h[j] != 0 ? share : 0;
+        candidate[j] = reference[j] != 0 ? share : 0;
       candidateSum += mass;
     }
     if (referenceSum <= 0 || candidateSum <= 0) continue;
-    // KL(P || Q). Where P has mass Q lacks (only the last bin, when it held no value of its own
-    // but took the outliers) Q gets a tiny floor, which makes such clips costly but finite.
+    // KL(P || Q). Where P has mass Q lacks (a group whose only values are the folded outliers)
+    // Q gets a tiny floor, which makes such clips costly but finite.
     constexpr double kFloor = 1e-9;
     double divergence = 0;
     for (size_t j = 0; j < edge; ++j) {

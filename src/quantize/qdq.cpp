@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/constant.h"
 #include "kiln/passes/keep_dtype.h"
 #include "kiln/quantize.h"
 
@@ -283,12 +284,6 @@ void dropUnusedInitializers(Graph& graph) {
 
 Expected<QdqReport> quantizeToQdq(Model& model, const CalibrationData& data,
                                   const QdqOptions& options) {
-  const int64_t opset = model.opsetVersion("");
-  if (opset < 10)
-    return Status(ErrorCode::BadFlag,
-                  fmt::format("{}: opset {} has no QuantizeLinear / DequantizeLinear",
-                              model.sourcePath, opset),
-                  "upgrade the model to opset 13 or later (per-channel weights need 13)");
   if (options.calibration.method == CalibrationMethod::Percentile &&
       !(options.calibration.percentile > 0 && options.calibration.percentile <= 100))
     return Status(
@@ -296,6 +291,32 @@ Expected<QdqReport> quantizeToQdq(Model& model, const CalibrationData& data,
         fmt::format("--percentile {} is outside (0, 100]", options.calibration.percentile),
         "give a percentage such as 99.99");
   QdqReport report;
+  if (model.opsetVersion("") < 13) {
+    auto raised = raiseOpsetTo13(model);
+    if (raised)
+      report.notes = raised.take();
+    else if (model.opsetVersion("") < 10)
+      return raised.status();
+    else
+      report.notes.push_back(
+          fmt::format("weights quantized per tensor: {}", raised.status().message()));
+  }
+  // Weights and biases given by Constant nodes (as PaddlePaddle's exporter writes them) become
+  // initializers, so they can be quantized like any other.
+  std::vector<Node*> constantNodes;
+  for (const auto& node : model.graph->nodes()) {
+    if (!weightSlotOf(*node)) continue;
+    for (size_t i : {size_t(1), size_t(2)}) {
+      Value* v = node->input(i);
+      Node* producer = v ? v->producer() : nullptr;
+      if (producer && producer->opType() == "Constant" && producer->domain().empty() &&
+          std::find(constantNodes.begin(), constantNodes.end(), producer) == constantNodes.end())
+        constantNodes.push_back(producer);
+    }
+  }
+  for (Node* constant : constantNodes)
+    if (std::optional<Tensor> value = constantNodeValue(*constant))
+      model.graph->replaceNodeWithConstants(constant, {std::move(*value)});
   std::vector<Node*> targets;
   std::vector<std::string> tensors;
   for (const auto& node : model.graph->nodes()) {
