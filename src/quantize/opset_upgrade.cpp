@@ -193,9 +193,13 @@ Expected<std::vector<std::string>> raiseOpsetTo13(Model& model) {
   }
   for (OpsetImport& opset : model.opsets)
     if (opset.domain.empty() || opset.domain == "ai.onnx") opset.version = 13;
-  notes.push_back(fmt::format("opset raised from {} to 13 for per-channel DequantizeLinear ({} "
+  notes.push_back(
+      rewritten ? fmt::format("opset raised from {} to 13 for per-channel DequantizeLinear ({} "
                               "node(s) rewritten: Clip/Slice attributes to inputs, Softmax axis)",
-                              from, rewritten));
+                              from, rewritten)
+                : fmt::format("opset raised from {} to 13 for per-channel DequantizeLinear (every "
+                              "op means the same there)",
+                              from));
   return notes;
 }
 
