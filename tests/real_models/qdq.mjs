@@ -30,6 +30,8 @@ function metrics(a, b) {
   for (let i = 0; i < a.length; i++) { dot += a[i] * b[i]; aa += a[i] * a[i]; bb += b[i] * b[i]; }
   return dot / Math.sqrt(Math.max(aa * bb, 1e-60));
 }
+const rms = (a) => Math.sqrt(a.reduce((s, v) => s + v * v, 0) / Math.max(a.length, 1));
+const maxDiff = (a, b) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
 const argmaxRows = (data, width) => {
   const out = [];
   for (let r = 0; r < data.length / width; r++) {
@@ -60,7 +62,7 @@ for (const entry of wanted) {
   const qdq = path.join(dir, 'qdq.onnx');
   const started = process.hrtime.bigint();
   execFileSync(kiln, ['quantize', source, '--calibration', path.join(dir, 'calibration'), '-o', qdq,
-    '--method', 'percentile'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    '--method', process.env.QDQ_METHOD || 'percentile'], { stdio: ['ignore', 'pipe', 'pipe'] });
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   // The tensor before the final activation (Softmax / Sigmoid saturate), exposed as an output.
   const outputName = JSON.parse(execFileSync(kiln, ['inspect', '--json', source]).toString()).outputs[0].name;
@@ -84,7 +86,9 @@ for (const entry of wanted) {
     const kilnOut = decodeFloatTensor(fs.readFileSync(path.join(outDir, pre.replace(/[^A-Za-z0-9_.-]/g, '_') + '.pb')));
     const feeds = { [input.name]: new ort.Tensor('float32', data, shape) };
     const q = (await ortQdq.run(feeds))[pre], f = (await ortFloat.run(feeds))[pre];
-    kilnAll.push(...kilnOut.data); ortAll.push(...q.data); floatAll.push(...f.data);
+    // Element by element: a det map has too many values for push(...spread).
+    for (const [all, data] of [[kilnAll, kilnOut.data], [ortAll, q.data], [floatAll, f.data]])
+      for (const v of data) all.push(v);
     if (activation === 'Softmax') {
       const width = q.dims[q.dims.length - 1];
       const a = argmaxRows(q.data, width), b = argmaxRows(f.data, width);
@@ -95,7 +99,8 @@ for (const entry of wanted) {
   const kilnVsFloat = metrics(kilnAll, floatAll);
   console.log(`${name} [${shape}] quantize ${seconds.toFixed(2)} s for ${calibrationSamples} samples; ` +
     `'${pre}': cosine kiln-vs-ORT(QDQ) ${kilnVsOrt.toFixed(6)}, ORT QDQ-vs-FP32 ${qdqVsFloat.toFixed(6)}, ` +
-    `kiln QDQ-vs-FP32 ${kilnVsFloat.toFixed(6)}` + (rows ? `, top-1 agreement ${topAgree}/${rows}` : ''));
+    `kiln QDQ-vs-FP32 ${kilnVsFloat.toFixed(6)}, FP32 rms ${rms(floatAll).toPrecision(3)}, ` +
+    `QDQ-vs-FP32 max |diff| ${maxDiff(ortAll, floatAll).toPrecision(3)}` + (rows ? `, top-1 agreement ${topAgree}/${rows}` : ''));
   check(kilnVsOrt >= 0.999, `${name}: kiln's executor matches ONNX Runtime on the QDQ model (cosine >= 0.999)`);
   check(qdqVsFloat >= 0.99, `${name}: the QDQ model stays close to FP32 (cosine >= 0.99)`);
 }
