@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "../runtime/kernels/thread_pool.h"
 #include "kiln/ir/constant.h"
 #include "kiln/passes/keep_dtype.h"
 #include "kiln/quantize.h"
@@ -109,9 +110,9 @@ WeightCodes quantizeWeight(const Tensor& weight, int64_t axis) {
 class QdqRewriter {
  public:
   QdqRewriter(Model& model, const QdqOptions& options, const CalibrationResult& calibration,
-              QdqReport& report)
-      : graph_(*model.graph), options_(options), calibration_(calibration), report_(report),
-        perChannel_(model.opsetVersion("") >= 13) {}
+              const std::map<std::string, std::pair<double, double>>& ranges, QdqReport& report)
+      : graph_(*model.graph), options_(options), calibration_(calibration), ranges_(ranges),
+        report_(report), perChannel_(model.opsetVersion("") >= 13) {}
 
   // Rewrites one node; false (and a note) when its activations cannot be quantized.
   bool rewrite(Node* node) {
@@ -176,12 +177,8 @@ class QdqRewriter {
   const Qdq& activationQdq(Node* reader, Value* x) {
     auto found = activations_.find(x);
     if (found != activations_.end()) return found->second;
-    const ActivationStats& stats = calibration_.tensors.at(x->name());
     const bool int8 = options_.int8Activations;
-    // Entropy's quantized bins: 256 codes for uint8 data that never goes negative, else the 128
-    // of one sign.
-    const size_t levels = !int8 && stats.min >= 0 ? 256 : 128;
-    const auto [lo, hi] = activationRange(stats, options_.calibration, levels);
+    const auto [lo, hi] = ranges_.at(x->name());
     const QuantParam param = activationQuantParam(lo, hi, int8);
     const DType codeType = int8 ? DType::Int8 : DType::UInt8;
     Value* scale =
@@ -265,11 +262,37 @@ class QdqRewriter {
   Graph& graph_;
   const QdqOptions& options_;
   const CalibrationResult& calibration_;
+  const std::map<std::string, std::pair<double, double>>& ranges_;
   QdqReport& report_;
   const bool perChannel_;
   std::map<Value*, Qdq> activations_;
   std::map<std::pair<Value*, int64_t>, Weight> weights_;
 };
+
+// Each calibrated tensor's range, found in parallel (Entropy's search takes tens of milliseconds a
+// tensor); every tensor's range is computed alone, so the result does not depend on `threads`.
+std::map<std::string, std::pair<double, double>>
+activationRanges(const CalibrationResult& calibration, const QdqOptions& options) {
+  std::vector<std::pair<const std::string*, const ActivationStats*>> tensors;
+  for (const auto& [name, stats] : calibration.tensors)
+    tensors.push_back({&name, &stats});
+  std::vector<std::pair<double, double>> found(tensors.size());
+  rt::pool::parallelFor(std::max(1, options.calibration.threads),
+                        static_cast<int64_t>(tensors.size()), 1, [&](int64_t first, int64_t end) {
+                          for (int64_t i = first; i < end; ++i) {
+                            const ActivationStats& stats = *tensors[size_t(i)].second;
+                            // Entropy's quantized bins: 256 codes for uint8 data that never goes
+                            // negative, else the 128 of one sign.
+                            const size_t levels =
+                                !options.int8Activations && stats.min >= 0 ? 256 : 128;
+                            found[size_t(i)] = activationRange(stats, options.calibration, levels);
+                          }
+                        });
+  std::map<std::string, std::pair<double, double>> ranges;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    ranges[*tensors[i].first] = found[i];
+  return ranges;
+}
 
 // Originals left without readers (a float weight replaced by its codes) are dropped.
 void dropUnusedInitializers(Graph& graph) {
@@ -336,7 +359,8 @@ Expected<QdqReport> quantizeToQdq(Model& model, const CalibrationData& data,
     return report;
   }
   KILN_ASSIGN_OR_RETURN(report.calibration, calibrate(model, data, tensors, options.calibration));
-  QdqRewriter rewriter(model, options, report.calibration, report);
+  const auto ranges = activationRanges(report.calibration, options);
+  QdqRewriter rewriter(model, options, report.calibration, ranges, report);
   for (Node* node : targets)
     report.quantizedNodes += rewriter.rewrite(node) ? 1 : 0;
   dropUnusedInitializers(*model.graph);
