@@ -2,6 +2,7 @@
 // many exported models (PP-OCR's cls at 9, det at 11) are older. Ops whose meaning is the same from
 // the model's version to 13 are kept; the few whose attributes became inputs are rewritten; any
 // other op refuses the raise with its name, so nothing changes meaning silently.
+#include <algorithm>
 #include <limits>
 #include <map>
 
@@ -193,6 +194,8 @@ Expected<std::vector<std::string>> raiseOpsetTo13(Model& model) {
   }
   for (OpsetImport& opset : model.opsets)
     if (opset.domain.empty() || opset.domain == "ai.onnx") opset.version = 13;
+  // Opset 13 is defined from IR version 7 on; readers refuse the pair with an older IR.
+  model.irVersion = std::max<int64_t>(model.irVersion, 7);
   notes.push_back(
       rewritten ? fmt::format("opset raised from {} to 13 for per-channel DequantizeLinear ({} "
                               "node(s) rewritten: Clip/Slice attributes to inputs, Softmax axis)",

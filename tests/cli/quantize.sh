@@ -102,8 +102,9 @@ cat >>old.onnxtxt <<'EOF'
 EOF
 model=old.onnxtxt
 quantizes "opset 9 raised to 13" 2 4 --calibration calibration
-if "$kiln" inspect q.onnx | grep -q 'ai.onnx:13'; then pass "the raised model says opset 13"
-else fail "the raised model says opset 13" "$("$kiln" inspect q.onnx | grep opsets)"; fi
+if "$kiln" inspect q.onnx | grep -q 'ai.onnx:13' && "$kiln" inspect q.onnx | grep -q 'ir_version 7'; then
+  pass "the raised model says opset 13 and IR version 7"
+else fail "the raised model says opset 13 and IR version 7" "$("$kiln" inspect q.onnx | grep -E 'opsets|format')"; fi
 model=$src/samples/tiny_cnn.onnxtxt
 
 # refuses NAME CODE ARGS...: exit 1, one coded line on stderr, no out.onnx left.
