@@ -5,6 +5,12 @@
 #include <map>
 
 #include <gtest/gtest.h>
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include "kiln/frontend/onnx.h"
+#include "kiln/ir/verifier.h"
 
 #include "kiln/quantize.h"
 #include "kiln/tensor_files.h"
@@ -221,5 +227,76 @@ TEST(Qdq, ExcludedNodesStayFloat) {
     if (node->opType() == "QuantizeLinear")
       EXPECT_EQ(node->input(2)->initializer().dtype(), DType::Int8);
   }
+  fs::remove_all(dir);
+}
+
+namespace {
+
+// "" when the model verifies in kiln and passes onnx::checker and strict, type-checking shape
+// inference once exported; else what failed.
+std::string validOnnx(const Model& model) {
+  if (Status s = verifyModel(model); !s) return "verify: " + s.toString();
+  onnx::ModelProto proto;
+  if (Status s = exportOnnx(model, proto); !s) return "export: " + s.toString();
+  try {
+    onnx::checker::check_model(proto);
+    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(true, 1, false));
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST(Qdq, OutputPassesTheOnnxChecker) {
+  Model model = convGemm();
+  std::string dir =
+      writeSamples("checker", 3, [](size_t s, size_t i) { return float(s) - i * 0.1f; });
+  auto data = CalibrationData::open(*model.graph, dir);
+  ASSERT_TRUE(data) << data.status().toString();
+  QdqOptions options;
+  options.calibration.method = CalibrationMethod::Percentile;
+  auto report = quantizeToQdq(model, *data, options);
+  ASSERT_TRUE(report) << report.status().toString();
+  EXPECT_EQ(validOnnx(model), "");
+  fs::remove_all(dir);
+}
+
+TEST(Qdq, OpsetNineModelIsRaisedAndPassesTheOnnxChecker) {
+  // Clip and Slice with attributes, Softmax over the last axis of a 2-D tensor: opset 9 forms.
+  std::string text = "<ir_version: 4, opset_import: [\"\" : 9]>\n"
+                     "g (float[1,1,4,4] x) => (float[1,2] y) "
+                     "<float[2,1,1,1] w = {0.5, -0.25}, float[16,2] fc = {" +
+                     [] {
+                       std::string s;
+                       for (int i = 0; i < 32; ++i)
+                         s += (i ? ", " : "") + std::to_string(0.02 * ((i * 5) % 11) - 0.1);
+                       return s;
+                     }() +
+                     "}> {\n"
+                     "  c = Conv (x, w)\n"
+                     "  r = Clip <min = 0.0, max = 6.0> (c)\n"
+                     "  s = Slice <starts = [0], ends = [1], axes = [1]> (r)\n"
+                     "  f = Flatten (s)\n"
+                     "  l = MatMul (f, fc)\n"
+                     "  y = Softmax (l)\n"
+                     "}\n";
+  Model model = modelFromOnnxText(text);
+  std::string dir =
+      writeSamples("opset9", 3, [](size_t s, size_t i) { return float(s + i) * 0.3f - 2; });
+  auto data = CalibrationData::open(*model.graph, dir);
+  ASSERT_TRUE(data) << data.status().toString();
+  auto report = quantizeToQdq(model, *data, QdqOptions{});
+  ASSERT_TRUE(report) << report.status().toString();
+  EXPECT_EQ(model.opsetVersion(""), 13);
+  EXPECT_EQ(report->quantizedNodes, 2u);
+  for (const auto& node : model.graph->nodes()) {
+    if (node->opType() == "Clip") EXPECT_EQ(node->inputs().size(), 3u);
+    if (node->opType() == "Slice") EXPECT_EQ(node->inputs().size(), 4u);
+    if (node->opType() == "Softmax") EXPECT_EQ(node->attribute("axis")->asInt(), -1);
+  }
+  EXPECT_EQ(validOnnx(model), "");
   fs::remove_all(dir);
 }
