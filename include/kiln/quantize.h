@@ -71,6 +71,13 @@ class CalibrationData {
   // K1001 when `dir` is missing, K1002 when it is no folder, K4001 naming --calibration when it
   // holds no sample or a subfolder lacks an input's file.
   static Expected<CalibrationData> open(const Graph& graph, const std::string& dir);
+  // converter_lite's layout (`calibrate_path=x:/data/x,y:/data/y`): one folder per input, sample k
+  // being the k-th file of each in name order (.npy, .pb, or raw .bin for a static shape). Every
+  // graph input needs a folder and every folder the same number of files, else K4001 naming
+  // `flag`; a missing folder is K1001.
+  static Expected<CalibrationData>
+  fromInputFolders(const Graph& graph, const std::map<std::string, std::string>& folders,
+                   const std::string& flag);
   size_t size() const { return samples_.size(); }
   const std::string& sampleName(size_t i) const { return samples_[i].name; }
   // Reads sample `i` (one sample in memory at a time). Files of another numeric type than the

@@ -12,6 +12,7 @@
 #include "kiln/quantize.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
+#include "kiln/support/display.h"
 #include "kiln/support/progress.h"
 #include "kiln/tensor_files.h"
 
@@ -219,6 +220,54 @@ Expected<CalibrationData> CalibrationData::open(const Graph& graph, const std::s
       data.samples_.push_back({file.filename().string(), {{inputs[0], file.string()}}});
   }
   if (data.samples_.empty()) return badFolder(dir, "it holds no sample");
+  return data;
+}
+
+Expected<CalibrationData>
+CalibrationData::fromInputFolders(const Graph& graph,
+                                  const std::map<std::string, std::string>& folders,
+                                  const std::string& flag) {
+  auto bad = [&](const std::string& what) {
+    return Status(ErrorCode::BadFlag, fmt::format("{}: {}", flag, what),
+                  "give NAME:FOLDER for every graph input, each folder holding one file per "
+                  "sample (.npy, .pb or .bin), the same number in each");
+  };
+  CalibrationData data;
+  std::map<std::string, std::vector<fs::path>> files;
+  for (const Value* in : graph.inputs()) {
+    if (in->isInitializer()) continue;
+    data.inputTypes_[in->name()] = in->type();
+    auto folder = folders.find(in->name());
+    if (folder == folders.end())
+      return bad(fmt::format("no folder for input '{}'", displayName(in->name())));
+    std::error_code error;
+    if (!fs::is_directory(folder->second, error))
+      return Status(ErrorCode::FileNotFound,
+                    fmt::format("{}: cannot open folder '{}' of input '{}'", flag, folder->second,
+                                displayName(in->name())),
+                    "check the path");
+    std::vector<fs::path>& list = files[in->name()];
+    for (const auto& entry : fs::directory_iterator(folder->second, error))
+      if (entry.is_regular_file() && isSampleFile(entry.path())) list.push_back(entry.path());
+    std::sort(list.begin(), list.end());
+  }
+  for (const auto& [name, dir] : folders)
+    if (!data.inputTypes_.count(name))
+      return bad(fmt::format("'{}' is not a graph input", displayName(name)));
+  if (files.empty()) return bad("the model has no input to feed");
+  const size_t count = files.begin()->second.size();
+  for (const auto& [name, list] : files)
+    if (list.size() != count || list.empty())
+      return bad(fmt::format("input '{}' has {} sample file(s), input '{}' {}",
+                             displayName(files.begin()->first), count, displayName(name),
+                             list.size()));
+  for (size_t k = 0; k < count; ++k) {
+    Sample sample;
+    sample.name = files.begin()->second[k].filename().string();
+    for (const auto& [name, list] : files)
+      sample.files[name] = list[k].string();
+    data.samples_.push_back(std::move(sample));
+  }
   return data;
 }
 

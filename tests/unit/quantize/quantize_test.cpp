@@ -300,3 +300,43 @@ TEST(Qdq, OpsetNineModelIsRaisedAndPassesTheOnnxChecker) {
   EXPECT_EQ(validOnnx(model), "");
   fs::remove_all(dir);
 }
+
+TEST(Calibration, InputFoldersPairSamplesByName) {
+  Model model = modelFromOnnxText("<ir_version: 8, opset_import: [\"\" : 13]>\n"
+                                  "g (float[2] a, float[2] b) => (float[2] y) {\n"
+                                  "  y = Add (a, b)\n"
+                                  "}\n");
+  fs::path dir = fs::temp_directory_path() / "kiln-quantize-test-folders";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "a");
+  fs::create_directories(dir / "b");
+  for (int k = 0; k < 3; ++k) {
+    const std::string file = "sample" + std::to_string(k) + ".npy";
+    ASSERT_TRUE(writeTensorFile((dir / "a" / file).string(), "a",
+                                Tensor::fromValues<float>(DType::Float32, {2}, {float(k), 0})));
+    ASSERT_TRUE(writeTensorFile((dir / "b" / file).string(), "b",
+                                Tensor::fromValues<float>(DType::Float32, {2}, {0, -float(k)})));
+  }
+  auto data = CalibrationData::fromInputFolders(
+      *model.graph, {{"a", (dir / "a").string()}, {"b", (dir / "b").string()}}, "calibrate_path");
+  ASSERT_TRUE(data) << data.status().toString();
+  ASSERT_EQ(data->size(), 3u);
+  auto result = calibrate(model, *data, {"a", "b", "y"}, CalibrationOptions{});
+  ASSERT_TRUE(result) << result.status().toString();
+  EXPECT_EQ(result->tensors.at("y").min, -2.0);
+  EXPECT_EQ(result->tensors.at("y").max, 2.0);
+  // One file fewer for b: refused, naming both counts.
+  fs::remove(dir / "b" / "sample2.npy");
+  auto uneven = CalibrationData::fromInputFolders(
+      *model.graph, {{"a", (dir / "a").string()}, {"b", (dir / "b").string()}}, "calibrate_path");
+  ASSERT_FALSE(uneven);
+  EXPECT_EQ(uneven.status().code(), ErrorCode::BadFlag);
+  EXPECT_NE(uneven.status().message().find("input 'a' has 3 sample file(s), input 'b' 2"),
+            std::string::npos)
+      << uneven.status().message();
+  auto missing = CalibrationData::fromInputFolders(*model.graph, {{"a", (dir / "a").string()}},
+                                                   "calibrate_path");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.status().message().find("no folder for input 'b'"), std::string::npos);
+  fs::remove_all(dir);
+}
