@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,11 @@ struct QdqOptions {
   // Nodes left float: ONNX node names (an unnamed node by its first output's name) or
   // `OpType::Conv` for every node of a type.
   std::vector<std::string> exclude;
+  // Accuracy-aware mode: keep the fewest most sensitive nodes float so that the worst output
+  // cosine against the float model, on the first `evaluationSamples` calibration samples, is at
+  // least this (QdqReport::keptFloat, cosine).
+  std::optional<double> targetCosine;
+  size_t evaluationSamples = 4;
 };
 
 struct QdqReport {
@@ -137,6 +143,11 @@ struct QdqReport {
   size_t dequantizeLinear = 0;
   CalibrationResult calibration;
   std::vector<std::string> notes;
+  // Accuracy-aware mode: the nodes kept float for the target (by keep-list name), the worst
+  // output cosine measured with them, and how many quantized copies were scored.
+  std::vector<std::string> keptFloat;
+  std::optional<double> cosine;
+  size_t trials = 0;
 };
 
 // Raises the model's default-domain opset to 13 when it is older: ops that mean the same at 13 are

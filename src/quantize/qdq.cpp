@@ -16,9 +16,14 @@
 #include <fmt/format.h>
 
 #include "../runtime/kernels/thread_pool.h"
+#include <onnx/onnx_pb.h>
+
+#include "kiln/compare.h"
+#include "kiln/frontend/onnx.h"
 #include "kiln/ir/constant.h"
 #include "kiln/passes/keep_dtype.h"
 #include "kiln/quantize.h"
+#include "kiln/runtime/executor.h"
 
 namespace kiln {
 namespace {
@@ -305,6 +310,128 @@ void dropUnusedInitializers(Graph& graph) {
 
 } // namespace
 
+namespace {
+
+// Every Conv / MatMul / Gemm not named by the user's --exclude or by `keepFloat` gets its QDQ
+// inputs and int8 weights; counts and notes go to `report`.
+void applyQdq(Model& model, const QdqOptions& options, const CalibrationResult& calibration,
+              const std::map<std::string, std::pair<double, double>>& ranges,
+              const std::vector<std::string>& keepFloat, QdqReport& report) {
+  std::vector<Node*> targets;
+  for (const auto& node : model.graph->nodes()) {
+    if (!weightSlotOf(*node)) continue;
+    if (keepDtypeNames(*node, options.exclude))
+      ++report.excludedNodes;
+    else if (!keepDtypeNames(*node, keepFloat))
+      targets.push_back(node.get());
+  }
+  QdqRewriter rewriter(model, options, calibration, ranges, report);
+  for (Node* node : targets)
+    report.quantizedNodes += rewriter.rewrite(node) ? 1 : 0;
+  dropUnusedInitializers(*model.graph);
+}
+
+// The model's outputs on the first `count` samples (the reference a trial is scored against).
+Expected<std::vector<std::vector<Tensor>>>
+outputsOn(const Model& model, const CalibrationData& data, size_t count, int threads) {
+  rt::ExecutorOptions options;
+  options.threads = std::max(1, threads);
+  rt::Executor executor(model, options);
+  KILN_TRY(executor.checkSupported());
+  std::vector<std::vector<Tensor>> outputs;
+  for (size_t i = 0; i < count; ++i) {
+    KILN_ASSIGN_OR_RETURN(auto feeds, data.load(i));
+    KILN_ASSIGN_OR_RETURN(rt::RunResult run, executor.run(feeds));
+    std::vector<Tensor> tensors;
+    for (const rt::RtValue& v : run.outputs)
+      tensors.push_back(v.isTensor() ? v.tensor : Tensor());
+    outputs.push_back(std::move(tensors));
+  }
+  return outputs;
+}
+
+// The worst cosine over floating-point outputs and samples.
+double worstCosine(const std::vector<std::vector<Tensor>>& reference,
+                   const std::vector<std::vector<Tensor>>& candidate) {
+  double worst = 1;
+  for (size_t s = 0; s < reference.size(); ++s)
+    for (size_t o = 0; o < reference[s].size() && o < candidate[s].size(); ++o) {
+      const Tensor& r = reference[s][o];
+      const Tensor& c = candidate[s][o];
+      if (!isFloatingPoint(r.dtype()) || r.dims() != c.dims()) continue;
+      worst = std::min(worst, computeMetrics(r, c).cosine);
+    }
+  return worst;
+}
+
+// Accuracy-aware mode: ranks the nodes by the output cosine with only that node quantized, then
+// finds (by bisection over the worst-first order) the fewest worst nodes to keep float so that the
+// worst output cosine on the evaluation samples meets the target. Each trial quantizes a fresh
+// copy of the prepared float model.
+Expected<std::vector<std::string>>
+keepListForTarget(const Model& model, const CalibrationData& data, const QdqOptions& options,
+                  const CalibrationResult& calibration,
+                  const std::map<std::string, std::pair<double, double>>& ranges,
+                  QdqReport& report) {
+  const double target = *options.targetCosine;
+  const size_t samples = std::min(std::max<size_t>(1, options.evaluationSamples), data.size());
+  onnx::ModelProto proto;
+  KILN_TRY(exportOnnx(model, proto));
+  KILN_ASSIGN_OR_RETURN(auto reference,
+                        outputsOn(model, data, samples, options.calibration.threads));
+  std::vector<std::string> candidates;
+  for (const auto& node : model.graph->nodes())
+    if (weightSlotOf(*node) && !keepDtypeNames(*node, options.exclude))
+      candidates.push_back(keepDtypeNodeName(*node));
+  auto score = [&](const std::vector<std::string>& keep) -> Expected<double> {
+    KILN_ASSIGN_OR_RETURN(Model copy, importOnnxProto(proto, model.sourcePath, "."));
+    QdqReport scratch;
+    applyQdq(copy, options, calibration, ranges, keep, scratch);
+    KILN_ASSIGN_OR_RETURN(auto outputs,
+                          outputsOn(copy, data, samples, options.calibration.threads));
+    ++report.trials;
+    return worstCosine(reference, outputs);
+  };
+  KILN_ASSIGN_OR_RETURN(double all, score({}));
+  if (all >= target) {
+    report.cosine = all;
+    return std::vector<std::string>{};
+  }
+  // Loss of each node quantized alone (every other candidate kept float).
+  std::vector<std::pair<double, size_t>> losses;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    std::vector<std::string> others;
+    for (size_t j = 0; j < candidates.size(); ++j)
+      if (j != i) others.push_back(candidates[j]);
+    KILN_ASSIGN_OR_RETURN(double alone, score(others));
+    losses.push_back({1 - alone, i});
+  }
+  // Worst first; equal losses in model order.
+  std::stable_sort(losses.begin(), losses.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  auto prefix = [&](size_t k) {
+    std::vector<std::string> keep;
+    for (size_t i = 0; i < k; ++i)
+      keep.push_back(candidates[losses[i].second]);
+    return keep;
+  };
+  // Every node float is the float model: it meets any target up to 1.
+  size_t low = 0, high = candidates.size();
+  double highScore = 1;
+  while (high - low > 1) {
+    const size_t mid = (low + high) / 2;
+    KILN_ASSIGN_OR_RETURN(double got, score(prefix(mid)));
+    if (got >= target)
+      high = mid, highScore = got;
+    else
+      low = mid;
+  }
+  report.cosine = highScore;
+  return prefix(high);
+}
+
+} // namespace
+
 Expected<QdqReport> quantizeToQdq(Model& model, const CalibrationData& data,
                                   const QdqOptions& options) {
   if (options.calibration.method == CalibrationMethod::Percentile &&
@@ -313,6 +440,10 @@ Expected<QdqReport> quantizeToQdq(Model& model, const CalibrationData& data,
         ErrorCode::BadFlag,
         fmt::format("--percentile {} is outside (0, 100]", options.calibration.percentile),
         "give a percentage such as 99.99");
+  if (options.targetCosine && !(*options.targetCosine > 0 && *options.targetCosine <= 1))
+    return Status(ErrorCode::BadFlag,
+                  fmt::format("--target-cosine {} is outside (0, 1]", *options.targetCosine),
+                  "give a cosine such as 0.999");
   QdqReport report;
   if (model.opsetVersion("") < 13) {
     auto raised = raiseOpsetTo13(model);
@@ -340,30 +471,27 @@ Expected<QdqReport> quantizeToQdq(Model& model, const CalibrationData& data,
   for (Node* constant : constantNodes)
     if (std::optional<Tensor> value = constantNodeValue(*constant))
       model.graph->replaceNodeWithConstants(constant, {std::move(*value)});
-  std::vector<Node*> targets;
   std::vector<std::string> tensors;
   for (const auto& node : model.graph->nodes()) {
-    if (!weightSlotOf(*node)) continue;
-    if (keepDtypeNames(*node, options.exclude)) {
-      ++report.excludedNodes;
-      continue;
-    }
-    targets.push_back(node.get());
+    if (!weightSlotOf(*node) || keepDtypeNames(*node, options.exclude)) continue;
     for (size_t i : activationInputs(*node))
       tensors.push_back(node->input(i)->name());
   }
   std::sort(tensors.begin(), tensors.end());
   tensors.erase(std::unique(tensors.begin(), tensors.end()), tensors.end());
-  if (targets.empty()) {
+  if (tensors.empty()) {
+    for (const auto& node : model.graph->nodes())
+      report.excludedNodes += weightSlotOf(*node) ? 1 : 0;
     report.notes.push_back("no Conv / MatMul / Gemm to quantize: the model is written unchanged");
     return report;
   }
   KILN_ASSIGN_OR_RETURN(report.calibration, calibrate(model, data, tensors, options.calibration));
   const auto ranges = activationRanges(report.calibration, options);
-  QdqRewriter rewriter(model, options, report.calibration, ranges, report);
-  for (Node* node : targets)
-    report.quantizedNodes += rewriter.rewrite(node) ? 1 : 0;
-  dropUnusedInitializers(*model.graph);
+  if (options.targetCosine) {
+    KILN_ASSIGN_OR_RETURN(report.keptFloat, keepListForTarget(model, data, options,
+                                                              report.calibration, ranges, report));
+  }
+  applyQdq(model, options, report.calibration, ranges, report.keptFloat, report);
   return report;
 }
 

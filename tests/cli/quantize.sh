@@ -2,7 +2,7 @@
 # kiln quantize: the sample CNN calibrated on 20 seeded samples (made by `kiln tensor make`) becomes
 # a QDQ model with the expected QuantizeLinear/DequantizeLinear counts that runs in kiln's executor
 # within cosine 0.99 of the float model, for every method; the output does not depend on the
-# thread count; --exclude, int8 activations, the flat folder layout and an opset-9 model (raised to
+# thread count; --target-cosine keeps the fewest nodes float; --exclude, int8 activations, the flat folder layout and an opset-9 model (raised to
 # 13) work; bad folders and models are one coded line, exit 1 and no output file.
 # Usage: tests/cli/quantize.sh KILN SOURCE_DIR [WORKDIR]
 set -uo pipefail
@@ -71,6 +71,17 @@ quantizes "--exclude the Gemm (unnamed: by its output)" 1 3 --calibration calibr
 quantizes "--exclude OpType::Conv" 1 3 --calibration calibration --exclude OpType::Conv
 quantizes "--calibration-size 5" 2 6 --calibration calibration --calibration-size 5
 
+# Accuracy-aware: a reachable target keeps nothing float; an unreachable one keeps both nodes.
+quantizes "--target-cosine 0.99 keeps nothing float" 2 6 --calibration calibration --target-cosine 0.99
+run "$kiln" quantize "$model" -o reach.onnx --calibration calibration --target-cosine 0.99
+if grep -q "^target cosine >= 0.99: 0 node(s) kept float" "$work/stdout"; then pass "--target-cosine 0.99 says so"
+else fail "--target-cosine 0.99 says so" "no target line"; fi
+run "$kiln" quantize "$model" -o keep.onnx --calibration calibration --target-cosine 0.9999999
+if [ "$status" -eq 0 ] && [ "$(opCount keep.onnx QuantizeLinear)" = 0 ] &&
+  grep -Eq "^target cosine >= 0.9999999: 2 node\(s\) kept float.*: (logits, conv|conv, logits)$" "$work/stdout"; then
+  pass "--target-cosine 0.9999999 keeps the Gemm and the Conv float"
+else fail "--target-cosine 0.9999999 keeps the Gemm and the Conv float" "exit $status"; fi
+
 # Same bytes whatever the thread count.
 run "$kiln" quantize "$model" --calibration calibration -o t2.onnx --method entropy --threads 2
 "$kiln" quantize "$model" --calibration calibration -o t1.onnx --method entropy >/dev/null 2>&1
@@ -127,6 +138,7 @@ refuses "calibration is a file" K1002 "$model" --calibration calibration/s01/ima
 refuses "folder without samples" K4001 "$model" --calibration empty
 refuses "sample without the input's file" K4001 "$model" --calibration nofile
 refuses "unknown method" K4001 "$model" --calibration calibration --method kl
+refuses "target cosine out of range" K4001 "$model" --calibration calibration --target-cosine 1.5
 refuses "percentile out of range" K4001 "$model" --calibration calibration --method percentile --percentile 0
 cat >upsample.onnxtxt <<'EOF'
 <ir_version: 4, opset_import: ["" : 9]>

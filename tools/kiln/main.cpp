@@ -580,6 +580,8 @@ struct QuantizeFlags {
   bool floatBias = false;
   std::vector<std::string> exclude;
   int threads = 1;
+  std::optional<double> targetCosine;
+  size_t evalSamples = 4;
 };
 
 const std::map<std::string, kiln::CalibrationMethod>& calibrationMethods() {
@@ -604,6 +606,8 @@ int quantizeCommand(const QuantizeFlags& flags) {
   options.int8Activations = flags.activationType == "int8";
   options.quantizeBias = !flags.floatBias;
   options.exclude = flags.exclude;
+  options.targetCosine = flags.targetCosine;
+  options.evaluationSamples = flags.evalSamples;
   auto result = kiln::quantizeToQdq(*model, *data, options);
   if (!result) return report(result.status());
   if (auto written = kiln::writeOnnxFile(*model, flags.output); !written) return report(written);
@@ -620,6 +624,13 @@ int quantizeCommand(const QuantizeFlags& flags) {
                            flags.method, flags.activationType, r.calibration.samples,
                            r.calibration.runs, r.calibration.seconds, perSample,
                            r.calibration.tensors.size());
+  if (r.cosine)
+    std::cout << fmt::format(
+        "target cosine >= {}: {} node(s) kept float, worst output cosine {:.6f} "
+        "on {} sample(s) ({} trial(s)){}{}\n",
+        *flags.targetCosine, r.keptFloat.size(), *r.cosine,
+        std::min(flags.evalSamples, r.calibration.samples), r.trials,
+        r.keptFloat.empty() ? "" : ": ", fmt::join(r.keptFloat, ", "));
   std::cerr << "kiln: wrote " << flags.output << "\n";
   return 0;
 }
@@ -1024,6 +1035,11 @@ int runTool(int argc, char** argv) {
                      "keep Conv/Gemm biases float instead of int32");
   quantize->add_option("--exclude", quantizeFlags.exclude,
                        "node name (or OpType::TYPE) to leave float (repeatable)");
+  quantize->add_option("--target-cosine", quantizeFlags.targetCosine,
+                       "keep the most sensitive nodes float until the worst output cosine vs "
+                       "the float model reaches this");
+  quantize->add_option("--eval-samples", quantizeFlags.evalSamples,
+                       "--target-cosine: calibration samples it is measured on (default 4)");
   quantize->add_option("--threads", quantizeFlags.threads,
                        "executor threads (the result does not depend on it)");
 
