@@ -34,6 +34,7 @@
 #include "kiln/passes/pass.h"
 #include "kiln/passes/precision_report.h"
 #include "kiln/pipelines/conversion.h"
+#include "kiln/quantize.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/sensitivity.h"
 #include "kiln/shape_spec.h"
@@ -568,6 +569,72 @@ int sensitivityCommand(const SensitivityFlags& flags) {
   return options.target && !r.targetMet ? 1 : 0;
 }
 
+struct QuantizeFlags {
+  std::string model;
+  std::string calibration;
+  std::string output;
+  std::string method = "minmax";
+  double percentile = 99.99;
+  size_t calibrationSize = 0;
+  std::string activationType = "uint8";
+  bool floatBias = false;
+  std::vector<std::string> exclude;
+  int threads = 1;
+  std::optional<double> targetCosine;
+  size_t evalSamples = 4;
+};
+
+const std::map<std::string, kiln::CalibrationMethod>& calibrationMethods() {
+  static const std::map<std::string, kiln::CalibrationMethod> methods = {
+      {"minmax", kiln::CalibrationMethod::MinMax},
+      {"percentile", kiln::CalibrationMethod::Percentile},
+      {"entropy", kiln::CalibrationMethod::Entropy},
+  };
+  return methods;
+}
+
+int quantizeCommand(const QuantizeFlags& flags) {
+  auto model = kiln::loadModel(flags.model);
+  if (!model) return report(model.status());
+  auto data = kiln::CalibrationData::open(*model->graph, flags.calibration);
+  if (!data) return report(data.status());
+  kiln::QdqOptions options;
+  options.calibration.method = calibrationMethods().at(flags.method);
+  options.calibration.percentile = flags.percentile;
+  options.calibration.maxSamples = flags.calibrationSize;
+  options.calibration.threads = flags.threads;
+  options.int8Activations = flags.activationType == "int8";
+  options.quantizeBias = !flags.floatBias;
+  options.exclude = flags.exclude;
+  options.targetCosine = flags.targetCosine;
+  options.evaluationSamples = flags.evalSamples;
+  auto result = kiln::quantizeToQdq(*model, *data, options);
+  if (!result) return report(result.status());
+  if (auto written = kiln::writeOnnxFile(*model, flags.output); !written) return report(written);
+  const kiln::QdqReport& r = *result;
+  for (const std::string& note : r.notes)
+    std::cerr << "kiln: note: " << note << "\n";
+  const double perSample =
+      r.calibration.samples ? r.calibration.seconds / double(r.calibration.samples) : 0.0;
+  std::cout << fmt::format("quantized {} node(s) ({} excluded): {} QuantizeLinear, {} "
+                           "DequantizeLinear added\n",
+                           r.quantizedNodes, r.excludedNodes, r.quantizeLinear, r.dequantizeLinear);
+  std::cout << fmt::format("calibration: {} ({}), {} sample(s), {} run(s), {:.3f} s ({:.4f} s "
+                           "per sample), {} tensor(s)\n",
+                           flags.method, flags.activationType, r.calibration.samples,
+                           r.calibration.runs, r.calibration.seconds, perSample,
+                           r.calibration.tensors.size());
+  if (r.cosine)
+    std::cout << fmt::format(
+        "target cosine >= {}: {} node(s) kept float, worst output cosine {:.6f} "
+        "on {} sample(s) ({} trial(s)){}{}\n",
+        *flags.targetCosine, r.keptFloat.size(), *r.cosine,
+        std::min(flags.evalSamples, r.calibration.samples), r.trials,
+        r.keptFloat.empty() ? "" : ": ", fmt::join(r.keptFloat, ", "));
+  std::cerr << "kiln: wrote " << flags.output << "\n";
+  return 0;
+}
+
 // Renders dot text to SVG with Graphviz (`dot -Tsvg`), which kiln does not bundle.
 int writeSvg(const std::string& dot, const std::string& path) {
   if (std::system("command -v dot >/dev/null 2>&1") != 0)
@@ -941,6 +1008,41 @@ int runTool(int argc, char** argv) {
   opt->add_option("--shape-dialect", optFlags.shapeDialect, "grammar of --input-shape: atc or lite")
       ->check(CLI::IsMember({"atc", "lite"}));
 
+  QuantizeFlags quantizeFlags;
+  auto* quantize = app.add_subcommand(
+      "quantize", "calibrate on sample inputs and write a QDQ (int8) ONNX model");
+  quantize->add_option("model", quantizeFlags.model, "float model (.onnx, .onnxtxt)")->required();
+  quantize
+      ->add_option("--calibration", quantizeFlags.calibration,
+                   "folder of samples: one subfolder per sample with INPUT.npy/.pb/.bin per "
+                   "input, or (one-input models) the sample files")
+      ->required();
+  quantize->add_option("-o,--output", quantizeFlags.output, "QDQ model to write (.onnx)")
+      ->required();
+  quantize
+      ->add_option("--method", quantizeFlags.method,
+                   "activation range: minmax, percentile, entropy")
+      ->check(CLI::IsMember({"minmax", "percentile", "entropy"}));
+  quantize->add_option("--percentile", quantizeFlags.percentile,
+                       "--method percentile: % of |x| inside the range (default 99.99)");
+  quantize->add_option("--calibration-size", quantizeFlags.calibrationSize,
+                       "use the first N samples (default: all)");
+  quantize
+      ->add_option("--activation-type", quantizeFlags.activationType,
+                   "uint8 (asymmetric, default) or int8 (symmetric)")
+      ->check(CLI::IsMember({"uint8", "int8"}));
+  quantize->add_flag("--float-bias", quantizeFlags.floatBias,
+                     "keep Conv/Gemm biases float instead of int32");
+  quantize->add_option("--exclude", quantizeFlags.exclude,
+                       "node name (or OpType::TYPE) to leave float (repeatable)");
+  quantize->add_option("--target-cosine", quantizeFlags.targetCosine,
+                       "keep the most sensitive nodes float until the worst output cosine vs "
+                       "the float model reaches this");
+  quantize->add_option("--eval-samples", quantizeFlags.evalSamples,
+                       "--target-cosine: calibration samples it is measured on (default 4)");
+  quantize->add_option("--threads", quantizeFlags.threads,
+                       "executor threads (the result does not depend on it)");
+
   SensitivityFlags sensitivityFlags;
   auto* sensitivity = app.add_subcommand(
       "sensitivity", "rank nodes by what their FP16 conversion or weight quantization costs at the "
@@ -1168,6 +1270,7 @@ int runTool(int argc, char** argv) {
   if (check->parsed()) return checkCommand(checkFlags);
   if (lower->parsed()) return lowerCommand(lowerFlags);
   if (sensitivity->parsed()) return sensitivityCommand(sensitivityFlags);
+  if (quantize->parsed()) return quantizeCommand(quantizeFlags);
   if (tensor->parsed()) {
     for (CLI::App* sub : {tensorMake, tensorShow}) {
       tensorFlags.dtypeGiven = tensorFlags.dtypeGiven || sub->count("--dtype") > 0;
