@@ -33,6 +33,71 @@ stampless() {
 }
 deviceNote="kiln: note: the .om files kiln writes are not device-runnable: they hold the graph and weights as ATC lays them out but no device kernels, task lists or memory plan; run them in kiln's executor (kiln run X.om) or build the device model with CANN's atc"
 
+# --- AIPP on an opset-9 model: up-converted to opset 11, not refused ---
+"$kiln" convert "$models/opset9_image.onnxtxt" --to onnx -o opset9.onnx >/dev/null ||
+  { echo "FAIL setup: kiln convert opset9_image"; exit 1; }
+cat >camera.cfg <<'CFG'
+# A uint8 RGB camera frame, normalized per channel: (pixel - mean) * var_reci.
+aipp_op {
+  aipp_mode: static
+  input_format: RGB888_U8
+  src_image_size_w: 8
+  src_image_size_h: 8
+  mean_chn_0: 124
+  mean_chn_1: 116
+  mean_chn_2: 104
+  var_reci_chn_0: 0.0171
+  var_reci_chn_1: 0.0175
+  var_reci_chn_2: 0.0174
+}
+CFG
+aippArgs=(--framework=5 --model=opset9.onnx --soc_version=Ascend310P3 --insert_op_conf=camera.cfg)
+run "$atc" "${aippArgs[@]}" --output=out/opset9_aipp --precision_mode=force_fp32
+if [ "$status" -eq 0 ] && [ "$(cat stdout)" = "ATC start working now, please wait for a moment.
+...
+ATC run success, welcome to the next use.
+$deviceNote" ] && [ -z "$(cat stderr)" ]; then
+  pass "atc --insert_op_conf on an opset-9 model converts"
+else fail "atc --insert_op_conf on an opset-9 model converts" "exit $status"; fi
+run "$kiln" inspect out/opset9_aipp.om
+if [ "$status" -eq 0 ] && [ "$(sed -n '4,6p' stdout)" = "  graph 'opset9_aipp': 26 ops (Cast 1, ClipByValue 1, Const 13, Conv2D 1, Data 1, Mul 1, NetOutput 1, PadV3 1, StridedSliceV2 1, Sub 2, TransData 2, Transpose 1)
+    input  x DT_UINT8 [1,8,8,3]
+    output y DT_FLOAT [1,4,8,8]" ]; then
+  pass "the opset-9 AIPP .om takes a uint8 NHWC image"
+else fail "the opset-9 AIPP .om takes a uint8 NHWC image" "exit $status"; fi
+# The default fp16 conversion too (the precision guard may warn about this tiny model; the .om
+# is what is judged).
+run "$atc" "${aippArgs[@]}" --output=out/opset9_aipp_fp16
+if [ "$status" -eq 0 ]; then pass "atc AIPP on opset 9, default precision"; else
+  fail "atc AIPP on opset 9, default precision" "exit $status"; fi
+readsBack "opset-9 AIPP .om files read back" "$kiln" out/opset9_aipp.om out/opset9_aipp_fp16.om
+judgedByGe "opset-9 AIPP .om files pass the om judge" "$src" out/opset9_aipp.om out/opset9_aipp_fp16.om
+
+# --- kiln compare ONNX X_aipp.om: the .om gets the uint8 NHWC image, the ONNX model the float
+# NCHW tensor AIPP makes of it (the recorded configuration run in float32) ---
+"$kiln" tensor make --random --dtype uint8 --shape 1,8,8,3 --seed 7 --name x -o image.pb >/dev/null ||
+  { echo "FAIL setup: kiln tensor make image.pb"; exit 1; }
+aippLine="kiln: out/opset9_aipp.om has AIPP (camera.cfg): the reference takes the same uint8 NHWC image and runs the AIPP preprocessing in float32 before the model's NCHW input (x:1,3,8,8)"
+run "$kiln" compare opset9.onnx out/opset9_aipp.om --input x=image.pb
+if [ "$status" -eq 0 ] && [ "$(cat stderr)" = "$aippLine" ] && [ "$(cat stdout)" = "output                                 cosine   mean_rel_err    max_abs_err    sqnr_db
+y                                  1.00000000      0.000e+00      0.000e+00        inf" ]; then
+  pass "kiln compare ONNX AIPP.om --input x=uint8 image: identical in fp32"
+else fail "kiln compare ONNX AIPP.om --input x=uint8 image: identical in fp32" "exit $status"; fi
+run "$kiln" compare opset9.onnx out/opset9_aipp.om
+if [ "$status" -eq 0 ] && [ "$(cat stderr)" = "$aippLine" ] &&
+  [ "$(sed -n 2p stdout)" = "y                                  1.00000000      0.000e+00      0.000e+00        inf" ]; then
+  pass "kiln compare ONNX AIPP.om without --input: a generated uint8 image"
+else fail "kiln compare ONNX AIPP.om without --input: a generated uint8 image" "exit $status"; fi
+run "$kiln" compare opset9.onnx out/opset9_aipp_fp16.om --input x=image.pb
+if [ "$status" -eq 0 ] && [ "$(cat stderr)" = "${aippLine//opset9_aipp.om/opset9_aipp_fp16.om}" ] &&
+  awk 'NR == 2 && $1 == "y" && $2 >= 0.9999 && $2 < 1 { found = 1 } END { exit !found }' stdout; then
+  pass "kiln compare ONNX AIPP fp16 .om: cosine >= 0.9999 (fp16 differences measured)"
+else fail "kiln compare ONNX AIPP fp16 .om: cosine >= 0.9999 (fp16 differences measured)" "exit $status"; fi
+run "$kiln" compare opset9.onnx out/opset9_aipp_fp16.om --input x=image.pb --per-tensor
+if [ "$status" -eq 0 ] && [ "$(awk 'NR > 1 && NF == 5 { print $1 }' stdout | tr '\n' ' ')" = "aipp0_to_float aipp0_sub_mean aipp0_sub_min aipp0_mul_var_reci aipp0_to_nchw conv act padded y " ]; then
+  pass "kiln compare --per-tensor of an AIPP .om compares the preprocessing tensors too"
+else fail "kiln compare --per-tensor of an AIPP .om compares the preprocessing tensors too" "exit $status"; fi
+
 # --- Output folders: each tool's own rule ---
 # GraphEngine's atc creates the missing folders of --output (CheckOutputPathValid makes the
 # prefix path); MindSpore Lite's converter resolves the --outputFile folder with realpath and
