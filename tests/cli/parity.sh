@@ -149,4 +149,23 @@ $deviceNote" ] && ! grep -qE "^ATC (start working|run success|run failed)" stdou
   pass "atc --help: usage without conversion framing"
 else fail "atc --help: usage without conversion framing" "exit $status"; fi
 
+# --- kiln inspect of a gear .om: the real inputs once and a gear table, not every shared
+# constant as a Data input of every gear ---
+"$kiln" convert "$models/nchw_image.onnxtxt" --to onnx -o dyn.onnx >/dev/null ||
+  { echo "FAIL setup: kiln convert nchw_image"; exit 1; }
+run "$atc" --framework=5 --model=dyn.onnx --soc_version=Ascend310P3 --precision_mode=force_fp32 \
+  --output=out/gears "--input_shape=x:-1,3,8,8" --dynamic_batch_size=1,2,4
+run "$kiln" inspect out/gears.om
+if [ "$status" -eq 0 ] && [ "$(sed -n '3,$p' stdout)" = "model 'gears' for Ascend310P3: 4 graph(s)
+  graph 'gears': 7 ops (Case 1, Const 2, Data 2, MapIndex 1, NetOutput 1)
+    input  x DT_FLOAT [4,3,8,8]
+    input  ascend_mbatch_shape_data DT_INT32 [1] (gear selector)
+    output y DT_FLOAT [4,512]
+  gears: 3, one graph each; the 1 constant(s) of 'gears' are shared (each gear reads them as Data inputs)
+    gear 0: x [1,3,8,8] -> y [1,512]  ('gears_ascend_mbatch_batch_0', 10 ops)
+    gear 1: x [2,3,8,8] -> y [2,512]  ('gears_ascend_mbatch_batch_1', 10 ops)
+    gear 2: x [4,3,8,8] -> y [4,512]  ('gears_ascend_mbatch_batch_2', 10 ops)" ]; then
+  pass "kiln inspect of a gear .om: real inputs once and the gear table"
+else fail "kiln inspect of a gear .om: real inputs once and the gear table" "exit $status"; fi
+
 finish
