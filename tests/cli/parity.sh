@@ -60,9 +60,10 @@ $deviceNote" ] && [ -z "$(cat stderr)" ]; then
   pass "atc --insert_op_conf on an opset-9 model converts"
 else fail "atc --insert_op_conf on an opset-9 model converts" "exit $status"; fi
 run "$kiln" inspect out/opset9_aipp.om
-if [ "$status" -eq 0 ] && [ "$(sed -n '4,6p' stdout)" = "  graph 'opset9_aipp': 26 ops (Cast 1, ClipByValue 1, Const 13, Conv2D 1, Data 1, Mul 1, NetOutput 1, PadV3 1, StridedSliceV2 1, Sub 2, TransData 2, Transpose 1)
+if [ "$status" -eq 0 ] && [ "$(sed -n '4,$p' stdout)" = "  graph 'opset9_aipp': 26 ops (Cast 1, ClipByValue 1, Const 13, Conv2D 1, Data 1, Mul 1, NetOutput 1, PadV3 1, StridedSliceV2 1, Sub 2, TransData 2, Transpose 1)
     input  x DT_UINT8 [1,8,8,3]
-    output y DT_FLOAT [1,4,8,8]" ]; then
+    output y DT_FLOAT [1,4,8,8]
+  aipp (camera.cfg): x is a uint8 NHWC image; the model's NCHW input was [1,3,8,8]" ]; then
   pass "the opset-9 AIPP .om takes a uint8 NHWC image"
 else fail "the opset-9 AIPP .om takes a uint8 NHWC image" "exit $status"; fi
 # The default fp16 conversion too (the precision guard may warn about this tiny model; the .om

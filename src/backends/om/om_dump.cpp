@@ -10,6 +10,7 @@
 #include <google/protobuf/unknown_field_set.h>
 #include <nlohmann/json.hpp>
 
+#include "kiln/backends/aipp.h"
 #include "kiln/support/display.h"
 #include "kiln/support/json_text.h"
 #include "kiln_proto/task.pb.h"
@@ -566,6 +567,19 @@ Expected<std::string> summarizeOmFile(const std::string& path) {
                                om::geDTypeName(d.dtype()), fmt::join(descDims(d), ","));
           }
       }
+    }
+    // The AIPP kiln's atc recorded (aipp.h kAippMetadataKey): which inputs take an image now.
+    if (std::string aipp = om::attrString(def, kAippMetadataKey); !aipp.empty()) {
+      nlohmann::json record = nlohmann::json::parse(aipp, nullptr, false);
+      if (record.is_object() && record["inputs"].is_object())
+        for (const auto& [name, dims] : record["inputs"].items())
+          out += fmt::format(
+              "  aipp ({}): {} is a uint8 NHWC image; the model's {} input was "
+              "[{}]\n",
+              displayName(record.value("file", std::string())), displayName(name),
+              displayName(record.value("layout", std::string("NCHW"))),
+              dims.is_array() ? fmt::format("{}", fmt::join(dims.get<std::vector<int64_t>>(), ","))
+                              : std::string());
     }
     if (!gears.gears.empty()) {
       out += fmt::format("  gears: {}, one graph each; the {} constant(s) of '{}' are shared (each "
