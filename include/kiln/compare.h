@@ -19,8 +19,8 @@ struct TensorMetrics {
   double meanRelativeError =
       0.0; // MindSpore Lite benchmark's definition (mean over out-of-tolerance elements)
   double maxAbsError = 0.0;
-  double sqnrDb = 0.0;    // 10 log10(|ref|^2 / |ref - out|^2); +inf when identical
-  bool nonFinite = false; // NaN/Inf in the output where the reference is finite
+  double sqnrDb = 0.0;         // 10 log10(|ref|^2 / |ref - out|^2); +inf when identical
+  bool nonFinite = false;      // NaN/Inf in the output where the reference is finite
   uint64_t nonFiniteCount = 0; // how many such elements
 };
 
@@ -28,7 +28,8 @@ struct TensorMetrics {
 TensorMetrics computeMetrics(const Tensor& reference, const Tensor& output);
 
 // Deterministic inputs for every non-initializer graph input with a static shape: floats uniform in
-// [-1, 1) from a fixed LCG seeded by `seed` and the input index, integers 0, bools false.
+// [-1, 1) from a fixed LCG seeded by `seed` and the input index, uint8 (images) over 0..255 from
+// the same LCG, other integers 0, bools false.
 Expected<std::map<std::string, rt::RtValue>> makeDeterministicInputs(const Graph& graph,
                                                                      uint32_t seed);
 
@@ -63,6 +64,14 @@ Expected<PerTensorReport> compareTensors(const Model& reference, const Model& ca
 // for each reference input whose shape is not static; nullopt when there is none to take. So
 // `kiln compare MODEL.onnx X.om` of a dynamic ONNX model runs both at the artifact's shapes.
 std::optional<ShapeSpec> inputShapesFromArtifact(const Graph& reference, const Model& candidate);
+
+// When `candidate` is an .om made with AIPP (atc --insert_op_conf; recorded under
+// kAippMetadataKey), gives `reference` the same preprocessing: its inputs are fixed to the shapes
+// they had at conversion and the recorded configuration is inserted before them, so both models
+// take the same uint8 NHWC image and the ONNX model sees the float NCHW tensor AIPP computes
+// (colour conversion, crop, mean/min/var, padding) in float32. Returns one line saying so, or ""
+// when the candidate has no AIPP.
+Expected<std::string> applyArtifactAipp(Model& reference, const Model& candidate);
 
 // Largest finite |value| of every floating-point tensor (graph inputs and node outputs, by name)
 // in one run of `model` on `inputs`, read as each is produced (memory stays that of a plain run).

@@ -59,34 +59,37 @@ Status checkInputPath(const std::string& flagName, const std::string& path) {
   return Status::ok();
 }
 
-Status checkOutputPath(const std::string& output) {
+// ATC's check of an output path (--output, --check_report): the folder is created when missing,
+// as GraphEngine's output-path check creates it, and must be writable.
+Status checkOutputPath(const std::string& output, const std::string& flag = "output") {
   if (output.size() > 4096)
-    return atcError("E10021",
-                    "Path for parameter --output is too long. Keep the length within 4096.",
-                    "use a shorter path");
+    return atcError(
+        "E10021",
+        fmt::format("Path for parameter --{} is too long. Keep the length within 4096.", flag),
+        "use a shorter path");
   if (output.back() == '/')
     return atcError(
         "E10022",
-        fmt::format("Path {} for parameter --output does not include the file name.", output),
+        fmt::format("Path {} for parameter --{} does not include the file name.", output, flag),
         "Add the file name to the path.");
   fs::path dir = fs::absolute(fs::path(output)).parent_path();
   std::error_code ec;
   fs::create_directories(dir, ec); // ATC creates the output folder
   if (ec || !fs::is_directory(dir))
     return invalidValue(
-        "E10001", "output", output,
+        "E10001", flag, output,
         fmt::format("[Errno {}] {}", ec ? ec.value() : ENOTDIR,
                     ec ? ec.message() : "Not a directory"),
         fmt::format("'{}' must be a folder kiln can create and write", dir.string()));
   if (access(dir.c_str(), W_OK) != 0) {
     int err = errno; // EROFS on a read-only mount, EACCES for permissions
     return invalidValue(
-        "E10001", "output", output, fmt::format("[Errno {}] {}", err, std::strerror(err)),
+        "E10001", flag, output, fmt::format("[Errno {}] {}", err, std::strerror(err)),
         fmt::format("'{}' is not writable; make it writable or write elsewhere", dir.string()));
   }
   std::string real = fs::weakly_canonical(fs::absolute(output), ec).string();
   if (!pathCharsValid(real))
-    return invalidValue("E10001", "output", output, kPathCharsReason,
+    return invalidValue("E10001", flag, output, kPathCharsReason,
                         "write to a path without such characters");
   return Status::ok();
 }
@@ -433,6 +436,8 @@ Expected<AtcOptions> validateAtcOptions(const AtcArgs& args, const std::string& 
   if (o.model.empty()) return requiredEmpty("model");
   KILN_TRY(checkInputPath("model", o.model));
   if (!o.output.empty()) KILN_TRY(checkOutputPath(o.output));
+  if (o.mode == 3 && args.has("check_report") && !o.checkReport.empty())
+    KILN_TRY(checkOutputPath(o.checkReport, "check_report"));
 
   // Step 10: precision and implementation-mode flags.
   KILN_TRY(checkFlagCombinations(args, 10));

@@ -8,6 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/compare.h"
+
+#include "kiln/backends/aipp.h"
+#include "kiln/passes/pass.h"
 #include "kiln/runtime/allocation_limit.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
@@ -99,7 +102,13 @@ Expected<std::map<std::string, rt::RtValue>> makeDeterministicInputs(const Graph
         else
           out.data<uint16_t>()[i] = rt::floatToHalf(v);
       }
-    } // other types stay zero-filled
+    } else if (in->dtype() == DType::UInt8) {
+      // uint8 inputs are images (an AIPP .om's input): every pixel value, not a black frame.
+      for (uint64_t i = 0; i < out.elementCount(); ++i) {
+        state = state * 1664525u + 1013904223u;
+        out.data<uint8_t>()[i] = static_cast<uint8_t>(state >> 24);
+      }
+    } // other types stay zero-filled (indices, lengths)
     feeds[in->name()] = rt::RtValue::ofTensor(std::move(out).finish());
   }
   return feeds;
@@ -409,6 +418,62 @@ std::optional<ShapeSpec> inputShapesFromArtifact(const Graph& reference, const M
   }
   if (spec.inputs.empty()) return std::nullopt;
   return spec;
+}
+
+Expected<std::string> applyArtifactAipp(Model& reference, const Model& candidate) {
+  const std::string* recorded = nullptr;
+  for (const auto& [key, value] : candidate.metadata)
+    if (key == kAippMetadataKey) recorded = &value;
+  if (!recorded) return std::string();
+  const std::string where = candidate.sourcePath.empty() ? "the .om" : candidate.sourcePath;
+  nlohmann::json record = nlohmann::json::parse(*recorded, nullptr, false);
+  if (!record.is_object() || !record["config"].is_string() || !record["inputs"].is_object())
+    return Status(ErrorCode::OmFileInvalid,
+                  fmt::format("{}: the recorded AIPP configuration ('{}' attribute) is not the "
+                              "JSON kiln writes",
+                              where, kAippMetadataKey),
+                  "convert the model again with kiln's atc");
+  const std::string file = record.value("file", std::string("aipp.cfg"));
+  KILN_ASSIGN_OR_RETURN(AippConfig config,
+                        parseAippConfigText(record["config"].get<std::string>(),
+                                            fmt::format("{} ({})", file, where)));
+  // The shapes the inputs had when AIPP was inserted; a dim left dynamic (batch) takes the
+  // candidate's.
+  ShapeSpec spec;
+  std::vector<std::string> shapes;
+  size_t position = 0;
+  for (const Value* in : reference.graph->inputs()) {
+    if (in->isInitializer()) continue;
+    const size_t index = position++;
+    auto dims = record["inputs"].find(in->name());
+    if (dims == record["inputs"].end() || !dims->is_array()) continue;
+    const Value* image = candidate.graph->findLocalValue(in->name());
+    InputShapeSpec entry;
+    entry.name = in->name();
+    entry.position = index;
+    for (size_t i = 0; i < dims->size(); ++i) {
+      int64_t d = (*dims)[i].is_number_integer() ? (*dims)[i].get<int64_t>() : -1;
+      if (d < 0 && i == 0 && image && image->shape().hasRank() && image->shape().rank() > 0 &&
+          image->shape()[0].isStatic())
+        d = image->shape()[0].value();
+      entry.dims.push_back(DimSpec{d < 0 ? 1 : d, d < 0 ? 1 : d, false});
+    }
+    entry.text = fmt::format("{}:{}", entry.name, entry.dimsText());
+    shapes.push_back(entry.text);
+    spec.inputs.push_back(std::move(entry));
+  }
+  if (!spec.inputs.empty()) {
+    PipelineOptions options;
+    options.inputShapes = &spec;
+    auto fixed = runPipeline(reference, {"fix-input-shapes"}, options);
+    if (!fixed) return fixed.status();
+  }
+  AippContext context;
+  context.inputFormat = record.value("layout", std::string("NCHW"));
+  KILN_TRY(insertAipp(reference, config, context));
+  return fmt::format("{} has AIPP ({}): the reference takes the same uint8 {} image and runs the "
+                     "AIPP preprocessing in float32 before the model's {} input ({})",
+                     where, file, "NHWC", context.inputFormat, fmt::join(shapes, ";"));
 }
 
 } // namespace kiln

@@ -252,6 +252,10 @@ int compareCommand(const CompareFlags& flags) {
   if (!reference) return report(reference.status());
   auto candidate = kiln::loadModel(flags.candidate);
   if (!candidate) return report(candidate.status());
+  // An AIPP .om takes a uint8 image: the reference gets the same preprocessing first.
+  auto aipp = kiln::applyArtifactAipp(*reference, *candidate);
+  if (!aipp) return report(aipp.status());
+  if (!aipp->empty()) std::cerr << "kiln: " << *aipp << "\n";
   std::map<std::string, kiln::rt::RtValue> feeds;
   if (!flags.inputs.empty()) {
     auto read = readFeeds(*reference->graph, flags.inputs);

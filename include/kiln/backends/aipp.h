@@ -77,6 +77,7 @@ struct AippMultiShapeOp {
 
 struct AippConfig {
   std::string path; // where it was read from (names the file in errors)
+  std::string text; // the file as given: recorded in the model so the .om keeps it
   std::vector<AippOp> ops;
   std::vector<AippMultiShapeOp> multiShapeOps; // legacy; parsed, rejected at insertion
 };
@@ -97,10 +98,17 @@ struct AippContext {
   std::string inputFormat;                 // --input_format: "" or NCHW (default), NHWC, ND
 };
 
+// Model metadata key (and .om ModelDef attribute) recording the AIPP a model was given, as JSON:
+// {"config": file text, "file": name, "layout": "NCHW"|"NHWC", "inputs": {name: [original dims]}}.
+// `kiln compare ONNX X.om` reads it to give the ONNX model the same preprocessing.
+inline constexpr const char* kAippMetadataKey = "kiln.aipp";
+
 // Checks the configuration against the model (input rank/name, shapes, flags) and replaces each
 // targeted model input by a UINT8 NHWC input of the source image size followed by ONNX ops that
 // compute what AIPP computes: channel swap → crop → CSC → normalization → padding → layout and
 // dtype of the original input. Errors are K8302 with peer E10052 / E10001 / E10034 as ATC gives.
+// A model below opset 11 is first up-converted to opset 11 (the preprocessing ops' form). The
+// configuration and the original input shapes are recorded under kAippMetadataKey.
 Status insertAipp(Model& model, const AippConfig& config, const AippContext& context = {});
 
 } // namespace kiln

@@ -370,6 +370,7 @@ Expected<AippConfig> parseAippConfigText(const std::string& text, const std::str
 
   AippConfig config;
   config.path = displayName;
+  config.text = text;
   const pb::FieldDescriptor* opField = message.GetDescriptor()->FindFieldByName("aipp_op");
   for (int i = 0; i < message.aipp_op_size(); ++i) {
     const pb::TextFormat::ParseInfoTree* nested = tree.GetTreeForNested(opField, i);

@@ -19,13 +19,22 @@
 //    whose first Hs rows are Y and the next Hs/2 rows interleaved U,V (V,U), each chroma sample
 //    covering 2×2 pixels.
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 
 #include "kiln/backends/aipp.h"
 
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "kiln/frontend/opset_upgrade.h"
+
 namespace kiln {
 namespace {
+
+// The opset the preprocessing ops are written for.
+constexpr int64_t kAippOpset = 11;
 
 Status invalid(const AippConfig& config, const AippOp& op, size_t index, const std::string& reason,
                const std::string& hint) {
@@ -289,14 +298,21 @@ Status insertAipp(Model& model, const AippConfig& config, const AippContext& con
     return invalidParameter(config.path, "--insert_op_conf",
                             "The dynamic dims function does not support AIPP",
                             "drop --dynamic_dims or --insert_op_conf");
+  // The preprocessing ops are written in opset 11's form (Slice, Pad and Clip take inputs), so an
+  // older model (PP-OCR's exports are opset 9) is first up-converted as a whole: its own ops keep
+  // their meaning in the new opset and both halves share one opset.
+  if (const int64_t opset = model.opsetVersion(""); opset < kAippOpset) {
+    auto upgraded = upgradeOnnxOpset(model, kAippOpset);
+    if (!upgraded)
+      return Status(ErrorCode::AippConfigInvalid,
+                    fmt::format("{}: AIPP preprocessing needs ONNX opset {} or later; the model "
+                                "imports opset {}, and {}",
+                                config.path, kAippOpset, opset, upgraded.status().message()),
+                    fmt::format("re-export the model with ONNX opset {} or later", kAippOpset));
+    spdlog::info("AIPP: the model was up-converted from opset {} to {}", opset, kAippOpset);
+    model = upgraded.take();
+  }
   Graph& graph = *model.graph;
-  const int64_t opset = model.opsetVersion("");
-  if (opset < 11)
-    return makeError(ErrorCode::AippConfigInvalid,
-                     "re-export the model with ONNX opset 11 or later",
-                     "{}: AIPP preprocessing needs ONNX opset 11 or later; the model imports "
-                     "opset {}",
-                     config.path, opset);
 
   // Model inputs that are fed (initializer-backed inputs are defaults, not data inputs).
   std::vector<Value*> inputs;
@@ -338,6 +354,7 @@ Status insertAipp(Model& model, const AippConfig& config, const AippContext& con
     it->second.ops.push_back(i);
   }
 
+  nlohmann::json recordedInputs = nlohmann::json::object();
   for (Value* input : order) {
     Target& target = targets[input];
     const AippOp& first = config.ops[target.ops.front()];
@@ -548,6 +565,10 @@ Status insertAipp(Model& model, const AippConfig& config, const AippContext& con
                              ? plans[0].srcH * 3 / 2
                              : plans[0].srcH;
     const ValueType original = input->type();
+    nlohmann::json dims = nlohmann::json::array(); // -1 for a dim that is not static (batch)
+    for (const Dim& d : original.shape.dims())
+      dims.push_back(d.isStatic() ? d.value() : -1);
+    recordedInputs[name] = std::move(dims);
     input->setType(ValueType::tensor(
         DType::UInt8,
         Shape({batch, Dim::known(bufH), Dim::known(plans[0].srcW), Dim::known(bufC)})));
@@ -565,6 +586,12 @@ Status insertAipp(Model& model, const AippConfig& config, const AippContext& con
           if (graph.outputs()[o] == input) graph.setOutput(o, out);
     }
   }
+  nlohmann::json record = {{"config", config.text},
+                           {"file", std::filesystem::path(config.path).filename().string()},
+                           {"layout", context.inputFormat.empty() ? "NCHW" : context.inputFormat},
+                           {"inputs", std::move(recordedInputs)}};
+  std::erase_if(model.metadata, [](const auto& kv) { return kv.first == kAippMetadataKey; });
+  model.metadata.emplace_back(kAippMetadataKey, record.dump());
   return Status::ok();
 }
 

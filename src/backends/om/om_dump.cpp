@@ -10,6 +10,7 @@
 #include <google/protobuf/unknown_field_set.h>
 #include <nlohmann/json.hpp>
 
+#include "kiln/backends/aipp.h"
 #include "kiln/support/display.h"
 #include "kiln/support/json_text.h"
 #include "kiln_proto/task.pb.h"
@@ -435,6 +436,99 @@ Expected<std::string> dumpOmFile(const std::string& path) {
   return jsonText(out, 2) + "\n";
 }
 
+namespace {
+
+std::vector<int64_t> descDims(const ge::proto::TensorDescriptor& d) {
+  return {d.shape().dim().begin(), d.shape().dim().end()};
+}
+
+std::string opHistogram(const ge::proto::GraphDef& g) {
+  std::map<std::string, int> histogram;
+  for (const auto& op : g.op())
+    ++histogram[displayName(op.type())];
+  std::string ops;
+  for (const auto& [t, n] : histogram)
+    ops += fmt::format("{}{} {}", ops.empty() ? "" : ", ", t, n);
+  return ops;
+}
+
+// One gear of a gear model (atc --dynamic_batch_size / _image_size / _dims): its graph, the
+// shapes of the model inputs in it and its outputs.
+struct Gear {
+  std::string graph;
+  int ops = 0;                              // in the gear's graph and the subgraphs it holds
+  std::vector<std::string> inputs, outputs; // "name [dims]"
+};
+struct GearLayout {
+  std::vector<Gear> gears;
+  std::set<std::string> members; // every graph of some gear
+  std::string selector;          // the root Data choosing the gear
+  size_t sharedWeights = 0;      // root Consts the gears read as Data
+};
+
+// A gear model as GraphEngine lays it out (om_gears.cpp): the root graph's Case
+// ascend_mbatch_shape_case has one branch graph per gear, named root + "_ascend_mbatch_batch_<b>";
+// a branch Data reads Case input `_parent_node_index` (0 is the gear index from MapIndex, then the
+// root's Data inputs and shared Consts).
+GearLayout gearLayout(const ge::proto::ModelDef& def) {
+  GearLayout layout;
+  if (def.graph_size() == 0) return layout;
+  const ge::proto::GraphDef& root = def.graph(0);
+  const ge::proto::OpDef* gearCase = nullptr;
+  std::map<std::string, const ge::proto::OpDef*> rootOps;
+  for (const auto& op : root.op()) {
+    rootOps[op.name()] = &op;
+    if (op.type() == "Case" && op.name() == "ascend_mbatch_shape_case") gearCase = &op;
+  }
+  if (!gearCase) return layout;
+  layout.selector = "ascend_mbatch_shape_data";
+  auto caseSource = [&](int64_t index) -> const ge::proto::OpDef* {
+    if (index < 0 || index >= gearCase->input_size()) return nullptr;
+    std::string name = gearCase->input(static_cast<int>(index));
+    name = name.substr(0, name.rfind(':'));
+    auto it = rootOps.find(name);
+    return it == rootOps.end() ? nullptr : it->second;
+  };
+  for (int i = 1; i < gearCase->input_size(); ++i)
+    if (const auto* source = caseSource(i); source && source->type() != "Data")
+      ++layout.sharedWeights;
+  std::map<std::string, const ge::proto::GraphDef*> graphs;
+  for (const auto& g : def.graph())
+    graphs[g.name()] = &g;
+  for (const std::string& branch : gearCase->subgraph_name()) {
+    auto found = graphs.find(branch);
+    if (found == graphs.end() || branch.size() <= root.name().size()) continue;
+    const std::string postfix = branch.substr(root.name().size());
+    Gear gear;
+    gear.graph = branch;
+    for (const auto& g : def.graph())
+      if (g.name().size() > postfix.size() &&
+          g.name().compare(g.name().size() - postfix.size(), postfix.size(), postfix) == 0) {
+        layout.members.insert(g.name());
+        gear.ops += g.op_size();
+      }
+    for (const auto& op : found->second->op()) {
+      if (op.type() == "Data" && op.output_desc_size()) {
+        const auto* source = caseSource(om::getI(op, "_parent_node_index", -1));
+        if (source && source->type() == "Data")
+          gear.inputs.push_back(fmt::format("{} [{}]", displayName(source->name()),
+                                            fmt::join(descDims(op.output_desc(0)), ",")));
+      }
+      if (op.type() == "NetOutput")
+        for (int i = 0; i < op.input_desc_size(); ++i) {
+          const auto& d = op.input_desc(i);
+          gear.outputs.push_back(fmt::format("{} [{}]",
+                                             displayName(d.name().empty() ? op.input(i) : d.name()),
+                                             fmt::join(descDims(d), ",")));
+        }
+    }
+    layout.gears.push_back(std::move(gear));
+  }
+  return layout;
+}
+
+} // namespace
+
 Expected<std::string> summarizeOmFile(const std::string& path) {
   auto loaded = om::loadOmFile(path);
   if (!loaded) return loaded.status();
@@ -454,29 +548,48 @@ Expected<std::string> summarizeOmFile(const std::string& path) {
     std::string soc = om::attrString(def, "soc_version");
     out += fmt::format("model '{}'{}: {} graph(s)\n", displayName(def.name()),
                        soc.empty() ? "" : " for " + displayName(soc), def.graph_size());
+    const GearLayout gears = gearLayout(def);
     for (const auto& g : def.graph()) {
-      std::map<std::string, int> histogram;
-      for (const auto& op : g.op())
-        ++histogram[displayName(op.type())];
-      std::string ops;
-      for (const auto& [t, n] : histogram)
-        ops += fmt::format("{}{} {}", ops.empty() ? "" : ", ", t, n);
-      out += fmt::format("  graph '{}': {} ops ({})\n", displayName(g.name()), g.op_size(), ops);
+      if (gears.members.count(g.name())) continue; // summarized in the gear table below
+      out += fmt::format("  graph '{}': {} ops ({})\n", displayName(g.name()), g.op_size(),
+                         opHistogram(g));
       for (const auto& op : g.op()) {
-        if (op.type() == "Data" && op.output_desc_size()) {
-          const auto& d = op.output_desc(0);
-          std::vector<int64_t> dims(d.shape().dim().begin(), d.shape().dim().end());
-          out += fmt::format("    input  {} {} [{}]\n", displayName(op.name()),
-                             om::geDTypeName(d.dtype()), fmt::join(dims, ","));
-        }
+        if (op.type() == "Data" && op.output_desc_size())
+          out += fmt::format("    input  {} {} [{}]{}\n", displayName(op.name()),
+                             om::geDTypeName(op.output_desc(0).dtype()),
+                             fmt::join(descDims(op.output_desc(0)), ","),
+                             gears.selector == op.name() ? " (gear selector)" : "");
         if (op.type() == "NetOutput")
           for (int i = 0; i < op.input_desc_size(); ++i) {
             const auto& d = op.input_desc(i);
-            std::vector<int64_t> dims(d.shape().dim().begin(), d.shape().dim().end());
             out += fmt::format("    output {} {} [{}]\n",
                                displayName(d.name().empty() ? op.input(i) : d.name()),
-                               om::geDTypeName(d.dtype()), fmt::join(dims, ","));
+                               om::geDTypeName(d.dtype()), fmt::join(descDims(d), ","));
           }
+      }
+    }
+    // The AIPP kiln's atc recorded (aipp.h kAippMetadataKey): which inputs take an image now.
+    if (std::string aipp = om::attrString(def, kAippMetadataKey); !aipp.empty()) {
+      nlohmann::json record = nlohmann::json::parse(aipp, nullptr, false);
+      if (record.is_object() && record["inputs"].is_object())
+        for (const auto& [name, dims] : record["inputs"].items())
+          out += fmt::format(
+              "  aipp ({}): {} is a uint8 NHWC image; the model's {} input was "
+              "[{}]\n",
+              displayName(record.value("file", std::string())), displayName(name),
+              displayName(record.value("layout", std::string("NCHW"))),
+              dims.is_array() ? fmt::format("{}", fmt::join(dims.get<std::vector<int64_t>>(), ","))
+                              : std::string());
+    }
+    if (!gears.gears.empty()) {
+      out += fmt::format("  gears: {}, one graph each; the {} constant(s) of '{}' are shared (each "
+                         "gear reads them as Data inputs)\n",
+                         gears.gears.size(), gears.sharedWeights, displayName(def.graph(0).name()));
+      for (size_t b = 0; b < gears.gears.size(); ++b) {
+        const Gear& gear = gears.gears[b];
+        out +=
+            fmt::format("    gear {}: {} -> {}  ('{}', {} ops)\n", b, fmt::join(gear.inputs, ", "),
+                        fmt::join(gear.outputs, ", "), displayName(gear.graph), gear.ops);
       }
     }
   }

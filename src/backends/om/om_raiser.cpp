@@ -4,6 +4,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "kiln/backends/aipp.h"
 #include "kiln/backends/om_formats.h"
 #include "kiln/support/checked_math.h"
 #include "kiln/support/contained_path.h"
@@ -376,6 +377,8 @@ Expected<Model> raiseModelDef(const ge::proto::ModelDef& modelDef, const uint8_t
   raiser.setModelDef(&modelDef);
   raiser.setMetadata(&model.metadata);
   if (auto s = raiser.raise(root); !s) return s;
+  if (auto it = modelDef.attr().find(kAippMetadataKey); it != modelDef.attr().end())
+    model.metadata.emplace_back(kAippMetadataKey, it->second.s());
   // The raised graph feeds the same executor and passes as an imported one: the same checks. A
   // node they refuse makes the file inconsistent, whoever wrote it.
   if (Status valid = ops::validateGraph(*model.graph, model); !valid)

@@ -10,6 +10,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include "kiln/backends/aipp.h"
 #include "kiln/support/atomic_file.h"
 #include "kiln/support/checked_math.h"
 #include "kiln/support/display.h"
@@ -199,6 +200,9 @@ Expected<Prepared> prepare(const Model& model, const OmWriteOptions& options) {
   }
   for (const auto& [key, value] : options.modelAttributes)
     attrs[key] = attrS(value);
+  // The AIPP the model was given, so `kiln compare` can preprocess the reference the same way.
+  for (const auto& [key, value] : model.metadata)
+    if (key == kAippMetadataKey) attrs[key] = attrS(value);
 
   if (auto bad = findNonUtf8String(l.modelDef, ""))
     return Status(ErrorCode::OmLowerBadAttribute,

@@ -504,3 +504,30 @@ g (float[1,1,3,3] x) => (float[1,1,3,3] y) <float[1,1,1,1] w = {2}, float[1] b =
   for (int i = 0; i < 9; ++i)
     EXPECT_FLOAT_EQ(got[i], 2.0f * ((static_cast<float>(image[i]) - 128.0f) * 0.25f) + 1.0f);
 }
+
+TEST(AippRun, Opset9ModelIsUpConvertedFirst) {
+  // Opset 9 keeps Clip's bounds in attributes; the AIPP ops are opset 11's. The model comes out
+  // at opset 11 with Clip's bounds as inputs, and the whole chain runs.
+  Model model = modelFromText(R"(
+<ir_version: 4, opset_import: ["" : 9]>
+g (float[1,1,2,2] x) => (float[1,1,2,2] y) {
+  y = Clip <min = -1.0, max = 1.0> (x)
+}
+)");
+  AippConfig config = parseOk("aipp_op { aipp_mode: static input_format: YUV400_U8 mean_chn_0: "
+                              "100 var_reci_chn_0: 0.02 }");
+  Status inserted = insertAipp(model, config);
+  ASSERT_TRUE(inserted.isOk()) << inserted.toString();
+  EXPECT_EQ(model.opsetVersion(""), 11);
+  const Node* clip = nullptr;
+  for (const auto& node : model.graph->nodes())
+    if (node->opType() == "Clip" && node->output(0)->name() == "y") clip = node.get();
+  ASSERT_NE(clip, nullptr);
+  EXPECT_EQ(clip->inputs().size(), 3u);
+  std::vector<uint8_t> image = {0, 90, 140, 255};
+  std::vector<float> got = runOne(model, {1, 2, 2, 1}, image);
+  ASSERT_EQ(got.size(), 4u);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_FLOAT_EQ(got[i],
+                    std::clamp((static_cast<float>(image[i]) - 100.0f) * 0.02f, -1.0f, 1.0f));
+}
