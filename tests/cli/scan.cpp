@@ -34,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 #include <onnx/defs/schema.h>
+#include <spdlog/spdlog.h>
 
 extern char** environ;
 
@@ -196,8 +197,21 @@ bool redirect(const fs::path& out, const fs::path& err) {
   return true;
 }
 
+// Puts spdlog back as a fresh process has it: only the default logger, at its first level. The
+// tools change it (atc registers a logger named "atc" and makes it the default; kiln sets the
+// level), and a second atc step in one fork used to stop at once with K9001 "logger with name
+// 'atc' already exists", so atc's modes 1, 3 and 6 were never exercised.
+void resetLogging() {
+  static const std::shared_ptr<spdlog::logger> initial = spdlog::default_logger();
+  static const spdlog::level::level_enum initialLevel = initial->level();
+  spdlog::drop_all();
+  spdlog::set_default_logger(initial);
+  spdlog::set_level(initialLevel);
+}
+
 // Calls the step's tool main() in this process and flushes what it printed.
 int callMain(const Step& step) {
+  resetLogging();
   std::vector<std::string> argv = step.argv; // main() may modify its arguments
   std::vector<char*> args;
   for (auto& a : argv)
@@ -835,6 +849,7 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   // ONNX builds its operator schema registry on first use (~10 ms): build it once, here.
   onnx::OpSchemaRegistry::Schema("Relu", 14, "");
+  resetLogging(); // records the pristine logger state before any tool runs
   std::vector<Record> records = scanAll(options, models);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
