@@ -725,6 +725,43 @@ size_t addCases(const fs::path& root, const std::string& set, std::vector<Model>
   return found.size();
 }
 
+// What every run on a case depends on: its model and its first data set's inputs, byte for byte.
+std::string caseBytes(const Model& model) {
+  std::string bytes;
+  std::vector<fs::path> files = inputFiles(model.caseDir / "test_data_set_0");
+  files.insert(files.begin(), model.path);
+  for (const auto& file : files) {
+    std::error_code ec;
+    const auto size = fs::file_size(file, ec);
+    if (ec) continue;
+    std::string contents = readFile(file, static_cast<size_t>(size));
+    bytes += std::to_string(contents.size()) + ":" + contents;
+  }
+  return bytes;
+}
+
+// Drops the cases of models[from...] whose model and inputs are byte-identical to one of
+// models[0, from): each step would run the same bytes again (528 of the 1,802 newer node tests
+// repeat a libonnx-testdata case). Returns how many were dropped.
+size_t dropRepeatedCases(std::vector<Model>& models, size_t from) {
+  std::map<size_t, std::vector<size_t>> byHash; // hash of caseBytes -> indexes below `from`
+  for (size_t i = 0; i < from; ++i)
+    if (!models[i].caseDir.empty())
+      byHash[std::hash<std::string>{}(caseBytes(models[i]))].push_back(i);
+  size_t kept = from;
+  for (size_t i = from; i < models.size(); ++i) {
+    const std::string bytes = caseBytes(models[i]);
+    bool repeated = false;
+    if (auto it = byHash.find(std::hash<std::string>{}(bytes)); it != byHash.end())
+      for (size_t j : it->second)
+        repeated = repeated || caseBytes(models[j]) == bytes;
+    if (!repeated) models[kept++] = std::move(models[i]);
+  }
+  const size_t dropped = models.size() - kept;
+  models.resize(kept);
+  return dropped;
+}
+
 int usage() {
   std::cerr << "usage: kiln_scan --kiln K --atc A --converter-lite C --benchmark B --source DIR "
                "--work DIR [--testdata DIR] [--new-node-tests DIR] [--known FILE] [--jobs N] "
@@ -821,9 +858,14 @@ int main(int argc, char** argv) {
   }
   before = models.size();
   if (fs::is_directory(options.newNodeTests) &&
-      addCases(options.newNodeTests, "onnx-node-tests", models) > 0)
-    count("newer ONNX node tests (" + options.newNodeTests.string() + ")", before);
-  else
+      addCases(options.newNodeTests, "onnx-node-tests", models) > 0) {
+    const size_t listed = models.size() - before;
+    const size_t repeated = dropRepeatedCases(models, before);
+    count("newer ONNX node tests (" + options.newNodeTests.string() + "; " +
+              std::to_string(listed) + " cases, " + std::to_string(repeated) +
+              " left out as byte-identical to a libonnx-testdata case, model and inputs)",
+          before);
+  } else
     skipped.push_back("newer ONNX node tests: " + options.newNodeTests.string() +
                       " is absent (set KILN_SCAN_NEW_NODE_TESTS to a folder of node test cases)");
   if (!options.only.empty())
