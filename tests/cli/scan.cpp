@@ -149,10 +149,15 @@ std::string printable(const std::string& s, size_t cap = 200) {
   return out;
 }
 
+// At most `cap` bytes of the file. The buffer is the file's size, not `cap`: a run's .out/.err are
+// read after every step, and zero-filling 1 MiB for each cost the scan ~18 ms of page faults per
+// model.
 std::string readFile(const fs::path& path, size_t cap = 1 << 20) {
   std::ifstream in(path, std::ios::binary);
-  std::string text(cap, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(cap));
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  std::string text(ec ? cap : static_cast<size_t>(std::min<std::uintmax_t>(size, cap)), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<size_t>(in.gcount()));
   return text;
 }
