@@ -39,10 +39,10 @@
 extern char** environ;
 
 // The tools' main() functions, compiled from tools/*/main.cpp under these names (CMakeLists.txt).
-int kiln_scan_kiln_main(int argc, char** argv);
-int kiln_scan_atc_main(int argc, char** argv);
-int kiln_scan_converter_lite_main(int argc, char** argv);
-int kiln_scan_benchmark_main(int argc, char** argv);
+int kiln_tool_kiln_main(int argc, char** argv);
+int kiln_tool_atc_main(int argc, char** argv);
+int kiln_tool_converter_lite_main(int argc, char** argv);
+int kiln_tool_benchmark_main(int argc, char** argv);
 
 namespace fs = std::filesystem;
 
@@ -70,13 +70,13 @@ struct Tools {
 int toolMain(Tool tool, int argc, char** argv) {
   switch (tool) {
   case Tool::Kiln:
-    return kiln_scan_kiln_main(argc, argv);
+    return kiln_tool_kiln_main(argc, argv);
   case Tool::Atc:
-    return kiln_scan_atc_main(argc, argv);
+    return kiln_tool_atc_main(argc, argv);
   case Tool::ConverterLite:
-    return kiln_scan_converter_lite_main(argc, argv);
+    return kiln_tool_converter_lite_main(argc, argv);
   case Tool::Benchmark:
-    return kiln_scan_benchmark_main(argc, argv);
+    return kiln_tool_benchmark_main(argc, argv);
   }
   return 127;
 }
