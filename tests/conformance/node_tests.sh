@@ -47,7 +47,7 @@ if [ -d "$twins" ]; then
         differs[${where%%/*}]=1 ;;
       *) echo "node_tests.sh: unexpected diff line: $line" >&2; exit 2 ;;
     esac
-  done < <(diff -rq "$cases" "$twins")
+  done < <(diff -rq "$cases" "$twins" 2>&1) # a diff error is an unexpected line: exit 2
 fi
 run=()
 left_out=0
