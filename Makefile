@@ -32,8 +32,18 @@ demo:
 	  cmake --build $(BUILD_DIR) -j $(JOBS) --target $(DEMO_TARGETS)
 	@BUILD_DIR=$(BUILD_DIR) bash scripts/demo.sh
 
+# After the run: ctest's wall time and the slowest tests of this run; every test's time stays in
+# $(BUILD_DIR)/ctest-junit.xml (and, averaged over runs, Testing/Temporary/CTestCostData.txt, which
+# ctest -j reads to start the long tests first). tests/README.md: what runs where and how long.
 test: build
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+	@start=$$(date +%s); rc=0; \
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) \
+	  --output-junit $(abspath $(BUILD_DIR))/ctest-junit.xml || rc=$$?; \
+	echo "make test: ctest took $$(( $$(date +%s) - start )) s of wall time with -j $(JOBS); slowest:"; \
+	sed -n 's/.*<testcase name="\([^"]*\)".* time="\([^"]*\)".*/\2 \1/p' \
+	  $(BUILD_DIR)/ctest-junit.xml | sort -g -r | head -n 12 | awk '{printf "  %7.1f s  %s\n", $$1, $$2}'; \
+	echo "make test: every test's time: $(BUILD_DIR)/ctest-junit.xml"; \
+	exit $$rc
 
 # The ASan+UBSan libFuzzer build (clang, build-fuzz/): every harness and the unit tests; `make
 # fuzz-run` runs each target FUZZ_SECONDS under the sanitizers, then the unit tests. See
