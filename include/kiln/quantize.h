@@ -150,9 +150,9 @@ struct QdqReport {
   size_t trials = 0;
 };
 
-// Raises the model's default-domain opset to 13 when it is older, through onnx's version converter
-// (upgradeOnnxOpset): what it cannot convert is K4002 with its reason, and the model is left
-// unchanged. Returns notes.
+// Raises the model's default-domain opset to 13 when it is older: ops that mean the same at 13 are
+// kept, Clip/Slice attributes become inputs, Softmax/LogSoftmax over the last axis get axis -1.
+// Any other op (or a subgraph) is K4002 naming it, and the model is left unchanged. Returns notes.
 Expected<std::vector<std::string>> raiseOpsetTo13(Model& model);
 
 // Calibrates `model` on `data` and rewrites it in place into QDQ form: each Conv/MatMul/Gemm

@@ -103,7 +103,8 @@ struct PrecisionGuardOptions {
   // sets times one run's cost) the guard does not run and says so. Deterministic, unlike a time
   // limit: the same model gets the same decision on any machine.
   double maxTrialMultiplyAdds = 4e10;
-  // Nor above this many bytes of weights (the trials copy them).
+  // Nor above this many bytes of weights (the trials copy them), nor when one run makes more than
+  // four times as many bytes of values.
   uint64_t maxWeightBytes = 32ull << 20;
   const std::map<std::string, rt::RtValue>* inputs = nullptr; // sample inputs; else seeded
   // Seeded input sets (makeDeterministicInputs with seeds 0..n-1); the gate must hold on each.

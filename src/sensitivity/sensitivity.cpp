@@ -439,8 +439,23 @@ PrecisionGuardResult guardFp16Precision(const Model& model, const PrecisionOptio
         fmt::format("its trials copy the weights: {:.1f} MiB, above its budget of {:.0f} "
                     "MiB",
                     weightBytes / 1048576.0, options.maxWeightBytes / 1048576.0));
+  for (const Value* in : model.graph->inputs())
+    if (!in->isInitializer() &&
+        (in->type().kind != TypeKind::Tensor ||
+         !(isFloatingPoint(in->dtype()) || isInteger(in->dtype()) || in->dtype() == DType::Bool)))
+      return skipped(fmt::format("input '{}' is not a numeric tensor", in->name()));
   const auto macs = estimateMultiplyAdds(*model.graph);
   if (!macs) return skipped("the model has shapes that are not static");
+  // The values one run makes, in bytes (each set's runs hold about this much): bounded like the
+  // weights, so an uploaded model cannot make its conversion allocate gigabytes.
+  double valueBytes = 0;
+  for (const auto& node : model.graph->nodes())
+    for (const Value* out : node->outputs())
+      if (out && !out->name().empty())
+        valueBytes += staticElements(out) * std::max(8, dtypeBits(out->dtype())) / 8.0;
+  if (valueBytes > static_cast<double>(options.maxWeightBytes) * 4)
+    return skipped(fmt::format("one run makes {:.1f} MiB of values, above its budget of {:.0f} MiB",
+                               valueBytes / 1048576.0, options.maxWeightBytes * 4 / 1048576.0));
   const double nodes = static_cast<double>(model.graph->nodes().size());
   // A check runs the float and the converted model once per set; a search about once per
   // candidate node (plus a binary search) per set.
