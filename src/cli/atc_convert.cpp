@@ -406,7 +406,9 @@ Expected<Prepared> prepare(const AtcOptions& o, AtcResult& result) {
   // ATC does.
   PrecisionGuardOptions guardOptions;
   guardOptions.mode = precisionGuardMode();
-  const bool guarded = o.keepDtype.empty() && guardOptions.mode != PrecisionGuardMode::Off &&
+  // Only when a model is written (mode 0): the precheck (mode 3) judges ops, not numbers.
+  const bool guarded = o.mode == 0 && o.keepDtype.empty() &&
+                       guardOptions.mode != PrecisionGuardMode::Off &&
                        ((o.precision == PrecisionMode::ForceFp16 && !o.precisionGiven) ||
                         o.precision == PrecisionMode::AllowMixPrecision);
   if (guarded)

@@ -37,7 +37,9 @@ bool scaleMatchesSize(const Node& n, float scale, int64_t in, int64_t out) {
 // "" when the Resize is one of ResizeNearestNeighborV2 / ResizeBilinearV2 (static H / W resize
 // whose coordinates those ops compute); else why not, and the ONNX-semantics Resize op takes it.
 std::string v2Reason(const Node& n) {
-  if (rankOf(n.input(0)) != 4 || !staticShape(n.input(0)) || !staticShape(n.output(0)))
+  // The output's rank too: a model may declare it otherwise (a fuzzed one said f32[]).
+  if (rankOf(n.input(0)) != 4 || rankOf(n.output(0)) != 4 || !staticShape(n.input(0)) ||
+      !staticShape(n.output(0)))
     return "Resize that is not on static 4-D data";
   auto in = n.input(0)->shape().staticDims(), out = n.output(0)->shape().staticDims();
   if (in[0] != out[0] || in[1] != out[1]) return "Resize of the N or C axis";
