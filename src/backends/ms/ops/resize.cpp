@@ -382,6 +382,9 @@ Status lowerResize(LoweringContext& ctx, const Node& n) {
     return bad("{}-D input (.ms Resize is 4-D)", ctx.rankOf(n.input(0)));
   auto inShape = ctx.staticShape(n.input(0));
   auto outShape = ctx.staticShape(n.output(0));
+  // The output's rank too: a model may declare it otherwise (a fuzzed one said f32[]).
+  if (outShape && outShape->size() != 4)
+    return bad("{}-D output of a 4-D input", outShape->size());
   if (!outShape || !inShape) return lowerDynamicResize(ctx, n);
   if ((*outShape)[0] != (*inShape)[0] || (*outShape)[1] != (*inShape)[1])
     return bad("resizing the batch or channel axis");
