@@ -156,11 +156,10 @@ class Trials {
 
   Status runReference() {
     KILN_ASSIGN_OR_RETURN(Model model, load());
-    for (const Value* out : model.graph->outputs())
+    for (const Value* out : model.graph->outputs()) {
       outputNames_.push_back(out->name());
-    if (options_.gate) {
-      // The logits of an output a saturating activation makes: the tensor the gate's MRE reads.
-      for (const Value* out : model.graph->outputs()) {
+      if (options_.gate) {
+        // The logits of an output a saturating activation makes: the tensor the gate's MRE reads.
         const Node* producer = out->producer();
         const bool saturating =
             producer && producer->inputs().size() >= 1 &&
@@ -187,6 +186,17 @@ class Trials {
   Ran reference_;
   std::atomic<size_t> runs_{0}; // trials may run on several threads
 };
+
+// One serialized copy of the model that every trial re-imports.
+Expected<std::shared_ptr<const std::string>> serializedForTrials(const Model& model) {
+  onnx::ModelProto proto;
+  KILN_TRY(exportOnnx(model, proto));
+  auto bytes = std::make_shared<std::string>();
+  if (!proto.SerializeToString(bytes.get()))
+    return Status(ErrorCode::Internal, "the model could not be serialized for the trials",
+                  "report this model");
+  return std::shared_ptr<const std::string>(std::move(bytes));
+}
 
 uint64_t parameterBytes(const Model& model) {
   uint64_t bytes = 0;
@@ -246,12 +256,7 @@ Expected<SensitivityReport>
 analyzeSensitivity(const Model& model,
                    const std::vector<std::map<std::string, rt::RtValue>>& inputSets,
                    const SensitivityOptions& options) {
-  onnx::ModelProto proto;
-  KILN_TRY(exportOnnx(model, proto));
-  auto bytes = std::make_shared<std::string>();
-  if (!proto.SerializeToString(bytes.get()))
-    return Status(ErrorCode::Internal, "the model could not be serialized for the trials",
-                  "report this model");
+  KILN_ASSIGN_OR_RETURN(auto bytes, serializedForTrials(model));
   Trials trials(bytes, inputSets, options);
   KILN_TRY(trials.runReference());
   KILN_ASSIGN_OR_RETURN(auto candidates, candidatesOf(trials, options));
@@ -490,11 +495,9 @@ PrecisionGuardResult guardFp16Precision(const Model& model, const PrecisionOptio
                             : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
 
   if (options.mode == PrecisionGuardMode::Check) {
-    onnx::ModelProto proto;
-    if (Status st = exportOnnx(model, proto); !st) return skipped(st.message());
-    auto bytes = std::make_shared<std::string>();
-    if (!proto.SerializeToString(bytes.get())) return skipped("the model could not be serialized");
-    Trials trials(bytes, inputSets, sensitivity);
+    auto bytes = serializedForTrials(model);
+    if (!bytes) return skipped(bytes.status().message());
+    Trials trials(bytes.take(), inputSets, sensitivity);
     if (Status st = trials.runReference(); !st) return skipped(st.message());
     auto worst = trials.gateWorstWith({});
     if (!worst) return skipped(worst.status().message());
