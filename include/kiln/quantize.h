@@ -126,6 +126,12 @@ struct QdqOptions {
   CalibrationOptions calibration;
   bool int8Activations = false; // int8 symmetric instead of uint8 asymmetric
   bool quantizeBias = true;     // Conv / Gemm bias as int32 with scale x_scale · w_scale
+  // Full-integer form: the output of each quantized node (or of the Relu that alone reads it) gets
+  // its own QuantizeLinear → DequantizeLinear, calibrated like the inputs, so every Conv / MatMul
+  // sits between codes and a backend can run it in integers from codes to codes (QLinearConv);
+  // what converter_lite's FULL_QUANT writes.
+  bool quantizeOutputs = false;
+  bool perChannelWeights = true; // false: one scale per weight tensor
   // Nodes left float: ONNX node names (an unnamed node by its first output's name) or
   // `OpType::Conv` for every node of a type.
   std::vector<std::string> exclude;
@@ -141,6 +147,7 @@ struct QdqReport {
   size_t excludedNodes = 0;  // named by --exclude
   size_t quantizeLinear = 0; // nodes added
   size_t dequantizeLinear = 0;
+  size_t quantizedOutputs = 0; // quantizeOutputs: outputs given their own pair
   CalibrationResult calibration;
   std::vector<std::string> notes;
   // Accuracy-aware mode: the nodes kept float for the target (by keep-list name), the worst
@@ -151,8 +158,9 @@ struct QdqReport {
 };
 
 // Raises the model's default-domain opset to 13 when it is older: ops that mean the same at 13 are
-// kept, Clip/Slice attributes become inputs, Softmax/LogSoftmax over the last axis get axis -1.
-// Any other op (or a subgraph) is K4002 naming it, and the model is left unchanged. Returns notes.
+// kept, Clip/Slice/Squeeze/Unsqueeze/Split/ReduceSum attributes become inputs, Softmax/LogSoftmax
+// over the last axis get axis -1. Any other op (or a subgraph) is K4002 naming it, and the model is
+// left unchanged. Returns notes.
 Expected<std::vector<std::string>> raiseOpsetTo13(Model& model);
 
 // Calibrates `model` on `data` and rewrites it in place into QDQ form: each Conv/MatMul/Gemm

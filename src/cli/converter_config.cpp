@@ -105,19 +105,49 @@ const std::vector<SectionSpec>& sectionSpecs() {
   return specs;
 }
 
-// Keys that change what kiln writes; every other entry is reported as ignored.
-bool actedOn(const std::string& section, const std::string& key) {
-  static const std::map<std::string, std::vector<std::string>> acted = {
-      {"common_quant_param",
-       {"quant_type", "bit_num", "min_quant_weight_size", "min_quant_weight_channel",
-        "skip_quant_node", "enable_encode"}},
-      {"weight_quant_param",
-       {"dequant_strategy", "quant_strategy", "per_channel", "bias_correction"}},
-      {"registry", {"disable_fusion", "fusion_blacklists", "plugin_path"}},
+// Keys that change what kiln writes, and the quant_type they need ("" for any); every other
+// entry is reported as ignored.
+struct ActedKey {
+  const char* section;
+  const char* key;
+  std::vector<const char*> quantTypes; // empty: acted on whatever the quant type
+};
+
+const std::vector<ActedKey>& actedKeys() {
+  static const std::vector<ActedKey> keys = {
+      {"common_quant_param", "quant_type", {}},
+      {"common_quant_param", "bit_num", {"WEIGHT_QUANT", "FULL_QUANT"}},
+      {"common_quant_param", "skip_quant_node", {"WEIGHT_QUANT", "FULL_QUANT"}},
+      {"common_quant_param", "min_quant_weight_size", {"WEIGHT_QUANT"}},
+      {"common_quant_param", "min_quant_weight_channel", {"WEIGHT_QUANT"}},
+      {"common_quant_param", "enable_encode", {"WEIGHT_QUANT"}},
+      {"weight_quant_param", "dequant_strategy", {"WEIGHT_QUANT"}},
+      {"weight_quant_param", "quant_strategy", {"WEIGHT_QUANT"}},
+      {"weight_quant_param", "per_channel", {"WEIGHT_QUANT"}},
+      {"weight_quant_param", "bias_correction", {"WEIGHT_QUANT"}},
+      {"data_preprocess_param", "calibrate_path", {"FULL_QUANT"}},
+      {"data_preprocess_param", "calibrate_size", {"FULL_QUANT"}},
+      {"data_preprocess_param", "input_type", {"FULL_QUANT"}},
+      {"full_quant_param", "activation_quant_method", {"FULL_QUANT"}},
+      {"full_quant_param", "per_channel", {"FULL_QUANT"}},
+      {"registry", "disable_fusion", {}},
+      {"registry", "fusion_blacklists", {}},
+      {"registry", "plugin_path", {}},
   };
-  auto it = acted.find(section);
-  return it != acted.end() &&
-         std::find(it->second.begin(), it->second.end(), key) != it->second.end();
+  return keys;
+}
+
+// Why an entry changes nothing for this config ("" when kiln acts on it).
+std::string ignoredBecause(const ConverterConfig& config, const std::string& section,
+                           const std::string& key) {
+  for (const ActedKey& acted : actedKeys()) {
+    if (section != acted.section || key != acted.key) continue;
+    if (acted.quantTypes.empty()) return {};
+    for (const char* type : acted.quantTypes)
+      if (config.quantType == type) return {};
+    return fmt::format("no quant_type={} is set", fmt::join(acted.quantTypes, " or "));
+  }
+  return "kiln does not act on it";
 }
 
 std::string trim(const std::string& s) {
@@ -304,6 +334,44 @@ class Parser {
     return v.size() == 4 && std::tolower(static_cast<unsigned char>(v[0])) == 't';
   }
 
+  // FULL_QUANT's calibration set: `calibrate_path=in1:/dir1,in2:/dir2`, one folder per graph
+  // input (the name before the first ':').
+  Status fillFullQuant(ConverterConfig& config, int quantTypeLine) const {
+    const auto section = config.sections.find("data_preprocess_param");
+    const ConfigEntry* path = nullptr;
+    if (section != config.sections.end()) {
+      auto found = section->second.find("calibrate_path");
+      if (found != section->second.end()) path = &found->second;
+    }
+    if (!path)
+      return invalid(quantTypeLine,
+                     "[common_quant_param] quant_type=FULL_QUANT needs calibration data: "
+                     "[data_preprocess_param] calibrate_path is not set",
+                     "add [data_preprocess_param] with calibrate_path=INPUT_NAME:/folder/of/"
+                     "samples (one folder per model input) and input_type=BIN");
+    for (const std::string& item : splitList(path->value, ',')) {
+      const size_t colon = item.find(':');
+      const std::string name = colon == std::string::npos ? "" : trim(item.substr(0, colon));
+      const std::string folder = colon == std::string::npos ? "" : trim(item.substr(colon + 1));
+      if (name.empty() || folder.empty())
+        return invalid(path->line,
+                       fmt::format("[data_preprocess_param] calibrate_path: '{}' is not "
+                                   "INPUT_NAME:FOLDER",
+                                   item),
+                       "write calibrate_path=input_1:/data/input_1,input_2:/data/input_2");
+      if (!config.calibratePath.emplace(name, folder).second)
+        return invalid(path->line,
+                       fmt::format("[data_preprocess_param] calibrate_path names input '{}' "
+                                   "twice",
+                                   name),
+                       "give each model input one folder");
+    }
+    if (config.calibratePath.empty())
+      return invalid(path->line, "[data_preprocess_param] calibrate_path is empty",
+                     "write calibrate_path=INPUT_NAME:/folder/of/samples");
+    return Status::ok();
+  }
+
   // Typed fields and the cross-key rules, after every line has been checked on its own.
   Status fill(ConverterConfig& config) const {
     auto entry = [&](const char* section, const char* key) -> const ConfigEntry* {
@@ -333,21 +401,30 @@ class Parser {
       config.fusionBlacklists = splitList(e->value, ',');
     if (auto* e = entry("registry", "plugin_path")) config.pluginPaths = splitList(e->value, ';');
 
+    if (auto* e = entry("data_preprocess_param", "calibrate_size"))
+      config.calibrateSize = std::stoull(e->value);
+    if (auto* e = entry("data_preprocess_param", "input_type"))
+      config.calibrateInputType = e->value;
+    if (auto* e = entry("full_quant_param", "activation_quant_method"))
+      config.activationQuantMethod = e->value;
+    if (auto* e = entry("full_quant_param", "per_channel"))
+      config.fullQuantPerChannel = boolOf(e->value);
+
     const ConfigEntry* quantType = entry("common_quant_param", "quant_type");
     const ConfigEntry* bitNum = entry("common_quant_param", "bit_num");
-    if (quantType && config.quantType != "WEIGHT_QUANT") {
-      if (bitNum && config.bitNum != 8)
-        return invalid(bitNum->line,
-                       fmt::format("[common_quant_param] bit_num={}: {} takes bit_num=8 only",
-                                   config.bitNum, config.quantType),
-                       "set bit_num=8 or remove it");
+    if (quantType && config.quantType != "WEIGHT_QUANT" && bitNum && config.bitNum != 8)
+      return invalid(bitNum->line,
+                     fmt::format("[common_quant_param] bit_num={}: {} takes bit_num=8 only",
+                                 config.bitNum, config.quantType),
+                     "set bit_num=8 or remove it");
+    if (config.quantType == "FULL_QUANT") KILN_TRY(fillFullQuant(config, quantType->line));
+    if (quantType && config.quantType == "DYNAMIC_QUANT") {
       return unsupported(
           quantType->line,
-          fmt::format(
-              "[common_quant_param] quant_type={} is not supported by kiln's "
-              "converter_lite (it needs calibration and int8 kernels); only WEIGHT_QUANT is",
-              config.quantType),
-          "use quant_type=WEIGHT_QUANT, or convert with MindSpore Lite's own converter_lite");
+          fmt::format("[common_quant_param] quant_type={} is not supported by kiln's "
+                      "converter_lite; WEIGHT_QUANT and FULL_QUANT are",
+                      config.quantType),
+          "use quant_type=FULL_QUANT with calibration data, or WEIGHT_QUANT");
     }
     if (config.quantType == "WEIGHT_QUANT") {
       int line = bitNum ? bitNum->line : quantType->line;
@@ -381,6 +458,15 @@ class Parser {
                            "[weight_quant_param] per_channel=false (per-layer weight quant) is not "
                            "supported by kiln's converter_lite",
                            "remove the key (per-channel is the default)");
+    }
+    if (config.quantType == "FULL_QUANT") {
+      if (const ConfigEntry* e = entry("data_preprocess_param", "input_type");
+          e && config.calibrateInputType == "IMAGE")
+        return unsupported(e->line,
+                           "[data_preprocess_param] input_type=IMAGE is not supported by kiln's "
+                           "converter_lite yet",
+                           "store each calibration sample as a raw .bin (or .npy) tensor of the "
+                           "preprocessed input and set input_type=BIN");
     }
     if (const ConfigEntry* e = entry("registry", "plugin_path"); e && !config.pluginPaths.empty())
       return unsupported(
@@ -439,14 +525,10 @@ bool weightQuantOptionsFor(const ConverterConfig& config, WeightQuantOptions& op
 
 std::vector<std::string> ignoredConfigNotes(const ConverterConfig& config) {
   std::vector<std::string> notes;
-  const bool weightQuant = config.quantType == "WEIGHT_QUANT";
   for (const auto& [section, entries] : config.sections)
     for (const auto& [key, entry] : entries) {
-      bool quantKey = section == "common_quant_param" || section == "weight_quant_param";
-      if (actedOn(section, key) && (!quantKey || weightQuant || key == "quant_type")) continue;
-      std::string why = quantKey && !weightQuant && actedOn(section, key)
-                            ? "no quant_type=WEIGHT_QUANT is set"
-                            : "kiln does not act on it";
+      const std::string why = ignoredBecause(config, section, key);
+      if (why.empty()) continue;
       notes.push_back(fmt::format("{}:{}: [{}] {}={} is accepted but ignored ({})", config.path,
                                   entry.line, section, key, entry.value, why));
     }

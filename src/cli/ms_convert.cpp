@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -19,6 +20,7 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/passes/pass.h"
 #include "kiln/pipelines/conversion.h"
+#include "kiln/quantize.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/sensitivity.h"
 #include "kiln/shape_spec.h"
@@ -402,6 +404,39 @@ Expected<MsConvertOptions> parseConverterLiteArgs(const std::vector<std::string>
 
 namespace {
 
+// FULL_QUANT: calibrates the simplified float model (batch norms folded, so the weights quantized
+// are the ones the target runs) on the config's calibration folders and rewrites it into the
+// full-integer QDQ form, every Conv / MatMul / Gemm between codes; the conversion pipeline's
+// fuse-qdq then makes them integer ops. Returns whether the graph changed.
+Expected<bool> fullQuantize(Model& model, const ConverterConfig& config,
+                            std::vector<std::string>& notes) {
+  KILN_ASSIGN_OR_RETURN(CalibrationData data, CalibrationData::fromInputFolders(
+                                                  *model.graph, config.calibratePath,
+                                                  "[data_preprocess_param] calibrate_path"));
+  QdqOptions options;
+  const std::string& method = config.activationQuantMethod;
+  options.calibration.method = method == "KL"                ? CalibrationMethod::Entropy
+                               : method == "REMOVAL_OUTLIER" ? CalibrationMethod::Percentile
+                                                             : CalibrationMethod::MinMax;
+  options.calibration.maxSamples = config.calibrateSize;
+  // Calibration statistics do not depend on the thread count (tested), so use the machine.
+  options.calibration.threads =
+      static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  options.quantizeOutputs = true;
+  options.exclude = config.skipQuantNode;
+  options.perChannelWeights = config.fullQuantPerChannel;
+  KILN_ASSIGN_OR_RETURN(QdqReport report, quantizeToQdq(model, data, options));
+  for (std::string& note : report.notes)
+    notes.push_back("FULL_QUANT: " + note);
+  const CalibrationResult& c = report.calibration;
+  notes.push_back(
+      fmt::format("FULL_QUANT: calibrated {} on {} sample(s) in {:.2f} s ({:.3f} s per sample); {} "
+                  "Conv/MatMul/Gemm quantized, {} skipped",
+                  method, c.samples, c.seconds, c.samples ? c.seconds / double(c.samples) : 0.0,
+                  report.quantizedNodes, report.excludedNodes));
+  return report.quantizedNodes > 0;
+}
+
 Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
   MsConvertReport local;
   MsConvertReport& out = report ? *report : local;
@@ -431,9 +466,14 @@ Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
   conversion.target = "ms";
   conversion.inputShapes = spec ? &*spec : nullptr;
   conversion.afterSimplify = [&](Model& m) -> Expected<bool> {
+    bool changed = false;
+    if (options.config.quantType == "FULL_QUANT") {
+      KILN_ASSIGN_OR_RETURN(changed, fullQuantize(m, options.config, out.notes));
+    }
     if (options.inputDataFormat == "NHWC") makeInputsNhwc(*m.graph);
     if (options.outputDataFormat == "NHWC") makeOutputsNhwc(*m.graph);
-    return false; // a layout change at the borders: nothing to settle again
+    // A layout change at the borders needs no settling; new quantize ops do.
+    return changed;
   };
   conversion.weightQuant = quantizeWeights ? &weightQuant : nullptr;
   KILN_ASSIGN_OR_RETURN(PipelineResult result, runConversionPipeline(model, conversion));

@@ -133,6 +133,21 @@ void sliceAttributesToInputs(Graph& graph, Node& node) {
     node.removeAttribute(name);
 }
 
+// Squeeze / Unsqueeze / ReduceSum (`axes`) and Split (`split`) hold before 13 as an attribute what
+// is an optional input from 13 on (Split's input 1, the others' input 1).
+void listAttributeToInput(Graph& graph, Node& node, const char* name) {
+  const Attribute* a = node.attribute(name);
+  if (!a) return; // absent: the input stays absent too, with the same default
+  node.addInput(intsInitializer(graph, keepDtypeNodeName(node) + "_" + name, a->asInts()));
+  node.removeAttribute(name);
+}
+
+const std::map<std::string, const char*>& listAttributesBecomingInputs() {
+  static const std::map<std::string, const char*> ops = {
+      {"Squeeze", "axes"}, {"Unsqueeze", "axes"}, {"ReduceSum", "axes"}, {"Split", "split"}};
+  return ops;
+}
+
 // Softmax before 13 flattens to 2-D at `axis` (default 1); from 13 it normalizes along `axis`
 // (default -1). Over the last axis the two agree. The rank comes from the input's shape or, when
 // the model gives none there, the output's (the same shape).
@@ -163,6 +178,7 @@ Expected<std::vector<std::string>> raiseOpsetTo13(Model& model) {
     const std::string& op = node->opType();
     auto since = sameUpTo13Since().find(op);
     const bool rewritable = (op == "Clip" && from >= 6) || (op == "Slice" && from >= 1) ||
+                            (listAttributesBecomingInputs().count(op) && from >= 2) ||
                             ((op == "Softmax" || op == "LogSoftmax") && softmaxOverLastAxis(*node));
     if (rewritable || (since != sameUpTo13Since().end() && since->second <= from)) continue;
     refused.emplace(op, keepDtypeNodeName(*node));
@@ -187,6 +203,10 @@ Expected<std::vector<std::string>> raiseOpsetTo13(Model& model) {
     } else if (op == "Slice" && from < 10) {
       sliceAttributesToInputs(graph, *node);
       ++rewritten;
+    } else if (auto list = listAttributesBecomingInputs().find(op);
+               list != listAttributesBecomingInputs().end()) {
+      if (node->attribute(list->second)) ++rewritten;
+      listAttributeToInput(graph, *node, list->second);
     } else if (op == "Softmax" || op == "LogSoftmax") {
       node->setAttribute("axis", Attribute::ofInt(-1));
       ++rewritten;
@@ -198,7 +218,8 @@ Expected<std::vector<std::string>> raiseOpsetTo13(Model& model) {
   model.irVersion = std::max<int64_t>(model.irVersion, 7);
   notes.push_back(
       rewritten ? fmt::format("opset raised from {} to 13 for per-channel DequantizeLinear ({} "
-                              "node(s) rewritten: Clip/Slice attributes to inputs, Softmax axis)",
+                              "node(s) rewritten: Clip/Slice/Squeeze/Unsqueeze/Split/ReduceSum "
+                              "attributes to inputs, Softmax axis)",
                               from, rewritten)
                 : fmt::format("opset raised from {} to 13 for per-channel DequantizeLinear (every "
                               "op means the same there)",

@@ -45,6 +45,18 @@ std::optional<WeightSlot> weightSlotOf(const Node& node) {
   return std::nullopt;
 }
 
+// The tensor whose codes a quantized node's integer result is written as (quantizeOutputs): its
+// output, or the output of a Relu that alone reads it, since requantizing to a range that starts
+// at 0 clamps like the Relu (the form QLinearConv fusion absorbs the Relu in).
+Value* quantizedOutputOf(const Node& node) {
+  Value* y = node.output(0);
+  if (!y || y->isGraphOutput() || y->uses().size() != 1) return y;
+  const Node* reader = y->uses().front().user;
+  if (reader->opType() == "Relu" && reader->domain().empty() && reader->owner() == node.owner())
+    return reader->output(0);
+  return y;
+}
+
 // A tensor baked into the model that no feed can replace.
 const Tensor* constantOf(const Value* v) {
   if (!v || !v->isInitializer() || v->isGraphInput()) return nullptr;
@@ -117,7 +129,8 @@ class QdqRewriter {
   QdqRewriter(Model& model, const QdqOptions& options, const CalibrationResult& calibration,
               const std::map<std::string, std::pair<double, double>>& ranges, QdqReport& report)
       : graph_(*model.graph), options_(options), calibration_(calibration), ranges_(ranges),
-        report_(report), perChannel_(model.opsetVersion("") >= 13) {}
+        report_(report), opset13_(model.opsetVersion("") >= 13),
+        perChannel_(opset13_ && options.perChannelWeights) {}
 
   // Rewrites one node; false (and a note) when its activations cannot be quantized.
   bool rewrite(Node* node) {
@@ -152,6 +165,40 @@ class QdqRewriter {
     return true;
   }
 
+  // quantizeOutputs: a QuantizeLinear → DequantizeLinear pair right after the tensor
+  // `node`'s result is coded as, read by all its readers; a graph output keeps its name on the
+  // dequantized copy.
+  void quantizeOutput(Node* node) {
+    Value* y = quantizedOutputOf(*node);
+    if (!y || activations_.count(y)) return;
+    if (!ranges_.count(y->name())) {
+      note(fmt::format("output '{}' of '{}' left float: it is not float32 in the calibration runs",
+                       y->name(), keepDtypeNodeName(*node)));
+      return;
+    }
+    // The node after y's producer: the pair goes right behind it (nullptr: at the end).
+    Node* anchor = nullptr;
+    for (auto it = graph_.nodes().begin(); it != graph_.nodes().end(); ++it)
+      if (it->get() == y->producer()) {
+        auto next = std::next(it);
+        anchor = next == graph_.nodes().end() ? nullptr : next->get();
+        break;
+      }
+    const std::vector<Use> readers = y->uses();
+    const Qdq& qdq = makeQdq(anchor, y, *node);
+    for (const Use& use : readers)
+      use.user->setInput(use.inputIndex, qdq.dequantized);
+    const auto& outputs = graph_.outputs();
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (outputs[i] == y) {
+        const std::string name = y->name();
+        graph_.renameValue(y, graph_.uniqueName(name + "_float"));
+        graph_.renameValue(qdq.dequantized, name);
+        graph_.setOutput(i, qdq.dequantized);
+      }
+    ++report_.quantizedOutputs;
+  }
+
  private:
   struct Qdq {
     Value* dequantized = nullptr;
@@ -182,6 +229,11 @@ class QdqRewriter {
   const Qdq& activationQdq(Node* reader, Value* x) {
     auto found = activations_.find(x);
     if (found != activations_.end()) return found->second;
+    return makeQdq(reader, x, *reader);
+  }
+
+  // The pair for `x`, inserted before `anchor` (nullptr: at the end).
+  const Qdq& makeQdq(Node* anchor, Value* x, const Node& owner) {
     const bool int8 = options_.int8Activations;
     const auto [lo, hi] = ranges_.at(x->name());
     const QuantParam param = activationQuantParam(lo, hi, int8);
@@ -193,11 +245,10 @@ class QdqRewriter {
         graph_.uniqueName(x->name() + "_zero_point"),
         int8 ? Tensor::fromValues<int8_t>(codeType, {}, {static_cast<int8_t>(param.zeroPoint)})
              : Tensor::fromValues<uint8_t>(codeType, {}, {static_cast<uint8_t>(param.zeroPoint)}));
-    Node* q =
-        addNode(reader, "QuantizeLinear", {x, scale, zero}, x->name() + "_quantized", *reader);
+    Node* q = addNode(anchor, "QuantizeLinear", {x, scale, zero}, x->name() + "_quantized", owner);
     q->output(0)->setType(ValueType::tensor(codeType, x->shape()));
-    Node* dq = addNode(reader, "DequantizeLinear", {q->output(0), scale, zero},
-                       x->name() + "_dequantized", *reader);
+    Node* dq = addNode(anchor, "DequantizeLinear", {q->output(0), scale, zero},
+                       x->name() + "_dequantized", owner);
     dq->output(0)->setType(ValueType::tensor(DType::Float32, x->shape()));
     return activations_.emplace(x, Qdq{dq->output(0), param.scale}).first->second;
   }
@@ -218,8 +269,9 @@ class QdqRewriter {
     dq->output(0)->setType(ValueType::tensor(DType::Float32, w->shape()));
     if (axis < 0)
       note(fmt::format("weight '{}' quantized per tensor ({})", w->name(),
-                       perChannel_ ? "not a 2-D MatMul/Gemm weight"
-                                   : "per-channel DequantizeLinear needs opset 13"));
+                       !options_.perChannelWeights ? "per-channel weights are off"
+                       : perChannel_               ? "not a 2-D MatMul/Gemm weight"
+                                     : "per-channel DequantizeLinear needs opset 13"));
     return weights_.emplace(std::make_pair(w, axis), Weight{dq->output(0), codes.scaleValues, axis})
         .first->second;
   }
@@ -231,7 +283,7 @@ class QdqRewriter {
     if (node->opType() != "Conv" && node->opType() != "Gemm") return;
     Value* bias = node->input(2);
     const Tensor* tensor = constantOf(bias);
-    if (!tensor || tensor->dtype() != DType::Float32 || tensor->dims().size() != 1 || !perChannel_)
+    if (!tensor || tensor->dtype() != DType::Float32 || tensor->dims().size() != 1 || !opset13_)
       return;
     for (const char* factor : {"alpha", "beta"})
       if (const Attribute* a = node->attribute(factor); a && a->asFloat() != 1.0f) return;
@@ -269,6 +321,7 @@ class QdqRewriter {
   const CalibrationResult& calibration_;
   const std::map<std::string, std::pair<double, double>>& ranges_;
   QdqReport& report_;
+  const bool opset13_; // per-axis DequantizeLinear
   const bool perChannel_;
   std::map<Value*, Qdq> activations_;
   std::map<std::pair<Value*, int64_t>, Weight> weights_;
@@ -326,8 +379,11 @@ void applyQdq(Model& model, const QdqOptions& options, const CalibrationResult& 
       targets.push_back(node.get());
   }
   QdqRewriter rewriter(model, options, calibration, ranges, report);
-  for (Node* node : targets)
-    report.quantizedNodes += rewriter.rewrite(node) ? 1 : 0;
+  for (Node* node : targets) {
+    const bool rewritten = rewriter.rewrite(node);
+    report.quantizedNodes += rewritten ? 1 : 0;
+    if (rewritten && options.quantizeOutputs) rewriter.quantizeOutput(node);
+  }
   dropUnusedInitializers(*model.graph);
 }
 
@@ -476,6 +532,8 @@ Expected<QdqReport> quantizeToQdq(Model& model, const CalibrationData& data,
     if (!weightSlotOf(*node) || keepDtypeNames(*node, options.exclude)) continue;
     for (size_t i : activationInputs(*node))
       tensors.push_back(node->input(i)->name());
+    if (options.quantizeOutputs)
+      if (const Value* y = quantizedOutputOf(*node)) tensors.push_back(y->name());
   }
   std::sort(tensors.begin(), tensors.end());
   tensors.erase(std::unique(tensors.begin(), tensors.end()), tensors.end());

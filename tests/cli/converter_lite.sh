@@ -164,7 +164,7 @@ printf '[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=17\n' >"$work/ran
 failsWith "config: out of range" -600 K7201 "bit_num should be in [0, 16]" \
   --fmk=ONNX --modelFile="$model" --outputFile="$out/cfg" --configFile="$work/range.cfg"
 printf '[common_quant_param]\nquant_type=FULL_QUANT\n' >"$work/full.cfg"
-failsWith "config: FULL_QUANT" -7 K7201 "quant_type=FULL_QUANT is not supported" \
+failsWith "config: FULL_QUANT without calibration data" -600 K7201 "full.cfg:2: INPUT ILLEGAL: [common_quant_param] quant_type=FULL_QUANT needs calibration data: [data_preprocess_param] calibrate_path is not set" \
   --fmk=ONNX --modelFile="$model" --outputFile="$out/cfg" --configFile="$work/full.cfg"
 failsWith "config: missing file" -600 K1001 "$work/absent.cfg" \
   --fmk=ONNX --modelFile="$model" --outputFile="$out/cfg" --configFile="$work/absent.cfg"

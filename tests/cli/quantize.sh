@@ -70,6 +70,12 @@ quantizes "float bias: no bias DequantizeLinear" 2 4 --calibration calibration -
 quantizes "--exclude the Gemm (unnamed: by its output)" 1 3 --calibration calibration --exclude logits
 quantizes "--exclude OpType::Conv" 1 3 --calibration calibration --exclude OpType::Conv
 quantizes "--calibration-size 5" 2 6 --calibration calibration --calibration-size 5
+# Full-integer form: the Relu after the Conv and the Gemm's logits get their own pair as well.
+quantizes "--quantize-outputs: pairs on the Relu and Gemm outputs too" 4 8 --calibration calibration --quantize-outputs
+ir=$("$kiln" inspect --ir q.onnx)
+if grep -q 'QuantizeLinear(%act,' <<<"$ir" && grep -q 'QuantizeLinear(%logits,' <<<"$ir"; then
+  pass "--quantize-outputs quantizes the Relu's output (act) and the logits"
+else fail "--quantize-outputs quantizes the Relu's output (act) and the logits" "$(grep QuantizeLinear <<<"$ir")"; fi
 
 # Accuracy-aware: a reachable target keeps nothing float; an unreachable one keeps both nodes.
 quantizes "--target-cosine 0.99 keeps nothing float" 2 6 --calibration calibration --target-cosine 0.99

@@ -582,6 +582,7 @@ struct QuantizeFlags {
   size_t calibrationSize = 0;
   std::string activationType = "uint8";
   bool floatBias = false;
+  bool quantizeOutputs = false;
   std::vector<std::string> exclude;
   int threads = 1;
   std::optional<double> targetCosine;
@@ -609,6 +610,7 @@ int quantizeCommand(const QuantizeFlags& flags) {
   options.calibration.threads = flags.threads;
   options.int8Activations = flags.activationType == "int8";
   options.quantizeBias = !flags.floatBias;
+  options.quantizeOutputs = flags.quantizeOutputs;
   options.exclude = flags.exclude;
   options.targetCosine = flags.targetCosine;
   options.evaluationSamples = flags.evalSamples;
@@ -621,8 +623,11 @@ int quantizeCommand(const QuantizeFlags& flags) {
   const double perSample =
       r.calibration.samples ? r.calibration.seconds / double(r.calibration.samples) : 0.0;
   std::cout << fmt::format("quantized {} node(s) ({} excluded): {} QuantizeLinear, {} "
-                           "DequantizeLinear added\n",
-                           r.quantizedNodes, r.excludedNodes, r.quantizeLinear, r.dequantizeLinear);
+                           "DequantizeLinear added{}\n",
+                           r.quantizedNodes, r.excludedNodes, r.quantizeLinear, r.dequantizeLinear,
+                           flags.quantizeOutputs
+                               ? fmt::format(", {} output(s) quantized", r.quantizedOutputs)
+                               : std::string());
   std::cout << fmt::format("calibration: {} ({}), {} sample(s), {} run(s), {:.3f} s ({:.4f} s "
                            "per sample), {} tensor(s)\n",
                            flags.method, flags.activationType, r.calibration.samples,
@@ -1037,6 +1042,9 @@ int runTool(int argc, char** argv) {
       ->check(CLI::IsMember({"uint8", "int8"}));
   quantize->add_flag("--float-bias", quantizeFlags.floatBias,
                      "keep Conv/Gemm biases float instead of int32");
+  quantize->add_flag("--quantize-outputs", quantizeFlags.quantizeOutputs,
+                     "also quantize each Conv/MatMul/Gemm output (after a Relu that alone "
+                     "reads it), so targets run them in integers from codes to codes");
   quantize->add_option("--exclude", quantizeFlags.exclude,
                        "node name (or OpType::TYPE) to leave float (repeatable)");
   quantize->add_option("--target-cosine", quantizeFlags.targetCosine,

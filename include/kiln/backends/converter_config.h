@@ -34,6 +34,13 @@ struct ConverterConfig {
   std::string dequantStrategy = "DEFAULT";
   std::string quantStrategy = "MAX_MIN";
 
+  // FULL_QUANT: [data_preprocess_param] and [full_quant_param]
+  std::map<std::string, std::string> calibratePath; // graph input name -> folder of samples
+  size_t calibrateSize = 0;                         // 0: every sample
+  std::string calibrateInputType = "BIN";           // BIN (.bin/.npy/.pb files) or IMAGE
+  std::string activationQuantMethod = "MAX_MIN";    // MAX_MIN, KL, REMOVAL_OUTLIER
+  bool fullQuantPerChannel = true;
+
   // [registry]
   bool disableFusion = false;
   std::vector<std::string> fusionBlacklists;
@@ -49,7 +56,7 @@ struct ConverterConfig {
 // lines starting with '#' or ';'. Unknown sections and keys, values of the wrong kind or out of
 // range, keys given twice and keys outside a section give ErrorCode::ConverterConfigInvalid with
 // peer code -600 naming `displayName`, the line, the section and the key; a valid request kiln
-// does not carry out (FULL_QUANT, DYNAMIC_QUANT, mixed-bit bit_num=0, GPTQ, per-layer, plugins)
+// does not carry out (DYNAMIC_QUANT, mixed-bit bit_num=0, GPTQ, per-layer, plugins)
 // gives the same code with peer -7 (RET_NOT_SUPPORT).
 Expected<ConverterConfig> parseConverterConfigText(const std::string& text,
                                                    const std::string& displayName);

@@ -105,6 +105,13 @@ TEST(ConverterConfig, RangesAndKindsAreChecked) {
        "needs enable_encode=true"},
       {"[common_quant_param]\nquant_type=FULL_QUANT\nbit_num=4\n", "takes bit_num=8 only"},
       {"[cpu_option_cfg_param]\narchitecture=ARM64\n", "needs both architecture and instruction"},
+      {"[common_quant_param]\nquant_type=FULL_QUANT\n", "calibrate_path is not set"},
+      {"[common_quant_param]\nquant_type=FULL_QUANT\n[data_preprocess_param]\ncalibrate_path=/"
+       "data\n",
+       "'/data' is not INPUT_NAME:FOLDER"},
+      {"[common_quant_param]\nquant_type=FULL_QUANT\n[data_preprocess_param]\n"
+       "calibrate_path=x:/a,x:/b\n",
+       "names input 'x' twice"},
   };
   for (const Case& c : cases) {
     Status s = errorOf(c.text);
@@ -118,7 +125,8 @@ TEST(ConverterConfig, RangesAndKindsAreChecked) {
 
 TEST(ConverterConfig, RequestsKilnDoesNotCarryOutSayNotSupported) {
   const char* cases[] = {
-      "[common_quant_param]\nquant_type=FULL_QUANT\n",
+      "[common_quant_param]\nquant_type=FULL_QUANT\n[data_preprocess_param]\ncalibrate_path=x:/a\n"
+      "input_type=IMAGE\n",
       "[common_quant_param]\nquant_type=DYNAMIC_QUANT\n",
       "[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=0\n",
       "[common_quant_param]\nquant_type=WEIGHT_QUANT\n[weight_quant_param]\nquant_strategy=GPTQ\n",
@@ -154,6 +162,32 @@ TEST(ConverterConfig, AcceptedButIgnoredEntriesAreNoted) {
   EXPECT_NE(notes[0].find("cfg.ini:5: [ascend_context] provider=ge"), std::string::npos)
       << notes[0];
   EXPECT_NE(notes[1].find("no quant_type=WEIGHT_QUANT"), std::string::npos) << notes[1];
+}
+
+TEST(ConverterConfig, FullQuantKeysAreTyped) {
+  auto config = parseConverterConfigText("[common_quant_param]\n"
+                                         "quant_type=FULL_QUANT\n"
+                                         "bit_num=8\n"
+                                         "[data_preprocess_param]\n"
+                                         "calibrate_path=x:/data/x, mask : /data/m:2\n"
+                                         "calibrate_size=50\n"
+                                         "input_type=BIN\n"
+                                         "[full_quant_param]\n"
+                                         "activation_quant_method=KL\n"
+                                         "per_channel=false\n"
+                                         "bias_correction=true\n",
+                                         "cfg.ini");
+  ASSERT_TRUE(config) << config.status().toString();
+  EXPECT_EQ(config->calibratePath,
+            (std::map<std::string, std::string>{{"x", "/data/x"}, {"mask", "/data/m:2"}}));
+  EXPECT_EQ(config->calibrateSize, 50u);
+  EXPECT_EQ(config->activationQuantMethod, "KL");
+  EXPECT_FALSE(config->fullQuantPerChannel);
+  // bias_correction is the one FULL_QUANT key kiln does not act on.
+  auto notes = ignoredConfigNotes(*config);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("cfg.ini:11: [full_quant_param] bias_correction=true"), std::string::npos)
+      << notes[0];
 }
 
 TEST(ConverterConfig, MissingFileIsFileNotFound) {
