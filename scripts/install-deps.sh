@@ -10,6 +10,8 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev llvm-14-tools libonnx-testdata libopenblas-dev
   libdnnl-dev # oneDNN: the executor's 2-D convolutions (src/runtime/kernels/conv_dnnl.cpp)
+  libstb-dev # stb_image: converter_lite's calibration images (input_type=IMAGE)
+  python3-pil fonts-dejavu-core # tests/real_models/text_images.py renders the OCR models' text images
   time # GNU time: peak RSS in bench/convert_vs_peer.sh
   python3 # tests/cli/atc.sh reads the mode-1 JSON dumps (scripts/om_formats_count.py)
   dpkg-dev file # cpack -G DEB reads the .deb's dependencies off the binaries (dpkg-shlibdeps)

@@ -64,6 +64,23 @@ struct CalibrationOptions {
   int threads = 1;           // executor threads; the statistics do not depend on it
 };
 
+// converter_lite's image preprocessing ([data_preprocess_param], input_type=IMAGE): the decoded
+// image in `toFormat` channel order (BGR, RGB or GRAY), resized (0: kept), center-cropped (0:
+// kept), then (v - mean[c]) / std[c] on 0..255 values (empty: 0 and 1), laid out as the input's
+// [1, C, H, W] or [1, H, W, C].
+struct ImagePreprocess {
+  std::string toFormat = "BGR";
+  int resizeWidth = 0, resizeHeight = 0;
+  std::string resizeMethod = "LINEAR"; // LINEAR, NEAREST or CUBIC
+  int cropWidth = 0, cropHeight = 0;
+  std::vector<float> mean, std;
+};
+
+// One calibration image (PNG, JPEG or BMP) preprocessed into a tensor for an input of type
+// `input`; K4001 naming the file when it cannot be decoded, is too large, or does not fit.
+Expected<Tensor> loadCalibrationImage(const std::string& path, const ValueType& input,
+                                      const ImagePreprocess& preprocess);
+
 // A calibration folder. Either one subfolder per sample holding one file per graph input, named
 // after the input (`x.npy`, `x.pb`, or raw `x.bin` for an input with a static shape), or, for a
 // model with one input, the sample files side by side. Samples are taken in name order.
@@ -76,9 +93,10 @@ class CalibrationData {
   // being the k-th file of each in name order (.npy, .pb, or raw .bin for a static shape). Every
   // graph input needs a folder and every folder the same number of files, else K4001 naming
   // `flag`; a missing folder is K1001.
+  // With `images`, the folders hold PNG / JPEG / BMP files preprocessed so (input_type=IMAGE).
   static Expected<CalibrationData>
   fromInputFolders(const Graph& graph, const std::map<std::string, std::string>& folders,
-                   const std::string& flag);
+                   const std::string& flag, const ImagePreprocess* images = nullptr);
   size_t size() const { return samples_.size(); }
   const std::string& sampleName(size_t i) const { return samples_[i].name; }
   // Reads sample `i` (one sample in memory at a time). Files of another numeric type than the
@@ -92,6 +110,7 @@ class CalibrationData {
   };
   std::vector<Sample> samples_;
   std::map<std::string, ValueType> inputTypes_;
+  std::optional<ImagePreprocess> images_;
 };
 
 struct CalibrationResult {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -128,6 +129,14 @@ const std::vector<ActedKey>& actedKeys() {
       {"data_preprocess_param", "calibrate_path", {"FULL_QUANT"}},
       {"data_preprocess_param", "calibrate_size", {"FULL_QUANT"}},
       {"data_preprocess_param", "input_type", {"FULL_QUANT"}},
+      {"data_preprocess_param", "image_to_format", {"FULL_QUANT"}},
+      {"data_preprocess_param", "normalize_mean", {"FULL_QUANT"}},
+      {"data_preprocess_param", "normalize_std", {"FULL_QUANT"}},
+      {"data_preprocess_param", "resize_width", {"FULL_QUANT"}},
+      {"data_preprocess_param", "resize_height", {"FULL_QUANT"}},
+      {"data_preprocess_param", "resize_method", {"FULL_QUANT"}},
+      {"data_preprocess_param", "center_crop_width", {"FULL_QUANT"}},
+      {"data_preprocess_param", "center_crop_height", {"FULL_QUANT"}},
       {"full_quant_param", "activation_quant_method", {"FULL_QUANT"}},
       {"full_quant_param", "per_channel", {"FULL_QUANT"}},
       {"registry", "disable_fusion", {}},
@@ -369,6 +378,50 @@ class Parser {
     if (config.calibratePath.empty())
       return invalid(path->line, "[data_preprocess_param] calibrate_path is empty",
                      "write calibrate_path=INPUT_NAME:/folder/of/samples");
+    auto value = [&](const char* key) -> const ConfigEntry* {
+      if (section == config.sections.end()) return nullptr;
+      auto found = section->second.find(key);
+      return found == section->second.end() ? nullptr : &found->second;
+    };
+    if (auto* e = value("image_to_format")) config.imageToFormat = e->value;
+    if (auto* e = value("resize_method")) config.resizeMethod = e->value;
+    for (auto [key, field] : {std::pair{"resize_width", &config.resizeWidth},
+                              std::pair{"resize_height", &config.resizeHeight},
+                              std::pair{"center_crop_width", &config.centerCropWidth},
+                              std::pair{"center_crop_height", &config.centerCropHeight}})
+      if (auto* e = value(key)) *field = std::stoi(e->value);
+    for (auto [key, field] : {std::pair{"normalize_mean", &config.normalizeMean},
+                              std::pair{"normalize_std", &config.normalizeStd}}) {
+      const ConfigEntry* e = value(key);
+      if (!e) continue;
+      std::string list = trim(e->value);
+      if (list.size() < 2 || list.front() != '[' || list.back() != ']')
+        return invalid(e->line,
+                       fmt::format("[data_preprocess_param] {}={}: write the values in brackets",
+                                   key, e->value),
+                       fmt::format("write {}=[v1, v2, v3], one value per channel", key));
+      for (const std::string& item : splitList(list.substr(1, list.size() - 2), ',')) {
+        float v = 0;
+        auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+        if (ec != std::errc() || end != item.data() + item.size() || !std::isfinite(v) ||
+            (key == std::string("normalize_std") && v == 0))
+          return invalid(e->line,
+                         fmt::format("[data_preprocess_param] {}: '{}' is not a {}number", key,
+                                     item, key == std::string("normalize_std") ? "non-zero " : ""),
+                         fmt::format("write {}=[v1, v2, v3] with decimal numbers", key));
+        field->push_back(v);
+      }
+    }
+    if ((value("resize_width") != nullptr) != (value("resize_height") != nullptr))
+      return invalid((value("resize_width") ? value("resize_width") : value("resize_height"))->line,
+                     "[data_preprocess_param] needs both resize_width and resize_height",
+                     "give both, or neither to keep each image's size");
+    if ((value("center_crop_width") != nullptr) != (value("center_crop_height") != nullptr))
+      return invalid(
+          (value("center_crop_width") ? value("center_crop_width") : value("center_crop_height"))
+              ->line,
+          "[data_preprocess_param] needs both center_crop_width and center_crop_height",
+          "give both, or neither");
     return Status::ok();
   }
 
@@ -458,15 +511,6 @@ class Parser {
                            "[weight_quant_param] per_channel=false (per-layer weight quant) is not "
                            "supported by kiln's converter_lite",
                            "remove the key (per-channel is the default)");
-    }
-    if (config.quantType == "FULL_QUANT") {
-      if (const ConfigEntry* e = entry("data_preprocess_param", "input_type");
-          e && config.calibrateInputType == "IMAGE")
-        return unsupported(e->line,
-                           "[data_preprocess_param] input_type=IMAGE is not supported by kiln's "
-                           "converter_lite yet",
-                           "store each calibration sample as a raw .bin (or .npy) tensor of the "
-                           "preprocessed input and set input_type=BIN");
     }
     if (const ConfigEntry* e = entry("registry", "plugin_path"); e && !config.pluginPaths.empty())
       return unsupported(

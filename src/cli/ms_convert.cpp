@@ -410,9 +410,20 @@ namespace {
 // fuse-qdq then makes them integer ops. Returns whether the graph changed.
 Expected<bool> fullQuantize(Model& model, const ConverterConfig& config,
                             std::vector<std::string>& notes) {
-  KILN_ASSIGN_OR_RETURN(CalibrationData data, CalibrationData::fromInputFolders(
-                                                  *model.graph, config.calibratePath,
-                                                  "[data_preprocess_param] calibrate_path"));
+  ImagePreprocess images;
+  images.toFormat = config.imageToFormat;
+  images.resizeWidth = config.resizeWidth;
+  images.resizeHeight = config.resizeHeight;
+  images.resizeMethod = config.resizeMethod;
+  images.cropWidth = config.centerCropWidth;
+  images.cropHeight = config.centerCropHeight;
+  images.mean = config.normalizeMean;
+  images.std = config.normalizeStd;
+  KILN_ASSIGN_OR_RETURN(
+      CalibrationData data,
+      CalibrationData::fromInputFolders(*model.graph, config.calibratePath,
+                                        "[data_preprocess_param] calibrate_path",
+                                        config.calibrateInputType == "IMAGE" ? &images : nullptr));
   QdqOptions options;
   const std::string& method = config.activationQuantMethod;
   options.calibration.method = method == "KL"                ? CalibrationMethod::Entropy

@@ -154,6 +154,13 @@ bool isSampleFile(const fs::path& path) {
   return ext == ".pb" || ext == ".npy" || ext == ".bin";
 }
 
+bool isImageFile(const fs::path& path) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp";
+}
+
 Status badFolder(const std::string& dir, const std::string& what) {
   return Status(ErrorCode::BadFlag, fmt::format("--calibration '{}': {}", dir, what),
                 "give one subfolder per sample holding INPUT.npy / INPUT.pb / INPUT.bin for each "
@@ -226,13 +233,14 @@ Expected<CalibrationData> CalibrationData::open(const Graph& graph, const std::s
 Expected<CalibrationData>
 CalibrationData::fromInputFolders(const Graph& graph,
                                   const std::map<std::string, std::string>& folders,
-                                  const std::string& flag) {
+                                  const std::string& flag, const ImagePreprocess* images) {
   auto bad = [&](const std::string& what) {
     return Status(ErrorCode::BadFlag, fmt::format("{}: {}", flag, what),
                   "give NAME:FOLDER for every graph input, each folder holding one file per "
                   "sample (.npy, .pb or .bin), the same number in each");
   };
   CalibrationData data;
+  if (images) data.images_ = *images;
   std::map<std::string, std::vector<fs::path>> files;
   for (const Value* in : graph.inputs()) {
     if (in->isInitializer()) continue;
@@ -248,7 +256,9 @@ CalibrationData::fromInputFolders(const Graph& graph,
                     "check the path");
     std::vector<fs::path>& list = files[in->name()];
     for (const auto& entry : fs::directory_iterator(folder->second, error))
-      if (entry.is_regular_file() && isSampleFile(entry.path())) list.push_back(entry.path());
+      if (entry.is_regular_file() &&
+          (images ? isImageFile(entry.path()) : isSampleFile(entry.path())))
+        list.push_back(entry.path());
     std::sort(list.begin(), list.end());
   }
   for (const auto& [name, dir] : folders)
@@ -257,7 +267,12 @@ CalibrationData::fromInputFolders(const Graph& graph,
   if (files.empty()) return bad("the model has no input to feed");
   const size_t count = files.begin()->second.size();
   for (const auto& [name, list] : files)
-    if (list.size() != count || list.empty())
+    if (list.empty())
+      return bad(fmt::format("the folder '{}' of input '{}' holds no {} file", folders.at(name),
+                             displayName(name),
+                             images ? ".png, .jpg, .jpeg or .bmp" : ".npy, .pb or .bin"));
+  for (const auto& [name, list] : files)
+    if (list.size() != count)
       return bad(fmt::format("input '{}' has {} sample file(s), input '{}' {}",
                              displayName(files.begin()->first), count, displayName(name),
                              list.size()));
@@ -275,6 +290,11 @@ Expected<std::map<std::string, rt::RtValue>> CalibrationData::load(size_t i) con
   std::map<std::string, rt::RtValue> feeds;
   for (const auto& [input, path] : samples_[i].files) {
     const ValueType& type = inputTypes_.at(input);
+    if (images_) {
+      KILN_ASSIGN_OR_RETURN(Tensor image, loadCalibrationImage(path, type, *images_));
+      feeds[input] = rt::RtValue::ofTensor(std::move(image));
+      continue;
+    }
     RawLayout raw;
     raw.dtype = type.dtype;
     if (type.shape.isStatic()) raw.dims = type.shape.staticDims();

@@ -80,13 +80,48 @@ refuses() {
     fail "$1" "an output file was left"
   else pass "$1"; fi
 }
+# input_type=IMAGE: 8-bit gray PNGs (GRAY, resized from 16x16, (v - 100) / 50) calibrate to the same
+# bytes as the same pixels given as raw float tensors preprocessed outside.
+if /usr/bin/python3 -c 'import PIL' 2>/dev/null; then
+  /usr/bin/python3 - "$work" <<'PY'
+import os, random, struct, sys
+from PIL import Image
+work = sys.argv[1]
+os.makedirs(os.path.join(work, "png"), exist_ok=True)
+os.makedirs(os.path.join(work, "pixels"), exist_ok=True)
+for i in range(12):
+    rng = random.Random(i)
+    # 16x16 blocks of 2x2 equal pixels, so a LINEAR resize to 8x8 reproduces each block's value.
+    block = [[rng.randint(0, 255) for _ in range(8)] for _ in range(8)]
+    image = Image.new("L", (16, 16))
+    image.putdata([block[y // 2][x // 2] for y in range(16) for x in range(16)])
+    image.save(os.path.join(work, "png", "%02d.png" % i))
+    with open(os.path.join(work, "pixels", "%02d.bin" % i), "wb") as f:
+        f.write(struct.pack("<64f", *[(v - 100.0) / 50.0 for row in block for v in row]))
+PY
+  printf '[common_quant_param]\nquant_type=FULL_QUANT\n[data_preprocess_param]\ncalibrate_path=image:%s/png\ninput_type=IMAGE\nimage_to_format=GRAY\nnormalize_mean=[100]\nnormalize_std=[50]\nresize_width=8\nresize_height=8\n' "$work" >png.cfg
+  printf '[common_quant_param]\nquant_type=FULL_QUANT\n[data_preprocess_param]\ncalibrate_path=image:%s/pixels\ninput_type=BIN\n' "$work" >pixels.cfg
+  convert png png.cfg
+  pngStatus=$status
+  convert pixels pixels.cfg
+  if [ "$pngStatus" -eq 0 ] && [ "$status" -eq 0 ] && cmp -s png.ms pixels.ms; then
+    pass "input_type=IMAGE (PNG, GRAY, resize, normalize) calibrates like the same pixels as tensors"
+  else fail "input_type=IMAGE calibrates like the same pixels as tensors" "exit $pngStatus/$status or the .ms differ"; fi
+  printf 'not an image' >png/99.png
+  refuses "a file that is no image" K4001 "99.png" png.cfg
+  rm -f png/99.png
+  sed -i 's/resize_width=8/resize_width=9/' png.cfg
+  refuses "an image size the input does not take" K4001 "set resize_width/resize_height" png.cfg
+else
+  echo "SKIP input_type=IMAGE: python3-pil is not installed (scripts/install-deps.sh installs it)"
+fi
+
 printf '[common_quant_param]\nquant_type=FULL_QUANT\n[data_preprocess_param]\ncalibrate_path=image:%s/absent\n' "$work" >absent.cfg
 refuses "a missing calibration folder" K1001 "absent" absent.cfg
 printf '[common_quant_param]\nquant_type=FULL_QUANT\n[data_preprocess_param]\ncalibrate_path=picture:%s/calibration/image\n' "$work" >name.cfg
 refuses "a folder for an input the model lacks" K4001 "calibrate_path" name.cfg
-config image.cfg
-sed -i 's/input_type=BIN/input_type=IMAGE/' image.cfg
-refuses "input_type=IMAGE is not supported yet" K7201 "input_type=IMAGE" image.cfg
+printf '[common_quant_param]\nquant_type=FULL_QUANT\n[data_preprocess_param]\ncalibrate_path=image:%s/calibration/image\nnormalize_mean=127.5\n' "$work" >mean.cfg
+refuses "normalize_mean without brackets" K7201 "write the values in brackets" mean.cfg
 
 # The real MindSpore Lite runtime runs the int8 .ms and agrees with kiln's executor.
 if [ ! -x "$judges/mslite/run-msrun.sh" ] && [ ! -f "$judges/mslite/run-msrun.sh" ]; then

@@ -38,7 +38,12 @@ struct ConverterConfig {
   std::map<std::string, std::string> calibratePath; // graph input name -> folder of samples
   size_t calibrateSize = 0;                         // 0: every sample
   std::string calibrateInputType = "BIN";           // BIN (.bin/.npy/.pb files) or IMAGE
-  std::string activationQuantMethod = "MAX_MIN";    // MAX_MIN, KL, REMOVAL_OUTLIER
+  std::string imageToFormat = "BGR";                // IMAGE: channel order fed (BGR, RGB, GRAY)
+  std::vector<float> normalizeMean, normalizeStd;   // IMAGE: (v - mean) / std per channel
+  int resizeWidth = 0, resizeHeight = 0;            // IMAGE: 0 keeps the image's size
+  std::string resizeMethod = "LINEAR";
+  int centerCropWidth = 0, centerCropHeight = 0;
+  std::string activationQuantMethod = "MAX_MIN"; // MAX_MIN, KL, REMOVAL_OUTLIER
   bool fullQuantPerChannel = true;
 
   // [registry]

@@ -125,8 +125,6 @@ TEST(ConverterConfig, RangesAndKindsAreChecked) {
 
 TEST(ConverterConfig, RequestsKilnDoesNotCarryOutSayNotSupported) {
   const char* cases[] = {
-      "[common_quant_param]\nquant_type=FULL_QUANT\n[data_preprocess_param]\ncalibrate_path=x:/a\n"
-      "input_type=IMAGE\n",
       "[common_quant_param]\nquant_type=DYNAMIC_QUANT\n",
       "[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=0\n",
       "[common_quant_param]\nquant_type=WEIGHT_QUANT\n[weight_quant_param]\nquant_strategy=GPTQ\n",
@@ -188,6 +186,43 @@ TEST(ConverterConfig, FullQuantKeysAreTyped) {
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("cfg.ini:11: [full_quant_param] bias_correction=true"), std::string::npos)
       << notes[0];
+}
+
+TEST(ConverterConfig, FullQuantImageKeysAreTyped) {
+  auto config = parseConverterConfigText("[common_quant_param]\n"
+                                         "quant_type=FULL_QUANT\n"
+                                         "[data_preprocess_param]\n"
+                                         "calibrate_path=x:/images\n"
+                                         "input_type=IMAGE\n"
+                                         "image_to_format=RGB\n"
+                                         "normalize_mean=[123.675, 116.28, 103.53]\n"
+                                         "normalize_std=[58.395,57.12,57.375]\n"
+                                         "resize_width=256\n"
+                                         "resize_height=256\n"
+                                         "resize_method=CUBIC\n"
+                                         "center_crop_width=224\n"
+                                         "center_crop_height=224\n",
+                                         "cfg.ini");
+  ASSERT_TRUE(config) << config.status().toString();
+  EXPECT_EQ(config->calibrateInputType, "IMAGE");
+  EXPECT_EQ(config->imageToFormat, "RGB");
+  EXPECT_EQ(config->normalizeMean, (std::vector<float>{123.675f, 116.28f, 103.53f}));
+  EXPECT_EQ(config->normalizeStd, (std::vector<float>{58.395f, 57.12f, 57.375f}));
+  EXPECT_EQ(config->resizeWidth, 256);
+  EXPECT_EQ(config->resizeMethod, "CUBIC");
+  EXPECT_EQ(config->centerCropHeight, 224);
+  EXPECT_TRUE(ignoredConfigNotes(*config).empty());
+  const char* bad[] = {"normalize_std=[1, 0, 1]\n", "normalize_mean=1,2,3\n", "resize_width=10\n",
+                       "center_crop_height=5\n"};
+  for (const char* line : bad) {
+    auto refused = parseConverterConfigText(
+        std::string("[common_quant_param]\nquant_type=FULL_QUANT\n[data_preprocess_param]\n"
+                    "calibrate_path=x:/images\n") +
+            line,
+        "cfg.ini");
+    ASSERT_FALSE(refused) << line;
+    EXPECT_EQ(refused.status().peerCode(), "-600") << line;
+  }
 }
 
 TEST(ConverterConfig, MissingFileIsFileNotFound) {
