@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/ir/graph.h"
@@ -80,6 +81,10 @@ struct ImagePreprocess {
 // `input`; K4001 naming the file when it cannot be decoded, is too large, or does not fit.
 Expected<Tensor> loadCalibrationImage(const std::string& path, const ValueType& input,
                                       const ImagePreprocess& preprocess);
+// The same from the file's bytes (`path` names it in messages).
+Expected<Tensor> calibrationImageFromBytes(std::string_view bytes, const std::string& path,
+                                           const ValueType& input,
+                                           const ImagePreprocess& preprocess);
 
 // A calibration folder. Either one subfolder per sample holding one file per graph input, named
 // after the input (`x.npy`, `x.pb`, or raw `x.bin` for an input with a static shape), or, for a

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <limits>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -16,9 +18,9 @@
 namespace kiln {
 namespace {
 
-// Images past this many pixels are refused before decoding (a hostile header could ask for
-// gigabytes); a 16k x 16k photo is far beyond any calibration input.
-constexpr int64_t kMaxImagePixels = int64_t(1) << 28;
+// Images (and resize targets) past this many pixels are refused before decoding: a hostile header
+// could ask for gigabytes. 32 Mpixels (an 8k x 4k photo) is far beyond any calibration input.
+constexpr int64_t kMaxImagePixels = int64_t(1) << 25;
 
 struct Image {
   int width = 0, height = 0, channels = 0;
@@ -93,21 +95,17 @@ Image centerCrop(const Image& in, int width, int height) {
 
 } // namespace
 
-Expected<Tensor> loadCalibrationImage(const std::string& path, const ValueType& input,
-                                      const ImagePreprocess& prep) {
+Expected<Tensor> calibrationImageFromBytes(std::string_view data, const std::string& path,
+                                           const ValueType& input, const ImagePreprocess& prep) {
   auto bad = [&](const std::string& what, const std::string& fix) {
     return Status(ErrorCode::BadFlag, fmt::format("calibration image '{}': {}", path, what), fix);
   };
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    return Status(ErrorCode::FileNotFound, fmt::format("cannot open '{}'", path), "check the path");
-  const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(file)),
-                                         std::istreambuf_iterator<char>());
-  if (bytes.empty() || bytes.size() > size_t(std::numeric_limits<int>::max()))
+  const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
+  if (data.empty() || data.size() > size_t(std::numeric_limits<int>::max()))
     return bad("empty or larger than 2 GiB", "give PNG, JPEG or BMP files");
   int width = 0, height = 0, channels = 0;
-  const int size = static_cast<int>(bytes.size());
-  if (!stbi_info_from_memory(bytes.data(), size, &width, &height, &channels))
+  const int size = static_cast<int>(data.size());
+  if (!stbi_info_from_memory(bytes, size, &width, &height, &channels))
     return bad(fmt::format("not a PNG, JPEG or BMP image ({})", stbi_failure_reason()),
                "give PNG, JPEG or BMP files, or raw tensors with input_type=BIN");
   if (width <= 0 || height <= 0 || int64_t(width) * int64_t(height) > kMaxImagePixels)
@@ -116,8 +114,7 @@ Expected<Tensor> loadCalibrationImage(const std::string& path, const ValueType& 
         "shrink the image first");
   const bool gray = prep.toFormat == "GRAY";
   const int wanted = gray ? 1 : 3;
-  unsigned char* decoded =
-      stbi_load_from_memory(bytes.data(), size, &width, &height, &channels, wanted);
+  unsigned char* decoded = stbi_load_from_memory(bytes, size, &width, &height, &channels, wanted);
   if (!decoded)
     return bad(fmt::format("cannot decode it ({})", stbi_failure_reason()),
                "give intact PNG, JPEG or BMP files");
@@ -131,6 +128,10 @@ Expected<Tensor> loadCalibrationImage(const std::string& path, const ValueType& 
   if (!gray && prep.toFormat != "RGB")
     for (size_t p = 0; p < image.pixels.size(); p += 3)
       std::swap(image.pixels[p], image.pixels[p + 2]);
+  if (int64_t(prep.resizeWidth) * int64_t(prep.resizeHeight) > kMaxImagePixels)
+    return bad(fmt::format("resizing to {}x{} is beyond the {} pixels kiln makes", prep.resizeWidth,
+                           prep.resizeHeight, kMaxImagePixels),
+               "set resize_width/resize_height to the model input's size");
   if (prep.resizeWidth > 0 && prep.resizeHeight > 0)
     image = resize(image, prep.resizeWidth, prep.resizeHeight, prep.resizeMethod);
   if (prep.cropWidth > 0 && prep.cropHeight > 0) {
@@ -170,6 +171,15 @@ Expected<Tensor> loadCalibrationImage(const std::string& path, const ValueType& 
     return bad(fmt::format("the input it feeds is {}, not float32", dtypeName(input.dtype)),
                "use input_type=BIN with tensors of the input's type");
   return tensor;
+}
+
+Expected<Tensor> loadCalibrationImage(const std::string& path, const ValueType& input,
+                                      const ImagePreprocess& prep) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    return Status(ErrorCode::FileNotFound, fmt::format("cannot open '{}'", path), "check the path");
+  const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  return calibrationImageFromBytes(bytes, path, input, prep);
 }
 
 } // namespace kiln

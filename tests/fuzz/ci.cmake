@@ -4,7 +4,7 @@
 # runtime the tests are skipped and say why.
 set(KILN_FUZZ_CI_SECONDS 30 CACHE STRING "seconds each fuzz target runs under ctest")
 set(KILN_FUZZ_HARNESSES onnx_import ms_read om_read converter_config keep_dtype aipp_config
-    shape_spec roundtrip npy_read)
+    shape_spec roundtrip npy_read calibration_image)
 set(fuzz_ci_dir ${CMAKE_BINARY_DIR}/fuzz-ci)
 set(fuzz_ci_skip "")
 find_program(KILN_FUZZ_CLANGXX NAMES clang++-14 clang++)

@@ -12,7 +12,7 @@ work=${4:-$dir/../fuzz-work}
 shift $(($# < 4 ? $# : 4))
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(onnx_import ms_read om_read converter_config keep_dtype
-  aipp_config shape_spec roundtrip npy_read)
+  aipp_config shape_spec roundtrip npy_read calibration_image)
 # UB reports are fatal in the sanitizer build (-fno-sanitize-recover); print their stacks.
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash "$here/run_one.sh" \
