@@ -98,6 +98,7 @@ KILN_OM_LOWERING(
       l.bind(y, p);
     });
 KILN_OM_RAISING("MatMulV2", [](Raiser& r, const OpDef& op) -> Status {
+  if (Value* x = r.in(op, 0); x && x->dtype() == DType::Int8) return raiseInt8MatMul(r, op);
   bool ta = getB(op, "transpose_x1", false), tb = getB(op, "transpose_x2", false);
   Value* bias = r.in(op, 2);
   if (!ta && !tb && !bias) {
