@@ -1,8 +1,9 @@
 // .om rules for quantized ONNX ops in GraphEngine's quantized form, as ATC lowers an AMCT deploy
 // model: QuantizeLinear → AscendQuant; QLinearConv / QLinearMatMul → an int8 Conv2D / MatMulV2
 // (int32 out) → AscendDequant → AscendQuant; ConvInteger / MatMulInteger → the int8 op alone;
-// DequantizeLinear → AscendAntiQuant. Raising reads them back with the chip's integer arithmetic
-// (ConvInteger / MatMulInteger, QuantizeLinear with the chip's multiply, DequantizeLinear).
+// DequantizeLinear → AscendAntiQuant. Raising reads them back with integer arithmetic:
+// ConvInteger / MatMulInteger plus the int32 bias, the float dequant / requant steps,
+// QuantizeLinear and DequantizeLinear.
 //
 // Codes are int8 on the chip: a uint8 code v travels as v - 128 and its zero point shifts with
 // it, so (v - z) is unchanged. Weights are stored symmetric (w - w_zero_point, which must fit
@@ -465,7 +466,9 @@ Value* scalarConst(Raiser& r, const std::string& base, DType dtype, double v) {
                        Tensor::fromValues<float>(DType::Float32, {}, {static_cast<float>(v)}));
 }
 
-// AscendQuant → Mul by the scale (the chip multiplies), QuantizeLinear(·, 1, offset) to int8.
+// AscendQuant(x; scale, offset) → QuantizeLinear(x, 1 / scale, offset): the lowering wrote 1 / s
+// for ONNX's scale s, and 1 / (1 / s) in double gives s back in float32 for the scales met so far,
+// so the codes are ONNX's x / s (the chip's x * scale can differ from it only at a tie).
 KILN_OM_RAISING("AscendQuant", [](Raiser& r, const OpDef& op) -> Status {
   Value* x = r.in(op, 0);
   if (!x) return r.unsupported(op, "no input");
@@ -474,12 +477,10 @@ KILN_OM_RAISING("AscendQuant", [](Raiser& r, const OpDef& op) -> Status {
   const double offset = getF(op, "offset", 0.0f);
   if (getS(op, "round_mode", "Round") != "Round")
     return r.unsupported(op, "a round_mode other than Round");
-  if (offset != std::nearbyint(offset) || offset < -128 || offset > 127)
-    return r.unsupported(op, "an offset that is not an int8 value");
-  Value* scaled = r.helper(op.name() + "_scaled", "Mul",
-                           {x, scalarConst(r, op.name() + "_scale", x->dtype(), scale)});
+  if (!(scale > 0) || offset != std::nearbyint(offset) || offset < -128 || offset > 127)
+    return r.unsupported(op, "a scale that is not positive or an offset that is not int8");
   r.emit(op, "QuantizeLinear",
-         {scaled, scalarConst(r, op.name() + "_one", x->dtype(), 1.0),
+         {x, scalarConst(r, op.name() + "_scale", DType::Float32, 1.0 / scale),
           scalarConst(r, op.name() + "_offset", DType::Int8, offset)},
          1);
   return Status::ok();
