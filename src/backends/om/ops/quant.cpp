@@ -241,8 +241,10 @@ std::string checkConvLike(const Node& n, size_t wIndex, size_t wzIndex, size_t x
 
 std::string checkMatMulLike(const Node& n, size_t bIndex, size_t bzIndex, size_t azIndex) {
   if (std::string why = codesInput(n, 0); !why.empty()) return why;
-  if (rankOf(n.input(0)) != 2 || rankOf(n.input(bIndex)) != 2)
-    return "a quantized MatMul whose operands are not 2-D";
+  // Rank 4 would read back as a feature map (AscendDequant's channel axis 1).
+  const int64_t rank = rankOf(n.input(0));
+  if (rank < 2 || rank > 3 || rankOf(n.input(bIndex)) != 2)
+    return "a quantized MatMul whose input is not 2-D or 3-D or whose weight is not 2-D";
   std::vector<int8_t> w;
   if (std::string why = symmetricWeights(n, bIndex, bzIndex, 1, &w); !why.empty()) return why;
   if (std::string why = quantParam(n, azIndex, "the input zero point", 1, true); !why.empty())
@@ -298,7 +300,8 @@ Port int8Conv(Lowerer& l, const Node& n, const Port& x, size_t wIndex, size_t wz
   return l.output(o, DType::Int32, n.output(0)->shape(), valueName, "NCHW");
 }
 
-// MatMulV2 of int8 codes `a` [M, K] by the node's [K, N] weight re-coded: int32 out.
+// MatMulV2 (BatchMatMulV2 for a batched `a`) of int8 codes `a` [..., M, K] by the node's [K, N]
+// weight re-coded: int32 out.
 Port int8MatMul(Lowerer& l, const Node& n, const Port& a, size_t bIndex, size_t bzIndex,
                 int64_t offset, const std::string& valueName, bool last) {
   std::vector<int8_t> b;
@@ -306,14 +309,15 @@ Port int8MatMul(Lowerer& l, const Node& n, const Port& a, size_t bIndex, size_t 
   const auto bdims = n.input(bIndex)->initializer().dims();
   std::vector<int32_t> bias;
   correctedBias(n, -1, offset, channelSums(b, bdims, 1), &bias);
-  OpDef* o = l.op("MatMulV2", last ? "" : "matmul");
+  const bool batched = rankOf(n.input(0)) > 2;
+  OpDef* o = l.op(batched ? "BatchMatMulV2" : "MatMulV2", last ? "" : "matmul");
   l.input(o, a);
   l.input(o, l.constant("x2", Tensor::fromValues<int8_t>(DType::Int8, bdims, b)));
   l.input(o, l.constant("bias", Tensor::fromValues<int32_t>(
                                     DType::Int32, {static_cast<int64_t>(bias.size())}, bias)));
   auto& attrs = *o->mutable_attr();
-  attrs["transpose_x1"] = attrB(false);
-  attrs["transpose_x2"] = attrB(false);
+  attrs[batched ? "adj_x1" : "transpose_x1"] = attrB(false);
+  attrs[batched ? "adj_x2" : "transpose_x2"] = attrB(false);
   // The zero point's share is in the bias: x1 goes in unshifted.
   attrs["offset_x"] = attrI(0);
   return l.output(o, DType::Int32, n.output(0)->shape(), valueName);
@@ -510,8 +514,9 @@ KILN_OM_RAISING("AscendAntiQuant", [](Raiser& r, const OpDef& op) -> Status {
   return Status::ok();
 });
 
-// AscendDequant → Cast to float32, Mul by deq_scale (per channel: axis 1 of a 4-D map, the last
-// axis of a matrix), Cast to the output type when it is float16.
+// AscendDequant → Cast to float32, Mul by deq_scale (per channel: axis 1 of a 4-D map, the
+// lowering's Conv2D; the last axis of a matmul's rank-2 or rank-3 result), Cast to the output type
+// when it is float16.
 KILN_OM_RAISING("AscendDequant", [](Raiser& r, const OpDef& op) -> Status {
   Value* x = r.in(op, 0);
   const Tensor* deq = r.constIn(op, 1);
@@ -581,11 +586,11 @@ Status raiseInt8Conv2D(Raiser& r, const OpDef& op, Node*& conv) {
   return Status::ok();
 }
 
-// An int8 MatMulV2: MatMulInteger plus its int32 bias.
+// An int8 MatMulV2 / BatchMatMulV2: MatMulInteger plus its int32 bias.
 Status raiseInt8MatMul(Raiser& r, const OpDef& op) {
-  if (getI(op, "offset_x", 0) != 0) return r.unsupported(op, "an int8 MatMulV2 with offset_x");
-  if (getB(op, "transpose_x1", false) || getB(op, "transpose_x2", false))
-    return r.unsupported(op, "an int8 MatMulV2 with transposed operands");
+  if (getI(op, "offset_x", 0) != 0) return r.unsupported(op, "an int8 matmul with offset_x");
+  for (const char* flag : {"transpose_x1", "transpose_x2", "adj_x1", "adj_x2"})
+    if (getB(op, flag, false)) return r.unsupported(op, "an int8 matmul with transposed operands");
   Value* bias = r.in(op, 2);
   if (!bias) {
     r.emit(op, "MatMulInteger", {r.in(op, 0), r.in(op, 1)}, 1);
