@@ -321,6 +321,10 @@ inline void addRaising(const std::string& geType, RaiseFn raise, const char* fil
 
 std::string noCheck(const Node&, const OpContext&);
 
+// A float16 ↔ float32 Cast at the float side of a QuantizeLinear / DequantizeLinear that
+// ops/quant.cpp lowers: AscendQuant / AscendAntiQuant take or give the float16 themselves (as in an
+// ATC model), so the Cast emits nothing.
+bool castAbsorbedByQuant(const Node& cast);
 // int8 Conv2D / MatMulV2 read back with integer arithmetic (ops/quant.cpp): `conv` receives the
 // ConvInteger node, for the caller's window attributes.
 Status raiseInt8Conv2D(Raiser& r, const OpDef& op, Node*& conv);

@@ -355,41 +355,73 @@ void registerFoldedInputs() {
 }
 const bool kFoldedInputsRegistered = (registerFoldedInputs(), true);
 
+std::string quantizeReason(const Node& n) {
+  const DType x = n.input(0) ? n.input(0)->dtype() : DType::Undefined;
+  if (x != DType::Float32 && x != DType::Float16)
+    return "QuantizeLinear of a type AscendQuant does not take (float32, float16)";
+  if (!isCodeType(n.output(0)->dtype())) return "QuantizeLinear to codes other than int8/uint8";
+  if (nodeInt(n, "block_size", 0) > 0) return "blocked QuantizeLinear";
+  if (std::string why = quantParam(n, 1, "the scale", 1, false); !why.empty()) return why;
+  if (std::string why = quantParam(n, 2, "the zero point", 1, true); !why.empty()) return why;
+  if (!(scalarOf(n, 1) > 0)) return "QuantizeLinear with a scale that is not positive";
+  return "";
+}
+
+std::string dequantizeReason(const Node& n) {
+  if (std::string why = codesInput(n, 0); !why.empty()) return "DequantizeLinear: " + why;
+  const DType y = n.output(0)->dtype();
+  if (y != DType::Float32 && y != DType::Float16)
+    return "DequantizeLinear to a type AscendAntiQuant does not give (float32, float16)";
+  if (std::string why = quantParam(n, 1, "the scale", 1, false); !why.empty()) return why;
+  if (std::string why = quantParam(n, 2, "the zero point", 1, true); !why.empty()) return why;
+  return "";
+}
+
+bool halfFloatCast(const Node& c, DType from, DType to) {
+  return c.opType() == "Cast" && c.input(0) && c.input(0)->dtype() == from && c.output(0) &&
+         c.output(0)->dtype() == to;
+}
+// The Cast float16 → float32 making `x` when every reader of `x` is the x of a QuantizeLinear
+// these rules take (AscendQuant reads the float16 itself).
+const Node* castIntoQuant(const Value* x) {
+  const Node* c = x ? x->producer() : nullptr;
+  if (!c || x->isGraphOutput() || !halfFloatCast(*c, DType::Float16, DType::Float32))
+    return nullptr;
+  for (const Use& use : x->uses())
+    if (use.user->opType() != "QuantizeLinear" || use.inputIndex != 0 ||
+        !quantizeReason(*use.user).empty())
+      return nullptr;
+  return c;
+}
+// The Cast float32 → float16 that is the one reader of DequantizeLinear `dq`'s output, when these
+// rules take `dq` (AscendAntiQuant gives the float16 itself).
+const Node* castOutOfDequant(const Node& dq) {
+  const Value* y = dq.output(0);
+  if (!y || y->isGraphOutput() || y->uses().size() != 1 || !dequantizeReason(dq).empty())
+    return nullptr;
+  const Node* c = y->uses()[0].user;
+  return halfFloatCast(*c, DType::Float32, DType::Float16) ? c : nullptr;
+}
+
 // QuantizeLinear(x, s, z) → AscendQuant(scale = 1 / s, offset = z), per tensor.
 KILN_OM_LOWERING(
-    "QuantizeLinear",
-    [](const Node& n, const OpContext&) -> std::string {
-      const DType x = n.input(0)->dtype();
-      if (x != DType::Float32 && x != DType::Float16)
-        return "QuantizeLinear of a type AscendQuant does not take (float32, float16)";
-      if (!isCodeType(n.output(0)->dtype())) return "QuantizeLinear to codes other than int8/uint8";
-      if (nodeInt(n, "block_size", 0) > 0) return "blocked QuantizeLinear";
-      if (std::string why = quantParam(n, 1, "the scale", 1, false); !why.empty()) return why;
-      if (std::string why = quantParam(n, 2, "the zero point", 1, true); !why.empty()) return why;
-      if (!(scalarOf(n, 1) > 0)) return "QuantizeLinear with a scale that is not positive";
-      return "";
-    },
+    "QuantizeLinear", [](const Node& n, const OpContext&) { return quantizeReason(n); },
     [](Lowerer& l, const Node& n) {
       const Value* y = n.output(0);
       const int64_t offset = static_cast<int64_t>(scalarOf(n, 2)) + codeShift(y->dtype());
-      publishCodes(l, y, ascendQuant(l, l.in(0), 1.0 / scalarOf(n, 1), offset, "", codesName(y)));
+      const Node* cast = castIntoQuant(n.input(0));
+      const Port x = cast ? l.source(cast->input(0)) : l.in(0);
+      publishCodes(l, y, ascendQuant(l, x, 1.0 / scalarOf(n, 1), offset, "", codesName(y)));
     });
 
-// DequantizeLinear(q, s, z) of activation codes → AscendAntiQuant(scale = s, offset = -z).
+// DequantizeLinear(q, s, z) of activation codes → AscendAntiQuant(scale = s, offset = -z), giving
+// float16 straight to the Cast that would narrow its output.
 KILN_OM_LOWERING(
-    "DequantizeLinear",
-    [](const Node& n, const OpContext&) -> std::string {
-      if (std::string why = codesInput(n, 0); !why.empty()) return "DequantizeLinear: " + why;
-      const DType y = n.output(0)->dtype();
-      if (y != DType::Float32 && y != DType::Float16)
-        return "DequantizeLinear to a type AscendAntiQuant does not give (float32, float16)";
-      if (std::string why = quantParam(n, 1, "the scale", 1, false); !why.empty()) return why;
-      if (std::string why = quantParam(n, 2, "the zero point", 1, true); !why.empty()) return why;
-      return "";
-    },
+    "DequantizeLinear", [](const Node& n, const OpContext&) { return dequantizeReason(n); },
     [](Lowerer& l, const Node& n) {
-      const Value* y = n.output(0);
       const int64_t zero = static_cast<int64_t>(scalarOf(n, 2)) + codeShift(n.input(0)->dtype());
+      const Node* cast = castOutOfDequant(n);
+      const Value* y = cast ? cast->output(0) : n.output(0);
       l.bind(y, ascendAntiQuant(l, int8CodesOf(l, n, 0), scalarOf(n, 1), -zero, y->dtype(), "",
                                 y->name()));
     });
@@ -483,6 +515,10 @@ KILN_OM_RAISING("AscendQuant", [](Raiser& r, const OpDef& op) -> Status {
     return r.unsupported(op, "a round_mode other than Round");
   if (!(scale > 0) || offset != std::nearbyint(offset) || offset < -128 || offset > 127)
     return r.unsupported(op, "a scale that is not positive or an offset that is not int8");
+  if (x->dtype() != DType::Float32) { // float16 widens exactly; opset 18 quantizes float32
+    x = r.helper(op.name() + "_fp32", "Cast", {x});
+    x->producer()->setAttribute("to", Attribute::ofInt(dtypeToOnnx(DType::Float32)));
+  }
   r.emit(op, "QuantizeLinear",
          {x, scalarConst(r, op.name() + "_scale", DType::Float32, 1.0 / scale),
           scalarConst(r, op.name() + "_offset", DType::Int8, offset)},
@@ -490,7 +526,8 @@ KILN_OM_RAISING("AscendQuant", [](Raiser& r, const OpDef& op) -> Status {
   return Status::ok();
 });
 
-// AscendAntiQuant(x; scale, offset) = (x + offset) * scale → DequantizeLinear(x, scale, -offset).
+// AscendAntiQuant(x; scale, offset) = (x + offset) * scale → DequantizeLinear(x, scale, -offset)
+// in float32, then a Cast when the op gives float16 (opset 18 dequantizes to float32).
 KILN_OM_RAISING("AscendAntiQuant", [](Raiser& r, const OpDef& op) -> Status {
   Value* x = r.in(op, 0);
   if (!x || op.output_desc_size() < 1) return r.unsupported(op, "no input or output");
@@ -498,19 +535,24 @@ KILN_OM_RAISING("AscendAntiQuant", [](Raiser& r, const OpDef& op) -> Status {
   if (getB(op, "sqrt_mode", false)) scale *= scale;
   const double offset = getF(op, "offset", 0.0f);
   const DType out = Raiser::descType(op.output_desc(0)).dtype;
+  Value* real = nullptr;
+  const std::string base = out == DType::Float32 ? "" : op.name() + "_fp32";
   if (offset == std::nearbyint(offset) && -offset >= -128 && -offset <= 127) {
-    r.emit(op, "DequantizeLinear",
-           {x, scalarConst(r, op.name() + "_scale", out, scale),
-            scalarConst(r, op.name() + "_zero", DType::Int8, -offset)},
-           1);
-    return Status::ok();
+    std::vector<Value*> inputs{x, scalarConst(r, op.name() + "_scale", DType::Float32, scale),
+                               scalarConst(r, op.name() + "_zero", DType::Int8, -offset)};
+    real = base.empty() ? r.emit(op, "DequantizeLinear", inputs, 1)->output(0)
+                        : r.helper(base, "DequantizeLinear", inputs);
+  } else {
+    // An offset past int8 (the +128 that gives uint8 codes back): the same sum in float.
+    Value* f = r.helper(op.name() + "_float", "Cast", {x});
+    f->producer()->setAttribute("to", Attribute::ofInt(dtypeToOnnx(DType::Float32)));
+    Value* sum = r.helper(op.name() + "_offset", "Add",
+                          {f, scalarConst(r, op.name() + "_o", DType::Float32, offset)});
+    std::vector<Value*> inputs{sum, scalarConst(r, op.name() + "_scale", DType::Float32, scale)};
+    real = base.empty() ? r.emit(op, "Mul", inputs, 1)->output(0) : r.helper(base, "Mul", inputs);
   }
-  // An offset past int8 (the +128 that gives uint8 codes back): the same sum in float.
-  Value* f = r.helper(op.name() + "_float", "Cast", {x});
-  f->producer()->setAttribute("to", Attribute::ofInt(dtypeToOnnx(out)));
-  Value* sum =
-      r.helper(op.name() + "_offset", "Add", {f, scalarConst(r, op.name() + "_o", out, offset)});
-  r.emit(op, "Mul", {sum, scalarConst(r, op.name() + "_scale", out, scale)}, 1);
+  if (out != DType::Float32)
+    r.emit(op, "Cast", {real}, 1)->setAttribute("to", Attribute::ofInt(dtypeToOnnx(out)));
   return Status::ok();
 });
 
@@ -553,6 +595,13 @@ KILN_OM_RAISING("AscendDequant", [](Raiser& r, const OpDef& op) -> Status {
 });
 
 } // namespace
+
+bool castAbsorbedByQuant(const Node& cast) {
+  if (castIntoQuant(cast.output(0)) == &cast) return true;
+  const Node* producer = cast.input(0) ? cast.input(0)->producer() : nullptr;
+  return producer && producer->opType() == "DequantizeLinear" &&
+         castOutOfDequant(*producer) == &cast;
+}
 
 // An int8 Conv2D (ops/conv.cpp reads the float ones): ConvInteger with offset_x as the input zero
 // point (the padding value), plus the bias and o * sum(w) the lowering took out of it.
