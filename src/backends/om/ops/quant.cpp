@@ -104,7 +104,9 @@ Port ascendAntiQuant(Lowerer& l, const Port& x, double scale, int64_t offset, DT
 // the chip (Cast to float16, exact for 0..255, then AscendQuant by 1 with offset -128).
 Port int8CodesOf(Lowerer& l, const Node& n, size_t i) {
   const Value* v = n.input(i);
-  if (auto it = l.int8Codes.find(v); it != l.int8Codes.end()) return it->second;
+  // Codes made in another graph (an outer value read by a subgraph) are not ports of this one.
+  const bool sameGraph = v->owner() == n.owner();
+  if (auto it = l.int8Codes.find(v); sameGraph && it != l.int8Codes.end()) return it->second;
   Port p = l.in(i);
   if (v->dtype() == DType::Int8) return p;
   OpDef* cast = l.op("Cast", v->name() + "_fp16");
@@ -112,7 +114,7 @@ Port int8CodesOf(Lowerer& l, const Node& n, size_t i) {
   (*cast->mutable_attr())["dst_type"] = attrI(geType(DType::Float16));
   Port half = l.output(cast, DType::Float16, p.shape, "");
   Port codes = ascendQuant(l, half, 1.0, -128, v->name() + "_int8", "");
-  l.int8Codes[v] = codes;
+  if (sameGraph) l.int8Codes[v] = codes;
   return codes;
 }
 
@@ -120,7 +122,8 @@ Port int8CodesOf(Lowerer& l, const Node& n, size_t i) {
 bool readsCodes(const Use& use) {
   static const std::set<std::string> kReaders = {"QLinearConv", "QLinearMatMul", "DequantizeLinear",
                                                  "ConvInteger", "MatMulInteger"};
-  return use.inputIndex == 0 && kReaders.count(use.user->opType());
+  return use.inputIndex == 0 && kReaders.count(use.user->opType()) &&
+         use.user->owner() == use.user->input(0)->owner();
 }
 
 // Binds quantized output `v` to its int8 codes `p`; uint8 codes that a graph output or another
@@ -389,7 +392,7 @@ const Node* castIntoQuant(const Value* x) {
     return nullptr;
   for (const Use& use : x->uses())
     if (use.user->opType() != "QuantizeLinear" || use.inputIndex != 0 ||
-        !quantizeReason(*use.user).empty())
+        use.user->owner() != c->owner() || !quantizeReason(*use.user).empty())
       return nullptr;
   return c;
 }
@@ -400,7 +403,8 @@ const Node* castOutOfDequant(const Node& dq) {
   if (!y || y->isGraphOutput() || y->uses().size() != 1 || !dequantizeReason(dq).empty())
     return nullptr;
   const Node* c = y->uses()[0].user;
-  return halfFloatCast(*c, DType::Float32, DType::Float16) ? c : nullptr;
+  return c->owner() == dq.owner() && halfFloatCast(*c, DType::Float32, DType::Float16) ? c
+                                                                                       : nullptr;
 }
 
 // QuantizeLinear(x, s, z) → AscendQuant(scale = 1 / s, offset = z), per tensor.
