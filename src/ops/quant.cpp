@@ -32,5 +32,11 @@ bool quantCodeRange(DType d, int64_t& lo, int64_t& hi) {
 }
 
 KILN_OP_FP16("DynamicQuantizeLinear", kFp16Never);
+// Their scales and float sides stay float32: before opset 19 the schemas take no float16 there
+// (a converted QuantizeLinear fails shape inference), and a float16 scale would move the codes.
+KILN_OP_FP16("QuantizeLinear", kFp16Never);
+KILN_OP_FP16("DequantizeLinear", kFp16Never);
+KILN_OP_FP16("QLinearConv", kFp16Never);
+KILN_OP_FP16("QLinearMatMul", kFp16Never);
 
 } // namespace kiln::ops

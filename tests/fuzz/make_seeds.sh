@@ -17,7 +17,7 @@ mkdir -p "$corpus"/{onnx_import,ms_read,om_read,converter_config,keep_dtype,aipp
 # Binary ONNX from the small text models (tests/cli/models, samples): import seeds and round-trip
 # seeds alike.
 models=(affine small_weights scalar_consts resize_third conv_dynamic_same any_channels new_ops
-        nchw_image dynamic_shapes tiny_cnn)
+        nchw_image dynamic_shapes tiny_cnn qlinear_int8)
 for m in "${models[@]}"; do
   src=$root/tests/cli/models/$m.onnxtxt
   [ -f "$src" ] || src=$root/samples/$m.onnxtxt

@@ -554,9 +554,32 @@ void Lowerer::reserveNodeNames(const Graph& g) {
   }
 }
 
+namespace {
+std::map<std::string, std::set<size_t>>& foldedInputs() {
+  static std::map<std::string, std::set<size_t>> table;
+  return table;
+}
+// True when every reader of `v` reads it at conversion time (foldedInput).
+bool onlyFolded(const Value* v) {
+  if (v->isGraphOutput()) return false;
+  for (const Use& use : v->uses())
+    if (!foldedInput(*use.user, use.inputIndex)) return false;
+  return true;
+}
+} // namespace
+
+void addFoldedInputs(const std::string& onnx, std::set<size_t> inputs) {
+  foldedInputs()[onnx] = std::move(inputs);
+}
+bool foldedInput(const Node& user, size_t inputIndex) {
+  auto it = foldedInputs().find(user.opType());
+  return it != foldedInputs().end() && it->second.count(inputIndex) > 0;
+}
+
 Status Lowerer::lowerNodes(const Graph& g) {
   for (const Value* v : g.initializers()) {
     if (!v->hasUses() && !v->isGraphOutput()) continue;
+    if (onlyFolded(v)) continue;
     std::string opName = uniqueOpName(v->name());
     Port p = emitConst(opName, v->initializer());
     graph_->mutable_op(graph_->op_size() - 1)->mutable_output_desc(0)->set_name(v->name());

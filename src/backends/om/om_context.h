@@ -116,6 +116,9 @@ class Lowerer {
 
   const OmWriteOptions& options() const { return options_; }
   const std::string& nodeName() const { return nodeName_; }
+  // The int8 codes (uint8 codes shifted by -128) a quant rule (ops/quant.cpp) made for a value, so
+  // the int8 ops reading it take them without a conversion back and forth.
+  std::map<const Value*, Port> int8Codes;
   // The type a value of `t` has on the chip: float64 runs as float32 where the chip has no double
   // (graph inputs are cast on entry, outputs cast back: see Lowerer::run).
   DType onChip(DType t) const { return narrowF64_ && t == DType::Float64 ? DType::Float32 : t; }
@@ -317,6 +320,20 @@ inline void addRaising(const std::string& geType, RaiseFn raise, const char* fil
 }
 
 std::string noCheck(const Node&, const OpContext&);
+
+// A float16 ↔ float32 Cast at the float side of a QuantizeLinear / DequantizeLinear that
+// ops/quant.cpp lowers: AscendQuant / AscendAntiQuant take or give the float16 themselves (as in an
+// ATC model), so the Cast emits nothing.
+bool castAbsorbedByQuant(const Node& cast);
+// int8 Conv2D / MatMulV2 read back with integer arithmetic (ops/quant.cpp): `conv` receives the
+// ConvInteger node, for the caller's window attributes.
+Status raiseInt8Conv2D(Raiser& r, const OpDef& op, Node*& conv);
+Status raiseInt8MatMul(Raiser& r, const OpDef& op);
+
+// Inputs of ONNX `onnx` that its lowering reads at conversion time (scales, zero points, weights
+// re-coded to int8): an initializer read only through such inputs gets no Const of its own.
+void addFoldedInputs(const std::string& onnx, std::set<size_t> inputs);
+bool foldedInput(const Node& user, size_t inputIndex);
 
 // An op that maps 1:1 with inputs unchanged and attributes renamed (ONNX name → GE name): its
 // lowering rule and the raising rule of `geType` (so each GE type belongs to one such op).

@@ -78,9 +78,14 @@ void convRaisingRules() {
     addRaising(
         type,
         [](Raiser& r, const OpDef& op) -> Status {
-          std::vector<Value*> inputs{r.in(op, 0), r.in(op, 1)};
-          if (Value* b = r.in(op, 2)) inputs.push_back(b);
-          Node* node = r.emit(op, "Conv", inputs);
+          Node* node = nullptr;
+          if (Value* x = r.in(op, 0); x && x->dtype() == DType::Int8 && op.type() == "Conv2D") {
+            KILN_TRY(raiseInt8Conv2D(r, op, node));
+          } else {
+            std::vector<Value*> inputs{r.in(op, 0), r.in(op, 1)};
+            if (Value* b = r.in(op, 2)) inputs.push_back(b);
+            node = r.emit(op, "Conv", inputs);
+          }
           auto strides = getInts(op, "strides"), dilations = getInts(op, "dilations");
           auto pads = getInts(op, "pads");
           if (strides.size() < 3 || dilations.size() != strides.size() ||

@@ -15,6 +15,7 @@ KILN_OM_LOWERING(
       return "";
     },
     [](Lowerer& l, const Node& n) {
+      if (castAbsorbedByQuant(n)) return;
       OpDef* o = l.op("Cast");
       l.input(o, l.in(0));
       auto to = l.onChip(*dtypeFromOnnx(static_cast<int32_t>(nodeInt(n, "to", 0))));

@@ -98,6 +98,7 @@ KILN_OM_LOWERING(
       l.bind(y, p);
     });
 KILN_OM_RAISING("MatMulV2", [](Raiser& r, const OpDef& op) -> Status {
+  if (Value* x = r.in(op, 0); x && x->dtype() == DType::Int8) return raiseInt8MatMul(r, op);
   bool ta = getB(op, "transpose_x1", false), tb = getB(op, "transpose_x2", false);
   Value* bias = r.in(op, 2);
   if (!ta && !tb && !bias) {
@@ -116,6 +117,7 @@ void batchMatMulRaisingRules() {
     addRaising(
         type,
         [](Raiser& r, const OpDef& op) -> Status {
+          if (Value* x = r.in(op, 0); x && x->dtype() == DType::Int8) return raiseInt8MatMul(r, op);
           std::vector<Value*> inputs{r.in(op, 0), r.in(op, 1)};
           const char* flags[2][2] = {{"adj_x1", "adj_x2"}, {"transpose_x1", "transpose_x2"}};
           for (int i = 0; i < 2; ++i) {
