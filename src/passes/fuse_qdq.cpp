@@ -123,13 +123,19 @@ const Node* weightDq(const Value* v, size_t rank, int64_t axis, int64_t channels
 
 std::vector<float> floats(const Value* v) { return rt::toFloatVector(*constantTensor(v)); }
 
-// The zero point input of a Q/DQ node, or a new zero of `codes` type when it has none.
+// The zero point input of a Q/DQ node, or new zeros of `codes` type shaped like its scale when it
+// has none.
 Value* zeroPointOf(Graph& g, const Node& n, DType codes, const std::string& base,
                    std::vector<Value*>& made) {
   if (n.inputs().size() > 2 && n.input(2)) return n.input(2);
-  Value* z = g.addInitializer(g.uniqueName(base + "_zero_point"),
-                              codes == DType::Int8 ? Tensor::fromValues<int8_t>(codes, {}, {0})
-                                                   : Tensor::fromValues<uint8_t>(codes, {}, {0}));
+  const Tensor* scale = constantTensor(n.input(1));
+  const std::vector<int64_t> dims = scale ? scale->dims() : std::vector<int64_t>{};
+  const size_t count = scale ? scale->elementCount() : 1;
+  Value* z = g.addInitializer(
+      g.uniqueName(base + "_zero_point"),
+      codes == DType::Int8
+          ? Tensor::fromValues<int8_t>(codes, dims, std::vector<int8_t>(count, 0))
+          : Tensor::fromValues<uint8_t>(codes, dims, std::vector<uint8_t>(count, 0)));
   made.push_back(z);
   return z;
 }

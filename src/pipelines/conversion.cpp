@@ -28,6 +28,23 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
     KILN_ASSIGN_OR_RETURN(simplify, pipelineByName(options.simplify));
   }
   PipelineResult result;
+  // First, before simplification folds the DequantizeLinear of constant weights into float
+  // weights: QDQ Conv/MatMul become QLinearConv/QLinearMatMul where the target takes them (int8
+  // kernels), so decompose-quant below only makes float what the target refuses.
+  if (const TargetHooks* target = options.target.empty() ? nullptr : findTarget(options.target);
+      target && target->unsupportedReason) {
+    const std::string variant = options.target.find(':') == std::string::npos
+                                    ? std::string()
+                                    : options.target.substr(options.target.find(':') + 1);
+    PipelineOptions fuse;
+    fuse.targetName = options.target;
+    const Model* m = &model;
+    fuse.targetTakes = [target, variant, m](const Node& node) {
+      return target->unsupportedReason(node, variant, m->opsetVersion(node.domain())).empty();
+    };
+    KILN_ASSIGN_OR_RETURN(PipelineResult fused, runPipeline(model, {"fuse-qdq"}, fuse));
+    append(result, std::move(fused));
+  }
   PipelineOptions shapes;
   shapes.inputShapes = options.inputShapes;
   // Passes that read an input's default as a constant (as both targets write it) only do so when
