@@ -207,6 +207,10 @@ namespace {
 // A QuantizeLinear whose codes stay int8 becomes QuantDTypeCast float32 → int8 (the output
 // carries the QuantParam); others are refused (decompose-quant then computes them in float).
 std::string checkQuantizeLinear(const Node& n, const lowering::OpContext&) {
+  if (const DType x = n.input(0) ? n.input(0)->dtype() : DType::Undefined;
+      x != DType::Float32 && x != DType::Undefined)
+    return fmt::format("QuantizeLinear of {} values (.ms QuantDTypeCast quantizes float32)",
+                       dtypeName(x));
   return int8CodesReason(n.output(0));
 }
 
