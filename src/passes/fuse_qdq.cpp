@@ -245,6 +245,7 @@ class FuseQdq : public Pass {
   Expected<bool> run(Graph& graph, PassContext& context) override {
     context_ = &context;
     floatNodes_.clear();
+    floatCount_ = 0;
     bool changed = rewrite::rewriteEachNode(graph, [&](Node* node) {
       if (!isStandard(*node)) return false;
       Graph& g = *node->owner();
@@ -257,12 +258,13 @@ class FuseQdq : public Pass {
       context.notes.push_back(fmt::format(
           "fuse-qdq: {} quantized Conv/MatMul node(s) stay float (decompose-quant computes their "
           "integer arithmetic in float): {}",
-          floatNodes_.size(), fmt::join(floatNodes_, "; ")));
+          floatCount_, fmt::join(floatNodes_, "; ")));
     return changed;
   }
 
  private:
   void keptFloat(const Node& n, const std::string& why) {
+    ++floatCount_;
     const std::string label =
         n.name().empty() ? "'" + n.output(0)->name() + "'" : "'" + n.name() + "'";
     if (floatNodes_.size() < 8)
@@ -392,7 +394,8 @@ class FuseQdq : public Pass {
   }
 
   PassContext* context_ = nullptr;
-  std::vector<std::string> floatNodes_;
+  std::vector<std::string> floatNodes_; // the first few, for the note
+  size_t floatCount_ = 0;
 };
 
 } // namespace
