@@ -73,6 +73,18 @@ worst=$("$kiln" compare qdq.onnx qdq.ms --input x=x1.pb 2>/dev/null |
 if [ -n "$worst" ] && atLeast "$worst" 0.999; then pass "kiln: .ms vs the QDQ source, cosine $worst"
 else fail "kiln: .ms vs the QDQ source" "cosine '$worst', expected >= 0.999"; fi
 
+# QuantizeLinear → DequantizeLinear with scale 1 and zero point 0 is quantization all the same
+# (rounding half to even, saturation), not the plain int8 cast the data-type pass writes with the
+# same unit parameter: read back as QuantizeLinear, it gives the ONNX numbers.
+printf '<ir_version: 8, opset_import: ["" : 13]>\nunit (float[2,8] x) => (float[2,8] y) <float s = {1.0}, int8 z = {0}> {\n  q = QuantizeLinear (x, s, z)\n  y = DequantizeLinear (q, s, z)\n}\n' >unit.onnxtxt
+"$kiln" convert unit.onnxtxt --to onnx -o unit.onnx >/dev/null 2>&1
+"$converter" --fmk=ONNX --modelFile=unit.onnx --outputFile=unit >/dev/null 2>&1
+"$kiln" tensor make --random --seed 3 --range -3,3 --shape 2,8 --name x -o u.pb >/dev/null
+unit=$("$kiln" compare unit.onnx unit.ms --input x=u.pb 2>/dev/null | awk '$1 == "y" { print $3 }')
+if [ "$unit" = "0.000e+00" ] && grep -q "= QuantizeLinear(" <("$kiln" inspect --ir unit.ms 2>&1); then
+  pass "unit-scale QuantizeLinear stays quantization (exact)"
+else fail "unit-scale QuantizeLinear stays quantization" "mean relative error '$unit'"; fi
+
 judge="${KILN_JUDGES:-$src/../shared/judges}/mslite/run-msrun.sh"
 if [ ! -f "$judge" ]; then
   echo "SKIP MindSpore Lite runtime: $judge is absent (the judges live in ../shared/judges)"

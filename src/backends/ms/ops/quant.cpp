@@ -276,19 +276,16 @@ KILN_MS_LOWERING("DequantizeLinear", checkDequantizeLinear, lowerDequantizeLinea
 
 // ---- Raising (.ms → IR)
 
-// The first QuantParam of tensor `t` when it is a real one (not the unit scale 1, zero point 0
-// the data-type pass gives plain integer casts).
-const msfb::QuantParam* realParam(RaisingContext& ctx, uint32_t t) {
+// The first QuantParam of tensor `t`, nullptr when it has none.
+const msfb::QuantParam* firstParam(RaisingContext& ctx, uint32_t t) {
   const auto* params = ctx.tensor(t)->quantParams();
-  if (!params || params->size() == 0 || !params->Get(0)) return nullptr;
-  const msfb::QuantParam* p = params->Get(0);
-  return p->scale() == 1.0 && p->zeroPoint() == 0 ? nullptr : p;
+  return params && params->size() > 0 ? params->Get(0) : nullptr;
 }
 
 // QuantDTypeCast float32 → int8 is QuantizeLinear with the output's QuantParam, int8 → float32
-// DequantizeLinear with the input's (the sides the runtime reads them from). Between int8 and
-// float32 with the unit parameter (scale 1, zero point 0) it is how the data-type pass converts
-// int8 (the runtime's Cast converts no int8): a plain Cast.
+// DequantizeLinear with the input's (the sides the runtime reads them from; the float side has
+// none). With the unit parameter (scale 1, zero point 0) on both sides it is how the data-type
+// pass converts plain int8 data (the runtime's Cast converts no int8): a plain Cast.
 Status raiseQuantDTypeCast(RaisingContext& ctx, const msfb::Primitive& p) {
   const auto* q = p.value_as_QuantDTypeCast();
   KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
@@ -297,9 +294,17 @@ Status raiseQuantDTypeCast(RaisingContext& ctx, const msfb::Primitive& p) {
   const std::optional<DType> to = ms::dtypeOfTypeId(dst);
   if (!to) return ctx.nodeUnsupported("QuantDTypeCast to an unknown type");
   const uint32_t codes = dst == kTypeInt8 ? ctx.outIndex(0) : ctx.inIndex(0);
-  const msfb::QuantParam* param = realParam(ctx, codes);
-  if (!param)
+  const uint32_t other = dst == kTypeInt8 ? ctx.inIndex(0) : ctx.outIndex(0);
+  const msfb::QuantParam* param = firstParam(ctx, codes);
+  const msfb::QuantParam* otherParam = firstParam(ctx, other);
+  const bool unit = [](const msfb::QuantParam* p) {
+    return !p || (p->scale() == 1.0 && p->zeroPoint() == 0);
+  }(param);
+  if (!param || (otherParam && unit)) {
+    if (!unit || (otherParam && (otherParam->scale() != 1.0 || otherParam->zeroPoint() != 0)))
+      return ctx.nodeUnsupported("QuantDTypeCast with quantization parameters on both sides");
     return ctx.bind(0, ctx.emit("Cast", {x}, {{"to", Attribute::ofInt(dtypeToOnnx(*to))}}));
+  }
   const auto* all = ctx.tensor(codes)->quantParams();
   if (all->size() != 1)
     return ctx.nodeUnsupported("QuantDTypeCast with per-channel quantization parameters");
