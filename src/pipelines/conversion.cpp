@@ -14,6 +14,20 @@ void append(PipelineResult& into, PipelineResult from) {
   into.notes.insert(into.notes.end(), from.notes.begin(), from.notes.end());
 }
 
+// The part of a target name after ':' ("Ascend310P3" of "om:Ascend310P3"), "" when none.
+std::string targetVariant(const std::string& target) {
+  const size_t colon = target.find(':');
+  return colon == std::string::npos ? std::string() : target.substr(colon + 1);
+}
+
+// PassContext::targetTakes for `target`: whether it takes a node of `model` as it is.
+std::function<bool(const Node&)> takesFor(const TargetHooks* target, const std::string& variant,
+                                          const Model* model) {
+  return [target, variant, model](const Node& node) {
+    return target->unsupportedReason(node, variant, model->opsetVersion(node.domain())).empty();
+  };
+}
+
 } // namespace
 
 bool needsFp16Conversion(const PrecisionOptions& precision) {
@@ -33,15 +47,9 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
   // kernels), so decompose-quant below only makes float what the target refuses.
   if (const TargetHooks* target = options.target.empty() ? nullptr : findTarget(options.target);
       target && target->unsupportedReason) {
-    const std::string variant = options.target.find(':') == std::string::npos
-                                    ? std::string()
-                                    : options.target.substr(options.target.find(':') + 1);
     PipelineOptions fuse;
     fuse.targetName = options.target;
-    const Model* m = &model;
-    fuse.targetTakes = [target, variant, m](const Node& node) {
-      return target->unsupportedReason(node, variant, m->opsetVersion(node.domain())).empty();
-    };
+    fuse.targetTakes = takesFor(target, targetVariant(options.target), &model);
     KILN_ASSIGN_OR_RETURN(PipelineResult fused, runPipeline(model, {"fuse-qdq"}, fuse));
     append(result, std::move(fused));
   }
@@ -124,17 +132,11 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
   // the weights it made like any float weight.
   if (const TargetHooks* target = options.target.empty() ? nullptr : findTarget(options.target);
       target && target->unsupportedReason) {
-    const std::string variant = options.target.find(':') == std::string::npos
-                                    ? std::string()
-                                    : options.target.substr(options.target.find(':') + 1);
     PipelineOptions decompose;
     // Weight quant to another width than 8 bits re-quantizes the float weights instead of keeping
     // the model's 8-bit codes.
     decompose.weightQuant = options.weightQuant;
-    const Model* m = &model;
-    decompose.targetTakes = [target, variant, m](const Node& node) {
-      return target->unsupportedReason(node, variant, m->opsetVersion(node.domain())).empty();
-    };
+    decompose.targetTakes = takesFor(target, targetVariant(options.target), &model);
     KILN_ASSIGN_OR_RETURN(PipelineResult decomposed,
                           runPipeline(model, {"decompose-quant"}, decompose));
     const bool rewrote = !decomposed.stats.empty() && decomposed.stats.back().changed;
