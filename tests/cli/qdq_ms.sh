@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Quantized ONNX stays int8 in .ms: a hand-made QDQ model (Conv → Relu → depthwise Conv → Relu →
 # strided Conv, then a MatMul with per-column weights; tests/cli/models/qdq_cnn.onnxtxt, written
-# by gen_qdq_cnn.py) converted by converter_lite holds QUANT_ALL Conv2DFusion/MatMulFusion between QuantDTypeCast nodes; kiln
-# reads them back as QLinearConv/QLinearMatMul (int8 arithmetic in its executor), which matches
-# the QDQ source run in kiln's executor (cosine >= 0.999) and the real MindSpore Lite runtime
-# (../shared/judges/mslite, or $KILN_JUDGES; cosine >= 0.999; skipped, saying so, when absent).
+# by gen_qdq_cnn.py) converted by converter_lite holds QUANT_ALL Conv2DFusion/MatMulFusion between
+# QuantDTypeCast nodes; kiln reads them back as QLinearConv/QLinearMatMul (int8 arithmetic in its
+# executor), which matches the QDQ source run in kiln's executor (cosine >= 0.999) and the real
+# MindSpore Lite runtime (../shared/judges/mslite, or $KILN_JUDGES; cosine >= 0.999; skipped,
+# saying so, when absent).
 # Usage: tests/cli/qdq_ms.sh KILN CONVERTER_LITE SOURCE_DIR [WORKDIR]
 set -uo pipefail
 
