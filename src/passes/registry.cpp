@@ -26,6 +26,7 @@ std::unique_ptr<Pass> makeQuantizeWeightsPass();
 std::unique_ptr<Pass> makeSettleShapesPass();
 std::unique_ptr<Pass> makeFuseBatchNormPass();
 std::unique_ptr<Pass> makeFuseMatMulAddPass();
+std::unique_ptr<Pass> makeFuseQdqPass();
 std::unique_ptr<Pass> makeMergeTransposeReshapePass();
 std::unique_ptr<Pass> makeEliminateCommonSubexpressionsPass();
 std::unique_ptr<Pass> makeExpandRnnPass();
@@ -60,6 +61,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"expand-new-ops", makeExpandNewOpsPass},
       {"fuse-batchnorm", makeFuseBatchNormPass},
       {"fuse-matmul-add", makeFuseMatMulAddPass},
+      {"fuse-qdq", makeFuseQdqPass},
       {"merge-transpose-reshape", makeMergeTransposeReshapePass},
       {"eliminate-common-subexpressions", makeEliminateCommonSubexpressionsPass},
       {"expand-functions", makeExpandFunctionsPass},

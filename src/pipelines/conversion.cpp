@@ -14,6 +14,20 @@ void append(PipelineResult& into, PipelineResult from) {
   into.notes.insert(into.notes.end(), from.notes.begin(), from.notes.end());
 }
 
+// The part of a target name after ':' ("Ascend310P3" of "om:Ascend310P3"), "" when none.
+std::string targetVariant(const std::string& target) {
+  const size_t colon = target.find(':');
+  return colon == std::string::npos ? std::string() : target.substr(colon + 1);
+}
+
+// PassContext::targetTakes for `target`: whether it takes a node of `model` as it is.
+std::function<bool(const Node&)> takesFor(const TargetHooks* target, const std::string& variant,
+                                          const Model* model) {
+  return [target, variant, model](const Node& node) {
+    return target->unsupportedReason(node, variant, model->opsetVersion(node.domain())).empty();
+  };
+}
+
 } // namespace
 
 bool needsFp16Conversion(const PrecisionOptions& precision) {
@@ -28,6 +42,17 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
     KILN_ASSIGN_OR_RETURN(simplify, pipelineByName(options.simplify));
   }
   PipelineResult result;
+  // First, before simplification folds the DequantizeLinear of constant weights into float
+  // weights: QDQ Conv/MatMul become QLinearConv/QLinearMatMul where the target takes them (int8
+  // kernels), so decompose-quant below only makes float what the target refuses.
+  if (const TargetHooks* target = options.target.empty() ? nullptr : findTarget(options.target);
+      target && target->unsupportedReason) {
+    PipelineOptions fuse;
+    fuse.targetName = options.target;
+    fuse.targetTakes = takesFor(target, targetVariant(options.target), &model);
+    KILN_ASSIGN_OR_RETURN(PipelineResult fused, runPipeline(model, {"fuse-qdq"}, fuse));
+    append(result, std::move(fused));
+  }
   PipelineOptions shapes;
   shapes.inputShapes = options.inputShapes;
   // Passes that read an input's default as a constant (as both targets write it) only do so when
@@ -107,17 +132,11 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
   // the weights it made like any float weight.
   if (const TargetHooks* target = options.target.empty() ? nullptr : findTarget(options.target);
       target && target->unsupportedReason) {
-    const std::string variant = options.target.find(':') == std::string::npos
-                                    ? std::string()
-                                    : options.target.substr(options.target.find(':') + 1);
     PipelineOptions decompose;
     // Weight quant to another width than 8 bits re-quantizes the float weights instead of keeping
     // the model's 8-bit codes.
     decompose.weightQuant = options.weightQuant;
-    const Model* m = &model;
-    decompose.targetTakes = [target, variant, m](const Node& node) {
-      return target->unsupportedReason(node, variant, m->opsetVersion(node.domain())).empty();
-    };
+    decompose.targetTakes = takesFor(target, targetVariant(options.target), &model);
     KILN_ASSIGN_OR_RETURN(PipelineResult decomposed,
                           runPipeline(model, {"decompose-quant"}, decompose));
     const bool rewrote = !decomposed.stats.empty() && decomposed.stats.back().changed;

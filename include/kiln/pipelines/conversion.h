@@ -42,7 +42,7 @@ struct ConversionOptions {
 // Whether `precision` asks convert-fp16 to change anything.
 bool needsFp16Conversion(const PrecisionOptions& precision);
 
-// Runs, in order: simplification (with the input shapes), expand-functions (for `target`),
+// Runs, in order: fuse-qdq (for `target`), simplification (with the input shapes), expand-functions (for `target`),
 // afterSimplify, the target's prepare (RNNs unrolled), convert-fp16, decompose-quant (for
 // `target`), quantize-weights. Notes of every stage are collected in the result.
 Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOptions& options);

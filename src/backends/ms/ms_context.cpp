@@ -344,7 +344,7 @@ Expected<uint32_t> LoweringContext::input(const Value* v, Layout layout) {
       d[i] = t.dims[static_cast<size_t>(p[i])];
     t.dims = d;
   }
-  t.quantParams.clear();
+  // An int8 activation keeps its QuantParam: the transposed codes mean the same numbers.
   uint32_t to = addTensor(std::move(t));
   const Node* saved = node_;
   MsNode n;

@@ -255,6 +255,8 @@ class LoweringContext {
   // Every op is emitted here; a Where gets its operands broadcast first (ms_runtime_operands.cpp).
   void emit(fb::PrimitiveType type, AttrBuilder attrs, std::vector<uint32_t> inputs,
             std::vector<uint32_t> outputs, bool quantized = false);
+  // The node emitted last runs the runtime's int8 kernels (CNode.quantType QUANT_ALL, ms.md §3.4).
+  void markQuantAll() { out_.nodes.back().quantType = 5; }
   // --- subgraphs (control flow, ops/control_flow.cpp; ms.md §4.2)
   // A new (empty) subgraph; the main graph is 0. Its index is what PartialFusion names.
   uint32_t newSubgraph(const std::string& name);

@@ -300,8 +300,14 @@ Status RaisingContext::readNode(const msfb::CNode* node) {
   nodeName_ = node->name() ? node->name()->str() : "";
   opName_ = primitiveName(node->primitive()->value_type());
   auto qt = node->quantType();
-  if (qt == msfb::QuantType_QUANT_ALL || qt == msfb::QuantType_AwareTraining ||
-      qt == msfb::QuantType_PostTraining || qt == msfb::QuantType_QUANT_DYNAMIC)
+  // Int8 kernels are read for the ops whose rules raise them (ops/conv.cpp, ops/matmul.cpp:
+  // QLinearConv / QLinearMatMul over the codes).
+  const auto type = node->primitive() ? node->primitive()->value_type() : msfb::PrimitiveType_NONE;
+  const bool int8Rule = type == msfb::PrimitiveType_Conv2DFusion ||
+                        type == msfb::PrimitiveType_MatMulFusion ||
+                        type == msfb::PrimitiveType_QuantDTypeCast;
+  if (((qt == msfb::QuantType_QUANT_ALL || qt == msfb::QuantType_PostTraining) && !int8Rule) ||
+      qt == msfb::QuantType_AwareTraining || qt == msfb::QuantType_QUANT_DYNAMIC)
     return nodeUnsupported(fmt::format("quant type {} (int8 kernels) is not read; only float and "
                                        "weight-quantized nodes are",
                                        msfb::EnumNameQuantType(qt)));

@@ -10,7 +10,9 @@
 
 #include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
+#include "backends/ms/ms_quant.h"
 #include "backends/ms/ms_raise_context.h"
+#include "kiln/runtime/tensor_util.h"
 #include "ops/attributes.h"
 
 namespace kiln::ms {
@@ -438,7 +440,81 @@ Status lowerConvTranspose(LoweringContext& ctx, const Node& n) {
   return Status::ok();
 }
 
+// QLinearConv (2-D, plain or depthwise) over int8 codes: Conv2DFusion run by the runtime's int8
+// kernel (QUANT_ALL) on int8 NHWC tensors with per-tensor QuantParams, int8 KHWC weights with one
+// QuantParam per output channel (or one), an int32 bias whose QuantParams carry x_scale ·
+// w_scale[c]. Inputs as ONNX numbers them: x 0, x_scale 1, x_zp 2, w 3, w_scale 4, w_zp 5,
+// y_scale 6, y_zp 7, B 8.
+std::string checkQLinearConv(const Node& n, const lowering::OpContext&) {
+  if (std::string reason = qlinearCodesReason(n); !reason.empty()) return reason;
+  if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank != 4)
+    return fmt::format("{}-D input (.ms int8 Conv2DFusion is 2-D)", rank - 2);
+  if (auto autoPad = ops::stringAttr(n, "auto_pad", "NOTSET"); !autoPad)
+    return autoPad.status().message();
+  return spatialReason(n, {"kernel_shape", "strides", "dilations", "pads"});
+}
+
+Status lowerQLinearConv(LoweringContext& ctx, const Node& n) {
+  auto wShape = ctx.staticShape(n.input(3));
+  if (!wShape || wShape->size() != 4) return bad("the weight is not 4-D");
+  const auto wd = *wShape;
+  const std::vector<int64_t> kernel = {wd[2], wd[3]};
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> strides, ops::intsAttr(n, "strides", {1, 1}));
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> dilations,
+                        ops::intsAttr(n, "dilations", {1, 1}));
+  if (strides.size() != 2 || dilations.size() != 2) return bad("strides/dilations need 2 values");
+  std::string err;
+  auto pad = convPadding(n, inputHW(ctx.resolve(n.input(0))), kernel, strides, dilations, &err);
+  if (!pad) return bad("{}", err);
+  KILN_ASSIGN_OR_RETURN(const int64_t group, ops::intAttr(n, "group", 1));
+  const int64_t outCh = wd[0], inCh = wd[1] * group;
+  KILN_ASSIGN_OR_RETURN(uint32_t x, ctx.input(n.input(0), Layout::Nhwc));
+  KILN_ASSIGN_OR_RETURN(Int8Weight w, int8Weight(ctx, n.input(3), n.input(4), n.input(5)));
+  const std::string name = n.output(0)->name();
+  KILN_ASSIGN_OR_RETURN(uint32_t wt,
+                        ctx.permutedConstTensor(w.codes, kToNhwc, name + "_weight", kFormatKHWC));
+  ctx.tensor(wt).quantParams = w.params;
+  ctx.tensor(wt).isQuantizedWeight = true;
+  ctx.tensor(wt).modelCodes = true;
+  std::vector<uint32_t> ins = {x, wt};
+  const MsQuantParam xParam = activationParam(ctx, n.input(1), n.input(2), DType::UInt8);
+  if (n.inputs().size() > 8 && n.input(8)) {
+    auto b = ctx.constOf(n.input(8));
+    if (!b) return bad("the bias must be a constant");
+    KILN_ASSIGN_OR_RETURN(uint32_t bt, ctx.constTensor(b->tensor, name + "_bias"));
+    std::vector<MsQuantParam> biasParams;
+    for (int64_t c = 0; c < outCh; ++c) {
+      MsQuantParam p;
+      // The product in float32, as the quantizer that coded the bias computed it.
+      p.scale = static_cast<float>(xParam.scale) *
+                static_cast<float>(w.params[w.params.size() == 1 ? 0 : c].scale);
+      p.numBits = 32;
+      p.dstDtype = kTypeInt32;
+      biasParams.push_back(p);
+    }
+    ctx.tensor(bt).quantParams = biasParams;
+    ins.push_back(bt);
+  }
+  KILN_ASSIGN_OR_RETURN(uint32_t y, ctx.output(n.output(0), Layout::Nhwc));
+  setInt8(ctx, y, activationParam(ctx, n.input(6), n.input(7), DType::UInt8));
+  const auto padList = pad->list;
+  const int padMode = pad->mode;
+  ctx.emit(fb::PrimitiveType_Conv2DFusion,
+           [=](FBB& b) {
+             return fb::CreateConv2DFusion(b, fb::Format_NHWC, b.CreateVector(kernel),
+                                           b.CreateVector(strides), b.CreateVector(dilations),
+                                           static_cast<fb::PadMode>(padMode),
+                                           b.CreateVector(padList), 0, group, inCh, outCh,
+                                           fb::ActivationType_NO_ACTIVATION)
+                 .Union();
+           },
+           ins, {y});
+  ctx.markQuantAll();
+  return Status::ok();
+}
+
 KILN_MS_LOWERING("Conv", checkConv, lowerConv);
+KILN_MS_LOWERING("QLinearConv", checkQLinearConv, lowerQLinearConv);
 KILN_MS_LOWERING("ConvTranspose", checkConvTranspose, lowerConvTranspose);
 // ---- end of lowering
 
@@ -460,6 +536,19 @@ Status raiseConv2DFusion(RaisingContext& ctx, const msfb::Primitive& p) {
   // KHWC → OIHW; a non-constant weight gets a Transpose.
   KILN_ASSIGN_OR_RETURN(Value * w, ctx.in(1, {std::nullopt, {0, 3, 1, 2}, 0}));
   std::vector<Value*> ins{ctx.toNchw(x), w};
+  // Int8 kernels: QLinearConv over the codes, with the tensors' QuantParams as its parameters.
+  const bool int8 = int8Data(ctx);
+  if (int8) {
+    auto xq = quantConstants(ctx, ctx.inIndex(0));
+    auto wq = quantConstants(ctx, ctx.inIndex(1));
+    auto yq = quantConstants(ctx, ctx.outIndex(0));
+    if (!wq || !yq || !ctx.isConstant(ctx.inIndex(1)))
+      return ctx.nodeUnsupported("int8 convolution without a constant quantized weight and "
+                                 "quantized output");
+    if (c->activation_type() != msfb::ActivationType_NO_ACTIVATION)
+      return ctx.nodeUnsupported("int8 convolution with a fused activation");
+    ins = {ctx.toNchw(x), xq->first, xq->second, w, wq->first, wq->second, yq->first, yq->second};
+  }
   if (ctx.inputCount() > 2) {
     KILN_ASSIGN_OR_RETURN(Value * b, ctx.in(2));
     ins.push_back(b);
@@ -477,7 +566,7 @@ Status raiseConv2DFusion(RaisingContext& ctx, const msfb::Primitive& p) {
     attrs.push_back({"auto_pad", Attribute::ofString("SAME_UPPER")});
   else if (pads.size() >= 4 && c->pad_mode() == msfb::PadMode_PAD)
     attrs.push_back({"pads", Attribute::ofInts({pads[0], pads[2], pads[1], pads[3]})});
-  Value* y = ctx.emit("Conv", ins, std::move(attrs));
+  Value* y = ctx.emit(int8 ? "QLinearConv" : "Conv", ins, std::move(attrs));
   KILN_ASSIGN_OR_RETURN(y, ctx.activation(ctx.toNhwc(y), c->activation_type()));
   return ctx.bind(0, y);
 }

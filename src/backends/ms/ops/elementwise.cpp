@@ -527,23 +527,6 @@ Status raiseCast(RaisingContext& ctx, const msfb::Primitive&) {
   return ctx.bind(0, ctx.emit("Cast", {x}, {{"to", Attribute::ofInt(dtypeToOnnx(*to))}}));
 }
 
-// QuantDTypeCast between int8 and float32 with the unit parameter (scale 1, zero point 0) is how
-// the data-type pass converts int8 (the runtime's Cast converts no int8): a plain Cast. Other
-// parameters are quantization, which kiln does not write this way.
-Status raiseQuantDTypeCast(RaisingContext& ctx, const msfb::Primitive& p) {
-  const auto* q = p.value_as_QuantDTypeCast();
-  KILN_ASSIGN_OR_RETURN(Value * x, ctx.in(0));
-  const std::optional<DType> to = ms::dtypeOfTypeId(int(q ? q->dst_t() : 0));
-  if (!to) return ctx.nodeUnsupported("QuantDTypeCast to an unknown type");
-  for (uint32_t t : {ctx.inIndex(0), ctx.outIndex(0)}) {
-    const auto* params = ctx.tensor(t)->quantParams();
-    if (params && params->size() > 0 &&
-        (params->Get(0)->scale() != 1.0 || params->Get(0)->zeroPoint() != 0))
-      return ctx.nodeUnsupported("QuantDTypeCast with a scale or zero point (quantized data)");
-  }
-  return ctx.bind(0, ctx.emit("Cast", {x}, {{"to", Attribute::ofInt(dtypeToOnnx(*to))}}));
-}
-
 Status raiseWhereOrSelect(RaisingContext& ctx, const msfb::Primitive& p) {
   if (ctx.inputCount() == 1 && p.value_type() == msfb::PrimitiveType_Where) {
     // One input: the positions of the true elements, int32 [count, rank].
@@ -656,7 +639,6 @@ KILN_MS_RAISING(Log1p, raiseLog1p);
 KILN_MS_RAISING(IsFinite, raiseIsFinite);
 KILN_MS_RAISING(ExpFusion, raiseExpFusion);
 KILN_MS_RAISING(Cast, raiseCast);
-KILN_MS_RAISING(QuantDTypeCast, raiseQuantDTypeCast);
 KILN_MS_RAISING(Where, raiseWhereOrSelect);
 KILN_MS_RAISING(Select, raiseWhereOrSelect);
 KILN_MS_RAISING(ScaleFusion, raiseScaleFusion);

@@ -11,6 +11,7 @@
 
 #include "backends/ms/ms_chain.h"
 #include "backends/ms/ms_context.h"
+#include "backends/ms/ms_quant.h"
 #include "backends/ms/ms_raise_context.h"
 #include "ops/attributes.h"
 
@@ -180,7 +181,39 @@ Status lowerGemm(LoweringContext& ctx, const Node& n) {
 }
 
 KILN_MS_LOWERING("Gemm", checkGemm, lowerGemm);
+// QLinearMatMul over int8 codes with a constant [K, N] weight: MatMulFusion run by the
+// runtime's int8 kernel (QUANT_ALL), B stored [N, K] (transpose_b) with one QuantParam per output
+// column (or one). Inputs as ONNX numbers them: a 0, a_scale 1, a_zp 2, b 3, b_scale 4, b_zp 5,
+// y_scale 6, y_zp 7.
+std::string checkQLinearMatMul(const Node& n, const lowering::OpContext&) {
+  if (std::string reason = qlinearCodesReason(n); !reason.empty()) return reason;
+  if (const int rank = declaredRank(n.input(0)); rank >= 0 && rank < 2)
+    return "MatMul operands of rank < 2";
+  return {};
+}
+
+Status lowerQLinearMatMul(LoweringContext& ctx, const Node& n) {
+  KILN_ASSIGN_OR_RETURN(uint32_t a, ctx.input(n.input(0), Layout::Onnx));
+  KILN_ASSIGN_OR_RETURN(Int8Weight w, int8Weight(ctx, n.input(3), n.input(4), n.input(5)));
+  const std::string name = n.output(0)->name();
+  KILN_ASSIGN_OR_RETURN(uint32_t b, ctx.permutedConstTensor(w.codes, {1, 0}, name + "_weight"));
+  ctx.tensor(b).quantParams = w.params;
+  ctx.tensor(b).isQuantizedWeight = true;
+  ctx.tensor(b).modelCodes = true;
+  KILN_ASSIGN_OR_RETURN(uint32_t y, ctx.output(n.output(0), Layout::Onnx));
+  setInt8(ctx, y, activationParam(ctx, n.input(6), n.input(7), DType::UInt8));
+  ctx.emit(
+      fb::PrimitiveType_MatMulFusion,
+      [](FBB& fbb) {
+        return fb::CreateMatMulFusion(fbb, false, true, fb::ActivationType_NO_ACTIVATION).Union();
+      },
+      {a, b}, {y});
+  ctx.markQuantAll();
+  return Status::ok();
+}
+
 KILN_MS_LOWERING("MatMul", checkMatMul, lowerMatMul);
+KILN_MS_LOWERING("QLinearMatMul", checkQLinearMatMul, lowerQLinearMatMul);
 // ---- end of lowering
 
 } // namespace
@@ -192,8 +225,28 @@ namespace kiln::ms {
 
 namespace {
 
+// An int8 MatMulFusion (int8 codes in, a constant weight with QuantParams) is QLinearMatMul over
+// the codes, B back in [K, N].
+Status raiseInt8MatMul(RaisingContext& ctx, const msfb::MatMulFusion& m) {
+  const auto bd = ctx.dims(ctx.inIndex(1));
+  if (ctx.inputCount() != 2 || !ctx.isConstant(ctx.inIndex(1)) || bd.size() != 2 ||
+      m.transpose_a() || m.activation_type() != msfb::ActivationType_NO_ACTIVATION)
+    return ctx.nodeUnsupported("int8 MatMulFusion other than codes times a constant 2-D weight");
+  KILN_ASSIGN_OR_RETURN(Value * a, ctx.in(0));
+  auto aq = quantConstants(ctx, ctx.inIndex(0));
+  auto bq = quantConstants(ctx, ctx.inIndex(1));
+  auto yq = quantConstants(ctx, ctx.outIndex(0));
+  if (!aq || !bq || !yq) return ctx.nodeUnsupported("int8 MatMulFusion without QuantParams");
+  std::vector<int64_t> perm;
+  if (m.transpose_b()) perm = {1, 0};
+  KILN_ASSIGN_OR_RETURN(Value * b, ctx.in(1, {std::nullopt, perm, -1}));
+  return ctx.bind(0, ctx.emit("QLinearMatMul", {a, aq->first, aq->second, b, bq->first, bq->second,
+                                                yq->first, yq->second}));
+}
+
 Status raiseMatMulFusion(RaisingContext& ctx, const msfb::Primitive& p) {
   const msfb::MatMulFusion* m = p.value_as_MatMulFusion();
+  if (ctx.inputCount() > 1 && int8Data(ctx)) return raiseInt8MatMul(ctx, *m);
   KILN_ASSIGN_OR_RETURN(Value * a, ctx.in(0));
   int channel = -1;
   if (ctx.inputCount() > 1) {

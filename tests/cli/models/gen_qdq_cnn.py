@@ -1,0 +1,52 @@
+# Writes tests/cli/models/qdq_cnn.onnxtxt (cli_qdq_ms): a hand-made QDQ CNN, seeded int8 weights.
+# Usage: python3 tests/cli/models/gen_qdq_cnn.py > tests/cli/models/qdq_cnn.onnxtxt
+import random
+random.seed(7)
+def ints(n, lo=-127, hi=127): return ", ".join(str(random.randint(lo, hi)) for _ in range(n))
+def flts(vals): return ", ".join(repr(v) for v in vals)
+inits = []
+def init(decl, vals): inits.append(f"{decl} = {{{vals}}}")
+init("float sx", "0.0078125"); init("uint8 zx", "128")
+init("int8[8,3,3,3] w1", ints(216)); init("float[8] w1s", flts([0.01 + 0.001*i for i in range(8)]))
+init("int8[8] w1z", ", ".join(["0"]*8))
+# bias codes with scale sx*w1s (float32 product written by the quantizer)
+import struct
+def f32(v): return struct.unpack('f', struct.pack('f', v))[0]
+b1s = [f32(f32(0.0078125) * f32(0.01 + 0.001*i)) for i in range(8)]
+init("int32[8] b1", ints(8, -2000, 2000)); init("float[8] b1s", flts(b1s))
+init("float s1", "0.02"); init("uint8 z1", "0")
+init("int8[8,1,3,3] wd", ints(72)); init("float[8] wds", flts([0.006 + 0.002*i for i in range(8)]))
+init("float s2", "0.02"); init("uint8 z2", "0")
+init("int8[4,8,3,3] w2", ints(288)); init("float w2s", "0.01")
+init("float[4] b2", flts([0.1, -0.2, 0.3, -0.05]))
+init("float s3", "0.05"); init("uint8 z3", "128")
+init("int64[2] flat", "1, 64")
+init("int8[64,10] w3", ints(640)); init("float[10] w3s", flts([0.01 + 0.0005*i for i in range(10)]))
+init("float s4", "0.1"); init("uint8 z4", "128")
+print("""<ir_version: 8, opset_import: ["" : 13]>
+qdq_cnn (float[1,3,8,8] x) => (float[1,4,4,4] y, float[1,10] z) <""" + ", ".join(inits) + """> {
+  xq = QuantizeLinear (x, sx, zx)
+  xd = DequantizeLinear (xq, sx, zx)
+  w1d = DequantizeLinear <axis = 0> (w1, w1s, w1z)
+  b1d = DequantizeLinear <axis = 0> (b1, b1s)
+  c1 = Conv <pads = [1, 1, 1, 1]> (xd, w1d, b1d)
+  r1 = Relu (c1)
+  q1 = QuantizeLinear (r1, s1, z1)
+  d1 = DequantizeLinear (q1, s1, z1)
+  wdd = DequantizeLinear <axis = 0> (wd, wds)
+  cd = Conv <pads = [1, 1, 1, 1], group = 8> (d1, wdd)
+  rd = Relu (cd)
+  qd = QuantizeLinear (rd, s2, z2)
+  dd = DequantizeLinear (qd, s2, z2)
+  w2d = DequantizeLinear (w2, w2s)
+  c2 = Conv <pads = [1, 1, 1, 1], strides = [2, 2]> (dd, w2d, b2)
+  q2 = QuantizeLinear (c2, s3, z3)
+  y = DequantizeLinear (q2, s3, z3)
+  yf = Reshape (y, flat)
+  qf = QuantizeLinear (yf, s3, z3)
+  df = DequantizeLinear (qf, s3, z3)
+  w3d = DequantizeLinear <axis = 1> (w3, w3s)
+  m = MatMul (df, w3d)
+  qm = QuantizeLinear (m, s4, z4)
+  z = DequantizeLinear (qm, s4, z4)
+}""")
