@@ -88,8 +88,17 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
   }
   if (options.afterSimplify) {
     KILN_ASSIGN_OR_RETURN(bool changed, options.afterSimplify(model));
-    // The new ops get their shapes settled like the rest of the graph.
+    // The new ops get their shapes settled like the rest of the graph. QDQ pairs made here
+    // (FULL_QUANT's calibrated rewrite) are fused first, for the reason given at the top.
     if (changed) {
+      if (const TargetHooks* target = options.target.empty() ? nullptr : findTarget(options.target);
+          target && target->unsupportedReason) {
+        PipelineOptions fuse;
+        fuse.targetName = options.target;
+        fuse.targetTakes = takesFor(target, targetVariant(options.target), &model);
+        KILN_ASSIGN_OR_RETURN(PipelineResult fused, runPipeline(model, {"fuse-qdq"}, fuse));
+        append(result, std::move(fused));
+      }
       KILN_ASSIGN_OR_RETURN(PipelineResult again, runPipeline(model, simplify, resimplify));
       append(result, std::move(again));
     }

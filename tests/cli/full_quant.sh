@@ -56,6 +56,14 @@ for method in MAX_MIN KL REMOVAL_OUTLIER; do
   else fail "$method: cosine vs float >= 0.99" "cosine '$cosine'"; fi
 done
 
+# The int8 form: the Conv and the Gemm run as int8 ops between QuantDTypeCast borders.
+conv=$(opCount MAX_MIN.ms Conv2DFusion)
+casts=$(opCount MAX_MIN.ms QuantDTypeCast)
+if [ "$conv" = 1 ] && [ "$casts" -ge 2 ] && "$kiln" inspect --ir MAX_MIN.ms | grep -q 'QLinearConv'; then
+  pass "the .ms holds an int8 Conv2DFusion and $casts QuantDTypeCast, read back as QLinearConv"
+else fail "int8 Conv2DFusion between QuantDTypeCast" "Conv2DFusion $conv, QuantDTypeCast $casts"; fi
+
+
 convert again MAX_MIN.cfg
 if cmp -s MAX_MIN.ms again.ms; then pass "a repeat writes the same bytes"
 else fail "a repeat writes the same bytes" "MAX_MIN.ms and again.ms differ"; fi
