@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kiln/ir/graph.h"
@@ -14,15 +15,25 @@ namespace kiln::rewrite {
 // Calls `visit(node)` for every node of `graph` and, before each node, for its subgraphs'
 // nodes, over a snapshot of the node list: `visit` may erase the node it is given or insert nodes
 // before it. Returns whether any call returned true (changed the graph).
+// A rewrite may erase nodes later in the walk (a fused Relu or QuantizeLinear): after each change
+// the walk re-reads which nodes are left, so it never touches an erased one.
 template <typename Visit> bool rewriteEachNode(Graph& graph, Visit&& visit) {
   bool changed = false;
   std::vector<Node*> order;
   for (const auto& node : graph.nodes())
     order.push_back(node.get());
+  std::unordered_set<const Node*> live(order.begin(), order.end());
   for (Node* node : order) {
+    if (!live.count(node)) continue;
+    bool here = false;
     for (Graph* sub : node->subgraphs())
-      changed |= rewriteEachNode(*sub, visit);
-    changed |= visit(node);
+      here |= rewriteEachNode(*sub, visit);
+    here |= visit(node);
+    if (!here) continue;
+    changed = true;
+    live.clear();
+    for (const auto& left : graph.nodes())
+      live.insert(left.get());
   }
   return changed;
 }
@@ -130,16 +141,18 @@ inline Value* movedOr(const ValueMap& moved, Value* v) {
   return it == moved.end() ? v : it->second;
 }
 
-// Copies the initializers and nodes of `from` into `into`, as inlining a branch or a loop body needs.
-// `place(opType, inputs, outputNames)` creates each copied node where the caller wants it; copies
-// keep name, domain, doc string, attributes, locations and output types, and their values get names
-// free in `into` (`unnamed` when the original has none). `moved` (seeded by the caller, e.g. with the
-// body's inputs) gains every copied value. Nested subgraphs move with their nodes, and their reads of
-// `from`'s values are rewired to the copies.
+// Copies the initializers and nodes of `from` into `into`, as inlining a branch or a loop body
+// needs. `place(opType, inputs, outputNames)` creates each copied node where the caller wants it;
+// copies keep name, domain, doc string, attributes, locations and output types, and their values
+// get names free in `into` (`unnamed` when the original has none). `moved` (seeded by the caller,
+// e.g. with the body's inputs) gains every copied value. Nested subgraphs move with their nodes,
+// and their reads of `from`'s values are rewired to the copies.
 template <typename Place>
 void copyGraphInto(const Graph& from, Graph& into, ValueMap& moved, Place&& place,
                    const std::string& unnamed = "value") {
-  auto fresh = [&](const std::string& name) { return into.uniqueName(name.empty() ? unnamed : name); };
+  auto fresh = [&](const std::string& name) {
+    return into.uniqueName(name.empty() ? unnamed : name);
+  };
   for (Value* init : from.initializers()) {
     Value* copy = into.addInitializer(fresh(init->name()), init->initializer());
     copy->setType(init->type());
