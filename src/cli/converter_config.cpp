@@ -114,6 +114,7 @@ bool actedOn(const std::string& section, const std::string& key) {
       {"weight_quant_param",
        {"dequant_strategy", "quant_strategy", "per_channel", "bias_correction"}},
       {"registry", {"disable_fusion", "fusion_blacklists", "plugin_path"}},
+      {"dynamic_quant_param", {"quant_strategy"}},
   };
   auto it = acted.find(section);
   return it != acted.end() &&
@@ -328,6 +329,8 @@ class Parser {
     if (auto* e = entry("weight_quant_param", "dequant_strategy"))
       config.dequantStrategy = e->value;
     if (auto* e = entry("weight_quant_param", "quant_strategy")) config.quantStrategy = e->value;
+    if (auto* e = entry("dynamic_quant_param", "quant_strategy"))
+      config.dynamicQuantStrategy = e->value;
     if (auto* e = entry("registry", "disable_fusion")) config.disableFusion = e->value == "on";
     if (auto* e = entry("registry", "fusion_blacklists"))
       config.fusionBlacklists = splitList(e->value, ',');
@@ -341,13 +344,15 @@ class Parser {
                        fmt::format("[common_quant_param] bit_num={}: {} takes bit_num=8 only",
                                    config.bitNum, config.quantType),
                        "set bit_num=8 or remove it");
+    }
+    if (quantType && config.quantType == "FULL_QUANT") {
       return unsupported(
           quantType->line,
-          fmt::format(
-              "[common_quant_param] quant_type={} is not supported by kiln's "
-              "converter_lite (it needs calibration and int8 kernels); only WEIGHT_QUANT is",
-              config.quantType),
-          "use quant_type=WEIGHT_QUANT, or convert with MindSpore Lite's own converter_lite");
+          fmt::format("[common_quant_param] quant_type={} is not supported by kiln's "
+                      "converter_lite (it needs calibration); WEIGHT_QUANT and DYNAMIC_QUANT are",
+                      config.quantType),
+          "use quant_type=WEIGHT_QUANT or DYNAMIC_QUANT, or convert with MindSpore Lite's own "
+          "converter_lite");
     }
     if (config.quantType == "WEIGHT_QUANT") {
       int line = bitNum ? bitNum->line : quantType->line;
@@ -437,16 +442,46 @@ bool weightQuantOptionsFor(const ConverterConfig& config, WeightQuantOptions& op
   return true;
 }
 
+bool dynamicQuantOptionsFor(const ConverterConfig& config, WeightQuantOptions& options,
+                            bool& activationPerRow) {
+  if (config.quantType != "DYNAMIC_QUANT") return false;
+  options = WeightQuantOptions{};
+  options.bitNum = 8;
+  options.symmetric = true; // the dynamic int8 kernel applies one weight zero point: 0
+  activationPerRow = config.dynamicQuantStrategy == "ACWL";
+  options.perChannel = !activationPerRow;
+  // converter_lite's dynamic quantizer drops the size filters and corrects no bias (the int8
+  // kernel reads scale and zero point only).
+  options.minQuantWeightSize = 0;
+  options.minQuantWeightChannel = 0;
+  options.biasCorrection = false;
+  options.skipNodes = config.skipQuantNode;
+  options.ops = {"MatMul", "Gemm"};
+  return true;
+}
+
 std::vector<std::string> ignoredConfigNotes(const ConverterConfig& config) {
   std::vector<std::string> notes;
   const bool weightQuant = config.quantType == "WEIGHT_QUANT";
+  const bool dynamicQuant = config.quantType == "DYNAMIC_QUANT";
+  // The keys DYNAMIC_QUANT reads; it quantizes every MatMul / Gemm weight whatever its size.
+  auto dynamicActs = [](const std::string& section, const std::string& key) {
+    return section == "dynamic_quant_param" ||
+           (section == "common_quant_param" &&
+            (key == "quant_type" || key == "bit_num" || key == "skip_quant_node"));
+  };
   for (const auto& [section, entries] : config.sections)
     for (const auto& [key, entry] : entries) {
-      bool quantKey = section == "common_quant_param" || section == "weight_quant_param";
-      if (actedOn(section, key) && (!quantKey || weightQuant || key == "quant_type")) continue;
-      std::string why = quantKey && !weightQuant && actedOn(section, key)
-                            ? "no quant_type=WEIGHT_QUANT is set"
-                            : "kiln does not act on it";
+      bool quantKey = section == "common_quant_param" || section == "weight_quant_param" ||
+                      section == "dynamic_quant_param";
+      if (actedOn(section, key) &&
+          (!quantKey || key == "quant_type" || (weightQuant && section != "dynamic_quant_param") ||
+           (dynamicQuant && dynamicActs(section, key))))
+        continue;
+      std::string why = !quantKey || !actedOn(section, key) ? "kiln does not act on it"
+                        : dynamicQuant ? "quant_type=DYNAMIC_QUANT does not read it"
+                        : section == "dynamic_quant_param" ? "no quant_type=DYNAMIC_QUANT is set"
+                                                           : "no quant_type=WEIGHT_QUANT is set";
       notes.push_back(fmt::format("{}:{}: [{}] {}={} is accepted but ignored ({})", config.path,
                                   entry.line, section, key, entry.value, why));
     }

@@ -126,6 +126,7 @@ class LoweringContext {
   Expected<MsGraph> run(std::vector<lowering::Refusal>* refusals);
 
   int64_t opset() const { return opset_; }
+  const MsWriteOptions& options() const { return options_; }
 
   // --- values
   const Value* resolve(const Value* v) const {
@@ -255,6 +256,8 @@ class LoweringContext {
   // Every op is emitted here; a Where gets its operands broadcast first (ms_runtime_operands.cpp).
   void emit(fb::PrimitiveType type, AttrBuilder attrs, std::vector<uint32_t> inputs,
             std::vector<uint32_t> outputs, bool quantized = false);
+  // The node emit() made last gets this CNode.quantType (6: QUANT_DYNAMIC, ops/quant_dynamic.cpp).
+  void setLastQuantType(int quantType) { out_.nodes.back().quantType = quantType; }
   // --- subgraphs (control flow, ops/control_flow.cpp; ms.md §4.2)
   // A new (empty) subgraph; the main graph is 0. Its index is what PartialFusion names.
   uint32_t newSubgraph(const std::string& name);

@@ -300,8 +300,14 @@ Status RaisingContext::readNode(const msfb::CNode* node) {
   nodeName_ = node->name() ? node->name()->str() : "";
   opName_ = primitiveName(node->primitive()->value_type());
   auto qt = node->quantType();
-  if (qt == msfb::QuantType_QUANT_ALL || qt == msfb::QuantType_AwareTraining ||
-      qt == msfb::QuantType_PostTraining || qt == msfb::QuantType_QUANT_DYNAMIC)
+  // QUANT_DYNAMIC is read for the two ops converter_lite's DYNAMIC_QUANT makes
+  // (ops/quant_dynamic.cpp): DynamicQuant and the int8 MatMulFusion after it.
+  const bool dynamicRead = qt == msfb::QuantType_QUANT_DYNAMIC &&
+                           (node->primitive()->value_type() == msfb::PrimitiveType_DynamicQuant ||
+                            node->primitive()->value_type() == msfb::PrimitiveType_MatMulFusion);
+  if ((qt == msfb::QuantType_QUANT_ALL || qt == msfb::QuantType_AwareTraining ||
+       qt == msfb::QuantType_PostTraining || qt == msfb::QuantType_QUANT_DYNAMIC) &&
+      !dynamicRead)
     return nodeUnsupported(fmt::format("quant type {} (int8 kernels) is not read; only float and "
                                        "weight-quantized nodes are",
                                        msfb::EnumNameQuantType(qt)));
