@@ -84,6 +84,11 @@ PY
 )
     if [ "$nodes" = "12 12" ]; then pass "$name: 12 DynamicQuant + 12 QUANT_DYNAMIC MatMulFusion"
     else fail "$name: 12 DynamicQuant + 12 QUANT_DYNAMIC MatMulFusion" "got '$nodes'"; fi
+    # kiln reads it back in integers: kiln.ms::DynamicQuant and MatMulInteger, not float MatMuls.
+    "$kiln" inspect --ir "$out.ms" >"$work/ir.txt" 2>&1
+    raised="$(grep -c 'kiln.ms::DynamicQuant(' "$work/ir.txt") $(grep -c '= MatMulInteger(' "$work/ir.txt")"
+    if [ "$raised" = "12 12" ]; then pass "$name: read back as 12 DynamicQuant + 12 MatMulInteger"
+    else fail "$name: read back as 12 DynamicQuant + 12 MatMulInteger" "got '$raised'"; fi
     bytes=$(stat -c %s "$out.ms")
     pct=$((100 * bytes / fp32Bytes))
     echo "INFO $name: $bytes bytes, $pct% of the float .ms ($fp32Bytes bytes)"

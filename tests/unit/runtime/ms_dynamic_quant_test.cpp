@@ -15,7 +15,7 @@ namespace {
 std::vector<Tensor> runDynamicQuant(const std::vector<int64_t>& dims, const std::vector<float>& x,
                                     bool symmetric, const std::vector<int64_t>& preferAxes) {
   Model model;
-  Value* in = testing::startModelWithInput(model);
+  Value* in = kiln::testing::startModelWithInput(model);
   Graph& g = *model.graph;
   Node* n = g.appendNode(ops::kMsDynamicQuantOp, {in}, {"y", "scale", "zero_point"});
   n->setDomain(ops::kMsDomain);
@@ -24,8 +24,8 @@ std::vector<Tensor> runDynamicQuant(const std::vector<int64_t>& dims, const std:
   for (Value* v : n->outputs())
     g.addOutput(v);
   std::map<std::string, rt::RtValue> feeds;
-  feeds["x"] = rt::RtValue(rt::makeTensor<float>(DType::Float32, dims, x));
-  return testing::runModel(model, feeds);
+  feeds["x"] = rt::RtValue::ofTensor(rt::makeTensor<float>(DType::Float32, dims, x));
+  return kiln::testing::runModel(model, feeds);
 }
 
 TEST(MsDynamicQuant, AsymmetricRangeWithoutZero) {

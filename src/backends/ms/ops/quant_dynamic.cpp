@@ -151,7 +151,8 @@ Status raiseDynamicQuantMatMul(RaisingContext& ctx, const msfb::Primitive& p) {
   if (w.zeroPoint != 0)
     return ctx.nodeUnsupported("a QUANT_DYNAMIC weight with a zero point other than 0 is not read");
   const int64_t n = w.codes.dims()[1];
-  Value* codes = ctx.constant(std::move(w.codes), "dynamic_weight");
+  // A [K, N] weight is read as stored; an [N, K] one (transpose_b) as its transposed copy.
+  Value* codes = m->transpose_b() ? ctx.constant(std::move(w.codes), "dynamic_weight") : b;
   Value* product = ctx.emit("MatMulInteger", {a, codes});
   product->setDType(DType::Int32);
   // Σ(a − z_a)·w = Σ a·w − z_a·Σ w: the activation's zero point (scalar, or one per row) times
