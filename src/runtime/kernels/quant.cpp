@@ -269,23 +269,13 @@ MsSegmentParams msDynamicParams(float mn, float mx, bool symmetric) {
   return p;
 }
 
-void msQuantizeRun(const float* x, int64_t n, int64_t stride, MsSegmentParams p, int8_t* y) {
-  const float inverse = 1.0f / p.scale;
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i * stride];
-    int32_t code;
-    if (v == std::numeric_limits<float>::infinity()) {
-      code = 127;
-    } else if (v == -std::numeric_limits<float>::infinity()) {
-      code = -128;
-    } else {
-      const float shifted = v * inverse + static_cast<float>(p.zeroPoint);
-      code = std::isnan(shifted)
-                 ? 0
-                 : static_cast<int32_t>(std::clamp(std::round(shifted), -128.0f, 127.0f));
-    }
-    y[i * stride] = static_cast<int8_t>(code);
-  }
+// One code: x · inverse + zero point rounded half away from zero, in float as the runtime.
+int8_t msQuantizeOne(float x, float inverse, int32_t zeroPoint) {
+  if (x == std::numeric_limits<float>::infinity()) return 127;
+  if (x == -std::numeric_limits<float>::infinity()) return -128;
+  const float shifted = x * inverse + static_cast<float>(zeroPoint);
+  if (std::isnan(shifted)) return 0;
+  return static_cast<int8_t>(std::clamp(std::round(shifted), -128.0f, 127.0f));
 }
 
 Status msDynamicQuantOp(KernelContext& ctx) {
@@ -351,8 +341,9 @@ Status msDynamicQuantOp(KernelContext& ctx) {
       mx = std::max(mx, xp[base + off]);
     }
     const MsSegmentParams p = msDynamicParams(mn, mx, symmetric);
+    const float inverse = 1.0f / p.scale;
     for (int64_t off : inner)
-      msQuantizeRun(xp + base + off, 1, 1, p, yp + base + off);
+      yp[base + off] = msQuantizeOne(xp[base + off], inverse, p.zeroPoint);
     scales[static_cast<size_t>(s)] = p.scale;
     zeros[static_cast<size_t>(s)] = p.zeroPoint;
     for (size_t j = segAxes.size(); j-- > 0;) {
