@@ -456,7 +456,7 @@ bool dynamicQuantOptionsFor(const ConverterConfig& config, WeightQuantOptions& o
   options.minQuantWeightChannel = 0;
   options.biasCorrection = false;
   options.skipNodes = config.skipQuantNode;
-  options.ops = {"MatMul", "Gemm"};
+  options.ops = {"MatMul", "Gemm", "Gather"}; // Gather tables: 8-bit weights dequantized at load
   return true;
 }
 

@@ -402,7 +402,7 @@ Expected<MsConvertOptions> parseConverterLiteArgs(const std::vector<std::string>
 
 namespace {
 
-// quant_type=DYNAMIC_QUANT: int8 MatMul / Gemm weights (quantize-weights) and the writer's
+// quant_type=DYNAMIC_QUANT: int8 MatMul / Gemm weights and Gather tables (quantize-weights) and the writer's
 // DynamicQuant + int8 MatMulFusion; false for other quant types.
 bool dynamicQuantFor(const ConverterConfig& config, WeightQuantOptions& weightQuant,
                      MsWriteOptions::DynamicQuant& mode) {

@@ -63,8 +63,8 @@ Expected<ConverterConfig> parseConverterConfigFile(const std::string& path);
 // quantizes on the CPU path); false when the config asks for no weight quantization.
 bool weightQuantOptionsFor(const ConverterConfig& config, WeightQuantOptions& options);
 
-// quant_type=DYNAMIC_QUANT: the quantize-weights options (MatMul / Gemm weights to int8,
-// symmetric, per output column for ALWC or per tensor for ACWL, no bias correction, as
+// quant_type=DYNAMIC_QUANT: the quantize-weights options (MatMul / Gemm weights and Gather tables
+// to int8, symmetric, per output column for ALWC or per tensor for ACWL, no bias correction, as
 // converter_lite's dynamic quantizer) and whether activations are quantized per row (ACWL);
 // false when the config asks for another quant type.
 bool dynamicQuantOptionsFor(const ConverterConfig& config, WeightQuantOptions& options,

@@ -134,8 +134,9 @@ TEST(ConverterConfig, RequestsKilnDoesNotCarryOutSayNotSupported) {
   }
 }
 
-// DYNAMIC_QUANT is carried out (ms_convert.cpp): int8 symmetric MatMul/Gemm weights, per output
-// column for ALWC (the default) and per tensor for ACWL, no size filters, no bias correction.
+// DYNAMIC_QUANT is carried out (ms_convert.cpp): int8 symmetric MatMul/Gemm weights (and Gather
+// tables), per output column for ALWC (the default) and per tensor for ACWL, no size filters, no
+// bias correction.
 TEST(ConverterConfig, DynamicQuantGivesSymmetricMatMulWeights) {
   auto alwc = parseConverterConfigText("[common_quant_param]\nquant_type=DYNAMIC_QUANT\n"
                                        "min_quant_weight_size=5000\n",
@@ -149,7 +150,7 @@ TEST(ConverterConfig, DynamicQuantGivesSymmetricMatMulWeights) {
   EXPECT_TRUE(options.symmetric);
   EXPECT_FALSE(options.biasCorrection);
   EXPECT_EQ(options.minQuantWeightSize, 0u);
-  EXPECT_EQ(options.ops, (std::vector<std::string>{"MatMul", "Gemm"}));
+  EXPECT_EQ(options.ops, (std::vector<std::string>{"MatMul", "Gemm", "Gather"}));
   EXPECT_FALSE(weightQuantOptionsFor(*alwc, options));
   // min_quant_weight_size is read by WEIGHT_QUANT only: said so.
   auto notes = ignoredConfigNotes(*alwc);
