@@ -12,6 +12,9 @@ namespace kiln {
 struct LowerOptions {
   std::string target = "ms"; // "ms", "om" or "om:<soc_version>"
   std::string inputShape;    // ATC grammar, as `kiln check --input-shape`
+  // A converter_lite --configFile (ms only): its quant_type=WEIGHT_QUANT or DYNAMIC_QUANT is
+  // applied as converter_lite applies it, so the text shows the quantized graph.
+  std::string configFile;
 };
 
 // Runs the conversion pipeline (kiln/pipelines/conversion.h) on `model`, lowers it for the target

@@ -117,8 +117,8 @@ struct ActedKey {
 const std::vector<ActedKey>& actedKeys() {
   static const std::vector<ActedKey> keys = {
       {"common_quant_param", "quant_type", {}},
-      {"common_quant_param", "bit_num", {"WEIGHT_QUANT", "FULL_QUANT"}},
-      {"common_quant_param", "skip_quant_node", {"WEIGHT_QUANT", "FULL_QUANT"}},
+      {"common_quant_param", "bit_num", {"WEIGHT_QUANT", "FULL_QUANT", "DYNAMIC_QUANT"}},
+      {"common_quant_param", "skip_quant_node", {"WEIGHT_QUANT", "FULL_QUANT", "DYNAMIC_QUANT"}},
       {"common_quant_param", "min_quant_weight_size", {"WEIGHT_QUANT"}},
       {"common_quant_param", "min_quant_weight_channel", {"WEIGHT_QUANT"}},
       {"common_quant_param", "enable_encode", {"WEIGHT_QUANT"}},
@@ -142,6 +142,7 @@ const std::vector<ActedKey>& actedKeys() {
       {"registry", "disable_fusion", {}},
       {"registry", "fusion_blacklists", {}},
       {"registry", "plugin_path", {}},
+      {"dynamic_quant_param", "quant_strategy", {"DYNAMIC_QUANT"}},
   };
   return keys;
 }
@@ -154,6 +155,9 @@ std::string ignoredBecause(const ConverterConfig& config, const std::string& sec
     if (acted.quantTypes.empty()) return {};
     for (const char* type : acted.quantTypes)
       if (config.quantType == type) return {};
+    // A common key under another quant type; a section of its own names the type it belongs to.
+    if (!config.quantType.empty() && section == "common_quant_param")
+      return fmt::format("quant_type={} does not read it", config.quantType);
     return fmt::format("no quant_type={} is set", fmt::join(acted.quantTypes, " or "));
   }
   return "kiln does not act on it";
@@ -449,6 +453,8 @@ class Parser {
     if (auto* e = entry("weight_quant_param", "dequant_strategy"))
       config.dequantStrategy = e->value;
     if (auto* e = entry("weight_quant_param", "quant_strategy")) config.quantStrategy = e->value;
+    if (auto* e = entry("dynamic_quant_param", "quant_strategy"))
+      config.dynamicQuantStrategy = e->value;
     if (auto* e = entry("registry", "disable_fusion")) config.disableFusion = e->value == "on";
     if (auto* e = entry("registry", "fusion_blacklists"))
       config.fusionBlacklists = splitList(e->value, ',');
@@ -471,14 +477,6 @@ class Parser {
                                  config.bitNum, config.quantType),
                      "set bit_num=8 or remove it");
     if (config.quantType == "FULL_QUANT") KILN_TRY(fillFullQuant(config, quantType->line));
-    if (quantType && config.quantType == "DYNAMIC_QUANT") {
-      return unsupported(
-          quantType->line,
-          fmt::format("[common_quant_param] quant_type={} is not supported by kiln's "
-                      "converter_lite; WEIGHT_QUANT and FULL_QUANT are",
-                      config.quantType),
-          "use quant_type=FULL_QUANT with calibration data, or WEIGHT_QUANT");
-    }
     if (config.quantType == "WEIGHT_QUANT") {
       int line = bitNum ? bitNum->line : quantType->line;
       if (config.bitNum == 0)
@@ -564,6 +562,24 @@ bool weightQuantOptionsFor(const ConverterConfig& config, WeightQuantOptions& op
   options.minQuantWeightChannel = config.minQuantWeightChannel;
   options.skipNodes = config.skipQuantNode;
   options.biasCorrection = config.biasCorrection;
+  return true;
+}
+
+bool dynamicQuantOptionsFor(const ConverterConfig& config, WeightQuantOptions& options,
+                            bool& activationPerRow) {
+  if (config.quantType != "DYNAMIC_QUANT") return false;
+  options = WeightQuantOptions{};
+  options.bitNum = 8;
+  options.symmetric = true; // the dynamic int8 kernel applies one weight zero point: 0
+  activationPerRow = config.dynamicQuantStrategy == "ACWL";
+  options.perChannel = !activationPerRow;
+  // converter_lite's dynamic quantizer drops the size filters and corrects no bias (the int8
+  // kernel reads scale and zero point only).
+  options.minQuantWeightSize = 0;
+  options.minQuantWeightChannel = 0;
+  options.biasCorrection = false;
+  options.skipNodes = config.skipQuantNode;
+  options.ops = {"MatMul", "Gemm", "Gather"}; // Gather tables: 8-bit weights dequantized at load
   return true;
 }
 

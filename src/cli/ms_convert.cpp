@@ -448,6 +448,17 @@ Expected<bool> fullQuantize(Model& model, const ConverterConfig& config,
   return report.quantizedNodes > 0;
 }
 
+// quant_type=DYNAMIC_QUANT: int8 MatMul / Gemm weights and Gather tables (quantize-weights) and the writer's
+// DynamicQuant + int8 MatMulFusion; false for other quant types.
+bool dynamicQuantFor(const ConverterConfig& config, WeightQuantOptions& weightQuant,
+                     MsWriteOptions::DynamicQuant& mode) {
+  bool perRow = false;
+  if (!dynamicQuantOptionsFor(config, weightQuant, perRow)) return false;
+  mode = perRow ? MsWriteOptions::DynamicQuant::ActivationChannelWeightLayer
+                : MsWriteOptions::DynamicQuant::ActivationLayerWeightChannel;
+  return true;
+}
+
 Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
   MsConvertReport local;
   MsConvertReport& out = report ? *report : local;
@@ -471,7 +482,9 @@ Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
                         "general pipeline runs");
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> passes, passesFor(options, out.notes));
   WeightQuantOptions weightQuant;
-  const bool quantizeWeights = weightQuantOptionsFor(options.config, weightQuant);
+  MsWriteOptions::DynamicQuant dynamicQuant = MsWriteOptions::DynamicQuant::Off;
+  const bool quantizeWeights = weightQuantOptionsFor(options.config, weightQuant) ||
+                               dynamicQuantFor(options.config, weightQuant, dynamicQuant);
   ConversionOptions conversion;
   conversion.simplifyPasses = passes;
   conversion.target = "ms";
@@ -553,6 +566,9 @@ Status convertImpl(const MsConvertOptions& options, MsConvertReport* report) {
   // brought as 8-bit codes (quantized ops, DequantizeLinear) are stored plain, not searched for a
   // smaller INDEXING / SPARSE stream.
   write.encodeWeights = quantizeWeights && options.config.enableEncode;
+  write.dynamicQuant = dynamicQuant;
+  // The dynamic int8 kernel reads its weight codes plain.
+  if (dynamicQuant != MsWriteOptions::DynamicQuant::Off) write.encodeWeights = false;
   KILN_TRY(writeMsFile(model, write, out.outputPath));
   std::error_code ec;
   out.bytes = std::filesystem::file_size(out.outputPath, ec);

@@ -168,6 +168,8 @@ Quantized quantizeAs(const Tensor& weight, int64_t axis, const WeightQuantOption
     l.inner *= dims[i];
   for (size_t i = 0; i < static_cast<size_t>(axis); ++i)
     l.outer *= dims[i];
+  if (!options.perChannel) // per layer: the whole tensor is one channel
+    l = Layout{1, 1, static_cast<int64_t>(weight.elementCount())};
   const int64_t channels = l.channels;
   std::vector<float> w = weight.copyValues<float>();
   // The float copy is what is read from here on: the source's mapped pages can go.
@@ -244,11 +246,13 @@ Quantized quantizeAs(const Tensor& weight, int64_t axis, const WeightQuantOption
     correctBias(options.threads, w, q, zeros, l, scales, offsets);
     if (std::any_of(offsets.begin(), offsets.end(), [](float m) { return m != 0; })) {
       std::vector<int64_t> broadcastDims(dims.size(), 1);
-      broadcastDims[static_cast<size_t>(axis)] = channels;
+      if (options.perChannel) broadcastDims[static_cast<size_t>(axis)] = channels;
       out.meanCorrection = Tensor::fromValues<float>(DType::Float32, broadcastDims, offsets);
     }
   }
-  std::vector<int64_t> channelDims = {channels};
+  // Per layer: scalar parameters (DequantizeLinear's per-tensor form).
+  std::vector<int64_t> channelDims =
+      options.perChannel ? std::vector<int64_t>{channels} : std::vector<int64_t>{};
   out.scales = Tensor::fromValues<float>(DType::Float32, channelDims, scales);
   std::vector<Code> zp(zeros.begin(), zeros.end());
   out.values = Tensor(codeType, dims, Buffer::owned(std::move(bytes)));
@@ -287,6 +291,9 @@ class QuantizeWeights : public Pass {
     for (Node* node : order) {
       auto target = targetOf(*node);
       if (!target) continue;
+      if (!options.ops.empty() &&
+          std::find(options.ops.begin(), options.ops.end(), node->opType()) == options.ops.end())
+        continue;
       Value* weight = node->input(target->input);
       const Tensor* tensor = rewrite::constantTensor(weight);
       if (!tensor && weight && weight->producer() &&
@@ -341,7 +348,8 @@ class QuantizeWeights : public Pass {
       }
       // converter_lite leaves a tensor float when its channels are too small for per-channel
       // parameters to pay off: each must hold more than 256 / (32 - bit_num) values.
-      const int64_t perChannel = static_cast<int64_t>(tensor->elementCount()) / channels;
+      const int64_t perChannel =
+          static_cast<int64_t>(tensor->elementCount()) / (options.perChannel ? channels : 1);
       if (perChannel * (32 - options.bitNum) <= 256) {
         skip("per_channel_elements",
              fmt::format("{} values per channel <= 256 / (32 - {})", perChannel, options.bitNum));
@@ -366,7 +374,7 @@ class QuantizeWeights : public Pass {
                                             std::move(q.zeroPoints));
         Node* dq = graph.insertNodeBefore(node, "DequantizeLinear", {values, scales, zeros},
                                           {graph.uniqueName(weight->name() + "_dq")});
-        dq->setAttribute("axis", Attribute::ofInt(target->axis));
+        if (options.perChannel) dq->setAttribute("axis", Attribute::ofInt(target->axis));
         dq->addLocation({node->name(), "DequantizeLinear"});
         dq->output(0)->setType(weight->type());
         Value* restored = dq->output(0);
@@ -402,8 +410,9 @@ class QuantizeWeights : public Pass {
           "weight quant: no weight was quantized, so the model keeps its float weights and size");
     if (count)
       context.notes.push_back(fmt::format(
-          "weight quant: {} weight(s) to {}-bit {} per-channel{}, {} -> {} bytes", count,
-          options.bitNum, options.symmetric ? "symmetric" : "asymmetric",
+          "weight quant: {} weight(s) to {}-bit {} {}{}, {} -> {} bytes", count, options.bitNum,
+          options.symmetric ? "symmetric" : "asymmetric",
+          options.perChannel ? "per-channel" : "per-layer",
           options.biasCorrection ? " with bias correction" : "", floatBytes, quantBytes));
     return count > 0;
   }

@@ -1116,6 +1116,9 @@ int runTool(int argc, char** argv) {
   lower->add_option("--target", lowerFlags.options.target, "ms|om[:SOC]");
   lower->add_option("--input-shape", lowerFlags.options.inputShape,
                     "name:1,3,224,224;name2:... (ATC grammar)");
+  lower->add_option("--config", lowerFlags.options.configFile,
+                    "converter_lite --configFile (ms): WEIGHT_QUANT / DYNAMIC_QUANT as it applies "
+                    "them");
 
   CompareFlags compareFlags;
   auto* compare =

@@ -45,6 +45,8 @@ struct ConverterConfig {
   int centerCropWidth = 0, centerCropHeight = 0;
   std::string activationQuantMethod = "MAX_MIN"; // MAX_MIN, KL, REMOVAL_OUTLIER
   bool fullQuantPerChannel = true;
+  // [dynamic_quant_param]: ALWC (activations per layer, weights per channel) or ACWL
+  std::string dynamicQuantStrategy = "ALWC";
 
   // [registry]
   bool disableFusion = false;
@@ -61,7 +63,7 @@ struct ConverterConfig {
 // lines starting with '#' or ';'. Unknown sections and keys, values of the wrong kind or out of
 // range, keys given twice and keys outside a section give ErrorCode::ConverterConfigInvalid with
 // peer code -600 naming `displayName`, the line, the section and the key; a valid request kiln
-// does not carry out (DYNAMIC_QUANT, mixed-bit bit_num=0, GPTQ, per-layer, plugins)
+// does not carry out (mixed-bit bit_num=0, GPTQ, per-layer, plugins)
 // gives the same code with peer -7 (RET_NOT_SUPPORT).
 Expected<ConverterConfig> parseConverterConfigText(const std::string& text,
                                                    const std::string& displayName);
@@ -71,6 +73,13 @@ Expected<ConverterConfig> parseConverterConfigFile(const std::string& path);
 // The quantize-weights options for quant_type=WEIGHT_QUANT (asymmetric, as converter_lite
 // quantizes on the CPU path); false when the config asks for no weight quantization.
 bool weightQuantOptionsFor(const ConverterConfig& config, WeightQuantOptions& options);
+
+// quant_type=DYNAMIC_QUANT: the quantize-weights options (MatMul / Gemm weights and Gather tables
+// to int8, symmetric, per output column for ALWC or per tensor for ACWL, no bias correction, as
+// converter_lite's dynamic quantizer) and whether activations are quantized per row (ACWL);
+// false when the config asks for another quant type.
+bool dynamicQuantOptionsFor(const ConverterConfig& config, WeightQuantOptions& options,
+                            bool& activationPerRow);
 
 // Notes for entries kiln accepts but does not act on (other devices, micro code generation,
 // calibration settings without FULL_QUANT, ...), one per entry, naming file, line and key.

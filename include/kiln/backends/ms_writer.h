@@ -24,6 +24,11 @@ struct MsWriteOptions {
   // converter_lite's [common_quant_param] enable_encode: quantized weights take the INDEXING or
   // SPARSE coding when it is smaller than their plain / bit-packed bytes (ms.md §3.4).
   bool encodeWeights = true;
+  // converter_lite's DYNAMIC_QUANT ([dynamic_quant_param] quant_strategy): a MatMul / Gemm whose
+  // weight is int8 with zero points 0 (quantize-weights, symmetric) becomes a DynamicQuant of its
+  // input and an int8 MatMulFusion (quantType QUANT_DYNAMIC) the runtime computes in integers.
+  enum class DynamicQuant { Off, ActivationLayerWeightChannel, ActivationChannelWeightLayer };
+  DynamicQuant dynamicQuant = DynamicQuant::Off;
   // Weights move to `<path>w` when the FlatBuffer would exceed this many bytes (2 GiB, ms.md §6.2);
   // tests lower it to exercise the split.
   uint64_t externalDataThreshold = uint64_t{2} << 30;

@@ -66,6 +66,10 @@ struct WeightQuantOptions {
   // [weight_quant_param] bias_correction: per channel, the dequantized weights get the original
   // mean and standard deviation back (the runtime's varCorr/meanCorr, formats/ms.md §3.2).
   bool biasCorrection = true;
+  // One scale (and zero point) per output channel, or one for the whole tensor.
+  bool perChannel = true;
+  // The op types whose weights are quantized; empty: every op quantize-weights knows.
+  std::vector<std::string> ops;
   // Worker threads for the per-channel work (0: one per CPU, at most 8). The codes, scales and
   // corrections are the same bytes whatever the count.
   int threads = 0;

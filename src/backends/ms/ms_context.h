@@ -126,6 +126,7 @@ class LoweringContext {
   Expected<MsGraph> run(std::vector<lowering::Refusal>* refusals);
 
   int64_t opset() const { return opset_; }
+  const MsWriteOptions& options() const { return options_; }
 
   // --- values
   const Value* resolve(const Value* v) const {
@@ -257,6 +258,8 @@ class LoweringContext {
             std::vector<uint32_t> outputs, bool quantized = false);
   // The node emitted last runs the runtime's int8 kernels (CNode.quantType QUANT_ALL, ms.md §3.4).
   void markQuantAll() { out_.nodes.back().quantType = 5; }
+  // The node emit() made last gets this CNode.quantType (6: QUANT_DYNAMIC, ops/quant_dynamic.cpp).
+  void setLastQuantType(int quantType) { out_.nodes.back().quantType = quantType; }
   // --- subgraphs (control flow, ops/control_flow.cpp; ms.md §4.2)
   // A new (empty) subgraph; the main graph is 0. Its index is what PartialFusion names.
   uint32_t newSubgraph(const std::string& name);

@@ -301,13 +301,17 @@ Status RaisingContext::readNode(const msfb::CNode* node) {
   opName_ = primitiveName(node->primitive()->value_type());
   auto qt = node->quantType();
   // Int8 kernels are read for the ops whose rules raise them (ops/conv.cpp, ops/matmul.cpp:
-  // QLinearConv / QLinearMatMul over the codes).
+  // QLinearConv / QLinearMatMul over the codes); QUANT_DYNAMIC for the two ops converter_lite's
+  // DYNAMIC_QUANT makes (ops/quant_dynamic.cpp): DynamicQuant and the int8 MatMulFusion after it.
   const auto type = node->primitive() ? node->primitive()->value_type() : msfb::PrimitiveType_NONE;
   const bool int8Rule = type == msfb::PrimitiveType_Conv2DFusion ||
                         type == msfb::PrimitiveType_MatMulFusion ||
                         type == msfb::PrimitiveType_QuantDTypeCast;
+  const bool dynamicRead = qt == msfb::QuantType_QUANT_DYNAMIC &&
+                           (type == msfb::PrimitiveType_DynamicQuant ||
+                            type == msfb::PrimitiveType_MatMulFusion);
   if (((qt == msfb::QuantType_QUANT_ALL || qt == msfb::QuantType_PostTraining) && !int8Rule) ||
-      qt == msfb::QuantType_AwareTraining || qt == msfb::QuantType_QUANT_DYNAMIC)
+      qt == msfb::QuantType_AwareTraining || (qt == msfb::QuantType_QUANT_DYNAMIC && !dynamicRead))
     return nodeUnsupported(fmt::format("quant type {} (int8 kernels) is not read; only float and "
                                        "weight-quantized nodes are",
                                        msfb::EnumNameQuantType(qt)));

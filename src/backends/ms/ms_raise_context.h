@@ -86,6 +86,8 @@ class RaisingContext {
   Expected<std::vector<float>> constFloats(size_t pos);
   Expected<Value*> int64Input(size_t pos); // index-like input as int64 (constant or Cast)
   DType floatType() const { return floatType_; }
+  // The node's CNode.quantType (ms.md §3.4).
+  int quantType() const { return node_ ? static_cast<int>(node_->quantType()) : 0; }
 
   // --- building ---
   Node* emitNode(const std::string& op, const std::vector<Value*>& inputs, size_t outputs,

@@ -243,9 +243,125 @@ Status dynamicQuantizeLinearOp(KernelContext& ctx) {
   return Status::ok();
 }
 
+// kiln.ms::DynamicQuant (ops/quant.h): MindSpore Lite's DynamicQuant kernel, step for step, so a
+// .ms run in kiln quantizes activations to the same int8 codes as the runtime:
+//   asymmetric: range = max - min (0.01 when not positive; 0 need not be in it), scale = range /
+//               255 in float, zero point = round(-128 - min / scale) (half away from zero);
+//   symmetric:  scale = 2·max(|min|, |max|) / 254, zero point 0;
+//   codes:      round(x · (1 / scale) + zero point) clamped to [-128, 127]; ±inf saturate.
+// With prefer_axes each index of those axes gets its own range (per token for a MatMul's rows).
+struct MsSegmentParams {
+  float scale = 1;
+  int32_t zeroPoint = 0;
+};
+
+MsSegmentParams msDynamicParams(float mn, float mx, bool symmetric) {
+  MsSegmentParams p;
+  if (symmetric) {
+    const float most = std::max(std::fabs(mx), std::fabs(mn));
+    p.scale = 2 * most / 254;
+    return p;
+  }
+  float range = mx - mn;
+  if (range <= 0) range = 0.01f;
+  p.scale = range / 255;
+  p.zeroPoint = static_cast<int32_t>(std::round(-128.0 - static_cast<double>(mn) / p.scale));
+  return p;
+}
+
+// One code: x · inverse + zero point rounded half away from zero, in float as the runtime.
+int8_t msQuantizeOne(float x, float inverse, int32_t zeroPoint) {
+  if (x == std::numeric_limits<float>::infinity()) return 127;
+  if (x == -std::numeric_limits<float>::infinity()) return -128;
+  const float shifted = x * inverse + static_cast<float>(zeroPoint);
+  if (std::isnan(shifted)) return 0;
+  return static_cast<int8_t>(std::clamp(std::round(shifted), -128.0f, 127.0f));
+}
+
+Status msDynamicQuantOp(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DType::Float32) return ctx.unsupported("dtype {}", dtypeName(x.dtype()));
+  const bool symmetric = ctx.attrInt("symmetric", 0) != 0;
+  const std::vector<int64_t>& dims = x.dims();
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  std::vector<bool> prefer(static_cast<size_t>(rank), false);
+  for (int64_t a : ctx.attrInts("prefer_axes")) {
+    auto axis = normalizeAxis(a, rank);
+    if (!axis) return ctx.fail("prefer axis {} out of range for rank {}", a, rank);
+    prefer[static_cast<size_t>(*axis)] = true;
+  }
+  const bool perSegment = std::find(prefer.begin(), prefer.end(), true) != prefer.end();
+  // The segments are the index combinations of the preferred axes; a segment's elements are the
+  // rest, visited in memory order (the runtime transposes them together first: the same values).
+  std::vector<int64_t> strides(static_cast<size_t>(rank), 1), paramDims;
+  for (int64_t i = rank - 1; i > 0; --i)
+    strides[static_cast<size_t>(i - 1)] =
+        strides[static_cast<size_t>(i)] * dims[static_cast<size_t>(i)];
+  std::vector<int64_t> segAxes, restAxes;
+  for (int64_t i = 0; i < rank; ++i) {
+    (prefer[static_cast<size_t>(i)] ? segAxes : restAxes).push_back(i);
+    if (perSegment)
+      paramDims.push_back(prefer[static_cast<size_t>(i)] ? dims[static_cast<size_t>(i)] : 1);
+  }
+  auto countOf = [&](const std::vector<int64_t>& axes) {
+    int64_t c = 1;
+    for (int64_t a : axes)
+      c *= dims[static_cast<size_t>(a)];
+    return c;
+  };
+  const int64_t segments = countOf(segAxes), perSeg = countOf(restAxes);
+  // Offsets of the elements of one segment (relative to its first), in memory order.
+  std::vector<int64_t> inner(static_cast<size_t>(perSeg));
+  {
+    std::vector<int64_t> index(restAxes.size(), 0);
+    for (int64_t k = 0; k < perSeg; ++k) {
+      int64_t off = 0;
+      for (size_t j = 0; j < restAxes.size(); ++j)
+        off += index[j] * strides[static_cast<size_t>(restAxes[j])];
+      inner[static_cast<size_t>(k)] = off;
+      for (size_t j = restAxes.size(); j-- > 0;) {
+        if (++index[j] < dims[static_cast<size_t>(restAxes[j])]) break;
+        index[j] = 0;
+      }
+    }
+  }
+  const float* xp = ctx.inputData<float>(0);
+  OutTensor y(DType::Int8, dims);
+  int8_t* yp = reinterpret_cast<int8_t*>(y.bytes());
+  std::vector<float> scales(static_cast<size_t>(segments));
+  std::vector<int32_t> zeros(static_cast<size_t>(segments));
+  std::vector<int64_t> index(segAxes.size(), 0);
+  for (int64_t s = 0; s < segments; ++s) {
+    int64_t base = 0;
+    for (size_t j = 0; j < segAxes.size(); ++j)
+      base += index[j] * strides[static_cast<size_t>(segAxes[j])];
+    float mn = std::numeric_limits<float>::max(), mx = -std::numeric_limits<float>::max();
+    for (int64_t off : inner) {
+      mn = std::min(mn, xp[base + off]);
+      mx = std::max(mx, xp[base + off]);
+    }
+    const MsSegmentParams p = msDynamicParams(mn, mx, symmetric);
+    const float inverse = 1.0f / p.scale;
+    for (int64_t off : inner)
+      yp[base + off] = msQuantizeOne(xp[base + off], inverse, p.zeroPoint);
+    scales[static_cast<size_t>(s)] = p.scale;
+    zeros[static_cast<size_t>(s)] = p.zeroPoint;
+    for (size_t j = segAxes.size(); j-- > 0;) {
+      if (++index[j] < dims[static_cast<size_t>(segAxes[j])]) break;
+      index[j] = 0;
+    }
+  }
+  ctx.setOutput(0, std::move(y).finish());
+  ctx.setOutput(1, makeTensor<float>(DType::Float32, paramDims, scales));
+  ctx.setOutput(2, makeTensor<int32_t>(DType::Int32, paramDims, zeros));
+  return Status::ok();
+}
+
 KILN_REGISTER_KERNEL("QuantizeLinear", quantizeLinearOp);
 KILN_REGISTER_KERNEL("DequantizeLinear", dequantizeLinearOp);
 KILN_REGISTER_KERNEL("DynamicQuantizeLinear", dynamicQuantizeLinearOp);
+const bool kMsDynamicQuantRegistered =
+    registerKernel(ops::kMsDomain, ops::kMsDynamicQuantOp, msDynamicQuantOp, __FILE__);
 
 } // namespace
 } // namespace kiln::rt

@@ -59,9 +59,9 @@ class G:
         s.add("zero_f = Constant <value_float = 0.0> ()")
         s.add("one_f = Constant <value_float = 1.0> ()")
 
-def bert():
+def bert(H=64, NH=4, F=128, name="bert_encoder"):
     g = G(); g.common()
-    H, NH, HD, S, F = 64, 4, 16, 8, 128
+    HD, S = H // NH, 8
     g.add("m1 = Sub (one_f, mask)")
     g.add("neg = Constant <value_float = -10000.0> ()")
     g.add("madd2 = Mul (m1, neg)")
@@ -98,9 +98,10 @@ def bert():
         out = "y" if l == 1 else f"{p}x2"
         g.add(f"{out} = LayerNormalization <axis = -1, epsilon = 1e-12> (Add ({p}x1, {p}ff), {p}g2, {p}be2)")
         x = out
+    ff = "" if name == "bert_encoder" else f", feed-forward {F}"
     hdr = ('<ir_version: 8, opset_import: ["" : 17]>\n'
-           f'bert_encoder (float[1,{S},{H}] x, float[1,{S}] mask) => (float[1,{S},{H}] y) {{\n')
-    return doc_hdr("// A BERT-like encoder (2 layers, hidden 64, 4 heads, sequence 8) from standard ONNX ops:\n"
+           f'{name} (float[1,{S},{H}] x, float[1,{S}] mask) => (float[1,{S},{H}] y) {{\n')
+    return doc_hdr(f"// A BERT-like encoder (2 layers, hidden {H}, {NH} heads{ff}, sequence 8) from standard ONNX ops:\n"
             "// attention from MatMul/Reshape/Transpose/Softmax with an additive padding mask,\n"
             "// LayerNormalization, an Erf-based GELU. Weights are made in the graph (Sin of a Range) and\n"
             "// folded into initializers on conversion.\n", hdr) + "\n".join(g.lines) + "\n}\n"
@@ -207,6 +208,9 @@ def misc():
 import sys
 d = sys.argv[1]
 open(f"{d}/bert_encoder.onnxtxt","w").write(bert())
+# BERT-base's width ratio (feed-forward 4x hidden) at hidden 256: its MatMul weights dominate the
+# file as in real encoders (converter_lite DYNAMIC_QUANT, tests/cli/dynamic_quant.sh).
+open(f"{d}/bert_encoder_256.onnxtxt","w").write(bert(H=256, NH=4, F=1024, name="bert_encoder_256"))
 open(f"{d}/decoder_step.onnxtxt","w").write(decoder(False))
 open(f"{d}/decoder_step_ops.onnxtxt","w").write(decoder(True))
 open(f"{d}/new_ops.onnxtxt","w").write(misc())

@@ -125,7 +125,6 @@ TEST(ConverterConfig, RangesAndKindsAreChecked) {
 
 TEST(ConverterConfig, RequestsKilnDoesNotCarryOutSayNotSupported) {
   const char* cases[] = {
-      "[common_quant_param]\nquant_type=DYNAMIC_QUANT\n",
       "[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=0\n",
       "[common_quant_param]\nquant_type=WEIGHT_QUANT\n[weight_quant_param]\nquant_strategy=GPTQ\n",
       "[common_quant_param]\nquant_type=WEIGHT_QUANT\n[weight_quant_param]\nper_channel=false\n",
@@ -139,6 +138,49 @@ TEST(ConverterConfig, RequestsKilnDoesNotCarryOutSayNotSupported) {
     EXPECT_NE(s.message().find("not supported"), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("cfg.ini:"), std::string::npos) << s.message();
   }
+}
+
+// DYNAMIC_QUANT is carried out (ms_convert.cpp): int8 symmetric MatMul/Gemm weights (and Gather
+// tables), per output column for ALWC (the default) and per tensor for ACWL, no size filters, no
+// bias correction.
+TEST(ConverterConfig, DynamicQuantGivesSymmetricMatMulWeights) {
+  auto alwc = parseConverterConfigText("[common_quant_param]\nquant_type=DYNAMIC_QUANT\n"
+                                       "min_quant_weight_size=5000\n",
+                                       "cfg.ini");
+  ASSERT_TRUE(alwc) << alwc.status().toString();
+  WeightQuantOptions options;
+  bool perRow = true;
+  ASSERT_TRUE(dynamicQuantOptionsFor(*alwc, options, perRow));
+  EXPECT_FALSE(perRow);
+  EXPECT_TRUE(options.perChannel);
+  EXPECT_TRUE(options.symmetric);
+  EXPECT_FALSE(options.biasCorrection);
+  EXPECT_EQ(options.minQuantWeightSize, 0u);
+  EXPECT_EQ(options.ops, (std::vector<std::string>{"MatMul", "Gemm", "Gather"}));
+  EXPECT_FALSE(weightQuantOptionsFor(*alwc, options));
+  // min_quant_weight_size is read by WEIGHT_QUANT only: said so.
+  auto notes = ignoredConfigNotes(*alwc);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("quant_type=DYNAMIC_QUANT does not read it"), std::string::npos)
+      << notes[0];
+
+  auto acwl = parseConverterConfigText("[common_quant_param]\nquant_type=DYNAMIC_QUANT\n"
+                                       "[dynamic_quant_param]\nquant_strategy=ACWL\n",
+                                       "cfg.ini");
+  ASSERT_TRUE(acwl) << acwl.status().toString();
+  ASSERT_TRUE(dynamicQuantOptionsFor(*acwl, options, perRow));
+  EXPECT_TRUE(perRow);
+  EXPECT_FALSE(options.perChannel);
+  EXPECT_TRUE(ignoredConfigNotes(*acwl).empty());
+
+  auto weight = parseConverterConfigText("[common_quant_param]\nquant_type=WEIGHT_QUANT\n"
+                                         "[dynamic_quant_param]\nquant_strategy=ACWL\n",
+                                         "cfg.ini");
+  ASSERT_TRUE(weight) << weight.status().toString();
+  EXPECT_FALSE(dynamicQuantOptionsFor(*weight, options, perRow));
+  notes = ignoredConfigNotes(*weight);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("no quant_type=DYNAMIC_QUANT is set"), std::string::npos) << notes[0];
 }
 
 TEST(ConverterConfig, AcceptedButIgnoredEntriesAreNoted) {

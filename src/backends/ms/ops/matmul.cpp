@@ -13,6 +13,7 @@
 #include "backends/ms/ms_context.h"
 #include "backends/ms/ms_quant.h"
 #include "backends/ms/ms_raise_context.h"
+#include "backends/ms/ops/quant_dynamic.h"
 #include "ops/attributes.h"
 
 namespace kiln::ms {
@@ -66,6 +67,11 @@ Status lowerMatMul(LoweringContext& ctx, const Node& n) {
     if (!bt) return bt.status();
     ins.push_back(*bt);
   }
+  // DYNAMIC_QUANT: A quantized at run time, the product in int8 (ops/quant_dynamic.cpp).
+  std::optional<uint32_t> dynamicA;
+  if (quantized)
+    dynamicA = dynamicQuantInput(ctx, n, ins[0], ctx.rankOf(n.input(0)), ins[1], false);
+  if (dynamicA) ins[0] = *dynamicA;
   auto y = ctx.output(ctx.fusedOutput(n), Layout::Onnx);
   if (!y) return y.status();
   const int act = ctx.activationFor(n);
@@ -76,6 +82,7 @@ Status lowerMatMul(LoweringContext& ctx, const Node& n) {
             .Union();
       },
       ins, {*y}, quantized);
+  if (dynamicA) markDynamicQuantMatMul(ctx);
   return Status::ok();
 }
 
@@ -110,6 +117,10 @@ Status lowerGemm(LoweringContext& ctx, const Node& n) {
     bId = *id;
   }
   std::vector<uint32_t> ins = {*a, bId};
+  // DYNAMIC_QUANT: A quantized at run time, the product in int8 (ops/quant_dynamic.cpp).
+  std::optional<uint32_t> dynamicA;
+  if (quantized) dynamicA = dynamicQuantInput(ctx, n, ins[0], ctx.rankOf(n.input(0)), bId, transA);
+  if (dynamicA) ins[0] = *dynamicA;
   const Value* c = n.input(2);
   std::optional<uint32_t> addend;
   auto outShape = ctx.staticShape(n.output(0));
@@ -168,6 +179,7 @@ Status lowerGemm(LoweringContext& ctx, const Node& n) {
             .Union();
       },
       ins, {y}, quantized);
+  if (dynamicA) markDynamicQuantMatMul(ctx);
   if (addend) {
     auto z = ctx.output(finalOut, Layout::Onnx);
     if (!z) return z.status();
@@ -245,6 +257,7 @@ Status raiseInt8MatMul(RaisingContext& ctx, const msfb::MatMulFusion& m) {
 }
 
 Status raiseMatMulFusion(RaisingContext& ctx, const msfb::Primitive& p) {
+  if (ctx.quantType() == msfb::QuantType_QUANT_DYNAMIC) return raiseDynamicQuantMatMul(ctx, p);
   const msfb::MatMulFusion* m = p.value_as_MatMulFusion();
   if (ctx.inputCount() > 1 && int8Data(ctx)) return raiseInt8MatMul(ctx, *m);
   KILN_ASSIGN_OR_RETURN(Value * a, ctx.in(0));
