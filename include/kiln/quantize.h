@@ -156,6 +156,8 @@ struct QdqOptions {
   // what converter_lite's FULL_QUANT writes.
   bool quantizeOutputs = false;
   bool perChannelWeights = true; // false: one scale per weight tensor
+  // Only nodes whose weight is a constant (what targets run as integer kernels); FULL_QUANT.
+  bool constantWeightsOnly = false;
   // Nodes left float: ONNX node names (an unnamed node by its first output's name) or
   // `OpType::Conv` for every node of a type.
   std::vector<std::string> exclude;

@@ -434,6 +434,7 @@ Expected<bool> fullQuantize(Model& model, const ConverterConfig& config,
   options.calibration.threads =
       static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
   options.quantizeOutputs = true;
+  options.constantWeightsOnly = true;
   options.exclude = config.skipQuantNode;
   options.perChannelWeights = config.fullQuantPerChannel;
   KILN_ASSIGN_OR_RETURN(QdqReport report, quantizeToQdq(model, data, options));

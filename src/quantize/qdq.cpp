@@ -63,6 +63,15 @@ const Tensor* constantOf(const Value* v) {
   return &v->initializer();
 }
 
+// Whether `node` is one the rewrite quantizes: a Conv / MatMul / Gemm, and with
+// constantWeightsOnly one whose weight is a constant (a MatMul of two activations, as attention
+// has, gets no integer kernel on a target, so its codes would only add rounding).
+bool quantizable(const Node& node, const QdqOptions& options) {
+  auto slot = weightSlotOf(node);
+  if (!slot) return false;
+  return !options.constantWeightsOnly || constantOf(node.input(slot->input)) != nullptr;
+}
+
 // The inputs of a quantized node that carry activations (fed or computed, not constants).
 std::vector<size_t> activationInputs(const Node& node) {
   std::vector<size_t> inputs;
@@ -372,7 +381,7 @@ void applyQdq(Model& model, const QdqOptions& options, const CalibrationResult& 
               const std::vector<std::string>& keepFloat, QdqReport& report) {
   std::vector<Node*> targets;
   for (const auto& node : model.graph->nodes()) {
-    if (!weightSlotOf(*node)) continue;
+    if (!quantizable(*node, options)) continue;
     if (keepDtypeNames(*node, options.exclude))
       ++report.excludedNodes;
     else if (!keepDtypeNames(*node, keepFloat))
@@ -437,7 +446,7 @@ keepListForTarget(const Model& model, const CalibrationData& data, const QdqOpti
                         outputsOn(model, data, samples, options.calibration.threads));
   std::vector<std::string> candidates;
   for (const auto& node : model.graph->nodes())
-    if (weightSlotOf(*node) && !keepDtypeNames(*node, options.exclude))
+    if (quantizable(*node, options) && !keepDtypeNames(*node, options.exclude))
       candidates.push_back(keepDtypeNodeName(*node));
   auto score = [&](const std::vector<std::string>& keep) -> Expected<double> {
     KILN_ASSIGN_OR_RETURN(Model copy, importOnnxProto(proto, model.sourcePath, "."));
@@ -529,7 +538,7 @@ Expected<QdqReport> quantizeToQdq(Model& model, const CalibrationData& data,
       model.graph->replaceNodeWithConstants(constant, {std::move(*value)});
   std::vector<std::string> tensors;
   for (const auto& node : model.graph->nodes()) {
-    if (!weightSlotOf(*node) || keepDtypeNames(*node, options.exclude)) continue;
+    if (!quantizable(*node, options) || keepDtypeNames(*node, options.exclude)) continue;
     for (size_t i : activationInputs(*node))
       tensors.push_back(node->input(i)->name());
     if (options.quantizeOutputs)

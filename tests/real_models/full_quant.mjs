@@ -185,4 +185,5 @@ fs.mkdirSync(work, { recursive: true });
 fs.writeFileSync(path.join(work, 'full_quant.md'), table + '\n');
 console.log(table);
 console.log(`${passed} passed, ${failed} failed`);
+if (passed + failed === 0) { console.log('SKIP: no model was installed'); process.exit(77); }
 process.exit(failed ? 1 : 0);
