@@ -8,6 +8,7 @@
 #include "conv_loops.h"
 #include "epilogue.h"
 #include "kiln/support/checked_math.h"
+#include "ms_fixed_point.h"
 #include "nn_util.h"
 #include "thread_pool.h"
 
@@ -879,19 +880,38 @@ Status qlinearConvOp(KernelContext& ctx) {
   }
   const int64_t lo = yType == DType::UInt8 ? 0 : -128, hi = yType == DType::UInt8 ? 255 : 127;
   const int64_t outSize = nn::product(s.window.out);
+  // Raised from a .ms: the runtime's fixed-point requantization, one multiplier per filter.
+  const bool fixedPoint = ms_int8::requested(ctx);
+  std::vector<ms_int8::Multiplier> multipliers;
+  if (fixedPoint)
+    for (int64_t m = 0; m < s.filters; ++m)
+      multipliers.push_back(ms_int8::multiplierOf(xs[0], ws[static_cast<size_t>(m)], ys[0]));
   OutTensor y(yType, convOutDims(s));
   uint8_t* yb = y.bytes();
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t m = 0; m < s.filters; ++m) {
-      const float scale = xs[0] * ws[static_cast<size_t>(m)] / ys[0];
-      const int64_t base = (b * s.filters + m) * outSize;
+  pool::parallelFor(ctx.threads(), s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t m = p % s.filters;
+      const int64_t base = p * outSize;
       const int32_t bv = bias.empty() ? 0 : static_cast<int32_t>(bias[static_cast<size_t>(m)]);
+      if (fixedPoint) {
+        const ms_int8::Multiplier& mul = multipliers[static_cast<size_t>(m)];
+        for (int64_t i = 0; i < outSize; ++i) {
+          // The int32 sum and bias wrap as the runtime's int32 addition does.
+          const int32_t sum =
+              static_cast<int32_t>(static_cast<uint32_t>(acc[static_cast<size_t>(base + i)]) +
+                                   static_cast<uint32_t>(bv));
+          yb[base + i] = static_cast<uint8_t>(ms_int8::outputCode(sum, mul, yz, lo, hi) & 0xff);
+        }
+        continue;
+      }
+      const float scale = xs[0] * ws[static_cast<size_t>(m)] / ys[0];
       for (int64_t i = 0; i < outSize; ++i) {
         float v = static_cast<float>(acc[static_cast<size_t>(base + i)] + bv) * scale;
         int64_t q = std::clamp(static_cast<int64_t>(std::nearbyint(v)) + yz, lo, hi);
         yb[base + i] = static_cast<uint8_t>(q & 0xff);
       }
     }
+  });
   ctx.setOutput(0, std::move(y).finish());
   return Status::ok();
 }

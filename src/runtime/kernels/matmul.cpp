@@ -1,5 +1,6 @@
 // Gemm and MatMul kernels (floats through BLAS, integer types through plain loops) and the
 // quantized MatMulInteger and QLinearMatMul.
+#include "ms_fixed_point.h"
 #include "nn_util.h"
 
 namespace kiln::rt {
@@ -261,6 +262,20 @@ Status qlinearMatMulOp(KernelContext& ctx) {
   const int64_t yz = ctx.hasInput(7) ? ctx.inputInts(7).at(0) : 0;
   const int64_t lo = yType == DType::UInt8 ? 0 : -128, hi = yType == DType::UInt8 ? 255 : 127;
   OutTensor y(yType, s.outDims);
+  if (ms_int8::requested(ctx)) {
+    // Raised from a .ms: the runtime's fixed-point requantization, one multiplier per column.
+    if (as.size() != 1) return ctx.unsupported("fixed-point requantization with per-row A scales");
+    std::vector<ms_int8::Multiplier> multipliers;
+    for (int64_t c = 0; c < s.n; ++c)
+      multipliers.push_back(
+          ms_int8::multiplierOf(as[0], bs.size() == 1 ? bs[0] : bs[static_cast<size_t>(c)], ys[0]));
+    for (size_t e = 0; e < acc.size(); ++e) {
+      const auto& mul = multipliers[static_cast<size_t>(static_cast<int64_t>(e) % s.n)];
+      y.bytes()[e] = static_cast<uint8_t>(ms_int8::outputCode(acc[e], mul, yz, lo, hi) & 0xff);
+    }
+    ctx.setOutput(0, std::move(y).finish());
+    return Status::ok();
+  }
   for (size_t e = 0; e < acc.size(); ++e) {
     const int64_t inMatrix = static_cast<int64_t>(e) % (s.m * s.n);
     const float sa = as.size() == 1 ? as[0] : as[static_cast<size_t>(inMatrix / s.n)];

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 #include <limits>
 
+#include "ms_fixed_point.h"
 #include "nn_util.h"
 #include "ops/quant.h"
 #include "thread_pool.h"
@@ -84,6 +85,17 @@ Status quantizeLinearOp(KernelContext& ctx) {
   } else {
     // Float arithmetic, as the reference computes x / y_scale in the input's precision.
     std::vector<float> xv = toFloatVector(x), sv = toFloatVector(scale);
+    if (ms_int8::requested(ctx)) { // raised from a .ms QuantDTypeCast: the runtime's rounding
+      std::vector<float> inverse(sv.size());
+      for (size_t c = 0; c < sv.size(); ++c)
+        inverse[c] = 1.0f / sv[c];
+      for (uint64_t i = 0; i < n; ++i) {
+        const size_t c = q.at(i);
+        storeInt(y.bytes(), yType, i, ms_int8::quantizeCode(xv[i], inverse[c], zp[c], lo, hi));
+      }
+      ctx.setOutput(0, std::move(y).finish());
+      return Status::ok();
+    }
     for (uint64_t i = 0; i < n; ++i) {
       const size_t c = q.at(i);
       const float v = xv[i] / sv[c];

@@ -566,6 +566,8 @@ Status raiseConv2DFusion(RaisingContext& ctx, const msfb::Primitive& p) {
     attrs.push_back({"auto_pad", Attribute::ofString("SAME_UPPER")});
   else if (pads.size() >= 4 && c->pad_mode() == msfb::PadMode_PAD)
     attrs.push_back({"pads", Attribute::ofInts({pads[0], pads[2], pads[1], pads[3]})});
+  // The executor requantizes it as the runtime does (fixed point), not as ONNX's QLinearConv.
+  if (int8) attrs.push_back({"kiln_requantize", Attribute::ofString("ms_fixed_point")});
   Value* y = ctx.emit(int8 ? "QLinearConv" : "Conv", ins, std::move(attrs));
   KILN_ASSIGN_OR_RETURN(y, ctx.activation(ctx.toNhwc(y), c->activation_type()));
   return ctx.bind(0, y);

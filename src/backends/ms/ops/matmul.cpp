@@ -252,8 +252,11 @@ Status raiseInt8MatMul(RaisingContext& ctx, const msfb::MatMulFusion& m) {
   std::vector<int64_t> perm;
   if (m.transpose_b()) perm = {1, 0};
   KILN_ASSIGN_OR_RETURN(Value * b, ctx.in(1, {std::nullopt, perm, -1}));
-  return ctx.bind(0, ctx.emit("QLinearMatMul", {a, aq->first, aq->second, b, bq->first, bq->second,
-                                                yq->first, yq->second}));
+  // The executor requantizes it as the runtime does (fixed point), not as ONNX's QLinearMatMul.
+  return ctx.bind(
+      0, ctx.emit("QLinearMatMul",
+                  {a, aq->first, aq->second, b, bq->first, bq->second, yq->first, yq->second},
+                  {{"kiln_requantize", Attribute::ofString("ms_fixed_point")}}));
 }
 
 Status raiseMatMulFusion(RaisingContext& ctx, const msfb::Primitive& p) {

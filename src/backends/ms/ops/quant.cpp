@@ -319,7 +319,10 @@ Status raiseQuantDTypeCast(RaisingContext& ctx, const msfb::Primitive& p) {
   Value* zero = ctx.constant(
       Tensor::fromValues<int8_t>(DType::Int8, {}, {static_cast<int8_t>(param->zeroPoint())}),
       "ms_zero_point");
-  return ctx.bind(0, ctx.emit(quantize ? "QuantizeLinear" : "DequantizeLinear", {x, scale, zero}));
+  if (!quantize) return ctx.bind(0, ctx.emit("DequantizeLinear", {x, scale, zero}));
+  // The executor rounds as the runtime's QuantDTypeCast (x · (1 / scale), half away from zero).
+  return ctx.bind(0, ctx.emit("QuantizeLinear", {x, scale, zero},
+                              {{"kiln_requantize", Attribute::ofString("ms_fixed_point")}}));
 }
 
 } // namespace
