@@ -49,8 +49,16 @@ Expected<PipelineResult> runConversionPipeline(Model& model, const ConversionOpt
       target && target->unsupportedReason) {
     PipelineOptions fuse;
     fuse.targetName = options.target;
+    fuse.inputShapes = options.inputShapes;
     fuse.targetTakes = takesFor(target, targetVariant(options.target), &model);
-    KILN_ASSIGN_OR_RETURN(PipelineResult fused, runPipeline(model, {"fuse-qdq"}, fuse));
+    // A target's rule may need the activations' ranks (.om's int8 Conv2D is 2-D only), so a
+    // model with quantize ops gets the user's shapes and inference first.
+    bool quantized = false;
+    for (const auto& node : model.graph->nodes())
+      quantized |= node->opType() == "DequantizeLinear" && node->domain().empty();
+    std::vector<std::string> passes = {"fuse-qdq"};
+    if (quantized) passes = {"fix-input-shapes", "infer-shapes", "fuse-qdq"};
+    KILN_ASSIGN_OR_RETURN(PipelineResult fused, runPipeline(model, passes, fuse));
     append(result, std::move(fused));
   }
   PipelineOptions shapes;
