@@ -9,6 +9,7 @@
 //   node nbits_decoder.mjs ort DIR NODE_MODULES [THREADS]   → DIR/ort_logits.pb
 //   node nbits_decoder.mjs compare A.pb B.pb [MIN_COSINE MAX_ABS] → prints max abs diff and cosine;
 //     exits 1 when cosine < MIN_COSINE or max abs diff > MAX_ABS (when given)
+//   node nbits_decoder.mjs tobin T.pb T.bin | frombin T.bin LIKE.pb T.pb  (raw float32 for msrun)
 //
 // The graph, per layer: RMSNorm → q/k/v MatMulNBits (q with MatMulNBits' bias input) → grouped-query
 // attention over the step's tokens (no KV cache, no mask) → o MatMulNBits → residual; RMSNorm →
@@ -254,9 +255,22 @@ function compare(fileA, fileB, minCosine, maxAbs) {
   process.exit(bad ? 1 : 0);
 }
 
+// Raw little-endian float32 files for the MindSpore Lite judge and back (dims from a like tensor).
+function toBin(pb, bin) {
+  const t = decodeFloatTensor(fs.readFileSync(pb));
+  fs.writeFileSync(bin, Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+}
+function fromBin(bin, like, pb) {
+  const raw = Buffer.from(fs.readFileSync(bin));
+  const dims = decodeFloatTensor(fs.readFileSync(like)).dims;
+  fs.writeFileSync(pb, encodeFloatTensor('logits', dims, new Float32Array(raw.buffer, raw.byteOffset, raw.length / 4)));
+}
+
 const [verb, ...rest] = process.argv.slice(2);
 if (verb === 'write') write(rest[0], parseOptions(rest.slice(1)));
 else if (verb === 'ort') await runOrt(rest[0], rest[1], Number(rest[2] || 1));
+else if (verb === 'tobin') toBin(rest[0], rest[1]);
+else if (verb === 'frombin') fromBin(rest[0], rest[1], rest[2]);
 else if (verb === 'compare') compare(rest[0], rest[1], rest[2] && Number(rest[2]), rest[3] && Number(rest[3]));
 else {
   console.error('usage: nbits_decoder.mjs write DIR [options] | ort DIR NODE_MODULES [THREADS] | compare A.pb B.pb');

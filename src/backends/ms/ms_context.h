@@ -187,6 +187,7 @@ class LoweringContext {
 
   // --- tensors
   MsTensor& tensor(uint32_t id) { return out_.tensors[id]; }
+  uint32_t tensorCount() const { return static_cast<uint32_t>(out_.tensors.size()); }
   std::string uniqueName(const std::string& base) {
     std::string name = base.empty() ? std::string("tensor") : base;
     for (int i = 1; usedNames_.count(name); ++i)
