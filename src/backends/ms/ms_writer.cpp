@@ -424,7 +424,8 @@ Expected<flatbuffers::DetachedBuffer> serialize(const MsGraph& g, const MsWriteO
   std::sort(holes.begin(), holes.end(),
             [](const Hole& a, const Hole& b) { return a.position < b.position; });
   // The same check the runtime runs before it loads anything (and `kiln inspect` runs).
-  flatbuffers::Verifier verifier(out.data(), out.size());
+  flatbuffers::Verifier verifier(out.data(), out.size(), ms::kVerifierMaxDepth,
+                                 ms::kVerifierMaxTables);
   if (!fb::VerifyMetaGraphBuffer(verifier))
     return Status(ErrorCode::Internal, "the written .ms buffer fails FlatBuffers verification",
                   "report this as a kiln bug");
