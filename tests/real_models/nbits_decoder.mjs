@@ -4,9 +4,10 @@
 //
 // Usage:
 //   node nbits_decoder.mjs write DIR [--layers 28 --hidden 1536 --heads 12 --kv-heads 2 --mlp 8960
-//        --vocab 151936 --block 32 --seq 1 --seed 1 --lm-block N --accuracy-level 0]
+//        --vocab 151936 --block 32 --seq 1 --seed 1 --lm-block N --accuracy-level 0 --dq 0]
+//     (--dq 1: projections as opset-21 DequantizeLinear of blocked int4 codes + MatMul)
 //     DIR/model.onnx + DIR/model.onnx.data (external weights) + DIR/hidden.pb (the step's input)
-//   node nbits_decoder.mjs ort DIR NODE_MODULES [THREADS]   → DIR/ort_logits.pb
+//   node nbits_decoder.mjs ort DIR NODE_MODULES [THREADS [OPTIMIZATION]] → DIR/ort_logits.pb
 //   node nbits_decoder.mjs compare A.pb B.pb [MIN_COSINE MAX_ABS] → prints max abs diff and cosine;
 //     exits 1 when cosine < MIN_COSINE or max abs diff > MAX_ABS (when given)
 //   node nbits_decoder.mjs tobin T.pb T.bin | frombin T.bin LIKE.pb T.pb  (raw float32 for msrun)
@@ -44,7 +45,7 @@ function float32(field, v) {
   return Buffer.concat([key(field, 5), b]);
 }
 
-const FLOAT = 1, UINT8 = 2, INT64 = 7;
+const FLOAT = 1, UINT8 = 2, INT64 = 7, INT4 = 22;
 // AttributeProto: name 1, f 2, i 3, ints 8, type 20 (FLOAT 1, INT 2, INTS 7).
 const attrInt = (name, v) => msg(5, [str(1, name), int(3, v), int(20, 2)]);
 const attrFloat = (name, v) => msg(5, [str(1, name), float32(2, v), int(20, 1)]);
@@ -76,7 +77,7 @@ function rng(seed) {
 
 function parseOptions(args) {
   const o = { layers: 28, hidden: 1536, heads: 12, 'kv-heads': 2, mlp: 8960, vocab: 151936,
-    block: 32, seq: 1, seed: 1, 'lm-block': 0, 'accuracy-level': 0 };
+    block: 32, seq: 1, seed: 1, 'lm-block': 0, 'accuracy-level': 0, dq: 0 };
   for (let i = 0; i < args.length; i += 2) {
     const name = args[i].replace(/^--/, '');
     if (!(name in o)) throw new Error(`unknown option ${args[i]}`);
@@ -124,7 +125,9 @@ function write(dir, o) {
   };
   // A MatMulNBits projection [.., k] → [.., n]: random 4-bit codes, scales near 0.2/sqrt(k) (so
   // activations keep their size layer after layer), optional packed zero points and bias.
-  function projection(name, x, y, k, n, block, { zeroPoints = false, bias = false } = {}) {
+  function projection(name, x, y, k, n, block, options = {}) {
+    if (o.dq) return dequantizeProjection(name, x, y, k, n, block, options);
+    const { zeroPoints = false, bias = false } = options;
     const blocks = Math.ceil(k / block), blob = block / 2;
     params += k * n;
     external(`${name}.qweight`, [n, blocks, blob], UINT8, (b) => {
@@ -152,11 +155,41 @@ function write(dir, o) {
       attrInt('bits', 4), attrInt('block_size', block), attrInt('accuracy_level', o['accuracy-level'])],
     'com.microsoft'));
   }
+  // --dq 1: the same projection as ONNX (opset 21) DequantizeLinear of int4 codes [k, n] blocked
+  // along k, then MatMul (and Add for the bias): the other way 4-bit weights reach kiln.
+  function dequantizeProjection(name, x, y, k, n, block, { zeroPoints = false, bias = false } = {}) {
+    const blocks = Math.ceil(k / block);
+    params += k * n;
+    external(`${name}.qweight`, [k, n], INT4, (b) => {
+      for (let i = 0; i < b.length; i++) b[i] = (random() * 256) | 0;
+    }, Math.ceil(k * n / 2));
+    const scale = 0.2 / Math.sqrt(k);
+    external(`${name}.scales`, [blocks, n], FLOAT, (b) => {
+      for (let i = 0; i < b.length; i += 4) b.writeFloatLE(scale * (0.5 + random()), i);
+    }, blocks * n * 4);
+    const inputs = [`${name}.qweight`, `${name}.scales`];
+    if (zeroPoints) {
+      const zp = Buffer.alloc(Math.ceil(blocks * n / 2));
+      for (let i = 0; i < zp.length; i++)
+        zp[i] = (((random() * 5) | 0) - 2 & 15) | ((((random() * 5) | 0) - 2 & 15) << 4);
+      inline(`${name}.zero_points`, [blocks, n], INT4, zp);
+      inputs.push(`${name}.zero_points`);
+    }
+    nodes.push(node('DequantizeLinear', inputs, [`${name}.weight`], `${name}.dequantize`,
+      [attrInt('axis', 0), attrInt('block_size', block)]));
+    nodes.push(node('MatMul', [x, `${name}.weight`], [bias ? `${name}.mm` : y], name));
+    if (bias) {
+      inline(`${name}.bias`, [n], FLOAT, floats(n, () => (random() - 0.5) * 0.2));
+      nodes.push(node('Add', [`${name}.mm`, `${name}.bias`], [y], `${name}.bias_add`));
+    }
+  }
   function rmsNorm(name, x, y) {
     inline(`${name}.weight`, [o.hidden], FLOAT, floats(o.hidden, () => 0.8 + 0.4 * random()));
     params += o.hidden;
     nodes.push(node('Mul', [x, x], [`${name}.sq`], `${name}.sq`));
-    nodes.push(node('ReduceMean', [`${name}.sq`], [`${name}.ms`], `${name}.mean`, [attrInts('axes', [-1])]));
+    // Opset 18 moved ReduceMean's axes from an attribute to an input (--dq models are opset 21).
+    nodes.push(o.dq ? node('ReduceMean', [`${name}.sq`, 'reduce_axes'], [`${name}.ms`], `${name}.mean`)
+      : node('ReduceMean', [`${name}.sq`], [`${name}.ms`], `${name}.mean`, [attrInts('axes', [-1])]));
     nodes.push(node('Add', [`${name}.ms`, 'eps'], [`${name}.var`], `${name}.add_eps`));
     nodes.push(node('Sqrt', [`${name}.var`], [`${name}.rms`], `${name}.sqrt`));
     nodes.push(node('Div', [x, `${name}.rms`], [`${name}.normed`], `${name}.div`));
@@ -167,6 +200,7 @@ function write(dir, o) {
   if (headDim !== Math.floor(headDim) || group !== Math.floor(group))
     throw new Error('hidden must divide into heads, heads into kv-heads');
   inline('eps', [1], FLOAT, floats(1, () => 1e-6));
+  if (o.dq) inline('reduce_axes', [1], INT64, ints64([-1]));
   inline('attn_scale', [1], FLOAT, floats(1, () => 1 / Math.sqrt(headDim)));
   inline('shape_q', [5], INT64, ints64([1, seq, kvHeads, group, headDim]));
   inline('shape_kv', [4], INT64, ints64([1, seq, kvHeads, headDim]));
@@ -215,7 +249,7 @@ function write(dir, o) {
     valueInfo(11, 'hidden', FLOAT, [1, seq, h]), valueInfo(12, 'logits', FLOAT, [1, seq, o.vocab])]);
   // ModelProto: ir_version 1, producer_name 2, graph 7, opset_import 8 (domain 1, version 2).
   const model = Buffer.concat([int(1, 8), str(2, 'kiln nbits_decoder.mjs'), graph,
-    msg(8, [str(1, ''), int(2, 17)]), msg(8, [str(1, 'com.microsoft'), int(2, 1)])]);
+    msg(8, [str(1, ''), int(2, o.dq ? 21 : 17)]), msg(8, [str(1, 'com.microsoft'), int(2, 1)])]);
   fs.writeFileSync(path.join(dir, 'model.onnx'), model);
   const inputRandom = rng(o.seed + 7919);
   const input = new Float32Array(seq * h).map(() => (inputRandom() - 0.5) * 2);
@@ -225,11 +259,13 @@ function write(dir, o) {
     `${total} bytes with its external data`);
 }
 
-async function runOrt(dir, nodeModules, threads) {
+// ONNX Runtime's optimizer fuses DequantizeLinear + MatMul into MatMulNBits computing with int8
+// activations (accuracy level 4); the reference for --dq models runs unoptimized (level "disabled").
+async function runOrt(dir, nodeModules, threads, optimization = 'all') {
   const require = createRequire(path.join(path.resolve(nodeModules), 'noop.js'));
   const ort = require('onnxruntime-node');
   const session = await ort.InferenceSession.create(path.join(dir, 'model.onnx'),
-    { intraOpNumThreads: threads, interOpNumThreads: 1 });
+    { intraOpNumThreads: threads, interOpNumThreads: 1, graphOptimizationLevel: optimization });
   const input = decodeFloatTensor(fs.readFileSync(path.join(dir, 'hidden.pb')));
   const started = Date.now();
   const out = await session.run({ hidden: new ort.Tensor('float32', input.data, input.dims) });
@@ -268,7 +304,7 @@ function fromBin(bin, like, pb) {
 
 const [verb, ...rest] = process.argv.slice(2);
 if (verb === 'write') write(rest[0], parseOptions(rest.slice(1)));
-else if (verb === 'ort') await runOrt(rest[0], rest[1], Number(rest[2] || 1));
+else if (verb === 'ort') await runOrt(rest[0], rest[1], Number(rest[2] || 1), rest[3] || 'all');
 else if (verb === 'tobin') toBin(rest[0], rest[1]);
 else if (verb === 'frombin') fromBin(rest[0], rest[1], rest[2]);
 else if (verb === 'compare') compare(rest[0], rest[1], rest[2] && Number(rest[2]), rest[3] && Number(rest[3]));

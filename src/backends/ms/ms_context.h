@@ -44,6 +44,9 @@ struct Const {
   std::vector<float> meanCorr;
   // Codes a quantized op of the model brought (kModelWeightCodesDoc).
   bool modelCodes = false;
+  // Blocked (opset-21 DequantizeLinear block_size): scales and zeros have the codes' dims with
+  // `axis` counted in blocks of blockSize, flattened in that order; 0: per tensor / per axis.
+  int64_t blockSize = 0;
 };
 
 std::vector<int64_t> intValues(const Tensor& t);

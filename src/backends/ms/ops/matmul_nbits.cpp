@@ -14,6 +14,11 @@
 // 2^(bits-1) (ms.md §3.3), so the stored weight aliases the mapped model file.
 #include <fmt/format.h>
 
+#include "backends/ms/ops/matmul_nbits.h"
+
+#include <algorithm>
+#include <cstring>
+
 #include "backends/ms/ms_context.h"
 #include "ops/matmul_nbits.h"
 
@@ -85,41 +90,13 @@ Status lowerMatMulNBits(LoweringContext& ctx, const Node& n) {
       return bad("MatMulNBits zero points must be {} packed bytes", s.n * s.zeroPointRowBytes());
     row->zeroPoints = zp->tensor.buffer();
   }
-  // One block per column: [N, K] read per channel by the MatMulFusion itself.
-  const bool perColumn = s.blocks == 1;
   MsTensor w;
   w.name = codes->name;
-  w.nodeType = kNodeValue;
-  w.dataType = kTypeInt8;
-  w.dims = {static_cast<int32_t>(row->rows), static_cast<int32_t>(perColumn ? s.k : s.blockSize)};
   w.data = storedCodes(codes->tensor, s.bits);
   w.compressType = s.bits < 8 ? fb::WeightQuantCompressType_BITPACKING : 0;
-  w.rowQuant = row;
-  uint32_t weight = ctx.addTensor(std::move(w));
-  if (!perColumn) {
-    // Gather(w, 0..rows-1, axis 0) as the QUANT_WEIGHT node: the runtime dequantizes its data per
-    // row (a Gather's preferred dim is its axis) and the gather copies the float rows out; a
-    // Reshape carrying the weight does not run there (it shares its input's int8 buffer).
-    const std::string rowsName = fmt::format("matmul_nbits_rows_{}", row->rows);
-    std::optional<uint32_t> rows;
-    for (uint32_t id = 0; id < ctx.tensorCount() && !rows; ++id)
-      if (ctx.tensor(id).name == rowsName) rows = id;
-    if (!rows) {
-      std::vector<int64_t> all(static_cast<size_t>(row->rows));
-      for (size_t r = 0; r < all.size(); ++r)
-        all[r] = static_cast<int64_t>(r);
-      rows = ctx.intConst(all, rowsName);
-    }
-    const uint32_t axis = ctx.intConst({0}, codes->name + "_axis");
-    MsTensor gathered;
-    gathered.name = codes->name + "_dequantized";
-    gathered.dataType = kTypeFloat32;
-    gathered.dims = {static_cast<int32_t>(row->rows), static_cast<int32_t>(s.blockSize)};
-    const uint32_t dequantized = ctx.addTensor(std::move(gathered));
-    ctx.emit(fb::PrimitiveType_Gather, emptyTable<fb::Gather>(), {weight, *rows, axis},
-             {dequantized}, /*quantized=*/true);
-    weight = ctx.reshapeTensor(dequantized, {s.n, s.k}, codes->name + "_nk");
-  }
+  bool perColumn = false;
+  const uint32_t weight =
+      rowQuantizedWeight(ctx, std::move(w), row, s.n, s.k, s.blockSize, &perColumn);
   KILN_ASSIGN_OR_RETURN(const uint32_t a, ctx.input(n.input(0), Layout::Onnx));
   std::vector<uint32_t> ins = {a, weight};
   std::optional<uint32_t> addend;
@@ -167,4 +144,103 @@ Status lowerMatMulNBits(LoweringContext& ctx, const Node& n) {
 KILN_MS_LOWERING("com.microsoft::MatMulNBits", checkMatMulNBits, lowerMatMulNBits);
 
 } // namespace
+
+uint32_t rowQuantizedWeight(LoweringContext& ctx, MsTensor w, std::shared_ptr<const MsRowQuant> row,
+                            int64_t n, int64_t k, int64_t blockSize, bool* quantized) {
+  // One block per column: [N, K] read per channel by the MatMulFusion itself.
+  *quantized = row->blocks == 1;
+  const std::string name = w.name;
+  w.nodeType = kNodeValue;
+  w.dataType = kTypeInt8;
+  w.dims = {static_cast<int32_t>(row->rows), static_cast<int32_t>(*quantized ? k : blockSize)};
+  w.rowQuant = row;
+  uint32_t weight = ctx.addTensor(std::move(w));
+  if (*quantized) return weight;
+  // Gather(w, 0..rows-1, axis 0) as the QUANT_WEIGHT node: the runtime dequantizes its data per
+  // row (a Gather's preferred dim is its axis) and the gather copies the float rows out; a
+  // Reshape carrying the weight does not run there (it shares its input's int8 buffer).
+  const std::string rowsName = fmt::format("matmul_nbits_rows_{}", row->rows);
+  std::optional<uint32_t> rows;
+  for (uint32_t id = 0; id < ctx.tensorCount() && !rows; ++id)
+    if (ctx.tensor(id).name == rowsName) rows = id;
+  if (!rows) {
+    std::vector<int64_t> all(static_cast<size_t>(row->rows));
+    for (size_t r = 0; r < all.size(); ++r)
+      all[r] = static_cast<int64_t>(r);
+    rows = ctx.intConst(all, rowsName);
+  }
+  const uint32_t axis = ctx.intConst({0}, name + "_axis");
+  MsTensor gathered;
+  gathered.name = name + "_dequantized";
+  gathered.dataType = kTypeFloat32;
+  gathered.dims = {static_cast<int32_t>(row->rows), static_cast<int32_t>(blockSize)};
+  const uint32_t dequantized = ctx.addTensor(std::move(gathered));
+  ctx.emit(fb::PrimitiveType_Gather, emptyTable<fb::Gather>(), {weight, *rows, axis}, {dequantized},
+           /*quantized=*/true);
+  return ctx.reshapeTensor(dequantized, {n, k}, name + "_nk");
+}
+
+std::optional<uint32_t> blockedDequantizeWeight(LoweringContext& ctx, const Const& b,
+                                                bool* quantized) {
+  const auto& dims = b.tensor.dims();
+  if (!b.quantized || !b.blockSize || dims.size() != 2 || b.axis != 0 ||
+      b.tensor.dtype() != DType::Int8 || dims[0] % b.blockSize != 0)
+    return std::nullopt;
+  const int64_t k = dims[0], n = dims[1], blocks = k / b.blockSize;
+  const auto* codes = reinterpret_cast<const int8_t*>(b.tensor.data());
+  // Codes and zero points moved by `offset` into a 4-bit range when they fit one (uint4 codes by
+  // 8): (q - z) is unchanged.
+  int32_t lo = 127, hi = -128;
+  for (int64_t i = 0; i < k * n; ++i) {
+    lo = std::min<int32_t>(lo, codes[i]);
+    hi = std::max<int32_t>(hi, codes[i]);
+  }
+  for (int64_t z : b.zeros) {
+    lo = std::min<int32_t>(lo, static_cast<int32_t>(z));
+    hi = std::max<int32_t>(hi, static_cast<int32_t>(z));
+  }
+  const int bits = lo >= -8 && hi <= 7 ? 4 : lo >= 0 && hi <= 15 ? 4 : 8;
+  const int32_t offset = bits == 4 && lo >= 0 && hi > 7 ? 8 : 0;
+  const int32_t bias = 1 << (bits - 1);
+  auto row = std::make_shared<MsRowQuant>();
+  row->rows = n * blocks;
+  row->blocks = blocks;
+  row->bits = bits;
+  row->zeroPointRowBytes = (blocks * bits + 7) / 8;
+  // Per row r = column·blocks + block: the scale of scale[block, column]; zero points packed per
+  // column, biased as the writer reads them (stored - 2^(bits-1)).
+  std::vector<uint8_t> scales(static_cast<size_t>(row->rows) * 4);
+  std::vector<uint8_t> zeroPoints(static_cast<size_t>(n * row->zeroPointRowBytes), 0);
+  for (int64_t col = 0; col < n; ++col)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const size_t at = static_cast<size_t>(blk * n + col),
+                   r = static_cast<size_t>(col * blocks + blk);
+      std::memcpy(scales.data() + 4 * r, &b.scales[at], 4);
+      const int64_t z =
+          (b.zeros.empty() ? 0 : b.zeros[b.zeros.size() == 1 ? 0 : at]) - offset + bias;
+      const int64_t bit = blk * bits;
+      zeroPoints[static_cast<size_t>(col * row->zeroPointRowBytes + bit / 8)] |=
+          static_cast<uint8_t>((z & ((1 << bits) - 1)) << (bit % 8));
+    }
+  row->scales = Buffer::owned(std::move(scales));
+  row->zeroPoints = Buffer::owned(std::move(zeroPoints));
+  // The codes transposed to [N, K] (4-bit: packed low first, biased by 8, as bit packing stores
+  // them) — the one copy, at the codes' own width.
+  std::vector<uint8_t> stored(static_cast<size_t>(bits == 4 ? (n * k + 1) / 2 : n * k), 0);
+  for (int64_t col = 0; col < n; ++col)
+    for (int64_t i = 0; i < k; ++i) {
+      const int32_t v = codes[i * n + col] - offset;
+      const int64_t j = col * k + i;
+      if (bits == 8)
+        stored[static_cast<size_t>(j)] = static_cast<uint8_t>(static_cast<int8_t>(v));
+      else
+        stored[static_cast<size_t>(j / 2)] |= static_cast<uint8_t>((v + bias) << ((j % 2) * 4));
+    }
+  MsTensor w;
+  w.name = b.name;
+  w.data = Buffer::owned(std::move(stored));
+  w.compressType = bits < 8 ? fb::WeightQuantCompressType_BITPACKING : 0;
+  return rowQuantizedWeight(ctx, std::move(w), row, n, k, b.blockSize, quantized);
+}
+
 } // namespace kiln::ms
