@@ -19,7 +19,7 @@ std::string nodeLabel(const Node& node, size_t position) {
 }
 
 std::string commonReason(const Node& node, const OpContext& context, bool hasRule) {
-  if (!node.domain().empty() && node.domain() != "ai.onnx")
+  if (!node.domain().empty() && node.domain() != "ai.onnx" && !hasRule)
     return fmt::format("op {}::{} is not an ONNX standard op", node.domain(), node.opType());
   if (std::string reason = ops::attributeKindReason(node, context.opset); !reason.empty())
     return reason;

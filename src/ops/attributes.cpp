@@ -1,6 +1,7 @@
 // Attribute kinds checked against the ONNX operator schemas (onnx's OpSchemaRegistry), so a node
 // whose attribute has the wrong kind is one coded error wherever it is read.
 #include "ops/attributes.h"
+#include "ops/matmul_nbits.h"
 #include "ops/validate.h"
 
 #include <fmt/format.h>
@@ -131,6 +132,7 @@ bool kilnDeclaresOp(const std::string& opType, int64_t opset) {
 
 std::string attributeKindReason(const Node& node, int64_t opset) {
   if (opset <= 0) return {};
+  registerMicrosoftSchemas(); // so com.microsoft ops kiln runs are checked like ai.onnx ones
   const std::string domain = node.domain() == "ai.onnx" ? std::string() : node.domain();
   const onnx::OpSchema* schema =
       onnx::OpSchemaRegistry::Schema(node.opType(), static_cast<int>(opset), domain);

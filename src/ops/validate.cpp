@@ -17,6 +17,7 @@
 
 #include "kiln/backends/lowering.h"
 #include "ops/attributes.h"
+#include "ops/matmul_nbits.h"
 
 namespace kiln::ops {
 namespace {
@@ -304,6 +305,7 @@ Status validateGraph(const Graph& graph, const Model& model) {
 }
 
 void guardShapeInference() {
+  registerMicrosoftSchemas(); // inference needs the contrib ops' output shapes too
   static std::once_flag once;
   std::call_once(once, [] {
     // Every registered schema version of each checked op: the registry owns the schemas (they are

@@ -130,6 +130,9 @@ int runModel(const RunFlags& flags) {
   options.captureNames = flags.capture;
   options.profile = flags.profile;
   options.fuse = !flags.noFuse;
+  // One run keeps nothing for a next one: constant results are then released after their last
+  // use instead of staying resident (a .ms LLM's weights, dequantized at load, would all stay).
+  options.cacheConstants = flags.repeat > 1;
   kiln::rt::Executor executor(*model, options);
   if (auto status = executor.checkSupported(); !status) return report(status);
   std::vector<double> millis;

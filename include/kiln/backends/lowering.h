@@ -27,6 +27,13 @@ struct OpContext {
 // (Conv)" (the first named output) or "node #7 (Conv)" (its position) when it has no output.
 std::string nodeLabel(const Node& node, size_t position = 0);
 
+// The key a node's lowering rule is registered under: the op type for ai.onnx, "domain::op" for
+// other domains ("com.microsoft::MatMulNBits"), as the executor's kernel registry names them.
+inline std::string ruleKey(const Node& node) {
+  if (node.domain().empty() || node.domain() == "ai.onnx") return node.opType();
+  return node.domain() + "::" + node.opType();
+}
+
 // Lowering rule for one ONNX op. `check` is pure and says why the node cannot be taken ("" when
 // it can): it is what `kiln check --target`, `atc --mode=3` and the converters report, every
 // problem at once. `lower` fails only for what `check` cannot know.
@@ -95,7 +102,7 @@ std::vector<Refusal> collectUnsupported(const Graph& graph,
   size_t position = 0;
   for (const auto& node : graph.nodes()) {
     ++position;
-    const LoweringRule<Ctx>* rule = table.find(node->opType());
+    const LoweringRule<Ctx>* rule = table.find(ruleKey(*node));
     std::string reason = commonReason(*node, context, rule != nullptr);
     const bool byRule = reason.empty();
     if (byRule && rule && rule->check) reason = rule->check(*node, context);

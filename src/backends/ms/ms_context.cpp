@@ -65,7 +65,8 @@ Tensor permuteTensor(const Tensor& t, const std::vector<int64_t>& perm) {
   const size_t elemSize = static_cast<size_t>(dtypeBits(t.dtype()) / 8);
   const uint64_t count = t.elementCount();
   std::vector<uint8_t> out(count * elemSize);
-  if (rank >= 2 && count > 0 && (elemSize == 1 || elemSize == 2 || elemSize == 4 || elemSize == 8)) {
+  if (rank >= 2 && count > 0 &&
+      (elemSize == 1 || elemSize == 2 || elemSize == 4 || elemSize == 8)) {
     // Output order, one innermost run at a time: a source offset kept by an odometer over the
     // outer axes, the run read with the innermost axis' source stride.
     std::vector<int64_t> stride(rank, 1), srcStride(rank, 1), idx(rank, 0);
@@ -94,10 +95,18 @@ Tensor permuteTensor(const Tensor& t, const std::vector<int64_t>& perm) {
       }
     };
     switch (elemSize) {
-    case 1: run(std::integral_constant<size_t, 1>{}); break;
-    case 2: run(std::integral_constant<size_t, 2>{}); break;
-    case 4: run(std::integral_constant<size_t, 4>{}); break;
-    default: run(std::integral_constant<size_t, 8>{}); break;
+    case 1:
+      run(std::integral_constant<size_t, 1>{});
+      break;
+    case 2:
+      run(std::integral_constant<size_t, 2>{});
+      break;
+    case 4:
+      run(std::integral_constant<size_t, 4>{});
+      break;
+    default:
+      run(std::integral_constant<size_t, 8>{});
+      break;
     }
     return Tensor(t.dtype(), outDims, Buffer::owned(std::move(out)));
   }
@@ -126,11 +135,17 @@ Tensor dequantize(const Const& c) {
   for (size_t i = static_cast<size_t>(c.axis) + 1; i < dims.size(); ++i)
     inner *= dims[i];
   const int64_t channels = dims.empty() ? 1 : dims[static_cast<size_t>(c.axis)];
+  const int64_t blocks = c.blockSize ? (channels + c.blockSize - 1) / c.blockSize : 0;
   std::vector<float> out(codes.size());
   for (size_t i = 0; i < codes.size(); ++i) {
-    size_t ch = c.scales.size() == 1
-                    ? 0
-                    : static_cast<size_t>((static_cast<int64_t>(i) / inner) % channels);
+    const int64_t k = static_cast<int64_t>(i);
+    size_t ch =
+        c.blockSize
+            ? static_cast<size_t>(
+                  (k / (inner * channels) * blocks + (k / inner) % channels / c.blockSize) * inner +
+                  k % inner)
+        : c.scales.size() == 1 ? 0
+                               : static_cast<size_t>((k / inner) % channels);
     int64_t zero = c.zeros.empty() ? 0 : c.zeros[c.zeros.size() == 1 ? 0 : ch];
     out[i] = static_cast<float>(codes[i] - zero) * c.scales[ch];
     if (!c.meanCorr.empty()) out[i] += c.meanCorr[ch];
@@ -164,7 +179,8 @@ std::optional<Const> LoweringContext::constOf(const Value* v) const {
     // A bias-corrected weight from quantize-weights: DequantizeLinear + per-channel offsets
     // shaped [1.., C, 1..] along the dequantize axis.
     auto base = constOf(p->input(0));
-    if (!base || !base->quantized || !base->meanCorr.empty() || base->scales.size() < 2)
+    if (!base || !base->quantized || base->blockSize || !base->meanCorr.empty() ||
+        base->scales.size() < 2)
       return std::nullopt;
     auto offsets = constOf(p->input(1));
     if (!offsets || offsets->quantized || offsets->tensor.dtype() != DType::Float32)
@@ -220,9 +236,22 @@ std::optional<Const> LoweringContext::dequantizedConst(const Node& dq) const {
     }
     const int64_t rank = static_cast<int64_t>(c.tensor.dims().size());
     auto axisAttr = ops::intAttr(*p, "axis", 1);
-    if (!axisAttr) return std::nullopt;
+    auto blockAttr = ops::intAttr(*p, "block_size", 0);
+    if (!axisAttr || !blockAttr) return std::nullopt;
     int64_t axis = *axisAttr;
     if (axis < 0) axis += rank;
+    if (*blockAttr > 0) {
+      // Blocked: the scale has the codes' dims with the axis counted in blocks.
+      if (axis < 0 || axis >= rank || dt == DType::UInt8) return std::nullopt;
+      std::vector<int64_t> want = c.tensor.dims();
+      want[static_cast<size_t>(axis)] =
+          (want[static_cast<size_t>(axis)] + *blockAttr - 1) / *blockAttr;
+      if (scale->tensor.dims() != want || (!c.zeros.empty() && c.zeros.size() != c.scales.size()))
+        return std::nullopt;
+      c.axis = axis;
+      c.blockSize = *blockAttr;
+      return c;
+    }
     if (c.scales.size() != 1 &&
         (axis < 0 || axis >= rank ||
          c.tensor.dims()[static_cast<size_t>(axis)] != static_cast<int64_t>(c.scales.size())))
@@ -406,7 +435,7 @@ Expected<uint32_t> LoweringContext::weightTensor(const Value* v, const std::vect
     if (doPermute)
       for (size_t i = 0; i < perm.size(); ++i)
         if (perm[i] == c->axis) newAxis = static_cast<int64_t>(i);
-    if (c->scales.size() == 1 || newAxis == preferredDim) {
+    if (c->blockSize == 0 && (c->scales.size() == 1 || newAxis == preferredDim)) {
       // Permuted while written (MsTensor::writePerm), as float weights are.
       auto id = doPermute ? permutedConstTensor(c->tensor, perm, c->name, format)
                           : constTensor(c->tensor, c->name, format);
@@ -575,8 +604,7 @@ Expected<LoweringContext::View1d> LoweringContext::begin1d(const Node& n) {
     out_.tensors[x4].format = kFormatNCHW;
     const std::vector<int64_t> axis = {2};
     emit(fb::PrimitiveType_Unsqueeze,
-         [=](FBB& b) { return fb::CreateUnsqueeze(b, b.CreateVector(axis)).Union(); }, {*x},
-         {x4});
+         [=](FBB& b) { return fb::CreateUnsqueeze(b, b.CreateVector(axis)).Union(); }, {*x}, {x4});
   }
   view.x = transposeTensor(x4, true, base + "_in4d_nhwc");
   MsTensor y;

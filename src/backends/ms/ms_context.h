@@ -44,6 +44,9 @@ struct Const {
   std::vector<float> meanCorr;
   // Codes a quantized op of the model brought (kModelWeightCodesDoc).
   bool modelCodes = false;
+  // Blocked (opset-21 DequantizeLinear block_size): scales and zeros have the codes' dims with
+  // `axis` counted in blocks of blockSize, flattened in that order; 0: per tensor / per axis.
+  int64_t blockSize = 0;
 };
 
 std::vector<int64_t> intValues(const Tensor& t);
@@ -188,6 +191,7 @@ class LoweringContext {
 
   // --- tensors
   MsTensor& tensor(uint32_t id) { return out_.tensors[id]; }
+  uint32_t tensorCount() const { return static_cast<uint32_t>(out_.tensors.size()); }
   std::string uniqueName(const std::string& base) {
     std::string name = base.empty() ? std::string("tensor") : base;
     for (int i = 1; usedNames_.count(name); ++i)

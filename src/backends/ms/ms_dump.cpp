@@ -182,7 +182,8 @@ json ioJson(const flatbuffers::Vector<uint32_t>* indices,
 Expected<json> msJson(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
   // Same check the runtime runs before it trusts any offset in the file.
-  flatbuffers::Verifier verifier(file->data(), file->size());
+  flatbuffers::Verifier verifier(file->data(), file->size(), ms::kVerifierMaxDepth,
+                                 ms::kVerifierMaxTables);
   if (file->size() < 8 || !fb::MetaGraphBufferHasIdentifier(file->data()) ||
       !fb::VerifyMetaGraphBuffer(verifier))
     return makeError(

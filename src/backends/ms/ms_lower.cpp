@@ -281,7 +281,7 @@ Status LoweringContext::lowerNodes(const Graph& g) {
   for (const auto& node : g.nodes()) {
     ++position;
     node_ = node.get();
-    Status s = msLoweringRules().find(node->opType())->lower(*this, *node);
+    Status s = msLoweringRules().find(lowering::ruleKey(*node))->lower(*this, *node);
     if (!s)
       return Status(s.code(),
                     fmt::format("{}: {}", lowering::nodeLabel(*node, position), s.message()),
@@ -334,7 +334,8 @@ Expected<MsGraph> LoweringContext::run(std::vector<lowering::Refusal>* refusalsO
     if (folded_.count(node.get())) continue;
     node_ = node.get();
     Status s = Status::ok();
-    if (!refused.count(node.get())) s = msLoweringRules().find(node->opType())->lower(*this, *node);
+    if (!refused.count(node.get()))
+      s = msLoweringRules().find(lowering::ruleKey(*node))->lower(*this, *node);
     if (s.isOk() && !refused.count(node.get())) continue;
     if (!s.isOk()) {
       if (s.code() == ErrorCode::Internal) return finish(s);
@@ -375,7 +376,7 @@ namespace kiln {
 
 std::string msUnsupportedReason(const Node& node, int64_t opset) {
   const lowering::OpContext context{opset, ""};
-  const ms::MsLoweringRule* rule = ms::msLoweringRules().find(node.opType());
+  const ms::MsLoweringRule* rule = ms::msLoweringRules().find(lowering::ruleKey(node));
   std::string reason = lowering::commonReason(node, context, rule != nullptr);
   if (reason.empty() && rule && rule->check) reason = rule->check(node, context);
   return reason;

@@ -42,6 +42,19 @@ struct MsQuantParam {
   float meanCorr = 0; // added after (q - zeroPoint) * scale (varCorr is folded into scale)
 };
 
+// Weight-quant params the writer makes from a model's own per-block scale and zero-point tensors
+// (MatMulNBits), one QuantParam per row of the stored [rows, block] codes: a 1.5B-parameter
+// model has tens of millions of blocks, which need no MsQuantParam each while lowering.
+// Row r is block r % blocks of output column r / blocks.
+struct MsRowQuant {
+  std::shared_ptr<const Buffer> scales; // float32 or float16 (scaleIsHalf), one per row
+  bool scaleIsHalf = false;
+  // Packed `bits`-bit zero points, zeroPointRowBytes per output column; null: 2^(bits-1).
+  std::shared_ptr<const Buffer> zeroPoints;
+  int64_t rows = 0, blocks = 1, zeroPointRowBytes = 0;
+  int bits = 4;
+};
+
 struct MsTensor {
   std::string name;
   int nodeType = kNodeCNode;
@@ -57,6 +70,8 @@ struct MsTensor {
   std::vector<int64_t> writePerm;
   std::vector<int64_t> sourceDims;
   std::vector<MsQuantParam> quantParams;
+  // Set instead of quantParams for codes stored as the model packed them (MsRowQuant).
+  std::shared_ptr<const MsRowQuant> rowQuant;
   int compressType = 0; // WeightQuantCompressType
   // Weight-quant codes before packing (int8 or int16 element bytes in `data`); the writer packs
   // them when numBits is not the storage width.

@@ -25,3 +25,11 @@ template <> inline bool Verifier::VerifyVector<int64_t>(const Vector<int64_t>* c
 } // namespace flatbuffers
 
 #include "kiln_proto/ms_model_generated.h"
+
+namespace kiln::ms {
+// FlatBuffers verifier limits of every kiln reader and of the writer's own check: a 4-bit LLM holds
+// tens of millions of QuantParam tables (one per weight block), past the library's default of one
+// million (MindSpore Lite itself verifies with INT32_MAX for both).
+inline constexpr flatbuffers::uoffset_t kVerifierMaxDepth = 2048;
+inline constexpr flatbuffers::uoffset_t kVerifierMaxTables = 100000000;
+} // namespace kiln::ms

@@ -540,7 +540,7 @@ Expected<Model> readBuffer(const uint8_t* data, size_t size, std::shared_ptr<con
                   fmt::format("{}: not a .ms file (no MSL2 identifier at bytes 4..7, {} bytes)",
                               displayName, size),
                   kInvalidHint);
-  flatbuffers::Verifier verifier(data, size, 2048, 100000000);
+  flatbuffers::Verifier verifier(data, size, ms::kVerifierMaxDepth, ms::kVerifierMaxTables);
   if (!msfb::VerifyMetaGraphBuffer(verifier))
     return Status(
         ErrorCode::MsFileInvalid,

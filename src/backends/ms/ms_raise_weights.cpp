@@ -122,7 +122,9 @@ Expected<std::vector<float>> RaisingContext::dequantize(uint32_t i, const uint8_
       return invalid("tensor '{}' holds {} bytes, {} quantized elements need {}", tensorName(i),
                      size, count, need);
   }
-  std::vector<int32_t> q(count);
+  // Codes are read in place for plain and bit-packed weights (a 4-bit LLM's weight is never held
+  // as int32 codes); INDEXING / SPARSE streams are decoded first.
+  std::vector<int32_t> q;
   std::string where = fmt::format("{}: tensor '{}'", name_, tensorName(i));
   if (compress == msfb::WeightQuantCompressType_INDEXING) {
     KILN_ASSIGN_OR_RETURN(q, ms::decodeIndexing(data, size, bits, count, where));
@@ -132,36 +134,35 @@ Expected<std::vector<float>> RaisingContext::dequantize(uint32_t i, const uint8_
       zeroPoints.push_back(params->Get(c) ? params->Get(c)->zeroPoint() : 0);
     KILN_ASSIGN_OR_RETURN(q, ms::decodeSparse(data, size, bits, count, zeroPoints, where));
   } else if (packed) {
-    // LSB-first bit stream of values biased by 2^(bits-1) (ms.md §3.3).
     if ((count * bits + 7) / 8 > size)
       return invalid("tensor '{}': {} packed {}-bit values need {} bytes, it has {}", tensorName(i),
                      count, bits, (count * bits + 7) / 8, size);
-    uint64_t bit = 0;
-    for (uint64_t k = 0; k < count; ++k) {
-      uint32_t u = 0;
-      for (int b = 0; b < bits; ++b, ++bit)
-        u |= uint32_t((data[bit / 8] >> (bit % 8)) & 1u) << b;
-      q[k] = int32_t(u) - (1 << (bits - 1));
-    }
   } else {
     size_t elem = dt == DType::Int8 ? 1 : dt == DType::Int16 ? 2 : 4;
     if (count * elem > size)
       return invalid("tensor '{}' holds {} bytes, {} elements of {} need {}", tensorName(i), size,
                      count, dtypeName(dt), count * elem);
-    for (uint64_t k = 0; k < count; ++k) {
-      if (elem == 1)
-        q[k] = int8_t(data[k]);
-      else if (elem == 2) {
-        int16_t v;
-        std::memcpy(&v, data + 2 * k, 2);
-        q[k] = v;
-      } else {
-        int32_t v;
-        std::memcpy(&v, data + 4 * k, 4);
-        q[k] = v;
-      }
-    }
   }
+  const size_t elem = dt == DType::Int8 ? 1 : dt == DType::Int16 ? 2 : 4;
+  auto codeAt = [&](uint64_t k) -> int32_t {
+    if (!q.empty()) return q[k];
+    if (packed) {
+      // LSB-first bit stream of values biased by 2^(bits-1) (ms.md §3.3).
+      uint32_t u = 0;
+      for (uint64_t b = 0, bit = k * uint64_t(bits); b < uint64_t(bits); ++b, ++bit)
+        u |= uint32_t((data[bit / 8] >> (bit % 8)) & 1u) << b;
+      return int32_t(u) - (1 << (bits - 1));
+    }
+    if (elem == 1) return int8_t(data[k]);
+    if (elem == 2) {
+      int16_t v;
+      std::memcpy(&v, data + 2 * k, 2);
+      return v;
+    }
+    int32_t v;
+    std::memcpy(&v, data + 4 * k, 4);
+    return v;
+  };
   std::vector<float> out(count);
   size_t nParams = params->size();
   auto param = [&](size_t c) -> const msfb::QuantParam* { return params->Get(c); };
@@ -169,7 +170,7 @@ Expected<std::vector<float>> RaisingContext::dequantize(uint32_t i, const uint8_
     double scale = param(0)->scale();
     int zp = param(0)->zeroPoint();
     for (uint64_t k = 0; k < count; ++k)
-      out[k] = float((q[k] - zp) * scale);
+      out[k] = float((codeAt(k) - zp) * scale);
     return out;
   }
   // Per channel: the axis whose size equals the number of params.
@@ -193,7 +194,7 @@ Expected<std::vector<float>> RaisingContext::dequantize(uint32_t i, const uint8_
     if (!p) return invalid("tensor '{}' has a null quant param", tensorName(i));
     float varCorr = p->varCorr();
     if (!(varCorr >= 0 && varCorr <= 10)) varCorr = 1;
-    out[k] = float((q[k] - p->zeroPoint()) * p->scale()) * varCorr + p->meanCorr();
+    out[k] = float((codeAt(k) - p->zeroPoint()) * p->scale()) * varCorr + p->meanCorr();
   }
   return out;
 }

@@ -139,7 +139,7 @@ std::string tensorLine(const fb::Tensor& t, uint32_t index) {
 } // namespace
 
 Expected<std::string> msBufferToText(const uint8_t* data, size_t size) {
-  flatbuffers::Verifier verifier(data, size);
+  flatbuffers::Verifier verifier(data, size, ms::kVerifierMaxDepth, ms::kVerifierMaxTables);
   if (!fb::VerifyMetaGraphBuffer(verifier))
     return Status(ErrorCode::MsFileInvalid, "the .ms buffer does not verify as a MetaGraph",
                   "this is a kiln bug: the writer produced a buffer its own schema rejects");

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "kiln/runtime/half_block.h"
+#include "kiln/runtime/tensor_util.h"
 #include "kiln/support/atomic_file.h"
 #include "kiln/support/page_release.h"
 #include "kiln/support/progress.h"
@@ -271,6 +272,36 @@ Expected<StoredData> storedData(const MsTensor& t, const MsWriteOptions& options
   return s;
 }
 
+// The QuantParam of each row of a MsRowQuant tensor: its block's scale and its zero point moved to
+// the stored codes (bit packing biases a b-bit code q by 2^(b-1), so the model's zero point z
+// becomes z - 2^(b-1)); written as converter_lite saves them (ms.md §3.1).
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::QuantParam>>>
+rowQuantParams(flatbuffers::FlatBufferBuilder& b, const ms::MsRowQuant& q) {
+  std::vector<flatbuffers::Offset<fb::QuantParam>> params(static_cast<size_t>(q.rows));
+  const uint8_t* scales = q.scales->data();
+  const uint8_t* zeroPoints = q.zeroPoints ? q.zeroPoints->data() : nullptr;
+  const int32_t bias = 1 << (q.bits - 1);
+  for (int64_t r = 0; r < q.rows; ++r) {
+    float scale;
+    if (q.scaleIsHalf) {
+      uint16_t h;
+      std::memcpy(&h, scales + 2 * r, 2);
+      scale = rt::halfToFloat(h);
+    } else {
+      std::memcpy(&scale, scales + 4 * r, 4);
+    }
+    int32_t zeroPoint = 0;
+    if (zeroPoints) {
+      const int64_t column = r / q.blocks, bit = (r % q.blocks) * q.bits;
+      const uint8_t byte = zeroPoints[column * q.zeroPointRowBytes + bit / 8];
+      zeroPoint = ((byte >> (bit % 8)) & ((1 << q.bits) - 1)) - bias;
+    }
+    params[static_cast<size_t>(r)] = fb::CreateQuantParam(b, scale, zeroPoint, 0, 0, true, q.bits,
+                                                          false, 1.0f, 0.0f, ms::kTypeInt8);
+  }
+  return b.CreateVector(params);
+}
+
 // Where a constant's bytes go in the serialized FlatBuffer: left unwritten by the builder (the
 // builder reserves them without touching the pages) and filled while the file is written.
 struct Hole {
@@ -293,9 +324,16 @@ Expected<flatbuffers::DetachedBuffer> serialize(const MsGraph& g, const MsWriteO
     dataBytes += s.size;
   // Reserve room for everything up front: a growing builder copies what it holds, which would
   // touch (and so make resident) the reserved data pages.
-  const uint64_t metaEstimate = (uint64_t{2} << 20) + 1024 * (g.tensors.size() + g.nodes.size());
+  // A QuantParam table takes about 28 bytes with its vtable share and offset.
+  uint64_t quantParams = 0;
+  for (const auto& t : g.tensors)
+    quantParams +=
+        t.quantParams.size() + (t.rowQuant ? static_cast<uint64_t>(t.rowQuant->rows) : 0);
+  const uint64_t metaEstimate =
+      (uint64_t{2} << 20) + 1024 * (g.tensors.size() + g.nodes.size()) + 32 * quantParams;
   flatbuffers::FlatBufferBuilder b(
-      external ? 1 << 20 : static_cast<size_t>(dataBytes + 16 * g.tensors.size() + metaEstimate));
+      external ? static_cast<size_t>(metaEstimate)
+               : static_cast<size_t>(dataBytes + 16 * g.tensors.size() + metaEstimate));
   uint64_t offset = kMswHeaderSize;
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   std::vector<std::pair<flatbuffers::uoffset_t, const StoredData*>> reserved;
@@ -328,6 +366,8 @@ Expected<flatbuffers::DetachedBuffer> serialize(const MsGraph& g, const MsWriteO
         params.push_back(fb::CreateQuantParam(b, q.scale, q.zeroPoint, 0, 0, true, q.numBits, false,
                                               1.0f, q.meanCorr, q.dstDtype));
       quant = b.CreateVector(params);
+    } else if (t.rowQuant) {
+      quant = rowQuantParams(b, *t.rowQuant);
     }
     tensors.push_back(fb::CreateTensor(
         b, t.nodeType, s.dataType, dims, static_cast<fb::Format>(t.format), 0, 0, data, quant, 0,
@@ -384,7 +424,8 @@ Expected<flatbuffers::DetachedBuffer> serialize(const MsGraph& g, const MsWriteO
   std::sort(holes.begin(), holes.end(),
             [](const Hole& a, const Hole& b) { return a.position < b.position; });
   // The same check the runtime runs before it loads anything (and `kiln inspect` runs).
-  flatbuffers::Verifier verifier(out.data(), out.size());
+  flatbuffers::Verifier verifier(out.data(), out.size(), ms::kVerifierMaxDepth,
+                                 ms::kVerifierMaxTables);
   if (!fb::VerifyMetaGraphBuffer(verifier))
     return Status(ErrorCode::Internal, "the written .ms buffer fails FlatBuffers verification",
                   "report this as a kiln bug");
@@ -419,8 +460,13 @@ Expected<Built> build(const Model& model, const MsWriteOptions& options,
     out.stored.push_back(std::move(*s));
   }
   // Room for everything but the data (names, dims, nodes), so the inline build never overflows.
-  const uint64_t metaEstimate =
-      (uint64_t{1} << 16) + 512 * (out.lowered.tensors.size() + out.lowered.nodes.size());
+  uint64_t quantParams = 0;
+  for (const MsTensor& t : out.lowered.tensors)
+    quantParams +=
+        t.quantParams.size() + (t.rowQuant ? static_cast<uint64_t>(t.rowQuant->rows) : 0);
+  const uint64_t metaEstimate = (uint64_t{1} << 16) +
+                                512 * (out.lowered.tensors.size() + out.lowered.nodes.size()) +
+                                32 * quantParams;
   const uint64_t limit =
       std::min<uint64_t>(options.externalDataThreshold, std::numeric_limits<int32_t>::max());
   if (dataBytes + metaEstimate < limit) {

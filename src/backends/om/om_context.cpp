@@ -347,7 +347,7 @@ std::pair<std::string, bool> valueReason(const Node& n, const SocInfo* soc,
 std::string noGeOpReason(const Node& n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     return fmt::format("op {}::{} has no GraphEngine equivalent", n.domain(), n.opType());
-  if (!omLoweringRules().find(n.opType()))
+  if (!omLoweringRules().find(lowering::ruleKey(n)))
     return fmt::format("op {} has no GraphEngine lowering in kiln", n.opType());
   return "";
 }
@@ -360,7 +360,7 @@ std::pair<std::string, bool> nodeReason(const Node& n, const OpContext& context,
   if (std::string r = noGeOpReason(n); !r.empty()) return {r, true};
   if (std::string r = lowering::commonReason(n, context, true); !r.empty()) return {r, true};
   if (auto v = valueReason(n, soc, context.variant); !v.first.empty()) return v;
-  const LoweringRule* rule = omLoweringRules().find(n.opType());
+  const LoweringRule* rule = omLoweringRules().find(lowering::ruleKey(n));
   return {rule->check ? rule->check(n, context) : "", true};
 }
 
@@ -592,7 +592,7 @@ Status Lowerer::lowerNodes(const Graph& g) {
            (n->name().empty() && (reserved_.count(nodeName_) || opNames_.count(nodeName_))))
       nodeName_ = fmt::format("{}_{}", n->opType(), unnamed_++);
     reserved_.insert(nodeName_);
-    if (Status s = omLoweringRules().find(n->opType())->lower(*this, *n); !s) return s;
+    if (Status s = omLoweringRules().find(lowering::ruleKey(*n))->lower(*this, *n); !s) return s;
   }
   return Status::ok();
 }

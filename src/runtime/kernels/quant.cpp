@@ -1,11 +1,14 @@
-// Quantization kernels: QuantizeLinear, DequantizeLinear (per tensor and per axis; 4-, 8- and
-// 16-bit codes) and DynamicQuantizeLinear.
+// Quantization kernels: QuantizeLinear, DequantizeLinear (per tensor, per axis and blocked; 4-,
+// 8- and 16-bit codes) and DynamicQuantizeLinear.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <immintrin.h>
 #include <limits>
 
 #include "ms_fixed_point.h"
+#include <fmt/ranges.h>
+
 #include "nn_util.h"
 #include "ops/quant.h"
 #include "thread_pool.h"
@@ -32,28 +35,47 @@ void storeInt(uint8_t* bytes, DType d, uint64_t i, int64_t v) {
   }
 }
 
-// How an element maps to its scale / zero point: per tensor, or per slice along `axis`.
+// How an element maps to its scale / zero point: per tensor, per slice along `axis`, or per block
+// of `blockSize` elements along `axis` (opset 21: the scale has x's rank with that axis divided
+// into ceil(len / blockSize) blocks).
 struct QuantParams {
   int64_t inner = 1, channels = 1; // element i uses (i / inner) % channels
   bool perAxis = false;
+  int64_t blockSize = 0, blocks = 1; // blocked: axis of length `channels`, `blocks` scales along it
   size_t at(uint64_t i) const {
-    return perAxis ? static_cast<size_t>((static_cast<int64_t>(i) / inner) % channels) : 0;
+    if (!perAxis) return 0;
+    const int64_t k = static_cast<int64_t>(i);
+    if (blockSize == 0) return static_cast<size_t>((k / inner) % channels);
+    const int64_t outer = k / (inner * channels), along = (k / inner) % channels;
+    return static_cast<size_t>((outer * blocks + along / blockSize) * inner + k % inner);
   }
 };
 
 Status quantParams(const KernelContext& ctx, const Tensor& x, const Tensor& scale, QuantParams& q) {
-  if (ctx.attrInt("block_size", 0) > 0) return ctx.unsupported("blocked quantization");
+  const int64_t blockSize = ctx.attrInt("block_size", 0);
   const uint64_t n = scale.elementCount();
-  if (n == 1) return Status::ok();
-  if (scale.dims().size() != 1) return ctx.fail("scale must be a scalar or 1-D");
+  if (n == 1 && blockSize <= 0) return Status::ok();
   const int64_t rank = static_cast<int64_t>(x.dims().size());
   auto axis = normalizeAxis(ctx.attrInt("axis", 1), rank);
   if (!axis) return ctx.fail("axis {} out of range for rank {}", ctx.attrInt("axis", 1), rank);
-  q.channels = x.dims()[static_cast<size_t>(*axis)];
+  const size_t a = static_cast<size_t>(*axis);
+  q.channels = x.dims()[a];
+  q.inner = nn::product(x.dims(), a + 1);
+  q.perAxis = true;
+  if (blockSize > 0) {
+    // The scale (and zero point) has x's shape, the axis counted in blocks.
+    q.blockSize = blockSize;
+    q.blocks = (q.channels + blockSize - 1) / blockSize;
+    std::vector<int64_t> want = x.dims();
+    want[a] = q.blocks;
+    if (scale.dims() != want)
+      return ctx.fail("scale dims [{}] do not block x [{}] by {} along axis {}",
+                      fmt::join(scale.dims(), ","), fmt::join(x.dims(), ","), blockSize, *axis);
+    return Status::ok();
+  }
+  if (scale.dims().size() != 1) return ctx.fail("scale must be a scalar or 1-D");
   if (static_cast<int64_t>(n) != q.channels)
     return ctx.fail("scale has {} values, axis {} has {}", n, *axis, q.channels);
-  q.inner = nn::product(x.dims(), static_cast<size_t>(*axis) + 1);
-  q.perAxis = true;
   return Status::ok();
 }
 
@@ -62,7 +84,8 @@ Status quantizeLinearOp(KernelContext& ctx) {
   const Tensor& scale = ctx.input(1);
   const DType yType = ctx.hasInput(2) ? ctx.input(2).dtype() : DType::UInt8;
   int64_t lo = 0, hi = 0;
-  if (!ops::quantCodeRange(yType, lo, hi)) return ctx.unsupported("output dtype {}", dtypeName(yType));
+  if (!ops::quantCodeRange(yType, lo, hi))
+    return ctx.unsupported("output dtype {}", dtypeName(yType));
   QuantParams q;
   KILN_TRY(quantParams(ctx, x, scale, q));
   std::vector<int64_t> zp(scale.elementCount(), 0);
@@ -106,10 +129,41 @@ Status quantizeLinearOp(KernelContext& ctx) {
   return Status::ok();
 }
 
+// Code i of an integer tensor (4- to 32-bit), read in place.
+inline int64_t codeAt(const uint8_t* p, DType d, uint64_t i) {
+  switch (d) {
+  case DType::Int8:
+    return static_cast<int8_t>(p[i]);
+  case DType::UInt8:
+    return p[i];
+  case DType::Int4:
+  case DType::UInt4:
+    return nibbleAt(p, i, d == DType::Int4);
+  case DType::Int16: {
+    int16_t v;
+    std::memcpy(&v, p + 2 * i, 2);
+    return v;
+  }
+  case DType::UInt16: {
+    uint16_t v;
+    std::memcpy(&v, p + 2 * i, 2);
+    return v;
+  }
+  default: {
+    int32_t v;
+    std::memcpy(&v, p + 4 * i, 4);
+    return v;
+  }
+  }
+}
+
 Status dequantizeLinearOp(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& scale = ctx.input(1);
-  if (!isInteger(x.dtype())) return ctx.unsupported("input dtype {}", dtypeName(x.dtype()));
+  const DType d = x.dtype();
+  if (d != DType::Int8 && d != DType::UInt8 && d != DType::Int4 && d != DType::UInt4 &&
+      d != DType::Int16 && d != DType::UInt16 && d != DType::Int32)
+    return ctx.unsupported("input dtype {}", dtypeName(d));
   QuantParams q;
   KILN_TRY(quantParams(ctx, x, scale, q));
   std::vector<int64_t> zp(scale.elementCount(), 0);
@@ -117,15 +171,21 @@ Status dequantizeLinearOp(KernelContext& ctx) {
     zp = ctx.inputInts(2);
     if (zp.size() != scale.elementCount()) return ctx.fail("zero point and scale sizes differ");
   }
-  std::vector<int64_t> xv = toInt64Vector(x);
+  const uint8_t* codes = x.data();
+  const auto n = static_cast<int64_t>(x.elementCount());
   bool done = nn::dispatchFloat(scale.dtype(), [&](auto tag) {
     using T = decltype(tag);
     nn::Staged<T> sv(scale);
     nn::StagedOut<T> y(scale.dtype(), x.dims());
-    for (size_t i = 0; i < xv.size(); ++i) {
-      const size_t c = q.at(i);
-      y.data()[i] = static_cast<T>(xv[i] - zp[c]) * sv[c];
-    }
+    T* out = y.data();
+    // Codes read in place (a 4-bit weight is never widened to int64 as a whole); each element is
+    // computed alone, so any split gives the same values.
+    pool::parallelFor(ctx.threads(), n, int64_t{1} << 14, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const size_t c = q.at(static_cast<uint64_t>(i));
+        out[i] = static_cast<T>(codeAt(codes, d, static_cast<uint64_t>(i)) - zp[c]) * sv[c];
+      }
+    });
     ctx.setOutput(0, std::move(y).finish());
   });
   if (!done) return ctx.unsupported("scale dtype {}", dtypeName(scale.dtype()));
@@ -178,8 +238,7 @@ __attribute__((target("avx2"))) void quantizeAvx2(const float* x, int64_t n, flo
   const __m256 hi = _mm256_set1_ps(static_cast<float>(255 - zp));
   const __m256i z = _mm256_set1_epi32(static_cast<int32_t>(zp));
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-#define KILN_QUANTIZE8(p)                                                                          \
-  quantize8(_mm256_div_ps(_mm256_loadu_ps(p), s), lo, hi, z)
+#define KILN_QUANTIZE8(p) quantize8(_mm256_div_ps(_mm256_loadu_ps(p), s), lo, hi, z)
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m256i ab = _mm256_packus_epi32(KILN_QUANTIZE8(x + i), KILN_QUANTIZE8(x + i + 8));

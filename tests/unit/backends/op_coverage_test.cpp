@@ -38,6 +38,13 @@ std::string familyOf(const std::string& file) {
   return best.empty() ? stem : best;
 }
 
+// A rule key as the kernel registry's (domain, op): "com.microsoft::MatMulNBits" or "Conv".
+std::pair<std::string, std::string> domainAndOp(const std::string& key) {
+  const size_t at = key.find("::");
+  if (at == std::string::npos) return {"", key};
+  return {key.substr(0, at), key.substr(at + 2)};
+}
+
 const TargetHooks& target(const char* name) {
   const TargetHooks* hooks = findTarget(name);
   EXPECT_NE(hooks, nullptr) << name;
@@ -63,7 +70,8 @@ std::string opsTable() {
   size_t cpu = 0;
   std::ostringstream rows;
   for (const std::string& op : ops) {
-    std::string kernel = rt::findKernel("", op) ? familyOf(rt::kernelFile("", op)) : "";
+    const auto [domain, type] = domainAndOp(op);
+    std::string kernel = rt::findKernel(domain, type) ? familyOf(rt::kernelFile(domain, type)) : "";
     cpu += !kernel.empty();
     auto cell = [](const std::string& family) { return family.empty() ? "—" : family; };
     rows << fmt::format("| {} | {} | {} | {} |\n", op, cell(kernel),
@@ -98,7 +106,7 @@ std::string opsTable() {
 TEST(OpCoverage, EveryLoweredOpHasACpuKernel) {
   for (const char* name : {"ms", "om"})
     for (const auto& [op, family] : lowered(name))
-      EXPECT_NE(rt::findKernel("", op), nullptr)
+      EXPECT_NE(rt::findKernel(domainAndOp(op).first, domainAndOp(op).second), nullptr)
           << name << " lowers " << op << " (" << family << ") but the executor cannot run it";
 }
 

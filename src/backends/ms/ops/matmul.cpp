@@ -14,6 +14,7 @@
 #include "backends/ms/ms_quant.h"
 #include "backends/ms/ms_raise_context.h"
 #include "backends/ms/ops/quant_dynamic.h"
+#include "backends/ms/ops/matmul_nbits.h"
 #include "ops/attributes.h"
 
 namespace kiln::ms {
@@ -57,7 +58,13 @@ Status lowerMatMul(LoweringContext& ctx, const Node& n) {
   if (!a) return a.status();
   std::vector<uint32_t> ins = {*a};
   bool quantized = false;
-  if (ctx.constOf(n.input(1))) {
+  bool transposeB = false;
+  auto weight = ctx.constOf(n.input(1));
+  // Blocked 4-bit weights (opset-21 DequantizeLinear) stay codes, one quant param per block.
+  if (auto blocked = weight ? blockedDequantizeWeight(ctx, *weight, &quantized) : std::nullopt) {
+    ins.push_back(*blocked);
+    transposeB = true;
+  } else if (weight) {
     const int64_t rank = ctx.rankOf(n.input(1));
     auto bt = ctx.weightTensor(n.input(1), {}, rank - 1, kFormatNCHW, &quantized);
     if (!bt) return bt.status();
@@ -78,7 +85,7 @@ Status lowerMatMul(LoweringContext& ctx, const Node& n) {
   ctx.emit(
       fb::PrimitiveType_MatMulFusion,
       [=](FBB& b) {
-        return fb::CreateMatMulFusion(b, false, false, static_cast<fb::ActivationType>(act))
+        return fb::CreateMatMulFusion(b, false, transposeB, static_cast<fb::ActivationType>(act))
             .Union();
       },
       ins, {*y}, quantized);
