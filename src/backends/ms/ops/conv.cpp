@@ -197,6 +197,29 @@ Status lowerConv1d(LoweringContext& ctx, const Node& n) {
   return ctx.end1d(n, view);
 }
 
+// A 2-D Conv's strides, dilations, resolved pads and group, decoded once for the float and the
+// int8 (QLinearConv) lowering.
+struct Conv2dGeometry {
+  std::vector<int64_t> strides, dilations;
+  Padding pad;
+  int64_t group = 1;
+};
+
+Expected<Conv2dGeometry> conv2dGeometry(LoweringContext& ctx, const Node& n,
+                                        const std::vector<int64_t>& kernel) {
+  Conv2dGeometry g;
+  KILN_ASSIGN_OR_RETURN(g.strides, ops::intsAttr(n, "strides", {1, 1}));
+  KILN_ASSIGN_OR_RETURN(g.dilations, ops::intsAttr(n, "dilations", {1, 1}));
+  if (g.strides.size() != 2 || g.dilations.size() != 2)
+    return bad("strides/dilations need 2 values");
+  std::string err;
+  auto pad = convPadding(n, inputHW(ctx.resolve(n.input(0))), kernel, g.strides, g.dilations, &err);
+  if (!pad) return bad("{}", err);
+  g.pad = std::move(*pad);
+  KILN_ASSIGN_OR_RETURN(g.group, ops::intAttr(n, "group", 1));
+  return g;
+}
+
 Status lowerConv(LoweringContext& ctx, const Node& n) {
   if (ctx.rankOf(n.input(0)) == 3) return lowerConv1d(ctx, n);
   auto wShape = ctx.staticShape(n.input(1));
@@ -210,14 +233,11 @@ Status lowerConv(LoweringContext& ctx, const Node& n) {
     KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> k, ops::intsAttr(n, "kernel_shape", {}));
     if (k != kernel) return bad("kernel_shape differs from the weight's dims");
   }
-  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> strides, ops::intsAttr(n, "strides", {1, 1}));
-  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> dilations,
-                        ops::intsAttr(n, "dilations", {1, 1}));
-  if (strides.size() != 2 || dilations.size() != 2) return bad("strides/dilations need 2 values");
-  std::string err;
-  auto pad = convPadding(n, inputHW(ctx.resolve(n.input(0))), kernel, strides, dilations, &err);
-  if (!pad) return bad("{}", err);
-  KILN_ASSIGN_OR_RETURN(const int64_t group, ops::intAttr(n, "group", 1));
+  KILN_ASSIGN_OR_RETURN(const Conv2dGeometry geometry, conv2dGeometry(ctx, n, kernel));
+  const std::vector<int64_t>& strides = geometry.strides;
+  const std::vector<int64_t>& dilations = geometry.dilations;
+  const Padding* pad = &geometry.pad;
+  const int64_t group = geometry.group;
   const int64_t outCh = wd[0], inCh = wd[1] * group;
   auto x = ctx.input(n.input(0), Layout::Nhwc);
   if (!x) return x.status();
@@ -459,14 +479,11 @@ Status lowerQLinearConv(LoweringContext& ctx, const Node& n) {
   if (!wShape || wShape->size() != 4) return bad("the weight is not 4-D");
   const auto wd = *wShape;
   const std::vector<int64_t> kernel = {wd[2], wd[3]};
-  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> strides, ops::intsAttr(n, "strides", {1, 1}));
-  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> dilations,
-                        ops::intsAttr(n, "dilations", {1, 1}));
-  if (strides.size() != 2 || dilations.size() != 2) return bad("strides/dilations need 2 values");
-  std::string err;
-  auto pad = convPadding(n, inputHW(ctx.resolve(n.input(0))), kernel, strides, dilations, &err);
-  if (!pad) return bad("{}", err);
-  KILN_ASSIGN_OR_RETURN(const int64_t group, ops::intAttr(n, "group", 1));
+  KILN_ASSIGN_OR_RETURN(const Conv2dGeometry geometry, conv2dGeometry(ctx, n, kernel));
+  const std::vector<int64_t>& strides = geometry.strides;
+  const std::vector<int64_t>& dilations = geometry.dilations;
+  const Padding* pad = &geometry.pad;
+  const int64_t group = geometry.group;
   const int64_t outCh = wd[0], inCh = wd[1] * group;
   KILN_ASSIGN_OR_RETURN(uint32_t x, ctx.input(n.input(0), Layout::Nhwc));
   KILN_ASSIGN_OR_RETURN(Int8Weight w, int8Weight(ctx, n.input(3), n.input(4), n.input(5)));
