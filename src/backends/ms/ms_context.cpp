@@ -12,6 +12,7 @@
 #include "ms_type_ids.h"
 #include "ops/attributes.h"
 #include "ops/conv.h"
+#include "ops/quant.h"
 
 namespace kiln::ms {
 
@@ -135,17 +136,12 @@ Tensor dequantize(const Const& c) {
   for (size_t i = static_cast<size_t>(c.axis) + 1; i < dims.size(); ++i)
     inner *= dims[i];
   const int64_t channels = dims.empty() ? 1 : dims[static_cast<size_t>(c.axis)];
-  const int64_t blocks = c.blockSize ? (channels + c.blockSize - 1) / c.blockSize : 0;
   std::vector<float> out(codes.size());
   for (size_t i = 0; i < codes.size(); ++i) {
-    const int64_t k = static_cast<int64_t>(i);
-    size_t ch =
-        c.blockSize
-            ? static_cast<size_t>(
-                  (k / (inner * channels) * blocks + (k / inner) % channels / c.blockSize) * inner +
-                  k % inner)
-        : c.scales.size() == 1 ? 0
-                               : static_cast<size_t>((k / inner) % channels);
+    const size_t ch = !c.blockSize && c.scales.size() == 1
+                          ? 0
+                          : static_cast<size_t>(ops::quantParamIndex(static_cast<int64_t>(i), inner,
+                                                                     channels, c.blockSize));
     int64_t zero = c.zeros.empty() ? 0 : c.zeros[c.zeros.size() == 1 ? 0 : ch];
     out[i] = static_cast<float>(codes[i] - zero) * c.scales[ch];
     if (!c.meanCorr.empty()) out[i] += c.meanCorr[ch];

@@ -44,10 +44,8 @@ struct QuantParams {
   int64_t blockSize = 0, blocks = 1; // blocked: axis of length `channels`, `blocks` scales along it
   size_t at(uint64_t i) const {
     if (!perAxis) return 0;
-    const int64_t k = static_cast<int64_t>(i);
-    if (blockSize == 0) return static_cast<size_t>((k / inner) % channels);
-    const int64_t outer = k / (inner * channels), along = (k / inner) % channels;
-    return static_cast<size_t>((outer * blocks + along / blockSize) * inner + k % inner);
+    return static_cast<size_t>(
+        ops::quantParamIndex(static_cast<int64_t>(i), inner, channels, blockSize));
   }
 };
 
