@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/image_preprocess.h"
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/value.h"
 #include "kiln/support/status.h"
@@ -63,18 +64,6 @@ struct CalibrationOptions {
   double percentile = 99.99; // Percentile: % of |x| kept inside the range
   size_t maxSamples = 0;     // 0: every sample of the folder
   int threads = 1;           // executor threads; the statistics do not depend on it
-};
-
-// converter_lite's image preprocessing ([data_preprocess_param], input_type=IMAGE): the decoded
-// image in `toFormat` channel order (BGR, RGB or GRAY), resized (0: kept), center-cropped (0:
-// kept), then (v - mean[c]) / std[c] on 0..255 values (empty: 0 and 1), laid out as the input's
-// [1, C, H, W] or [1, H, W, C].
-struct ImagePreprocess {
-  std::string toFormat = "BGR";
-  int resizeWidth = 0, resizeHeight = 0;
-  std::string resizeMethod = "LINEAR"; // LINEAR, NEAREST or CUBIC
-  int cropWidth = 0, cropHeight = 0;
-  std::vector<float> mean, std;
 };
 
 // One calibration image (PNG, JPEG or BMP) preprocessed into a tensor for an input of type

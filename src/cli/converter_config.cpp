@@ -387,15 +387,15 @@ class Parser {
       auto found = section->second.find(key);
       return found == section->second.end() ? nullptr : &found->second;
     };
-    if (auto* e = value("image_to_format")) config.imageToFormat = e->value;
-    if (auto* e = value("resize_method")) config.resizeMethod = e->value;
-    for (auto [key, field] : {std::pair{"resize_width", &config.resizeWidth},
-                              std::pair{"resize_height", &config.resizeHeight},
-                              std::pair{"center_crop_width", &config.centerCropWidth},
-                              std::pair{"center_crop_height", &config.centerCropHeight}})
+    if (auto* e = value("image_to_format")) config.image.toFormat = e->value;
+    if (auto* e = value("resize_method")) config.image.resizeMethod = e->value;
+    for (auto [key, field] : {std::pair{"resize_width", &config.image.resizeWidth},
+                              std::pair{"resize_height", &config.image.resizeHeight},
+                              std::pair{"center_crop_width", &config.image.cropWidth},
+                              std::pair{"center_crop_height", &config.image.cropHeight}})
       if (auto* e = value(key)) *field = std::stoi(e->value);
-    for (auto [key, field] : {std::pair{"normalize_mean", &config.normalizeMean},
-                              std::pair{"normalize_std", &config.normalizeStd}}) {
+    for (auto [key, field] : {std::pair{"normalize_mean", &config.image.mean},
+                              std::pair{"normalize_std", &config.image.std}}) {
       const ConfigEntry* e = value(key);
       if (!e) continue;
       std::string list = trim(e->value);

@@ -410,20 +410,11 @@ namespace {
 // fuse-qdq then makes them integer ops. Returns whether the graph changed.
 Expected<bool> fullQuantize(Model& model, const ConverterConfig& config,
                             std::vector<std::string>& notes) {
-  ImagePreprocess images;
-  images.toFormat = config.imageToFormat;
-  images.resizeWidth = config.resizeWidth;
-  images.resizeHeight = config.resizeHeight;
-  images.resizeMethod = config.resizeMethod;
-  images.cropWidth = config.centerCropWidth;
-  images.cropHeight = config.centerCropHeight;
-  images.mean = config.normalizeMean;
-  images.std = config.normalizeStd;
-  KILN_ASSIGN_OR_RETURN(
-      CalibrationData data,
-      CalibrationData::fromInputFolders(*model.graph, config.calibratePath,
-                                        "[data_preprocess_param] calibrate_path",
-                                        config.calibrateInputType == "IMAGE" ? &images : nullptr));
+  KILN_ASSIGN_OR_RETURN(CalibrationData data,
+                        CalibrationData::fromInputFolders(
+                            *model.graph, config.calibratePath,
+                            "[data_preprocess_param] calibrate_path",
+                            config.calibrateInputType == "IMAGE" ? &config.image : nullptr));
   QdqOptions options;
   const std::string& method = config.activationQuantMethod;
   options.calibration.method = method == "KL"                ? CalibrationMethod::Entropy
@@ -449,8 +440,8 @@ Expected<bool> fullQuantize(Model& model, const ConverterConfig& config,
   return report.quantizedNodes > 0;
 }
 
-// quant_type=DYNAMIC_QUANT: int8 MatMul / Gemm weights and Gather tables (quantize-weights) and the writer's
-// DynamicQuant + int8 MatMulFusion; false for other quant types.
+// quant_type=DYNAMIC_QUANT: int8 MatMul / Gemm weights and Gather tables (quantize-weights) and the
+// writer's DynamicQuant + int8 MatMulFusion; false for other quant types.
 bool dynamicQuantFor(const ConverterConfig& config, WeightQuantOptions& weightQuant,
                      MsWriteOptions::DynamicQuant& mode) {
   bool perRow = false;

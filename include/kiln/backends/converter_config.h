@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/image_preprocess.h"
 #include "kiln/passes/pass.h"
 #include "kiln/support/status.h"
 
@@ -38,12 +39,8 @@ struct ConverterConfig {
   std::map<std::string, std::string> calibratePath; // graph input name -> folder of samples
   size_t calibrateSize = 0;                         // 0: every sample
   std::string calibrateInputType = "BIN";           // BIN (.bin/.npy/.pb files) or IMAGE
-  std::string imageToFormat = "BGR";                // IMAGE: channel order fed (BGR, RGB, GRAY)
-  std::vector<float> normalizeMean, normalizeStd;   // IMAGE: (v - mean) / std per channel
-  int resizeWidth = 0, resizeHeight = 0;            // IMAGE: 0 keeps the image's size
-  std::string resizeMethod = "LINEAR";
-  int centerCropWidth = 0, centerCropHeight = 0;
-  std::string activationQuantMethod = "MAX_MIN"; // MAX_MIN, KL, REMOVAL_OUTLIER
+  ImagePreprocess image;                            // IMAGE: channel order, resize, crop, normalize
+  std::string activationQuantMethod = "MAX_MIN";    // MAX_MIN, KL, REMOVAL_OUTLIER
   bool fullQuantPerChannel = true;
   // [dynamic_quant_param]: ALWC (activations per layer, weights per channel) or ACWL
   std::string dynamicQuantStrategy = "ALWC";

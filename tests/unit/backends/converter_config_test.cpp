@@ -247,12 +247,12 @@ TEST(ConverterConfig, FullQuantImageKeysAreTyped) {
                                          "cfg.ini");
   ASSERT_TRUE(config) << config.status().toString();
   EXPECT_EQ(config->calibrateInputType, "IMAGE");
-  EXPECT_EQ(config->imageToFormat, "RGB");
-  EXPECT_EQ(config->normalizeMean, (std::vector<float>{123.675f, 116.28f, 103.53f}));
-  EXPECT_EQ(config->normalizeStd, (std::vector<float>{58.395f, 57.12f, 57.375f}));
-  EXPECT_EQ(config->resizeWidth, 256);
-  EXPECT_EQ(config->resizeMethod, "CUBIC");
-  EXPECT_EQ(config->centerCropHeight, 224);
+  EXPECT_EQ(config->image.toFormat, "RGB");
+  EXPECT_EQ(config->image.mean, (std::vector<float>{123.675f, 116.28f, 103.53f}));
+  EXPECT_EQ(config->image.std, (std::vector<float>{58.395f, 57.12f, 57.375f}));
+  EXPECT_EQ(config->image.resizeWidth, 256);
+  EXPECT_EQ(config->image.resizeMethod, "CUBIC");
+  EXPECT_EQ(config->image.cropHeight, 224);
   EXPECT_TRUE(ignoredConfigNotes(*config).empty());
   const char* bad[] = {"normalize_std=[1, 0, 1]\n", "normalize_mean=1,2,3\n", "resize_width=10\n",
                        "center_crop_height=5\n"};
