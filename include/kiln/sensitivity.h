@@ -46,6 +46,11 @@ struct SensitivityOptions {
   // better, at most 1 meets it) and the keep list is the shortest prefix that meets it.
   std::optional<SensitivityGate> gate;
   size_t threads = 1; // trials run in parallel; the report does not depend on it
+  // The float model runs once and keeps its tensors, up to this many bytes (in the order they are
+  // made), so that a trial runs only what its conversion changes and what depends on it, reading
+  // the rest. Beyond the budget, trials recompute what was not kept. 0: every trial runs the
+  // whole model (the same numbers, more time).
+  uint64_t maxStoredBytes = 2ull << 30;
 };
 
 struct NodeSensitivity {
@@ -68,12 +73,15 @@ struct SensitivityReport {
   // when there is no target): what the list costs in size.
   uint64_t floatBytes = 0;
   uint64_t convertedBytes = 0;
-  size_t runs = 0; // model executions it took
+  size_t runs = 0; // model executions it took (a trial that runs part of the model counts one)
+  uint64_t storedBytes = 0; // the float run's tensors kept for the trials
 };
 
 // `model` is the float model as the converting CLI sees it before the precision pass (after the
 // default pipeline); it is not changed. Each trial re-imports a serialized copy, applies the
-// variant's pass with a keep list and runs it on `inputs` in the executor.
+// variant's pass with a keep list and runs it on `inputs` in the executor: the nodes the pass
+// changed and those downstream, fed from the float run's kept tensors
+// (SensitivityOptions::maxStoredBytes).
 Expected<SensitivityReport> analyzeSensitivity(const Model& model,
                                                const std::map<std::string, rt::RtValue>& inputs,
                                                const SensitivityOptions& options);

@@ -9,13 +9,12 @@
 // depend on hashing. Random ops, training Dropout and nodes holding subgraphs never match, and a
 // duplicate whose output is a graph output stays, as replacing it would rename the output.
 // Initializers above 1 MiB, graph inputs (callers may override them) and outputs are not merged.
-#include <bit>
 #include <map>
-#include <set>
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
 
+#include "kiln/ir/node_equality.h"
 #include "kiln/passes/pass.h"
 #include "rewrite_util.h"
 
@@ -23,9 +22,6 @@ namespace kiln {
 namespace {
 
 constexpr size_t kMaxMergedInitializerBytes = 1u << 20;
-
-const std::set<std::string> kRandomOps = {"RandomNormal",      "RandomUniform", "RandomNormalLike",
-                                          "RandomUniformLike", "Multinomial",   "Bernoulli"};
 
 void mix(size_t& seed, size_t value) {
   seed ^= value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);
@@ -77,51 +73,7 @@ bool mergeInitializers(Graph& graph, bool explain) {
 
 // --- nodes ---
 
-bool sameAttribute(const Attribute& a, const Attribute& b) {
-  if (a.kind() != b.kind() || a.refAttrName() != b.refAttrName()) return false;
-  switch (a.kind()) {
-  case AttrKind::Float:
-    return std::bit_cast<uint32_t>(a.asFloat()) == std::bit_cast<uint32_t>(b.asFloat());
-  case AttrKind::Int:
-    return a.asInt() == b.asInt();
-  case AttrKind::String:
-    return a.asString() == b.asString();
-  case AttrKind::Tensor:
-    return a.asTensor().sameContents(b.asTensor());
-  case AttrKind::SparseTensor:
-    return a.asSparseTensor() == b.asSparseTensor();
-  case AttrKind::TypeProto:
-    return a.asTypeProto() == b.asTypeProto();
-  case AttrKind::Floats: {
-    const auto &x = a.asFloats(), &y = b.asFloats();
-    if (x.size() != y.size()) return false;
-    for (size_t i = 0; i < x.size(); ++i)
-      if (std::bit_cast<uint32_t>(x[i]) != std::bit_cast<uint32_t>(y[i])) return false;
-    return true;
-  }
-  case AttrKind::Ints:
-    return a.asInts() == b.asInts();
-  case AttrKind::Strings:
-    return a.asStrings() == b.asStrings();
-  case AttrKind::Tensors: {
-    const auto &x = a.asTensors(), &y = b.asTensors();
-    if (x.size() != y.size()) return false;
-    for (size_t i = 0; i < x.size(); ++i)
-      if (!x[i].sameContents(y[i])) return false;
-    return true;
-  }
-  case AttrKind::SparseTensors:
-    return a.asSparseTensors() == b.asSparseTensors();
-  case AttrKind::TypeProtos:
-    return a.asTypeProtos() == b.asTypeProtos();
-  case AttrKind::Graph:
-  case AttrKind::Graphs:
-    return false; // nodes with subgraphs are never candidates
-  }
-  return false;
-}
-
-// Attributes by name, so the order they were written in does not matter.
+// Attributes by name, so the hash does not depend on the order they were written in.
 std::map<std::string, const Attribute*> attributeMap(const Node& node) {
   std::map<std::string, const Attribute*> out;
   for (const auto& [name, value] : node.attributes())
@@ -131,14 +83,11 @@ std::map<std::string, const Attribute*> attributeMap(const Node& node) {
 
 bool sameComputation(const Node& a, const Node& b) {
   if (a.opType() != b.opType() || a.domain() != b.domain() || a.inputs() != b.inputs() ||
-      a.outputs().size() != b.outputs().size() || a.attributes().size() != b.attributes().size())
+      a.outputs().size() != b.outputs().size())
     return false;
   for (size_t i = 0; i < a.outputs().size(); ++i)
     if (!a.output(i) && b.output(i)) return false; // b computes an output a skipped
-  auto am = attributeMap(a), bm = attributeMap(b);
-  for (auto ai = am.begin(), bi = bm.begin(); ai != am.end(); ++ai, ++bi)
-    if (ai->first != bi->first || !sameAttribute(*ai->second, *bi->second)) return false;
-  return true;
+  return sameAttributes(a, b);
 }
 
 size_t nodeHash(const Node& node) {
@@ -160,7 +109,7 @@ size_t nodeHash(const Node& node) {
 bool isCandidate(const Node& node) {
   if (node.outputs().empty() || !node.subgraphs().empty()) return false;
   const bool onnx = node.domain().empty() || node.domain() == "ai.onnx";
-  if (onnx && kRandomOps.count(node.opType())) return false;
+  if (onnx && drawsRandomNumbers(node.opType())) return false;
   if (onnx && node.opType() == "Dropout" && node.input(2)) {
     // Dropout draws a fresh mask in training mode; only a constant false is deterministic.
     auto training = rewrite::constantTensor(node.input(2));

@@ -1,6 +1,8 @@
 // Precision sensitivity: one trial per candidate node (only that node converted), then a binary
 // search over the worst-first prefix kept in float. Trials are independent re-imports of one
-// serialized copy of the model, so the result does not depend on trial order.
+// serialized copy of the model, so the result does not depend on trial order. The float model runs
+// once and its tensors are kept: a trial runs only the nodes its conversion changed and those
+// downstream of them, fed from the kept tensors.
 #include "kiln/sensitivity.h"
 
 #include <algorithm>
@@ -10,12 +12,16 @@
 #include <memory>
 #include <set>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
+#include <spdlog/spdlog.h>
 
 #include "kiln/compare.h"
 #include "kiln/frontend/onnx.h"
+#include "kiln/ir/node_equality.h"
 #include "kiln/passes/keep_dtype.h"
 #include "kiln/passes/precision_report.h"
 #include "kiln/pipelines/conversion.h"
@@ -23,6 +29,14 @@
 
 namespace kiln {
 namespace {
+
+// An executor runs a trial's model once per input set (at most a few times): the arena planned
+// from a first run would not pay for that run's fresh mappings, so buffers come from the pool.
+rt::ExecutorOptions trialExecutorOptions() {
+  rt::ExecutorOptions options;
+  options.plannedArena = false;
+  return options;
+}
 
 class Trials {
  public:
@@ -72,29 +86,63 @@ class Trials {
     std::vector<std::optional<Tensor>> logits;
   };
 
-  Expected<Ran> run(const Model& model) {
-    rt::ExecutorOptions executorOptions;
-    for (const std::string& name : logitNames_)
-      if (!name.empty() && model.graph->findLocalValue(name))
-        executorOptions.captureNames.push_back(name);
-    rt::Executor executor(model, executorOptions);
-    KILN_TRY(executor.checkSupported());
+  // Runs a trial's model on every input set. Where it computes what the float model computed (the
+  // same operation on the same inputs, so everything before its first converted node), the float
+  // run's stored tensors stand in: only the converted nodes and what depends on them run. Every
+  // kernel is a function of its inputs, so the numbers are those of running the whole model.
+  // The model is cut down in place.
+  Expected<Ran> run(Model& model) {
+    const Graph& graph = *model.graph;
+    std::vector<std::string> logitNames(outputNames_.size());
+    for (size_t i = 0; i < logitNames_.size() && i < logitNames.size(); ++i)
+      if (!logitNames_[i].empty() && graph.findLocalValue(logitNames_[i]))
+        logitNames[i] = logitNames_[i];
+    const size_t before = graph.nodeCount();
+    const Cut cut = cutAtStored(model, logitNames);
+    nodesRun_.fetch_add(cut.storedOutputs ? 0 : graph.nodeCount(), std::memory_order_relaxed);
+    nodesInTrials_.fetch_add(before, std::memory_order_relaxed);
+    rt::ExecutorOptions executorOptions = trialExecutorOptions();
+    // The cut's inputs are the float model's own tensors, whose declared shapes may be symbolic.
+    executorOptions.checkFeeds = cut.feeds.empty();
+    for (size_t i = 0; i < logitNames.size(); ++i)
+      if (!logitNames[i].empty() && !cut.storedLogits[i])
+        executorOptions.captureNames.push_back(logitNames[i]);
+    std::optional<rt::Executor> executor;
+    if (!cut.storedOutputs) {
+      executor.emplace(model, executorOptions);
+      KILN_TRY(executor->checkSupported());
+    }
     Ran ran;
-    for (const auto& inputs : inputSets_) {
-      KILN_ASSIGN_OR_RETURN(rt::RunResult result, executor.run(inputs));
+    for (size_t set = 0; set < inputSets_.size(); ++set) {
+      rt::RunResult result;
+      if (cut.storedOutputs) {
+        // Every output is one the float model computed: nothing to run.
+        for (const Value* out : *cut.storedOutputs)
+          result.outputs.push_back(stored_.bySet[set].at(out));
+      } else if (cut.feeds.empty()) {
+        KILN_ASSIGN_OR_RETURN(result, executor->run(inputSets_[set]));
+      } else {
+        std::map<std::string, rt::RtValue> feeds = inputSets_[set];
+        for (const auto& [name, value] : cut.feeds)
+          feeds[name] = stored_.bySet[set].at(value);
+        KILN_ASSIGN_OR_RETURN(result, executor->run(feeds));
+      }
       runs_.fetch_add(1, std::memory_order_relaxed);
       for (size_t i = 0; i < result.outputs.size(); ++i) {
         if (!result.outputs[i].isTensor())
-          return Status(
-              ErrorCode::RuntimeUnsupported,
-              fmt::format("output '{}' is not a tensor", model.graph->outputs()[i]->name()),
-              "sensitivity scores tensor outputs only");
+          return Status(ErrorCode::RuntimeUnsupported,
+                        fmt::format("output '{}' is not a tensor", outputNames_[i]),
+                        "sensitivity scores tensor outputs only");
         ran.outputs.push_back(result.outputs[i].tensor);
         std::optional<Tensor> logits;
-        if (i < logitNames_.size() && !logitNames_[i].empty())
-          if (auto it = result.captured.find(logitNames_[i]);
+        if (i < cut.storedLogits.size() && cut.storedLogits[i]) {
+          if (const rt::RtValue& v = stored_.bySet[set].at(cut.storedLogits[i]); v.isTensor())
+            logits = v.tensor;
+        } else if (i < logitNames.size() && !logitNames[i].empty()) {
+          if (auto it = result.captured.find(logitNames[i]);
               it != result.captured.end() && it->second.isTensor())
             logits = it->second.tensor;
+        }
         ran.logits.push_back(std::move(logits));
       }
     }
@@ -108,7 +156,7 @@ class Trials {
     if (options_.gate) return gateRatio(ran);
     double sum = 0;
     for (size_t i = 0; i < ran.outputs.size(); ++i) {
-      TensorMetrics m = computeMetrics(reference_.outputs[i], ran.outputs[i]);
+      TensorMetrics m = computeMetrics(referenceRan_.outputs[i], ran.outputs[i]);
       if (m.nonFinite) return options_.metric == SensitivityMetric::Cosine ? -1.0 : 1e30;
       sum += options_.metric == SensitivityMetric::Cosine ? m.cosine : m.meanRelativeError;
     }
@@ -136,11 +184,11 @@ class Trials {
         if (gatedMre) ratio = std::max(ratio, m.meanRelativeError / mreAllowance);
         if (ratio > worst.ratio) worst = {ratio, name, m.meanRelativeError, m.cosine};
       };
-      TensorMetrics out = computeMetrics(reference_.outputs[i], ran.outputs[i]);
-      const bool hasLogits = reference_.logits[i] && ran.logits[i];
+      TensorMetrics out = computeMetrics(referenceRan_.outputs[i], ran.outputs[i]);
+      const bool hasLogits = referenceRan_.logits[i] && ran.logits[i];
       consider(out, output, !hasLogits);
       if (hasLogits)
-        consider(computeMetrics(*reference_.logits[i], *ran.logits[i]), logitName, true);
+        consider(computeMetrics(*referenceRan_.logits[i], *ran.logits[i]), logitName, true);
     }
     return worst;
   }
@@ -155,8 +203,8 @@ class Trials {
   }
 
   Status runReference() {
-    KILN_ASSIGN_OR_RETURN(Model model, load());
-    for (const Value* out : model.graph->outputs()) {
+    KILN_ASSIGN_OR_RETURN(reference_, load());
+    for (const Value* out : reference_.graph->outputs()) {
       outputNames_.push_back(out->name());
       if (options_.gate) {
         // The logits of an output a saturating activation makes: the tensor the gate's MRE reads.
@@ -171,20 +219,190 @@ class Trials {
                                   : std::string());
       }
     }
-    KILN_ASSIGN_OR_RETURN(reference_, run(model));
+    if (options_.maxStoredBytes == 0) {
+      KILN_ASSIGN_OR_RETURN(referenceRan_, run(reference_));
+      return Status::ok();
+    }
+    // One run per set that hands over every tensor it makes; kept while the budget lasts, in the
+    // order they are made (the same on every run), the logits whatever the budget.
+    stored_.bySet.assign(inputSets_.size(), {});
+    for (size_t set = 0; set < inputSets_.size(); ++set) {
+      std::map<std::string, Tensor> logits;
+      rt::ExecutorOptions executorOptions = trialExecutorOptions();
+      executorOptions.captureIntermediates = true;
+      executorOptions.observeCaptured = [&](const Value& value, const rt::RtValue& produced) {
+        if (!produced.isTensor()) return;
+        if (std::find(logitNames_.begin(), logitNames_.end(), value.name()) != logitNames_.end())
+          logits[value.name()] = produced.tensor;
+        const uint64_t bytes = produced.tensor.byteSize();
+        if (stored_.bytes + bytes > options_.maxStoredBytes) return;
+        if (stored_.bySet[set].emplace(&value, produced).second) stored_.bytes += bytes;
+      };
+      rt::Executor executor(reference_, executorOptions);
+      KILN_TRY(executor.checkSupported());
+      KILN_ASSIGN_OR_RETURN(rt::RunResult result, executor.run(inputSets_[set]));
+      runs_.fetch_add(1, std::memory_order_relaxed);
+      for (size_t i = 0; i < result.outputs.size(); ++i) {
+        if (!result.outputs[i].isTensor())
+          return Status(ErrorCode::RuntimeUnsupported,
+                        fmt::format("output '{}' is not a tensor", outputNames_[i]),
+                        "sensitivity scores tensor outputs only");
+        referenceRan_.outputs.push_back(result.outputs[i].tensor);
+        std::optional<Tensor> logit;
+        if (i < logitNames_.size() && logits.count(logitNames_[i])) logit = logits[logitNames_[i]];
+        referenceRan_.logits.push_back(std::move(logit));
+      }
+    }
+    // A value serves a trial only when it is kept for every set.
+    for (size_t set = 1; set < stored_.bySet.size(); ++set)
+      std::erase_if(stored_.bySet[0],
+                    [&](const auto& entry) { return !stored_.bySet[set].count(entry.first); });
     return Status::ok();
   }
 
   size_t runs() const { return runs_.load(); }
+  uint64_t storedBytes() const { return stored_.bytes; }
+  std::pair<size_t, size_t> nodesRunOfTotal() const {
+    return {nodesRun_.load(), nodesInTrials_.load()};
+  }
 
  private:
+  // Where a trial's model is cut: the values read from the float run instead of computed (the
+  // new graph inputs that stand for them, by name, and the float model's value each one is), and
+  // the logits read from it (by output index). `storedOutputs` is set when every output is
+  // stored: then nothing runs.
+  struct Cut {
+    std::vector<std::pair<std::string, const Value*>> feeds;
+    std::vector<const Value*> storedLogits;
+    std::optional<std::vector<const Value*>> storedOutputs;
+  };
+
+  // The trial's values that are the float model's (by name, made by the same operation from the
+  // same inputs, or the same graph input), kept in the float run: trial value -> float value.
+  std::unordered_map<const Value*, const Value*> storedEquivalents(const Graph& graph) const {
+    std::unordered_map<const Value*, const Value*> same;
+    const Graph& floatGraph = *reference_.graph;
+    for (const Value* in : graph.inputs())
+      if (const Value* f = floatGraph.findLocalValue(in->name());
+          f && !in->isInitializer() && f->isGraphInput() && !f->isInitializer())
+        same.emplace(in, f);
+    auto sameInput = [&](const Value* a, const Value* b) {
+      if (!a || !b) return !a && !b;
+      if (auto it = same.find(a); it != same.end()) return it->second == b;
+      return a->isInitializer() && b->isInitializer() && !a->isGraphInput() && !b->isGraphInput() &&
+             a->initializer().sameContents(b->initializer());
+    };
+    for (const auto& node : graph.nodes()) {
+      if (!node->subgraphs().empty() || drawsRandomNumbers(node->opType()) ||
+          node->opType() == "Dropout")
+        continue;
+      const Value* first = nullptr;
+      for (const Value* out : node->outputs())
+        if (out && !first) first = out;
+      const Value* floatFirst = first ? floatGraph.findLocalValue(first->name()) : nullptr;
+      const Node* floatNode = floatFirst ? floatFirst->producer() : nullptr;
+      if (!floatNode || floatNode->opType() != node->opType() ||
+          floatNode->domain() != node->domain() ||
+          floatNode->inputs().size() != node->inputs().size() ||
+          floatNode->outputs().size() != node->outputs().size() ||
+          !sameAttributes(*floatNode, *node))
+        continue;
+      bool equal = true;
+      for (size_t i = 0; i < node->outputs().size() && equal; ++i) {
+        const Value *a = node->output(i), *b = floatNode->output(i);
+        equal = (!a && !b) || (a && b && a->name() == b->name());
+      }
+      for (size_t i = 0; i < node->inputs().size() && equal; ++i)
+        equal = sameInput(node->input(i), floatNode->input(i));
+      if (!equal) continue;
+      for (size_t i = 0; i < node->outputs().size(); ++i)
+        if (node->output(i)) same.emplace(node->output(i), floatNode->output(i));
+    }
+    return same;
+  }
+
+  // Cuts the trial's model at the stored values it needs: they become graph inputs, and the
+  // nodes that only led to them go.
+  Cut cutAtStored(Model& model, const std::vector<std::string>& logitNames) const {
+    Cut cut;
+    cut.storedLogits.assign(logitNames.size(), nullptr);
+    if (stored_.bySet.empty()) return cut;
+    Graph& graph = *model.graph;
+    // A subgraph may read outer values without naming them as inputs: not traced, so such
+    // models run whole.
+    for (const auto& node : graph.nodes())
+      if (!node->subgraphs().empty()) return cut;
+    const auto same = storedEquivalents(graph);
+    auto storedOf = [&](const Value* v) -> const Value* {
+      if (!v || !v->producer()) return nullptr; // graph inputs are fed, initializers held
+      auto it = same.find(v);
+      return it != same.end() && stored_.bySet[0].count(it->second) ? it->second : nullptr;
+    };
+    // What the outputs and the logits need, back to stored values.
+    std::vector<Value*> pending(graph.outputs().begin(), graph.outputs().end());
+    for (size_t i = 0; i < logitNames.size(); ++i)
+      if (!logitNames[i].empty()) {
+        Value* logit = graph.findLocalValue(logitNames[i]);
+        if (const Value* stored = storedOf(logit))
+          cut.storedLogits[i] = stored;
+        else
+          pending.push_back(logit);
+      }
+    std::unordered_set<const Node*> needed;
+    std::vector<Value*> frontier;
+    std::unordered_set<const Value*> inFrontier;
+    while (!pending.empty()) {
+      Value* v = pending.back();
+      pending.pop_back();
+      if (!v || !v->producer()) continue;
+      if (storedOf(v)) {
+        if (inFrontier.insert(v).second) frontier.push_back(v);
+        continue;
+      }
+      if (!needed.insert(v->producer()).second) continue;
+      for (Value* in : v->producer()->inputs())
+        pending.push_back(in);
+    }
+    if (needed.empty()) {
+      std::vector<const Value*> outputs;
+      for (const Value* out : graph.outputs())
+        outputs.push_back(storedOf(out));
+      if (std::all_of(outputs.begin(), outputs.end(), [](const Value* v) { return v; })) {
+        cut.storedOutputs = std::move(outputs);
+        return cut;
+      }
+    }
+    for (Value* v : frontier) {
+      Value* fed = graph.addValue(graph.uniqueName(v->name()));
+      fed->setType(v->type());
+      graph.addInput(fed);
+      graph.replaceAllUsesWith(v, fed);
+      cut.feeds.emplace_back(fed->name(), storedOf(v));
+    }
+    std::vector<Node*> unneeded;
+    for (const auto& node : graph.nodes())
+      if (!needed.count(node.get())) unneeded.push_back(node.get());
+    for (auto it = unneeded.rbegin(); it != unneeded.rend(); ++it)
+      graph.eraseNode(*it);
+    return cut;
+  }
+
   std::shared_ptr<const std::string> bytes_;
   const std::vector<std::map<std::string, rt::RtValue>>& inputSets_;
   const SensitivityOptions& options_;
   std::vector<std::string> outputNames_;
   std::vector<std::string> logitNames_; // by output index; "" when the output itself is gated
-  Ran reference_;
+  Model reference_;                     // the float model, whose run is stored
+  Ran referenceRan_;
+  // The float run's tensors by its values, one map per input set (only values kept for every
+  // set are in the first): filled before the trials, only read while they run.
+  struct Stored {
+    std::vector<std::unordered_map<const Value*, rt::RtValue>> bySet;
+    uint64_t bytes = 0;
+  } stored_;
   std::atomic<size_t> runs_{0}; // trials may run on several threads
+  // Nodes of the trials' models, and of those the nodes that ran (the rest was read back).
+  std::atomic<size_t> nodesInTrials_{0}, nodesRun_{0};
 };
 
 // One serialized copy of the model that every trial re-imports.
@@ -337,6 +555,12 @@ analyzeSensitivity(const Model& model,
   KILN_ASSIGN_OR_RETURN(Model converted, trials.convert(report.keep));
   report.convertedBytes = parameterBytes(converted);
   report.runs = trials.runs();
+  report.storedBytes = trials.storedBytes();
+  const auto [nodesRun, nodesInTrials] = trials.nodesRunOfTotal();
+  spdlog::debug(
+      "sensitivity: {} model runs; {:.1f} MiB of the float run's tensors kept; the trials "
+      "ran {} of their models' {} nodes",
+      report.runs, report.storedBytes / 1048576.0, nodesRun, nodesInTrials);
   return report;
 }
 
@@ -495,6 +719,8 @@ PrecisionGuardResult guardFp16Precision(const Model& model, const PrecisionOptio
                             : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
 
   if (options.mode == PrecisionGuardMode::Check) {
+    // One trial that converts every node: nothing of the float run would be reused.
+    sensitivity.maxStoredBytes = 0;
     auto bytes = serializedForTrials(model);
     if (!bytes) return skipped(bytes.status().message());
     Trials trials(bytes.take(), inputSets, sensitivity);
