@@ -75,6 +75,9 @@ struct SensitivityReport {
   uint64_t convertedBytes = 0;
   size_t runs = 0; // model executions it took (a trial that runs part of the model counts one)
   uint64_t storedBytes = 0; // the float run's tensors kept for the trials
+  // Nodes of the trials' models (one count per trial), and of those the nodes that ran: the
+  // others' outputs were read from the float run.
+  size_t trialNodes = 0, trialNodesRun = 0;
 };
 
 // `model` is the float model as the converting CLI sees it before the precision pass (after the

@@ -12,6 +12,7 @@
 #include <memory>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -556,11 +557,11 @@ analyzeSensitivity(const Model& model,
   report.convertedBytes = parameterBytes(converted);
   report.runs = trials.runs();
   report.storedBytes = trials.storedBytes();
-  const auto [nodesRun, nodesInTrials] = trials.nodesRunOfTotal();
+  std::tie(report.trialNodesRun, report.trialNodes) = trials.nodesRunOfTotal();
   spdlog::debug(
       "sensitivity: {} model runs; {:.1f} MiB of the float run's tensors kept; the trials "
       "ran {} of their models' {} nodes",
-      report.runs, report.storedBytes / 1048576.0, nodesRun, nodesInTrials);
+      report.runs, report.storedBytes / 1048576.0, report.trialNodesRun, report.trialNodes);
   return report;
 }
 

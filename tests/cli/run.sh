@@ -197,6 +197,21 @@ if [ "$(wc -l <"$out/keep.txt" 2>/dev/null)" -ge 1 ] && grep -q "(met)" "$work/s
 else
   fail "sensitivity writes a keep_dtype file" "$(cat "$out/keep.txt" 2>/dev/null)"
 fi
+# Trials run on threads and read the float run's kept tensors: neither changes a byte of the report.
+runKiln sensitivity "$sample" --precision-mode force_fp16 --target-mre 0.01 --json --threads 1
+cp "$work/stdout" "$out/sensitivity_t1.json"
+runKiln sensitivity "$sample" --precision-mode force_fp16 --target-mre 0.01 --json --threads 2
+if grep -q '"keep"' "$out/sensitivity_t1.json" && cmp -s "$out/sensitivity_t1.json" "$work/stdout"; then
+  pass "sensitivity report is byte-identical at --threads 1 and 2"
+else
+  fail "sensitivity report is byte-identical at --threads 1 and 2" "$(diff "$out/sensitivity_t1.json" "$work/stdout" | head -5)"
+fi
+runKiln sensitivity "$sample" --precision-mode force_fp16 --target-mre 0.01 --json --threads 1 --max-stored-mb 0
+if cmp -s "$out/sensitivity_t1.json" "$work/stdout"; then
+  pass "sensitivity report is the same when every trial runs the whole model"
+else
+  fail "sensitivity report is the same when every trial runs the whole model" "$(diff "$out/sensitivity_t1.json" "$work/stdout" | head -5)"
+fi
 expectOk "sensitivity with a loose target" sensitivity "$sample" --precision-mode force_fp16 --target-mre 50 --write-keep-dtype "$out/none.txt"
 expectNoOutput "no empty keep_dtype file (atc rejects one)" "$out" "none.txt"
 runKiln sensitivity "$sample" --weight-quant-bits 1 --target-cosine 1.5

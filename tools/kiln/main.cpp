@@ -8,6 +8,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <thread>
 
 #include <malloc.h>
 
@@ -433,7 +434,7 @@ struct SensitivityFlags {
   std::string writeConfig;
   size_t top = 20;
   bool json = false;
-  size_t threads = 1;
+  size_t threads = 0;                  // 0: one per CPU, at most 8
   std::optional<uint64_t> maxStoredMb; // hidden: 0 checks the kept-tensor path against full runs
 };
 
@@ -494,7 +495,8 @@ int sensitivityCommand(const SensitivityFlags& flags) {
                        : kiln::SensitivityMetric::Cosine;
   if (flags.targetCosine) options.target = *flags.targetCosine;
   if (flags.targetMrePercent) options.target = *flags.targetMrePercent / 100;
-  options.threads = flags.threads;
+  options.threads =
+      flags.threads ? flags.threads : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
   if (flags.maxStoredMb) options.maxStoredBytes = *flags.maxStoredMb << 20;
 
   // The model as the converting CLIs see it before their precision pass.
@@ -1101,7 +1103,8 @@ int runTool(int argc, char** argv) {
   sensitivity->add_flag("--json", sensitivityFlags.json, "print JSON (every node)");
   sensitivity
       ->add_option("--threads", sensitivityFlags.threads,
-                   "trials run in parallel (the result does not depend on it)")
+                   "trials run in parallel (the result does not depend on it; default: one per "
+                   "CPU, at most 8)")
       ->check(CLI::Range(1, 256));
   // Not in --help: what a user would tune is --threads; this bounds the float run's kept
   // tensors, and 0 makes every trial run the whole model (the same report, to check it).

@@ -137,6 +137,104 @@ TEST(Sensitivity, SameReportForAnyThreadCount) {
 
 namespace {
 
+// Every number of two reports, compared bit for bit.
+void expectSameReport(const SensitivityReport& a, const SensitivityReport& b) {
+  EXPECT_EQ(a.candidates, b.candidates);
+  EXPECT_EQ(a.convertedAll, b.convertedAll);
+  ASSERT_EQ(a.nodes.size(), b.nodes.size());
+  for (size_t i = 0; i < a.nodes.size(); ++i) {
+    EXPECT_EQ(a.nodes[i].node, b.nodes[i].node);
+    EXPECT_EQ(a.nodes[i].score, b.nodes[i].score) << a.nodes[i].node;
+  }
+  EXPECT_EQ(a.keep, b.keep);
+  EXPECT_EQ(a.keptScore, b.keptScore);
+  EXPECT_EQ(a.targetMet, b.targetMet);
+  EXPECT_EQ(a.convertedBytes, b.convertedBytes);
+  EXPECT_EQ(a.runs, b.runs);
+}
+
+// Branches that join again (a residual Add, a Mul of two paths), a Sigmoid whose logits the gate
+// reads, and cancellation that fp16 cannot hold: trials cut in the middle of the graph.
+Model branchingModel() {
+  Model model =
+      modelFromOnnxText("<ir_version: 8, opset_import: [\"\" : 13]>\n"
+                        "g (float[1,64] x) => (float[1,64] y, float[1,64] z) "
+                        "<float[1] k = {1000}, float[1] h = {0.5}> {\n"
+                        "  s = Add (x, k)\n"
+                        "  d = Sub (s, k)\n"
+                        "  r = Relu (x)\n"
+                        "  m = Mul (d, r)\n"
+                        "  t = Tanh (m)\n"
+                        "  e = Add (t, d)\n"
+                        "  y = Sigmoid (e)\n"
+                        "  q = Mul (r, h)\n"
+                        "  z = Add (q, e)\n"
+                        "}\n",
+                        true, {"add", "sub", "relu", "mul", "tanh", "res", "sig", "half", "out_z"});
+  EXPECT_TRUE(runPipeline(model, {"infer-shapes"}));
+  return model;
+}
+
+} // namespace
+
+TEST(Sensitivity, KeptFloatTensorsGiveTheNumbersOfWholeRuns) {
+  // The trials read the float run's tensors and run only what the conversion changed and what
+  // follows; the full path (maxStoredBytes 0) runs every node of every trial. Same numbers, bit
+  // for bit, for both variants, a gate with logits, several input sets and a budget that keeps
+  // only part of the float run.
+  Model model = branchingModel();
+  std::vector<std::map<std::string, rt::RtValue>> sets;
+  for (uint32_t seed : {1u, 2u}) {
+    auto inputs = makeDeterministicInputs(*model.graph, seed);
+    ASSERT_TRUE(inputs) << inputs.status().toString();
+    sets.push_back(inputs.take());
+  }
+  SensitivityOptions fp16;
+  fp16.variant = SensitivityVariant::Fp16;
+  fp16.precision.mode = PrecisionMode::ForceFp16;
+  fp16.metric = SensitivityMetric::MeanRelativeError;
+  fp16.target = 1e-5;
+  SensitivityOptions gated = fp16;
+  gated.gate = SensitivityGate{};
+  Model matmuls = twoMatMuls();
+  auto matmulInputs = makeDeterministicInputs(*matmuls.graph, 3);
+  ASSERT_TRUE(matmulInputs) << matmulInputs.status().toString();
+  SensitivityOptions quant;
+  quant.weightQuant.symmetric = false;
+  quant.target = 0.9999;
+  struct Case {
+    const char* name;
+    const Model* model;
+    std::vector<std::map<std::string, rt::RtValue>> sets;
+    SensitivityOptions options;
+  };
+  const std::vector<Case> cases = {{"fp16", &model, {sets[0]}, fp16},
+                                   {"fp16 gate, two sets", &model, sets, gated},
+                                   {"weight quant", &matmuls, {*matmulInputs}, quant}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    SensitivityOptions whole = c.options;
+    whole.maxStoredBytes = 0;
+    auto full = analyzeSensitivity(*c.model, c.sets, whole);
+    ASSERT_TRUE(full) << full.status().toString();
+    EXPECT_EQ(full->storedBytes, 0u);
+    EXPECT_EQ(full->trialNodesRun, full->trialNodes); // every node of every trial ran
+    auto kept = analyzeSensitivity(*c.model, c.sets, c.options);
+    ASSERT_TRUE(kept) << kept.status().toString();
+    EXPECT_GT(kept->storedBytes, 0u);
+    EXPECT_LT(kept->trialNodesRun, full->trialNodesRun); // the float part was read back
+    expectSameReport(*full, *kept);
+    SensitivityOptions partly = c.options;
+    partly.maxStoredBytes = 600; // a few of the 256-byte float tensors
+    auto part = analyzeSensitivity(*c.model, c.sets, partly);
+    ASSERT_TRUE(part) << part.status().toString();
+    EXPECT_LE(part->storedBytes, 600u);
+    expectSameReport(*full, *part);
+  }
+}
+
+namespace {
+
 // The precision guard: x + 2048 - 2048 in fp16 loses x to fp16's spacing of 2 at 2048, so the
 // conversion misses the gate; keeping the Add and the Sub fp32 restores it. The Sigmoid after it
 // makes `s` the tensor the gate's MRE reads.
