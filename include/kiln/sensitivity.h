@@ -47,9 +47,9 @@ struct SensitivityOptions {
   std::optional<SensitivityGate> gate;
   size_t threads = 1; // trials run in parallel; the report does not depend on it
   // The float model runs once and keeps its tensors, up to this many bytes (in the order they are
-  // made), so that a trial runs only what its conversion changes and what depends on it, reading
-  // the rest. Beyond the budget, trials recompute what was not kept. 0: every trial runs the
-  // whole model (the same numbers, more time).
+  // made, split evenly over the input sets), so that a trial runs only what its conversion
+  // changes and what depends on it, reading the rest. Beyond the budget, trials recompute what
+  // was not kept. 0: every trial runs the whole model (the same numbers, more time).
   uint64_t maxStoredBytes = 2ull << 30;
 };
 

@@ -224,11 +224,14 @@ class Trials {
       KILN_ASSIGN_OR_RETURN(referenceRan_, run(reference_));
       return Status::ok();
     }
-    // One run per set that hands over every tensor it makes; kept while the budget lasts, in the
-    // order they are made (the same on every run), the logits whatever the budget.
+    // One run per set that hands over every tensor it makes; kept while the set's share of the
+    // budget lasts, in the order they are made (the same on every run, so every set keeps the
+    // same values), the logits whatever the budget.
     stored_.bySet.assign(inputSets_.size(), {});
+    const uint64_t budgetPerSet = options_.maxStoredBytes / std::max<size_t>(1, inputSets_.size());
     for (size_t set = 0; set < inputSets_.size(); ++set) {
       std::map<std::string, Tensor> logits;
+      uint64_t setBytes = 0;
       rt::ExecutorOptions executorOptions = trialExecutorOptions();
       executorOptions.captureIntermediates = true;
       executorOptions.observeCaptured = [&](const Value& value, const rt::RtValue& produced) {
@@ -236,12 +239,13 @@ class Trials {
         if (std::find(logitNames_.begin(), logitNames_.end(), value.name()) != logitNames_.end())
           logits[value.name()] = produced.tensor;
         const uint64_t bytes = produced.tensor.byteSize();
-        if (stored_.bytes + bytes > options_.maxStoredBytes) return;
-        if (stored_.bySet[set].emplace(&value, produced).second) stored_.bytes += bytes;
+        if (setBytes + bytes > budgetPerSet) return;
+        if (stored_.bySet[set].emplace(&value, produced).second) setBytes += bytes;
       };
       rt::Executor executor(reference_, executorOptions);
       KILN_TRY(executor.checkSupported());
       KILN_ASSIGN_OR_RETURN(rt::RunResult result, executor.run(inputSets_[set]));
+      stored_.bytes += setBytes;
       runs_.fetch_add(1, std::memory_order_relaxed);
       for (size_t i = 0; i < result.outputs.size(); ++i) {
         if (!result.outputs[i].isTensor())
@@ -718,6 +722,9 @@ PrecisionGuardResult guardFp16Precision(const Model& model, const PrecisionOptio
   sensitivity.threads = options.threads
                             ? options.threads
                             : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  // The float run's tensors kept for the trials, within the budget of one run's values: a
+  // conversion's memory stays bounded (the trials recompute what is not kept).
+  sensitivity.maxStoredBytes = options.maxWeightBytes * 4;
 
   if (options.mode == PrecisionGuardMode::Check) {
     // One trial that converts every node: nothing of the float run would be reused.
