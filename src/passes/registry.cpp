@@ -28,6 +28,7 @@ std::unique_ptr<Pass> makeFuseBatchNormPass();
 std::unique_ptr<Pass> makeFuseMatMulAddPass();
 std::unique_ptr<Pass> makeFuseQdqPass();
 std::unique_ptr<Pass> makeMergeTransposeReshapePass();
+std::unique_ptr<Pass> makeSinkTransposesPass();
 std::unique_ptr<Pass> makeEliminateCommonSubexpressionsPass();
 std::unique_ptr<Pass> makeExpandRnnPass();
 std::unique_ptr<Pass> makeExpandConvPoolPass();
@@ -63,6 +64,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"fuse-matmul-add", makeFuseMatMulAddPass},
       {"fuse-qdq", makeFuseQdqPass},
       {"merge-transpose-reshape", makeMergeTransposeReshapePass},
+      {"sink-transposes", makeSinkTransposesPass},
       {"eliminate-common-subexpressions", makeEliminateCommonSubexpressionsPass},
       {"expand-functions", makeExpandFunctionsPass},
   };

@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "kiln/backends/ms_reader.h"
+#include "kiln/passes/pass.h"
 #include "kiln/runtime/tensor_util.h"
 #include "kiln/support/checked_math.h"
 #include "ops/validate.h"
@@ -553,6 +554,13 @@ Expected<Model> readBuffer(const uint8_t* data, size_t size, std::shared_ptr<con
   // node they refuse makes the file inconsistent, whoever wrote it.
   if (Status valid = ops::validateGraph(*model.graph, model); !valid)
     return Status(ErrorCode::MsFileInvalid, displayName + ": " + valid.message(), kInvalidHint);
+  // Each NHWC op comes back as its NCHW ONNX op between two layout Transposes: sinking them until
+  // they cancel runs the graph in the source model's layout, with activations right after their
+  // Conv where the executor fuses them, at the speed of the model the file came from.
+  PassContext context;
+  context.model = &model;
+  if (auto sunk = createPass("sink-transposes")->run(*model.graph, context); !sunk)
+    return sunk.status();
   return model;
 }
 
