@@ -10,8 +10,9 @@
 // Sinking takes elementwise ops (every input a Transpose with the same perm, or a constant, which
 // is permuted here), one-input activations (Clip's bounds stay), and ops with an axis, which is
 // renumbered: Concat, Softmax / LogSoftmax / Hardmax (opset 13+), Gather (1-D indices), Split,
-// Reduce* with keepdims, Slice (constant axes). A Transpose read by other nodes too is sunk only
-// when those readers are Transposes or sinkable ops, so the count of Transposes does not grow.
+// Reduce* with keepdims, Slice (constant axes). A Transpose sinks only toward its inverse (one
+// must follow through sinkable ops), and one read by other nodes too only when those readers are
+// Transposes or sinkable ops, so the count of Transposes does not grow.
 // Values keep their names where their data goes: a Transpose's input read by it alone takes the
 // Transpose's output name, and Model::sourceLayouts follows each renamed or relaid value, so
 // `kiln compare` still pairs tensors with the source model's. Graph outputs keep their names and
@@ -299,6 +300,31 @@ class Sinker {
     return true;
   }
 
+  // Whether a Transpose by `p` of `v` would, sunk through v's readers, meet its inverse on some
+  // path: a model's own Transpose that meets none is left where it is (moving it through a
+  // LayerNormalization would only make the reductions strided).
+  bool reachesInverse(const Value* v, const Perm& p) const {
+    std::set<const Value*> seen;
+    std::vector<const Value*> work = {v};
+    while (!work.empty()) {
+      const Value* at = work.back();
+      work.pop_back();
+      if (!seen.insert(at).second) continue;
+      for (const Use& use : at->uses()) {
+        const Node* reader = use.user;
+        if (reader->owner() != &g_) continue;
+        if (auto q = permOf(*reader)) {
+          if (q->size() == p.size() && isIdentity(compose(p, *q))) return true;
+          continue;
+        }
+        if (!ruleOf(*reader)) continue;
+        for (const Value* out : reader->outputs())
+          if (out) work.push_back(out);
+      }
+    }
+    return false;
+  }
+
   // `c` for a node reading the pre-Transpose layout: right-aligned to rank `rank` (broadcasting),
   // then permuted by the inverse of `p`. Single-element constants stay as they are.
   Value* relaidConstant(Value* c, const Perm& p, bool sameRank) {
@@ -362,6 +388,8 @@ class Sinker {
         }
     }
     if (!p) return 0;
+    if (!reachesInverse(node->output(0), *p))
+      return note(*node, "no Transpose that undoes it follows"), 0;
     // The other inputs: the same Transpose's layout, or constants to relay.
     std::vector<std::pair<size_t, Value*>> replaced;
     for (size_t i : data) {
