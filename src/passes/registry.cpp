@@ -29,6 +29,7 @@ std::unique_ptr<Pass> makeFuseMatMulAddPass();
 std::unique_ptr<Pass> makeFuseQdqPass();
 std::unique_ptr<Pass> makeMergeTransposeReshapePass();
 std::unique_ptr<Pass> makeSinkTransposesPass();
+std::unique_ptr<Pass> makeFuseRoundPass();
 std::unique_ptr<Pass> makeEliminateCommonSubexpressionsPass();
 std::unique_ptr<Pass> makeExpandRnnPass();
 std::unique_ptr<Pass> makeExpandConvPoolPass();
@@ -63,6 +64,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"fuse-batchnorm", makeFuseBatchNormPass},
       {"fuse-matmul-add", makeFuseMatMulAddPass},
       {"fuse-qdq", makeFuseQdqPass},
+      {"fuse-round", makeFuseRoundPass},
       {"merge-transpose-reshape", makeMergeTransposeReshapePass},
       {"sink-transposes", makeSinkTransposesPass},
       {"eliminate-common-subexpressions", makeEliminateCommonSubexpressionsPass},

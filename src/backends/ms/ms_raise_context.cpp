@@ -554,13 +554,15 @@ Expected<Model> readBuffer(const uint8_t* data, size_t size, std::shared_ptr<con
   // node they refuse makes the file inconsistent, whoever wrote it.
   if (Status valid = ops::validateGraph(*model.graph, model); !valid)
     return Status(ErrorCode::MsFileInvalid, displayName + ": " + valid.message(), kInvalidHint);
-  // Each NHWC op comes back as its NCHW ONNX op between two layout Transposes: sinking them until
-  // they cancel runs the graph in the source model's layout, with activations right after their
-  // Conv where the executor fuses them, at the speed of the model the file came from.
+  // What the writer spelled in several ops runs as the model it came from: each NHWC op comes back
+  // as its NCHW ONNX op between two layout Transposes, which sink until they cancel (the graph
+  // runs in the source's layout, activations right after their Conv where the executor fuses
+  // them); Round, written as seven float ops, is one op again.
   PassContext context;
   context.model = &model;
-  if (auto sunk = createPass("sink-transposes")->run(*model.graph, context); !sunk)
-    return sunk.status();
+  for (const char* pass : {"fuse-round", "sink-transposes"})
+    if (auto changed = createPass(pass)->run(*model.graph, context); !changed)
+      return changed.status();
   return model;
 }
 
