@@ -30,6 +30,7 @@ std::unique_ptr<Pass> makeFuseQdqPass();
 std::unique_ptr<Pass> makeMergeTransposeReshapePass();
 std::unique_ptr<Pass> makeSinkTransposesPass();
 std::unique_ptr<Pass> makeFuseRoundPass();
+std::unique_ptr<Pass> makeFuseHalfCastPass();
 std::unique_ptr<Pass> makeEliminateCommonSubexpressionsPass();
 std::unique_ptr<Pass> makeExpandRnnPass();
 std::unique_ptr<Pass> makeExpandConvPoolPass();
@@ -62,6 +63,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"rewrite-castlike", makeRewriteCastLikePass},
       {"expand-new-ops", makeExpandNewOpsPass},
       {"fuse-batchnorm", makeFuseBatchNormPass},
+      {"fuse-half-cast", makeFuseHalfCastPass},
       {"fuse-matmul-add", makeFuseMatMulAddPass},
       {"fuse-qdq", makeFuseQdqPass},
       {"fuse-round", makeFuseRoundPass},
