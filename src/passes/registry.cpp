@@ -28,6 +28,9 @@ std::unique_ptr<Pass> makeFuseBatchNormPass();
 std::unique_ptr<Pass> makeFuseMatMulAddPass();
 std::unique_ptr<Pass> makeFuseQdqPass();
 std::unique_ptr<Pass> makeMergeTransposeReshapePass();
+std::unique_ptr<Pass> makeSinkTransposesPass();
+std::unique_ptr<Pass> makeFuseRoundPass();
+std::unique_ptr<Pass> makeFuseHalfCastPass();
 std::unique_ptr<Pass> makeEliminateCommonSubexpressionsPass();
 std::unique_ptr<Pass> makeExpandRnnPass();
 std::unique_ptr<Pass> makeExpandConvPoolPass();
@@ -60,9 +63,12 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"rewrite-castlike", makeRewriteCastLikePass},
       {"expand-new-ops", makeExpandNewOpsPass},
       {"fuse-batchnorm", makeFuseBatchNormPass},
+      {"fuse-half-cast", makeFuseHalfCastPass},
       {"fuse-matmul-add", makeFuseMatMulAddPass},
       {"fuse-qdq", makeFuseQdqPass},
+      {"fuse-round", makeFuseRoundPass},
       {"merge-transpose-reshape", makeMergeTransposeReshapePass},
+      {"sink-transposes", makeSinkTransposesPass},
       {"eliminate-common-subexpressions", makeEliminateCommonSubexpressionsPass},
       {"expand-functions", makeExpandFunctionsPass},
   };

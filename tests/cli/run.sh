@@ -128,7 +128,8 @@ lenet="$src/../shared/conformance/ms/lenet_tod_infer.ms"
 if [ -f "$lenet" ]; then
   expectOk "inspect .ms" inspect "$lenet"
   expectOk "inspect .ms --json" inspect "$lenet" --json
-  # --ir reads the .ms into IR: NHWC convs come back as ONNX Conv between layout Transposes.
+  # --ir reads the .ms into IR: NHWC convs come back as ONNX Convs, whose layout Transposes
+  # cancel (sink-transposes) but for the one that takes LeNet's NHWC input to NCHW.
   expectOk "inspect .ms --ir" inspect "$lenet" --ir
   if grep -q "= Conv(" "$work/stdout" && grep -q "perm = \[0, 3, 1, 2\]" "$work/stdout"; then
     pass "inspect .ms --ir shows Conv and Transposes"

@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "kiln/backends/ms_reader.h"
+#include "kiln/passes/pass.h"
 #include "kiln/runtime/tensor_util.h"
 #include "kiln/support/checked_math.h"
 #include "ops/validate.h"
@@ -553,6 +554,16 @@ Expected<Model> readBuffer(const uint8_t* data, size_t size, std::shared_ptr<con
   // node they refuse makes the file inconsistent, whoever wrote it.
   if (Status valid = ops::validateGraph(*model.graph, model); !valid)
     return Status(ErrorCode::MsFileInvalid, displayName + ": " + valid.message(), kInvalidHint);
+  // What the writer spelled in several ops runs as the model it came from: each NHWC op comes back
+  // as its NCHW ONNX op between two layout Transposes, which sink until they cancel (the graph
+  // runs in the source's layout, activations right after their Conv where the executor fuses
+  // them); Round, written as seven float ops, is one op again, and so is a float16 Cast written
+  // with its pre-rounding.
+  PassContext context;
+  context.model = &model;
+  for (const char* pass : {"fuse-round", "fuse-half-cast", "sink-transposes"})
+    if (auto changed = createPass(pass)->run(*model.graph, context); !changed)
+      return changed.status();
   return model;
 }
 
