@@ -314,20 +314,38 @@ Status convOp(KernelContext& ctx) {
   if (x.dtype() == DType::Float16 && w.dtype() == DType::Float16 &&
       (!hasBias || ctx.input(2).dtype() == DType::Float16)) {
     // Computed in float; each output plane then runs the chain (rounding as the unfused nodes
-    // do) and is narrowed block by block while in cache. The weights are widened on each call
-    // into scratch memory rather than kept widened: a float32 copy of every weight would double
-    // the model's resident bytes (isnet_fp16: 168 MiB) to save a conversion that costs about 1%
-    // of the convolution.
+    // do) and is narrowed block by block while in cache. Constant weights are widened once (the
+    // executor's float32 copy) and, like float32 weights, rearranged once into oneDNN's layout:
+    // widening and reordering them on every call cost more than the rest of the fp16 overhead on
+    // small convolutions (PP-OCR cls .om ran at 3x its .onnx). The price is a float32 copy of
+    // the weights beside the float16 ones, as a float32 model holds its packed copy beside the
+    // original.
     if (epilogue && !epilogue->bind(yd, true)) epilogue = nullptr;
     Staged<float> xv(x);
-    Scratch<float> wv(static_cast<size_t>(w.elementCount()));
-    halvesToFloats(reinterpret_cast<const uint16_t*>(w.data()), wv.data(), wv.size());
+    const bool constantWeights = ctx.inputIsConstant(1);
+    std::optional<Staged<float>> keptWeights;
+    Scratch<float> callWeights;
+    const float* wf = nullptr;
+    if (constantWeights) {
+      keptWeights.emplace(w);
+      wf = keptWeights->data();
+    } else {
+      callWeights.reset(static_cast<size_t>(w.elementCount()));
+      halvesToFloats(reinterpret_cast<const uint16_t*>(w.data()), callWeights.data(),
+                     callWeights.size());
+      wf = callWeights.data();
+    }
+    dnnl_conv::PackedWeights* packed = nullptr;
+    if (std::shared_ptr<void>* slot = ctx.nodeState(); slot && constantWeights) {
+      if (!*slot) *slot = std::make_shared<ConvState>();
+      packed = &static_cast<ConvState*>(slot->get())->weights;
+    }
     std::optional<Staged<float>> bv;
     if (hasBias) bv.emplace(ctx.input(2));
     const int64_t plane = nn::product(s.window.out), planes = s.batch * s.filters;
     Scratch<float> wide(static_cast<size_t>(planes * plane));
-    convForward<float>(ctx.threads(), s, xv.data(), wv.data(), bv ? bv->data() : nullptr,
-                       wide.data(), nullptr);
+    convForward<float>(ctx.threads(), s, xv.data(), wf, bv ? bv->data() : nullptr, wide.data(),
+                       nullptr, packed);
     OutTensor y(DType::Float16, yd);
     uint16_t* yh = y.data<uint16_t>();
     pool::parallelFor(planes * plane >= vec::kParallelElements ? ctx.threads() : 1, planes, 1,
@@ -351,8 +369,7 @@ Status convOp(KernelContext& ctx) {
     std::optional<Staged<T>> bv;
     if (hasBias) bv.emplace(ctx.input(2));
     StagedOut<T> y(x.dtype(), yd);
-    // Float32 weights that stay the same tensor over the executor's runs are rearranged once
-    // (float16 weights are widened per call instead of being kept as float32).
+    // Float32 weights that stay the same tensor over the executor's runs are rearranged once.
     dnnl_conv::PackedWeights* packed = nullptr;
     if (std::shared_ptr<void>* slot = ctx.nodeState();
         slot && w.dtype() == DType::Float32 && ctx.inputIsConstant(1)) {

@@ -172,6 +172,60 @@ TEST(NnKernels, BinaryFloatBroadcastPaths) {
   }
 }
 
+// The float16 fast paths (same shape, scalar, per-channel block and trailing suffix, either side)
+// round each element as the definition does: computed in float from the widened operands, rounded
+// once. The sizes make the 1024-element blocks cross channel and suffix boundaries.
+TEST(NnKernels, BinaryHalfBroadcastPaths) {
+  const std::vector<int64_t> full = {2, 3, 40, 50};
+  const size_t n = 2 * 3 * 40 * 50, plane = 40 * 50;
+  auto halves = [](const std::vector<float>& v) {
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      h[i] = rt::floatToHalf(4.0f * v[i]);
+    return h;
+  };
+  auto half = [](std::vector<int64_t> dims, const std::vector<uint16_t>& v) {
+    return rt::makeTensor<uint16_t>(DType::Float16, std::move(dims), v);
+  };
+  const auto a = halves(kiln::testing::randomFloats(n, 41));
+  const auto b = halves(kiln::testing::randomFloats(n, 42));
+  const auto ch = halves(kiln::testing::randomFloats(3, 43));
+  const auto row = halves(kiln::testing::randomFloats(50, 44));
+  const std::vector<uint16_t> s = {rt::floatToHalf(-0.625f)};
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+    auto f = [op](uint16_t u, uint16_t v) {
+      const std::string o = op;
+      const float x = rt::halfToFloat(u), y = rt::halfToFloat(v);
+      return rt::floatToHalf(o == "Add" ? x + y : o == "Sub" ? x - y : o == "Mul" ? x * y : x / y);
+    };
+    auto run = [&](const Tensor& x, const Tensor& y) {
+      auto out = runNode(op, {{"a", x}, {"b", y}}, {}, 1);
+      EXPECT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].dims(), full);
+      return std::vector<uint16_t>(reinterpret_cast<const uint16_t*>(out[0].data()),
+                                   reinterpret_cast<const uint16_t*>(out[0].data()) + n);
+    };
+    std::vector<uint16_t> want[8];
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t c = ch[(i / plane) % 3], r = row[i % 50];
+      want[0].push_back(f(a[i], b[i]));
+      want[1].push_back(f(a[i], s[0]));
+      want[2].push_back(f(s[0], b[i]));
+      want[3].push_back(f(a[i], c));
+      want[4].push_back(f(c, b[i]));
+      want[5].push_back(f(a[i], r));
+      want[6].push_back(f(r, b[i]));
+    }
+    EXPECT_EQ(run(half(full, a), half(full, b)), want[0]) << op;
+    EXPECT_EQ(run(half(full, a), half({}, s)), want[1]) << op;
+    EXPECT_EQ(run(half({1, 1}, s), half(full, b)), want[2]) << op;
+    EXPECT_EQ(run(half(full, a), half({3, 1, 1}, ch)), want[3]) << op;
+    EXPECT_EQ(run(half({1, 3, 1, 1}, ch), half(full, b)), want[4]) << op;
+    EXPECT_EQ(run(half(full, a), half({50}, row)), want[5]) << op;
+    EXPECT_EQ(run(half({1, 1, 50}, row), half(full, b)), want[6]) << op;
+  }
+}
+
 // Conv (GEMM and full-kernel paths), depthwise conv, elementwise and Resize give the same bytes
 // with one thread and with two.
 TEST(NnKernels, OutputsDoNotDependOnThreadCount) {
