@@ -313,14 +313,23 @@ Status convOp(KernelContext& ctx) {
   Epilogue* epilogue = ctx.epilogue();
   if (x.dtype() == DType::Float16 && w.dtype() == DType::Float16 &&
       (!hasBias || ctx.input(2).dtype() == DType::Float16)) {
-    // Computed in float; each output plane then runs the chain (rounding as the unfused nodes
-    // do) and is narrowed block by block while in cache. Constant weights are widened once (the
-    // executor's float32 copy) and, like float32 weights, rearranged once into oneDNN's layout:
-    // widening and reordering them on every call cost more than the rest of the fp16 overhead on
-    // small convolutions (PP-OCR cls .om ran at 3x its .onnx). The price is a float32 copy of
-    // the weights beside the float16 ones, as a float32 model holds its packed copy beside the
-    // original.
-    if (epilogue && !epilogue->bind(yd, true)) epilogue = nullptr;
+    // Computed in float; the epilogue runs the chain on each finished block of the convolution
+    // (per GEMM column block, per depthwise plane), rounding as the unfused nodes do, and writes
+    // the float16 output while the block is in cache; without a fused chain an epilogue of no
+    // steps does the rounding. Constant weights are widened once (the executor's float32 copy)
+    // and, like float32 weights, rearranged once into oneDNN's layout: widening and reordering
+    // them on every call cost more than the rest of the fp16 overhead on small convolutions
+    // (PP-OCR cls .om ran at 3x its .onnx). The price is a float32 copy of the weights beside
+    // the float16 ones, as a float32 model holds its packed copy beside the original.
+    OutTensor y(DType::Float16, yd);
+    uint16_t* yh = y.data<uint16_t>();
+    Epilogue roundOnly;
+    if (epilogue && !epilogue->bind(yd, true, yh)) epilogue = nullptr;
+    const bool chained = epilogue != nullptr;
+    if (!epilogue) {
+      roundOnly.bind(yd, true, yh);
+      epilogue = &roundOnly;
+    }
     Staged<float> xv(x);
     const bool constantWeights = ctx.inputIsConstant(1);
     std::optional<Staged<float>> keptWeights;
@@ -342,24 +351,11 @@ Status convOp(KernelContext& ctx) {
     }
     std::optional<Staged<float>> bv;
     if (hasBias) bv.emplace(ctx.input(2));
-    const int64_t plane = nn::product(s.window.out), planes = s.batch * s.filters;
-    Scratch<float> wide(static_cast<size_t>(planes * plane));
+    Scratch<float> wide(static_cast<size_t>(y.elementCount()));
     convForward<float>(ctx.threads(), s, xv.data(), wf, bv ? bv->data() : nullptr, wide.data(),
-                       nullptr, packed);
-    OutTensor y(DType::Float16, yd);
-    uint16_t* yh = y.data<uint16_t>();
-    pool::parallelFor(planes * plane >= vec::kParallelElements ? ctx.threads() : 1, planes, 1,
-                      [&](int64_t p0, int64_t p1) {
-                        for (int64_t p = p0; p < p1; ++p) {
-                          float* src = wide.data() + p * plane;
-                          if (epilogue)
-                            epilogue->apply(src, plane, p % s.filters, p * plane, yh + p * plane);
-                          else
-                            floatsToHalves(src, yh + p * plane, static_cast<size_t>(plane));
-                        }
-                      });
+                       epilogue, packed);
     ctx.setOutput(0, std::move(y).finish());
-    if (epilogue) ctx.markEpilogueApplied();
+    if (chained) ctx.markEpilogueApplied();
     return Status::ok();
   }
   if (epilogue && !(x.dtype() == DType::Float32 && epilogue->bind(yd))) epilogue = nullptr;

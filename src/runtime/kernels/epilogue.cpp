@@ -11,9 +11,10 @@
 
 namespace kiln::rt {
 
-bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half) {
+bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* narrowBase) {
   if (outDims.size() < 2) return false; // no steps: only a ConvInteger's Cast was fused
   half_ = half;
+  narrowBase_ = half ? narrowBase : nullptr;
   widened_.clear();
   widened_.reserve(2 * steps_.size()); // pointers into it are kept below
   batch_ = outDims[0];
@@ -90,6 +91,15 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
   constexpr int64_t kBlock = 1024; // the live step results stay in L1
   thread_local std::vector<float> scratch;
   const size_t count = steps_.size();
+  if (!narrowTo && narrowBase_) narrowTo = narrowBase_ + offset;
+  if (count == 0) {
+    // Nothing to run: the convolution's values are only rounded (into the output when given).
+    if (narrowTo)
+      floatsToHalves(y, narrowTo, static_cast<size_t>(n));
+    else if (half_)
+      roundThroughHalves(y, static_cast<size_t>(n));
+    return;
+  }
   if (scratch.size() < count * kBlock) scratch.resize(count * kBlock);
   for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
     const int64_t len = std::min(kBlock, n - b0);
