@@ -56,6 +56,16 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* na
     b.shape = Shape::PerChannel;
     return true;
   };
+  picksAHalf_.assign(steps_.size(), false);
+  auto isHalfValue = [](float v) { return halfToFloat(floatToHalf(v)) == v; };
+  for (size_t i = 0; half && i < steps_.size(); ++i) {
+    const Step& st = steps_[i];
+    picksAHalf_[i] =
+        (st.kind == Kind::Unary &&
+         (st.unOp == vec::UnOp::Relu ||
+          (st.unOp == vec::UnOp::Clip && isHalfValue(st.p0) && isHalfValue(st.p1)))) ||
+        (st.kind == Kind::Binary && (st.binOp == vec::BinOp::Max || st.binOp == vec::BinOp::Min));
+  }
   boundA_.assign(steps_.size(), Bound{});
   boundB_.assign(steps_.size(), Bound{});
   factors_.assign(steps_.size(), {});
@@ -112,7 +122,8 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
       float* dst = i + 1 == count ? block : slot(static_cast<int>(i) + 1);
       if (st.kind == Kind::Unary) {
         vec::unary(st.unOp, slot(st.a.slot), dst, len, st.p0, st.p1);
-        if (half_ && i + 1 < count) roundThroughHalves(dst, static_cast<size_t>(len));
+        if (half_ && i + 1 < count && !picksAHalf_[i])
+          roundThroughHalves(dst, static_cast<size_t>(len));
         continue;
       }
       if (st.kind == Kind::BatchNorm) {
@@ -122,7 +133,9 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
       }
       const Bound& ba = boundA_[i];
       const Bound& bb = boundB_[i];
-      auto scalarOf = [&](const Bound& b) { return b.shape == Shape::Scalar ? b.data[0] : b.data[channel]; };
+      auto scalarOf = [&](const Bound& b) {
+        return b.shape == Shape::Scalar ? b.data[0] : b.data[channel];
+      };
       if (st.a.slot >= 0 && st.b.slot >= 0)
         vec::binarySame(st.binOp, slot(st.a.slot), slot(st.b.slot), dst, len);
       else if (st.a.slot >= 0 && bb.shape == Shape::Full)
@@ -133,7 +146,8 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
         vec::binarySame(st.binOp, ba.data + offset + b0, slot(st.b.slot), dst, len);
       else
         vec::binaryScalarLeft(st.binOp, scalarOf(ba), slot(st.b.slot), dst, len);
-      if (half_ && i + 1 < count) roundThroughHalves(dst, static_cast<size_t>(len));
+      if (half_ && i + 1 < count && !picksAHalf_[i])
+        roundThroughHalves(dst, static_cast<size_t>(len));
     }
     // The last step's result is rounded by the narrowing.
     if (narrowTo)

@@ -69,7 +69,10 @@ class Epilogue {
   std::vector<Step> steps_;
   std::vector<Bound> boundA_, boundB_;
   std::vector<std::vector<float>> factors_; // BatchNorm steps: mul per channel, then add
-  std::vector<Tensor> widened_; // float32 copies of a half chain's outside operands
+  std::vector<Tensor> widened_;             // float32 copies of a half chain's outside operands
+  // Per step of a half chain: its result is already a float16 value whenever its operands are
+  // (Relu, Max, Min, Clip to float16 bounds pick one of their inputs), so rounding it is skipped.
+  std::vector<bool> picksAHalf_;
   bool half_ = false;
   uint16_t* narrowBase_ = nullptr;
   int64_t batch_ = 0, channels_ = 0, plane_ = 0;
