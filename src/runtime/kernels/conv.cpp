@@ -101,9 +101,11 @@ void axpyStrided(T* row, const T* in, T wv, int64_t lo, int64_t hi, int64_t stri
 // Depthwise 2-D conv (one input channel per group) as direct loops: per-group GEMMs would be
 // 1-row products dominated by call and unfolding overhead. Each output row is finished before the
 // next so that it stays in L1 while its kh * kw taps are added in a fixed order.
+// `xHalf` (float only, instead of x): float16 input planes, each widened into a plane buffer in
+// cache just before it is padded, instead of the whole tensor beforehand.
 template <typename T>
 void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y,
-                 const Epilogue* epilogue) {
+                 const Epilogue* epilogue, const uint16_t* xHalf = nullptr) {
   const Window& win = s.window;
   const int64_t h = win.in[0], wd = win.in[1], oh = win.out[0], ow = win.out[1];
   const int64_t kh = win.kernel[0], kw = win.kernel[1], sh = win.strides[0], sw = win.strides[1];
@@ -124,10 +126,18 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
       thread_local std::vector<float> padded;
       if (padded.size() < static_cast<size_t>(g.sw * g.phaseStride))
         padded.resize(static_cast<size_t>(g.sw * g.phaseStride));
+      thread_local std::vector<float> widened;
+      if (xHalf && widened.size() < static_cast<size_t>(h * wd))
+        widened.resize(static_cast<size_t>(h * wd));
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t b = p / s.filters, m = p % s.filters;
-        convloops::padPlane(g, x + (b * s.channels + m / mg) * h * wd, h, wd, pt, pl,
-                            padded.data());
+        const int64_t inPlane = (b * s.channels + m / mg) * h * wd;
+        const float* in = widened.data();
+        if (xHalf)
+          halvesToFloats(xHalf + inPlane, widened.data(), static_cast<size_t>(h * wd));
+        else
+          in = x + inPlane;
+        convloops::padPlane(g, in, h, wd, pt, pl, padded.data());
         float* dst = y + (b * s.filters + m) * oh * ow;
         convloops::depthwisePlane(g, padded.data(), w + m * kh * kw, bias ? bias[m] : 0.0f, dst);
         if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
@@ -215,11 +225,15 @@ template <typename T> void addChannelBias(T* y, const T* bias, int64_t channels,
 
 // y = conv(x, w) + bias, then the fused elementwise chain when `epilogue` is given (float only):
 // per plane in the depthwise loops, per column block of the 1x1 GEMM, else over the whole output.
+bool isDepthwise2d(const ConvShape& s) {
+  return s.window.rank() == 2 && s.group > 1 && s.channels == s.group;
+}
+
 template <typename T>
 void convForward(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y,
                  const Epilogue* epilogue, dnnl_conv::PackedWeights* packed = nullptr) {
   const Window& win = s.window;
-  if (win.rank() == 2 && s.group > 1 && s.channels == s.group) {
+  if (isDepthwise2d(s)) {
     depthwise2d(threads, s, x, w, bias, y, epilogue);
     return;
   }
@@ -330,7 +344,11 @@ Status convOp(KernelContext& ctx) {
       roundOnly.bind(yd, true, yh);
       epilogue = &roundOnly;
     }
-    Staged<float> xv(x);
+    // A depthwise convolution widens its input plane by plane (in cache); the others read the
+    // input widened as a whole.
+    const bool depthwise = isDepthwise2d(s);
+    std::optional<Staged<float>> xv;
+    if (!depthwise) xv.emplace(x);
     const bool constantWeights = ctx.inputIsConstant(1);
     std::optional<Staged<float>> keptWeights;
     Scratch<float> callWeights;
@@ -352,8 +370,12 @@ Status convOp(KernelContext& ctx) {
     std::optional<Staged<float>> bv;
     if (hasBias) bv.emplace(ctx.input(2));
     Scratch<float> wide(static_cast<size_t>(y.elementCount()));
-    convForward<float>(ctx.threads(), s, xv.data(), wf, bv ? bv->data() : nullptr, wide.data(),
-                       epilogue, packed);
+    if (depthwise)
+      depthwise2d<float>(ctx.threads(), s, nullptr, wf, bv ? bv->data() : nullptr, wide.data(),
+                         epilogue, reinterpret_cast<const uint16_t*>(x.data()));
+    else
+      convForward<float>(ctx.threads(), s, xv->data(), wf, bv ? bv->data() : nullptr, wide.data(),
+                         epilogue, packed);
     ctx.setOutput(0, std::move(y).finish());
     if (chained) ctx.markEpilogueApplied();
     return Status::ok();

@@ -415,6 +415,57 @@ TEST(NnKernels, ConvFloat16MatchesFloat) {
   expectNear(y16[0], rt::toFloatVector(y32[0]), 1e-2f);
 }
 
+// A float16 Conv is the float32 Conv of the widened operands, rounded once: bit for bit on the
+// depthwise (input widened plane by plane), 1x1 GEMM and full-kernel paths.
+TEST(NnKernels, ConvFloat16IsTheFloatConvRounded) {
+  struct Case {
+    const char* what;
+    int64_t channels, filters, k, stride, group;
+  };
+  const Case cases[] = {{"depthwise 3x3 stride 2", 8, 8, 3, 2, 8},
+                        {"depthwise 5x5", 6, 6, 5, 1, 6},
+                        {"1x1", 8, 12, 1, 1, 1},
+                        {"3x3", 4, 6, 3, 1, 1}};
+  for (const Case& c : cases) {
+    const int64_t h = 13, wd = 17, pad = c.k / 2;
+    const std::vector<int64_t> xd = {1, c.channels, h, wd},
+                               wdims = {c.filters, c.channels / c.group, c.k, c.k};
+    // Values a float16 holds exactly, so that both convolutions see the same operands.
+    auto representable = [](std::vector<float> v) {
+      for (float& f : v)
+        f = rt::halfToFloat(rt::floatToHalf(f));
+      return v;
+    };
+    auto x =
+        representable(kiln::testing::randomFloats(static_cast<size_t>(h * wd * c.channels), 51));
+    auto w = representable(kiln::testing::randomFloats(
+        static_cast<size_t>(c.filters * c.channels / c.group * c.k * c.k), 52));
+    auto b = representable(kiln::testing::randomFloats(static_cast<size_t>(c.filters), 53));
+    auto half = [](std::vector<int64_t> dims, const std::vector<float>& v) {
+      std::vector<uint16_t> h;
+      for (float f : v)
+        h.push_back(rt::floatToHalf(f));
+      return rt::makeTensor<uint16_t>(DType::Float16, std::move(dims), h);
+    };
+    const std::vector<std::pair<std::string, Attribute>> attrs = {
+        {"group", Attribute::ofInt(c.group)},
+        {"strides", Attribute::ofInts({c.stride, c.stride})},
+        {"pads", Attribute::ofInts({pad, pad, pad, pad})}};
+    auto y32 = runNode(
+        "Conv", {{"x", floats(xd, x)}, {"w", floats(wdims, w)}, {"b", floats({c.filters}, b)}},
+        attrs, 1);
+    auto y16 = runNode(
+        "Conv", {{"x", half(xd, x)}, {"w", half(wdims, w)}, {"b", half({c.filters}, b)}}, attrs, 1);
+    ASSERT_EQ(y16.size(), 1u) << c.what;
+    ASSERT_EQ(y16[0].dtype(), DType::Float16) << c.what;
+    ASSERT_EQ(y16[0].dims(), y32[0].dims()) << c.what;
+    const float* f = reinterpret_cast<const float*>(y32[0].data());
+    const uint16_t* g = reinterpret_cast<const uint16_t*>(y16[0].data());
+    for (size_t i = 0; i < y16[0].elementCount(); ++i)
+      ASSERT_EQ(g[i], rt::floatToHalf(f[i])) << c.what << ", element " << i;
+  }
+}
+
 TEST(NnKernels, MaxPoolColumnMajorIndices) {
   std::vector<float> x = {1, 9, 3, 4, 5, 6, 7, 8, 2}; // 3x3, max of the 2x2 top-left is 9 at (0,1)
   auto out = runNode(
