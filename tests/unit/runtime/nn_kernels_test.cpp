@@ -466,6 +466,57 @@ TEST(NnKernels, ConvFloat16IsTheFloatConvRounded) {
   }
 }
 
+// A float16 Resize on the two innermost axes (computed plane by plane) gives the float16 rounding
+// of the same resize computed in double on a float64 copy (the general path), bit for bit, with
+// one thread and with two: linear and cubic, up and down, one axis only.
+TEST(NnKernels, ResizeFloat16IsTheDoubleResizeRounded) {
+  struct Case {
+    const char* mode;
+    const char* transform;
+    std::vector<int64_t> sizes;
+  };
+  const Case cases[] = {{"linear", "half_pixel", {2, 3, 22, 30}},
+                        {"linear", "align_corners", {2, 3, 5, 7}},
+                        {"cubic", "asymmetric", {2, 3, 17, 13}},
+                        {"linear", "pytorch_half_pixel", {2, 3, 9, 29}}};
+  const std::vector<int64_t> xd = {2, 3, 9, 11};
+  auto v = kiln::testing::randomFloats(2 * 3 * 9 * 11, 61);
+  std::vector<uint16_t> h;
+  std::vector<double> d;
+  for (float f : v) {
+    h.push_back(rt::floatToHalf(8.0f * f));
+    d.push_back(static_cast<double>(rt::halfToFloat(h.back())));
+  }
+  for (const Case& c : cases) {
+    const std::vector<std::pair<std::string, Attribute>> attrs = {
+        {"mode", Attribute::ofString(c.mode)},
+        {"coordinate_transformation_mode", Attribute::ofString(c.transform)}};
+    const Tensor sizes = rt::makeTensor<int64_t>(DType::Int64, {4}, c.sizes);
+    auto wide = runNode("Resize",
+                        {{"x", rt::makeTensor<double>(DType::Float64, xd, d)},
+                         {"roi", std::nullopt},
+                         {"scales", std::nullopt},
+                         {"sizes", sizes}},
+                        attrs, 1);
+    ASSERT_EQ(wide.size(), 1u) << c.mode;
+    for (int threads : {1, 2}) {
+      auto narrow = runNode("Resize",
+                            {{"x", rt::makeTensor<uint16_t>(DType::Float16, xd, h)},
+                             {"roi", std::nullopt},
+                             {"scales", std::nullopt},
+                             {"sizes", sizes}},
+                            attrs, 1, 17, threads);
+      ASSERT_EQ(narrow.size(), 1u) << c.mode;
+      ASSERT_EQ(narrow[0].dims(), c.sizes) << c.mode;
+      const double* want = reinterpret_cast<const double*>(wide[0].data());
+      const uint16_t* got = reinterpret_cast<const uint16_t*>(narrow[0].data());
+      for (size_t i = 0; i < narrow[0].elementCount(); ++i)
+        ASSERT_EQ(got[i], rt::floatToHalf(static_cast<float>(want[i])))
+            << c.mode << " " << c.transform << ", element " << i;
+    }
+  }
+}
+
 TEST(NnKernels, MaxPoolColumnMajorIndices) {
   std::vector<float> x = {1, 9, 3, 4, 5, 6, 7, 8, 2}; // 3x3, max of the 2x2 top-left is 9 at (0,1)
   auto out = runNode(
