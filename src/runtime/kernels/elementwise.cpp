@@ -35,7 +35,20 @@ Status ceilKernel(KernelContext& ctx) {
   return unaryFloatKernel(ctx, [](auto v) { return std::ceil(v); });
 }
 // Half-way cases go to the even neighbour, independent of the FP environment's rounding mode.
+// Float32 tensors go through the vector loop (the quantization arithmetic of .om files rounds
+// whole activations); it picks the same values as the element formula below.
 Status roundKernel(KernelContext& ctx) {
+  if (const Tensor& x = ctx.input(0); x.dtype() == DType::Float32) {
+    OutTensor out(DType::Float32, x.dims());
+    const auto n = static_cast<int64_t>(x.elementCount());
+    const float* src = reinterpret_cast<const float*>(x.data());
+    float* dst = out.data<float>();
+    pool::parallelFor(
+        n >= vec::kParallelElements ? ctx.threads() : 1, n, vec::kParallelGrain,
+        [&](int64_t i0, int64_t i1) { vec::roundHalfEven(src + i0, dst + i0, i1 - i0); });
+    ctx.setOutput(0, std::move(out).finish());
+    return Status::ok();
+  }
   return unaryFloatKernel(ctx, [](auto v) {
     using T = decltype(v);
     T r = std::round(v); // half away from zero

@@ -517,6 +517,34 @@ TEST(NnKernels, ResizeFloat16IsTheDoubleResizeRounded) {
   }
 }
 
+// Round on float32 (the vector loop) against its definition, half to even with std::round and
+// std::trunc: every 4099th bit pattern (NaNs, infinities, subnormals, large integers) and the
+// ties around zero.
+TEST(NnKernels, RoundFloat32IsHalfToEven) {
+  std::vector<float> v = {0.5f, -0.5f, 1.5f, -1.5f, 2.5f, -2.5f, -0.4f, 0.49999997f, 8388607.5f};
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) {
+    float f;
+    const auto bits = static_cast<uint32_t>(b);
+    std::memcpy(&f, &bits, 4);
+    v.push_back(f);
+  }
+  auto out = runNode("Round", {{"x", floats({static_cast<int64_t>(v.size())}, v)}}, {}, 1);
+  ASSERT_EQ(out.size(), 1u);
+  const float* got = reinterpret_cast<const float*>(out[0].data());
+  for (size_t i = 0; i < v.size(); ++i) {
+    float want = std::round(v[i]);
+    if (std::fabs(v[i] - std::trunc(v[i])) == 0.5f) want = 2.0f * std::round(v[i] / 2.0f);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got[i])) << i;
+      continue;
+    }
+    uint32_t a, b;
+    std::memcpy(&a, &got[i], 4);
+    std::memcpy(&b, &want, 4);
+    ASSERT_EQ(a, b) << "element " << i << " = " << v[i];
+  }
+}
+
 TEST(NnKernels, MaxPoolColumnMajorIndices) {
   std::vector<float> x = {1, 9, 3, 4, 5, 6, 7, 8, 2}; // 3x3, max of the 2x2 top-left is 9 at (0,1)
   auto out = runNode(
