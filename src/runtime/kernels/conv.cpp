@@ -229,6 +229,14 @@ bool isDepthwise2d(const ConvShape& s) {
   return s.window.rank() == 2 && s.group > 1 && s.channels == s.group;
 }
 
+// Float 2-D convolutions with a spatial kernel go to oneDNN when it is built in (several times
+// faster than im2col + GEMM on 3x3 layers, bench/results.md); 1x1 stays a plain GEMM.
+bool takesDnnl(const ConvShape& s) {
+  const Window& win = s.window;
+  return dnnl_conv::available() && win.rank() == 2 && s.group == 1 && !isPointwise(win) &&
+         s.batch * s.channels * nn::product(win.in) * nn::product(win.out) * s.filters > 0;
+}
+
 template <typename T>
 void convForward(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y,
                  const Epilogue* epilogue, dnnl_conv::PackedWeights* packed = nullptr) {
@@ -245,11 +253,8 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
   const int64_t ks = nn::product(win.kernel), inSize = nn::product(win.in);
   const int64_t outSize = nn::product(win.out), rows = cg * ks;
   const bool pointwise = isPointwise(win);
-  // Float 2-D convolutions with a spatial kernel go to oneDNN when it is built in (several times
-  // faster than im2col + GEMM on 3x3 layers, bench/results.md); 1x1 stays a plain GEMM.
   if constexpr (std::is_same_v<T, float>) {
-    if (dnnl_conv::available() && win.rank() == 2 && s.group == 1 && !pointwise &&
-        s.batch * s.channels * inSize * outSize * s.filters > 0) {
+    if (takesDnnl(s)) {
       const dnnl_conv::Conv2d c = conv2dOf(s);
       if (dnnl_conv::run(threads, c, x, w, bias, y, packed)) {
         finish();
@@ -330,11 +335,11 @@ Status convOp(KernelContext& ctx) {
     // Computed in float; the epilogue runs the chain on each finished block of the convolution
     // (per GEMM column block, per depthwise plane), rounding as the unfused nodes do, and writes
     // the float16 output while the block is in cache; without a fused chain an epilogue of no
-    // steps does the rounding. Constant weights are widened once (the executor's float32 copy)
-    // and, like float32 weights, rearranged once into oneDNN's layout: widening and reordering
-    // them on every call cost more than the rest of the fp16 overhead on small convolutions
-    // (PP-OCR cls .om ran at 3x its .onnx). The price is a float32 copy of the weights beside
-    // the float16 ones, as a float32 model holds its packed copy beside the original.
+    // steps does the rounding. Constant weights are made float32 once: in oneDNN's layout for
+    // the convolutions it runs, as the executor's widened copy for the others. Widening (and
+    // reordering) them on every call cost more than the rest of the fp16 overhead on small
+    // convolutions (PP-OCR cls .om ran at 3x its .onnx); the price is one float32 copy beside the
+    // float16 weights, as a float32 model holds its packed copy beside the original.
     OutTensor y(DType::Float16, yd);
     uint16_t* yh = y.data<uint16_t>();
     Epilogue roundOnly;
@@ -350,18 +355,6 @@ Status convOp(KernelContext& ctx) {
     std::optional<Staged<float>> xv;
     if (!depthwise) xv.emplace(x);
     const bool constantWeights = ctx.inputIsConstant(1);
-    std::optional<Staged<float>> keptWeights;
-    Scratch<float> callWeights;
-    const float* wf = nullptr;
-    if (constantWeights) {
-      keptWeights.emplace(w);
-      wf = keptWeights->data();
-    } else {
-      callWeights.reset(static_cast<size_t>(w.elementCount()));
-      halvesToFloats(reinterpret_cast<const uint16_t*>(w.data()), callWeights.data(),
-                     callWeights.size());
-      wf = callWeights.data();
-    }
     dnnl_conv::PackedWeights* packed = nullptr;
     if (std::shared_ptr<void>* slot = ctx.nodeState(); slot && constantWeights) {
       if (!*slot) *slot = std::make_shared<ConvState>();
@@ -369,13 +362,50 @@ Status convOp(KernelContext& ctx) {
     }
     std::optional<Staged<float>> bv;
     if (hasBias) bv.emplace(ctx.input(2));
+    const float* bias = bv ? bv->data() : nullptr;
     Scratch<float> wide(static_cast<size_t>(y.elementCount()));
-    if (depthwise)
-      depthwise2d<float>(ctx.threads(), s, nullptr, wf, bv ? bv->data() : nullptr, wide.data(),
-                         epilogue, reinterpret_cast<const uint16_t*>(x.data()));
-    else
-      convForward<float>(ctx.threads(), s, xv->data(), wf, bv ? bv->data() : nullptr, wide.data(),
-                         epilogue, packed);
+    auto widenPerCall = [&](Scratch<float>& into) {
+      into.reset(static_cast<size_t>(w.elementCount()));
+      halvesToFloats(reinterpret_cast<const uint16_t*>(w.data()), into.data(), into.size());
+      return into.data();
+    };
+    bool done = false;
+    if (packed && takesDnnl(s)) {
+      // oneDNN keeps constant weights in its own layout, so no float32 copy is kept beside it
+      // (168 MiB for ISNet): they are widened into scratch on the call that packs them and not
+      // read at all while the packed copy (keyed by the float16 weights' address) is current.
+      // The one-off widened copy comes from the heap, not the run's buffers: a run that packs
+      // would otherwise ask for one more buffer than the next, which then leaves the planned
+      // arena.
+      const dnnl_conv::Conv2d c = conv2dOf(s);
+      const void* weightsId = w.data();
+      std::vector<float> packing;
+      const float* wf = reinterpret_cast<const float*>(w.data()); // not read: see packedFor
+      if (!dnnl_conv::packedFor(*packed, ctx.threads(), c, hasBias, weightsId)) {
+        packing.resize(static_cast<size_t>(w.elementCount()));
+        halvesToFloats(reinterpret_cast<const uint16_t*>(w.data()), packing.data(), packing.size());
+        wf = packing.data();
+      }
+      done = dnnl_conv::run(ctx.threads(), c, xv->data(), wf, bias, wide.data(), packed, weightsId);
+      if (done) epilogue->applyAll(ctx.threads(), wide.data());
+    }
+    if (!done) {
+      // Other constant weights are widened once (the executor's copy); others on each call.
+      std::optional<Staged<float>> keptWeights;
+      Scratch<float> callWeights;
+      const float* wf = nullptr;
+      if (constantWeights) {
+        keptWeights.emplace(w);
+        wf = keptWeights->data();
+      } else {
+        wf = widenPerCall(callWeights);
+      }
+      if (depthwise)
+        depthwise2d<float>(ctx.threads(), s, nullptr, wf, bias, wide.data(), epilogue,
+                           reinterpret_cast<const uint16_t*>(x.data()));
+      else
+        convForward<float>(ctx.threads(), s, xv->data(), wf, bias, wide.data(), epilogue, packed);
+    }
     ctx.setOutput(0, std::move(y).finish());
     if (chained) ctx.markEpilogueApplied();
     return Status::ok();
