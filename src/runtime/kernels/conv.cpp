@@ -101,9 +101,11 @@ void axpyStrided(T* row, const T* in, T wv, int64_t lo, int64_t hi, int64_t stri
 // Depthwise 2-D conv (one input channel per group) as direct loops: per-group GEMMs would be
 // 1-row products dominated by call and unfolding overhead. Each output row is finished before the
 // next so that it stays in L1 while its kh * kw taps are added in a fixed order.
+// `xHalf` (float only, instead of x): float16 input planes, each widened into a plane buffer in
+// cache just before it is padded, instead of the whole tensor beforehand.
 template <typename T>
 void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y,
-                 const Epilogue* epilogue) {
+                 const Epilogue* epilogue, const uint16_t* xHalf = nullptr) {
   const Window& win = s.window;
   const int64_t h = win.in[0], wd = win.in[1], oh = win.out[0], ow = win.out[1];
   const int64_t kh = win.kernel[0], kw = win.kernel[1], sh = win.strides[0], sw = win.strides[1];
@@ -124,10 +126,18 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
       thread_local std::vector<float> padded;
       if (padded.size() < static_cast<size_t>(g.sw * g.phaseStride))
         padded.resize(static_cast<size_t>(g.sw * g.phaseStride));
+      thread_local std::vector<float> widened;
+      if (xHalf && widened.size() < static_cast<size_t>(h * wd))
+        widened.resize(static_cast<size_t>(h * wd));
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t b = p / s.filters, m = p % s.filters;
-        convloops::padPlane(g, x + (b * s.channels + m / mg) * h * wd, h, wd, pt, pl,
-                            padded.data());
+        const int64_t inPlane = (b * s.channels + m / mg) * h * wd;
+        const float* in = widened.data();
+        if (xHalf)
+          halvesToFloats(xHalf + inPlane, widened.data(), static_cast<size_t>(h * wd));
+        else
+          in = x + inPlane;
+        convloops::padPlane(g, in, h, wd, pt, pl, padded.data());
         float* dst = y + (b * s.filters + m) * oh * ow;
         convloops::depthwisePlane(g, padded.data(), w + m * kh * kw, bias ? bias[m] : 0.0f, dst);
         if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
@@ -215,11 +225,23 @@ template <typename T> void addChannelBias(T* y, const T* bias, int64_t channels,
 
 // y = conv(x, w) + bias, then the fused elementwise chain when `epilogue` is given (float only):
 // per plane in the depthwise loops, per column block of the 1x1 GEMM, else over the whole output.
+bool isDepthwise2d(const ConvShape& s) {
+  return s.window.rank() == 2 && s.group > 1 && s.channels == s.group;
+}
+
+// Float 2-D convolutions with a spatial kernel go to oneDNN when it is built in (several times
+// faster than im2col + GEMM on 3x3 layers, bench/results.md); 1x1 stays a plain GEMM.
+bool takesDnnl(const ConvShape& s) {
+  const Window& win = s.window;
+  return dnnl_conv::available() && win.rank() == 2 && s.group == 1 && !isPointwise(win) &&
+         s.batch * s.channels * nn::product(win.in) * nn::product(win.out) * s.filters > 0;
+}
+
 template <typename T>
 void convForward(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y,
                  const Epilogue* epilogue, dnnl_conv::PackedWeights* packed = nullptr) {
   const Window& win = s.window;
-  if (win.rank() == 2 && s.group > 1 && s.channels == s.group) {
+  if (isDepthwise2d(s)) {
     depthwise2d(threads, s, x, w, bias, y, epilogue);
     return;
   }
@@ -231,11 +253,8 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
   const int64_t ks = nn::product(win.kernel), inSize = nn::product(win.in);
   const int64_t outSize = nn::product(win.out), rows = cg * ks;
   const bool pointwise = isPointwise(win);
-  // Float 2-D convolutions with a spatial kernel go to oneDNN when it is built in (several times
-  // faster than im2col + GEMM on 3x3 layers, bench/results.md); 1x1 stays a plain GEMM.
   if constexpr (std::is_same_v<T, float>) {
-    if (dnnl_conv::available() && win.rank() == 2 && s.group == 1 && !pointwise &&
-        s.batch * s.channels * inSize * outSize * s.filters > 0) {
+    if (takesDnnl(s)) {
       const dnnl_conv::Conv2d c = conv2dOf(s);
       if (dnnl_conv::run(threads, c, x, w, bias, y, packed)) {
         finish();
@@ -313,35 +332,82 @@ Status convOp(KernelContext& ctx) {
   Epilogue* epilogue = ctx.epilogue();
   if (x.dtype() == DType::Float16 && w.dtype() == DType::Float16 &&
       (!hasBias || ctx.input(2).dtype() == DType::Float16)) {
-    // Computed in float; each output plane then runs the chain (rounding as the unfused nodes
-    // do) and is narrowed block by block while in cache. The weights are widened on each call
-    // into scratch memory rather than kept widened: a float32 copy of every weight would double
-    // the model's resident bytes (isnet_fp16: 168 MiB) to save a conversion that costs about 1%
-    // of the convolution.
-    if (epilogue && !epilogue->bind(yd, true)) epilogue = nullptr;
-    Staged<float> xv(x);
-    Scratch<float> wv(static_cast<size_t>(w.elementCount()));
-    halvesToFloats(reinterpret_cast<const uint16_t*>(w.data()), wv.data(), wv.size());
-    std::optional<Staged<float>> bv;
-    if (hasBias) bv.emplace(ctx.input(2));
-    const int64_t plane = nn::product(s.window.out), planes = s.batch * s.filters;
-    Scratch<float> wide(static_cast<size_t>(planes * plane));
-    convForward<float>(ctx.threads(), s, xv.data(), wv.data(), bv ? bv->data() : nullptr,
-                       wide.data(), nullptr);
+    // Computed in float; the epilogue runs the chain on each finished block of the convolution
+    // (per GEMM column block, per depthwise plane), rounding as the unfused nodes do, and writes
+    // the float16 output while the block is in cache; without a fused chain an epilogue of no
+    // steps does the rounding. Constant weights are made float32 once: in oneDNN's layout for
+    // the convolutions it runs, as the executor's widened copy for the others. Widening (and
+    // reordering) them on every call cost more than the rest of the fp16 overhead on small
+    // convolutions (PP-OCR cls .om ran at 3x its .onnx); the price is one float32 copy beside the
+    // float16 weights, as a float32 model holds its packed copy beside the original.
     OutTensor y(DType::Float16, yd);
     uint16_t* yh = y.data<uint16_t>();
-    pool::parallelFor(planes * plane >= vec::kParallelElements ? ctx.threads() : 1, planes, 1,
-                      [&](int64_t p0, int64_t p1) {
-                        for (int64_t p = p0; p < p1; ++p) {
-                          float* src = wide.data() + p * plane;
-                          if (epilogue)
-                            epilogue->apply(src, plane, p % s.filters, p * plane, yh + p * plane);
-                          else
-                            floatsToHalves(src, yh + p * plane, static_cast<size_t>(plane));
-                        }
-                      });
+    Epilogue roundOnly;
+    if (epilogue && !epilogue->bind(yd, true, yh)) epilogue = nullptr;
+    const bool chained = epilogue != nullptr;
+    if (!epilogue) {
+      roundOnly.bind(yd, true, yh);
+      epilogue = &roundOnly;
+    }
+    // A depthwise convolution widens its input plane by plane (in cache); the others read the
+    // input widened as a whole.
+    const bool depthwise = isDepthwise2d(s);
+    std::optional<Staged<float>> xv;
+    if (!depthwise) xv.emplace(x);
+    const bool constantWeights = ctx.inputIsConstant(1);
+    dnnl_conv::PackedWeights* packed = nullptr;
+    if (std::shared_ptr<void>* slot = ctx.nodeState(); slot && constantWeights) {
+      if (!*slot) *slot = std::make_shared<ConvState>();
+      packed = &static_cast<ConvState*>(slot->get())->weights;
+    }
+    std::optional<Staged<float>> bv;
+    if (hasBias) bv.emplace(ctx.input(2));
+    const float* bias = bv ? bv->data() : nullptr;
+    Scratch<float> wide(static_cast<size_t>(y.elementCount()));
+    auto widenPerCall = [&](Scratch<float>& into) {
+      into.reset(static_cast<size_t>(w.elementCount()));
+      halvesToFloats(reinterpret_cast<const uint16_t*>(w.data()), into.data(), into.size());
+      return into.data();
+    };
+    bool done = false;
+    if (packed && takesDnnl(s)) {
+      // oneDNN keeps constant weights in its own layout, so no float32 copy is kept beside it
+      // (168 MiB for ISNet): they are widened into scratch on the call that packs them and not
+      // read at all while the packed copy (keyed by the float16 weights' address) is current.
+      // The one-off widened copy comes from the heap, not the run's buffers: a run that packs
+      // would otherwise ask for one more buffer than the next, which then leaves the planned
+      // arena.
+      const dnnl_conv::Conv2d c = conv2dOf(s);
+      const void* weightsId = w.data();
+      std::vector<float> packing;
+      const float* wf = reinterpret_cast<const float*>(w.data()); // not read: see packedFor
+      if (!dnnl_conv::packedFor(*packed, ctx.threads(), c, hasBias, weightsId)) {
+        packing.resize(static_cast<size_t>(w.elementCount()));
+        halvesToFloats(reinterpret_cast<const uint16_t*>(w.data()), packing.data(), packing.size());
+        wf = packing.data();
+      }
+      done = dnnl_conv::run(ctx.threads(), c, xv->data(), wf, bias, wide.data(), packed, weightsId);
+      if (done) epilogue->applyAll(ctx.threads(), wide.data());
+    }
+    if (!done) {
+      // Other constant weights are widened once (the executor's copy); others on each call.
+      std::optional<Staged<float>> keptWeights;
+      Scratch<float> callWeights;
+      const float* wf = nullptr;
+      if (constantWeights) {
+        keptWeights.emplace(w);
+        wf = keptWeights->data();
+      } else {
+        wf = widenPerCall(callWeights);
+      }
+      if (depthwise)
+        depthwise2d<float>(ctx.threads(), s, nullptr, wf, bias, wide.data(), epilogue,
+                           reinterpret_cast<const uint16_t*>(x.data()));
+      else
+        convForward<float>(ctx.threads(), s, xv->data(), wf, bias, wide.data(), epilogue, packed);
+    }
     ctx.setOutput(0, std::move(y).finish());
-    if (epilogue) ctx.markEpilogueApplied();
+    if (chained) ctx.markEpilogueApplied();
     return Status::ok();
   }
   if (epilogue && !(x.dtype() == DType::Float32 && epilogue->bind(yd))) epilogue = nullptr;
@@ -351,8 +417,7 @@ Status convOp(KernelContext& ctx) {
     std::optional<Staged<T>> bv;
     if (hasBias) bv.emplace(ctx.input(2));
     StagedOut<T> y(x.dtype(), yd);
-    // Float32 weights that stay the same tensor over the executor's runs are rearranged once
-    // (float16 weights are widened per call instead of being kept as float32).
+    // Float32 weights that stay the same tensor over the executor's runs are rearranged once.
     dnnl_conv::PackedWeights* packed = nullptr;
     if (std::shared_ptr<void>* slot = ctx.nodeState();
         slot && w.dtype() == DType::Float32 && ctx.inputIsConstant(1)) {

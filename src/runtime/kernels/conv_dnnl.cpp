@@ -110,8 +110,20 @@ const Prepared& prepare(int threads, const Conv2d& c, bool hasBias) {
 
 } // namespace
 
-bool run(int threads, const Conv2d& c, const float* x, const float* w, const float* bias,
-         float* y, PackedWeights* packed) {
+bool packedFor(const PackedWeights& packed, int threads, const Conv2d& c, bool hasBias,
+               const void* weightsId) {
+  if (!packed.source || packed.source != weightsId) return false;
+  try {
+    const Prepared& p = prepare(threads, c, hasBias);
+    return p.reorderWei && packed.key == keyOf(threads, c, hasBias) &&
+           packed.size == p.pd.weights_desc().get_size();
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+bool run(int threads, const Conv2d& c, const float* x, const float* w, const float* bias, float* y,
+         PackedWeights* packed, const void* weightsId) {
   try {
     if (omp_set_num_threads) omp_set_num_threads(threads < 1 ? 1 : threads);
     const Prepared& p = prepare(threads, c, bias != nullptr);
@@ -136,7 +148,9 @@ bool run(int threads, const Conv2d& c, const float* x, const float* w, const flo
       // Constant weights: rearranged on the first call for this geometry, then reused.
       const memory::desc md = p.pd.weights_desc();
       const Key key = keyOf(threads, c, bias != nullptr);
-      const bool fresh = packed->source == w && packed->key == key && packed->size == md.get_size();
+      const void* id = weightsId ? weightsId : static_cast<const void*>(w);
+      const bool fresh =
+          packed->source == id && packed->key == key && packed->size == md.get_size();
       if (!fresh) {
         packed->source = nullptr;
         packed->bytes.assign(md.get_size() + 64, 0);
@@ -147,7 +161,7 @@ bool run(int threads, const Conv2d& c, const float* x, const float* w, const flo
       convWei = memory(md, eng, base);
       if (!fresh) {
         p.weiReorder.execute(strm, userWei, convWei);
-        packed->source = w;
+        packed->source = id;
         packed->key = key;
       }
     } else if (p.reorderWei) {
@@ -371,9 +385,12 @@ bool runInt8(const Int8Conv& p, const uint8_t* x, int32_t xz, int threads, Int8R
 
 bool available() { return false; }
 
-bool run(int, const Conv2d&, const float*, const float*, const float*, float*, PackedWeights*) {
+bool run(int, const Conv2d&, const float*, const float*, const float*, float*, PackedWeights*,
+         const void*) {
   return false;
 }
+
+bool packedFor(const PackedWeights&, int, const Conv2d&, bool, const void*) { return false; }
 
 class Int8Conv {};
 std::shared_ptr<Int8Conv> prepareInt8(int, const Conv2d&, bool, const uint8_t*, bool,

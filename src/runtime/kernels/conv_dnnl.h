@@ -24,7 +24,7 @@ bool available();
 // weight tensor is constant (the same values at the same address on every call). Reused while the
 // source pointer and the geometry (and thread count) stay those it was made for.
 struct PackedWeights {
-  const float* source = nullptr;
+  const void* source = nullptr; // the weights' identity: their address, or the caller's id
   std::array<int64_t, 20> key{};
   std::vector<uint8_t> bytes; // the layout's bytes start at the first 64-byte boundary
   size_t size = 0;
@@ -33,8 +33,16 @@ struct PackedWeights {
 // y = conv(x, w) + bias (bias may be null) over NCHW / OIHW float tensors, group 1. False when
 // oneDNN is absent or refuses the shape; y is then untouched. `packed` (may be null) is used and
 // refreshed only for a constant w.
+// `weightsId` (with `packed`): what identifies the weights instead of w's address, for a caller
+// that hands over float32 weights made for this call (float16 weights widened) while the packed
+// copy stays that of the same constant.
 bool run(int threads, const Conv2d& c, const float* x, const float* w, const float* bias, float* y,
-         PackedWeights* packed = nullptr);
+         PackedWeights* packed = nullptr, const void* weightsId = nullptr);
+
+// True when run would take every weight from `packed` (made for `weightsId` and this geometry),
+// never reading w: the caller may then skip making w.
+bool packedFor(const PackedWeights& packed, int threads, const Conv2d& c, bool hasBias,
+               const void* weightsId);
 
 // Integer 2-D convolution, group 1: acc[n, m, p] = sum (x - xz) * (w[m] - wz[m]) in int32, exact.
 // x is uint8 (or int8 when xSigned); w is uint8 (or int8) [M, C, kh, kw] with per-filter zero

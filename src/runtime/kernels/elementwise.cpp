@@ -35,7 +35,20 @@ Status ceilKernel(KernelContext& ctx) {
   return unaryFloatKernel(ctx, [](auto v) { return std::ceil(v); });
 }
 // Half-way cases go to the even neighbour, independent of the FP environment's rounding mode.
+// Float32 tensors go through the vector loop (the quantization arithmetic of .om files rounds
+// whole activations); it picks the same values as the element formula below.
 Status roundKernel(KernelContext& ctx) {
+  if (const Tensor& x = ctx.input(0); x.dtype() == DType::Float32) {
+    OutTensor out(DType::Float32, x.dims());
+    const auto n = static_cast<int64_t>(x.elementCount());
+    const float* src = reinterpret_cast<const float*>(x.data());
+    float* dst = out.data<float>();
+    pool::parallelFor(
+        n >= vec::kParallelElements ? ctx.threads() : 1, n, vec::kParallelGrain,
+        [&](int64_t i0, int64_t i1) { vec::roundHalfEven(src + i0, dst + i0, i1 - i0); });
+    ctx.setOutput(0, std::move(out).finish());
+    return Status::ok();
+  }
   return unaryFloatKernel(ctx, [](auto v) {
     using T = decltype(v);
     T r = std::round(v); // half away from zero
@@ -162,44 +175,90 @@ Status bitwiseNotKernel(KernelContext& ctx) {
 // Float32 Add/Sub/Mul/Div over the shapes real models use (same shape, a scalar, a per-channel
 // or trailing-suffix operand) through the ISA-dispatched loops; false leaves the node to the
 // generic path. Each output element is the same single operation, so results equal that path's.
-// Float16 operands of one shape, or one of them a scalar: blocks widened in L1, through the same
-// loops, rounded back (the values of the element path).
+// Float16 operands take the same shapes: blocks of the full-size operand are widened in L1, go
+// through the same loops and are rounded back (the values of the element path, which widens,
+// computes in float and rounds each element).
 bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.dtype() != DType::Float16 || b.dtype() != DType::Float16 || ctx.opset() < 7) return false;
-  const uint64_t na = a.elementCount(), nb = b.elementCount();
-  const bool same = a.dims() == b.dims();
-  if (!same && !(nb == 1 && b.dims().size() <= a.dims().size()) &&
-      !(na == 1 && a.dims().size() <= b.dims().size()))
+  auto dims = broadcastShapes(a.dims(), b.dims());
+  if (!dims) return false;
+  const uint64_t n = countOf(*dims), na = a.elementCount(), nb = b.elementCount();
+  if (n == 0) return false;
+  // How the smaller operand meets the output: `Same` both full size; `Block` one value per
+  // contiguous block of `inner` elements (a scalar is one block); `Suffix` a repeating run of its
+  // own size. `wideIsA` says which operand is full size.
+  enum class Pattern { Same, Block, Suffix };
+  Pattern pattern;
+  bool wideIsA = true;
+  uint64_t inner = 0;
+  if (na == n && nb == n && a.dims() == b.dims()) {
+    pattern = Pattern::Same;
+  } else if (na == n && nb == 1) {
+    pattern = Pattern::Block, inner = n;
+  } else if (nb == n && na == 1) {
+    pattern = Pattern::Block, inner = n, wideIsA = false;
+  } else if (na == n && blockBroadcast(*dims, b.dims(), inner)) {
+    pattern = Pattern::Block;
+  } else if (nb == n && blockBroadcast(*dims, a.dims(), inner)) {
+    pattern = Pattern::Block, wideIsA = false;
+  } else if (na == n && suffixBroadcast(*dims, b.dims())) {
+    pattern = Pattern::Suffix;
+  } else if (nb == n && suffixBroadcast(*dims, a.dims())) {
+    pattern = Pattern::Suffix, wideIsA = false;
+  } else {
     return false;
-  const bool scalarB = !same && nb == 1, scalarA = !same && !scalarB;
-  const auto& dims = scalarA ? b.dims() : a.dims();
-  OutTensor out(DType::Float16, dims);
-  const auto n = static_cast<int64_t>(countOf(dims));
+  }
   const auto* pa = reinterpret_cast<const uint16_t*>(a.data());
   const auto* pb = reinterpret_cast<const uint16_t*>(b.data());
+  const uint16_t* wide = wideIsA ? pa : pb;
+  const uint16_t* small = wideIsA ? pb : pa;
+  // A repeating suffix is widened once for the call (it is at most as large as the output).
+  Tensor smallFloats;
+  if (pattern == Pattern::Suffix) smallFloats = widenToFloat(wideIsA ? b : a);
+  const float* suffix =
+      pattern == Pattern::Suffix ? reinterpret_cast<const float*>(smallFloats.data()) : nullptr;
+  const uint64_t period = wideIsA ? nb : na;
+  OutTensor out(DType::Float16, *dims);
   uint16_t* po = out.data<uint16_t>();
-  const float sa = na ? halfToFloat(pa[0]) : 0.0f, sb = nb ? halfToFloat(pb[0]) : 0.0f;
-  pool::parallelFor(n >= vec::kParallelElements ? ctx.threads() : 1, n, vec::kParallelGrain,
+  const auto len = static_cast<int64_t>(n);
+  pool::parallelFor(len >= vec::kParallelElements ? ctx.threads() : 1, len, vec::kParallelGrain,
                     [&](int64_t i0, int64_t i1) {
                       constexpr int64_t kBlock = 1024;
                       float x[kBlock], y[kBlock];
                       for (int64_t b0 = i0; b0 < i1; b0 += kBlock) {
-                        const auto len = std::min(kBlock, i1 - b0);
-                        const auto count = static_cast<size_t>(len);
-                        if (scalarA) {
-                          halvesToFloats(pb + b0, y, count);
-                          vec::binaryScalarLeft(op, sa, y, x, len);
-                        } else if (scalarB) {
-                          halvesToFloats(pa + b0, x, count);
-                          vec::binaryScalarRight(op, x, sb, x, len);
-                        } else {
-                          halvesToFloats(pa + b0, x, count);
-                          halvesToFloats(pb + b0, y, count);
-                          vec::binarySame(op, x, y, x, len);
+                        const int64_t count = std::min(kBlock, i1 - b0);
+                        halvesToFloats(wide + b0, x, static_cast<size_t>(count));
+                        if (pattern == Pattern::Same) {
+                          halvesToFloats(pb + b0, y, static_cast<size_t>(count));
+                          vec::binarySame(op, x, y, x, count);
                         }
-                        floatsToHalves(x, po + b0, count);
+                        // Block and Suffix: runs of the block that share one small value (or one
+                        // stretch of the suffix).
+                        for (int64_t r0 = 0; pattern != Pattern::Same && r0 < count;) {
+                          const auto pos = static_cast<uint64_t>(b0 + r0);
+                          const uint64_t runEnd = pattern == Pattern::Block
+                                                      ? (pos / inner + 1) * inner
+                                                      : (pos / period + 1) * period;
+                          const int64_t run =
+                              std::min<int64_t>(count - r0, static_cast<int64_t>(runEnd - pos));
+                          if (pattern == Pattern::Block) {
+                            const float s = halfToFloat(small[pos / inner]);
+                            if (wideIsA)
+                              vec::binaryScalarRight(op, x + r0, s, x + r0, run);
+                            else
+                              vec::binaryScalarLeft(op, s, x + r0, x + r0, run);
+                          } else {
+                            const float* sv = suffix + pos % period;
+                            if (wideIsA)
+                              vec::binarySame(op, x + r0, sv, x + r0, run);
+                            else
+                              vec::binarySame(op, sv, x + r0, x + r0, run);
+                          }
+                          r0 += run;
+                        }
+                        floatsToHalves(x, po + b0, static_cast<size_t>(count));
                       }
                     });
   ctx.setOutput(0, std::move(out).finish());

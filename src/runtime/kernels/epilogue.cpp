@@ -11,9 +11,10 @@
 
 namespace kiln::rt {
 
-bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half) {
+bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* narrowBase) {
   if (outDims.size() < 2) return false; // no steps: only a ConvInteger's Cast was fused
   half_ = half;
+  narrowBase_ = half ? narrowBase : nullptr;
   widened_.clear();
   widened_.reserve(2 * steps_.size()); // pointers into it are kept below
   batch_ = outDims[0];
@@ -55,6 +56,16 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half) {
     b.shape = Shape::PerChannel;
     return true;
   };
+  picksAHalf_.assign(steps_.size(), false);
+  auto isHalfValue = [](float v) { return halfToFloat(floatToHalf(v)) == v; };
+  for (size_t i = 0; half && i < steps_.size(); ++i) {
+    const Step& st = steps_[i];
+    picksAHalf_[i] =
+        (st.kind == Kind::Unary &&
+         (st.unOp == vec::UnOp::Relu ||
+          (st.unOp == vec::UnOp::Clip && isHalfValue(st.p0) && isHalfValue(st.p1)))) ||
+        (st.kind == Kind::Binary && (st.binOp == vec::BinOp::Max || st.binOp == vec::BinOp::Min));
+  }
   boundA_.assign(steps_.size(), Bound{});
   boundB_.assign(steps_.size(), Bound{});
   factors_.assign(steps_.size(), {});
@@ -90,6 +101,15 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
   constexpr int64_t kBlock = 1024; // the live step results stay in L1
   thread_local std::vector<float> scratch;
   const size_t count = steps_.size();
+  if (!narrowTo && narrowBase_) narrowTo = narrowBase_ + offset;
+  if (count == 0) {
+    // Nothing to run: the convolution's values are only rounded (into the output when given).
+    if (narrowTo)
+      floatsToHalves(y, narrowTo, static_cast<size_t>(n));
+    else if (half_)
+      roundThroughHalves(y, static_cast<size_t>(n));
+    return;
+  }
   if (scratch.size() < count * kBlock) scratch.resize(count * kBlock);
   for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
     const int64_t len = std::min(kBlock, n - b0);
@@ -102,7 +122,8 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
       float* dst = i + 1 == count ? block : slot(static_cast<int>(i) + 1);
       if (st.kind == Kind::Unary) {
         vec::unary(st.unOp, slot(st.a.slot), dst, len, st.p0, st.p1);
-        if (half_ && i + 1 < count) roundThroughHalves(dst, static_cast<size_t>(len));
+        if (half_ && i + 1 < count && !picksAHalf_[i])
+          roundThroughHalves(dst, static_cast<size_t>(len));
         continue;
       }
       if (st.kind == Kind::BatchNorm) {
@@ -112,7 +133,9 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
       }
       const Bound& ba = boundA_[i];
       const Bound& bb = boundB_[i];
-      auto scalarOf = [&](const Bound& b) { return b.shape == Shape::Scalar ? b.data[0] : b.data[channel]; };
+      auto scalarOf = [&](const Bound& b) {
+        return b.shape == Shape::Scalar ? b.data[0] : b.data[channel];
+      };
       if (st.a.slot >= 0 && st.b.slot >= 0)
         vec::binarySame(st.binOp, slot(st.a.slot), slot(st.b.slot), dst, len);
       else if (st.a.slot >= 0 && bb.shape == Shape::Full)
@@ -123,7 +146,8 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
         vec::binarySame(st.binOp, ba.data + offset + b0, slot(st.b.slot), dst, len);
       else
         vec::binaryScalarLeft(st.binOp, scalarOf(ba), slot(st.b.slot), dst, len);
-      if (half_ && i + 1 < count) roundThroughHalves(dst, static_cast<size_t>(len));
+      if (half_ && i + 1 < count && !picksAHalf_[i])
+        roundThroughHalves(dst, static_cast<size_t>(len));
     }
     // The last step's result is rounded by the narrowing.
     if (narrowTo)

@@ -47,7 +47,10 @@ class Epilogue {
   // output): the operands must be float16 (widened here, once per bind), and apply rounds the
   // convolution's values and each step's result to float16 as the nodes' own kernels do, so the
   // fused result is again bit-identical.
-  bool bind(const std::vector<int64_t>& outDims, bool half = false);
+  // `narrowBase` (half chains only): the float16 output the chain's result is written to, at
+  // each block's flat offset, when apply is not handed a `narrowTo` of its own. A chain without
+  // steps then only rounds the convolution's output into it.
+  bool bind(const std::vector<int64_t>& outDims, bool half = false, uint16_t* narrowBase = nullptr);
 
   // Runs the chain in place over y[0, n), elements of channel `channel` starting at flat offset
   // `offset` of the output (after bind); a half chain also writes the float16 result to
@@ -66,8 +69,12 @@ class Epilogue {
   std::vector<Step> steps_;
   std::vector<Bound> boundA_, boundB_;
   std::vector<std::vector<float>> factors_; // BatchNorm steps: mul per channel, then add
-  std::vector<Tensor> widened_; // float32 copies of a half chain's outside operands
+  std::vector<Tensor> widened_;             // float32 copies of a half chain's outside operands
+  // Per step of a half chain: its result is already a float16 value whenever its operands are
+  // (Relu, Max, Min, Clip to float16 bounds pick one of their inputs), so rounding it is skipped.
+  std::vector<bool> picksAHalf_;
   bool half_ = false;
+  uint16_t* narrowBase_ = nullptr;
   int64_t batch_ = 0, channels_ = 0, plane_ = 0;
 };
 

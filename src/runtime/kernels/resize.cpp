@@ -4,9 +4,11 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/runtime/half_block.h"
 #include "kiln/runtime/kernel.h"
 #include "ops/resize.h"
 #include "shape_util.h"
+#include "thread_pool.h"
 
 namespace kiln::rt {
 namespace {
@@ -212,6 +214,53 @@ Tensor bilinearFloat(const Tensor& x, const std::vector<int64_t>& outDims,
   return std::move(out).finish();
 }
 
+// The general path below for a float16 tensor resized on its two innermost axes only, plane by
+// plane in cache (and planes over the pool) instead of whole-tensor double buffers per axis: the
+// same double sums in the same order (the rows axis first, each sum from 0.0 in tap order), so
+// the same float16 results. PP-OCR and ISNet .om files resize float16 maps.
+Tensor resizePlanesHalf(int threads, const Tensor& x, const std::vector<int64_t>& outDims,
+                        const AxisPlan& rows, const AxisPlan& cols) {
+  const size_t rank = x.dims().size();
+  const int64_t inH = x.dims()[rank - 2], inW = x.dims()[rank - 1];
+  const int64_t outH = outDims[rank - 2], outW = outDims[rank - 1];
+  const int64_t planes = static_cast<int64_t>(x.elementCount()) / std::max<int64_t>(inH * inW, 1);
+  OutTensor out(DType::Float16, outDims);
+  const auto* src = reinterpret_cast<const uint16_t*>(x.data());
+  uint16_t* dst = out.data<uint16_t>();
+  auto sum = [](const AxisPlan& plan, int64_t o, auto&& at) {
+    double d = 0.0;
+    for (int64_t t = plan.tapStart[static_cast<size_t>(o)];
+         t < plan.tapStart[static_cast<size_t>(o) + 1]; ++t)
+      d += plan.weight[static_cast<size_t>(t)] * at(plan.index[static_cast<size_t>(t)]);
+    return d;
+  };
+  const int64_t work = planes * outH * outW;
+  pool::parallelFor(
+      work >= (int64_t{1} << 16) ? threads : 1, planes, 1, [&](int64_t p0, int64_t p1) {
+        std::vector<float> in(static_cast<size_t>(inH * inW)), row(static_cast<size_t>(outW));
+        std::vector<double> mid(static_cast<size_t>(outH * inW));
+        for (int64_t p = p0; p < p1; ++p) {
+          halvesToFloats(src + p * inH * inW, in.data(), in.size());
+          for (int64_t y = 0; y < outH; ++y)
+            for (int64_t c = 0; c < inW; ++c)
+              mid[static_cast<size_t>(y * inW + c)] =
+                  rows.identity
+                      ? static_cast<double>(in[static_cast<size_t>(y * inW + c)])
+                      : sum(rows, y, [&](int64_t i) {
+                          return static_cast<double>(in[static_cast<size_t>(i * inW + c)]);
+                        });
+          for (int64_t y = 0; y < outH; ++y) {
+            const double* m = mid.data() + y * inW;
+            for (int64_t c = 0; c < outW; ++c)
+              row[static_cast<size_t>(c)] = static_cast<float>(
+                  cols.identity ? m[c] : sum(cols, c, [&](int64_t i) { return m[i]; }));
+            floatsToHalves(row.data(), dst + (p * outH + y) * outW, row.size());
+          }
+        }
+      });
+  return std::move(out).finish();
+}
+
 // Resizes x to outDims; scales[i] is the scale the coordinate transform uses for axis i.
 Status runResize(KernelContext& ctx, const Tensor& x, const std::vector<int64_t>& outDims,
                  const std::vector<double>& scales, const std::vector<double>& roi,
@@ -291,6 +340,10 @@ Status runResize(KernelContext& ctx, const Tensor& x, const std::vector<int64_t>
   if (x.dtype() == DType::Float32 && p.mode == Mode::Linear && !anyOutside && outerIdentity &&
       p.coordinates.transform != "tf_crop_and_resize") {
     ctx.setOutput(0, bilinearFloat(x, outDims, scales, p));
+    return Status::ok();
+  }
+  if (x.dtype() == DType::Float16 && !anyOutside && outerIdentity) {
+    ctx.setOutput(0, resizePlanesHalf(ctx.threads(), x, outDims, plans[rank - 2], plans[rank - 1]));
     return Status::ok();
   }
   std::vector<double> values = toDoubles(x);

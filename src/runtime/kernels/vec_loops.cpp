@@ -109,6 +109,13 @@ KILN_VEC_CLONES void binaryScalarLeft(BinOp op, float s, const float* b, float* 
 
 // Branch-free forms of the kernels' formulas; each picks the same value (NaN included) as the
 // branchy original: a comparison with NaN is false, so the NaN input passes through.
+// roundeven is IEEE roundToIntegralTiesToEven: it ignores the dynamic rounding mode and
+// compiles to one rounding instruction with the mode in its immediate.
+KILN_VEC_CLONES void roundHalfEven(const float* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = __builtin_roundevenf(in[i]);
+}
+
 KILN_VEC_CLONES void unary(UnOp op, const float* in, float* out, int64_t n, float p0, float p1) {
   switch (op) {
   case UnOp::Relu:

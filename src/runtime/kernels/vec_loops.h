@@ -42,6 +42,10 @@ enum class UnOp { Relu, LeakyRelu, Clip, HardSigmoid, HardSwish };
 // beta); the per-element formulas are the kernels' own.
 void unary(UnOp op, const float* in, float* out, int64_t n, float p0, float p1);
 
+// out[i] = in[i] rounded to the nearest integer, ties to even, whatever the FP environment's
+// rounding mode (Round's definition; NaN stays NaN, -0.4 gives -0).
+void roundHalfEven(const float* in, float* out, int64_t n);
+
 // out[i] = in[i] * mul + add, rounded after the multiply and after the add (BatchNormalization's
 // per-channel form).
 void scaleShift(const float* in, float mul, float add, float* out, int64_t n);

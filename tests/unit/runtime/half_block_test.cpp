@@ -25,6 +25,22 @@ TEST(HalfBlock, HalvesToFloatsMatchesScalarForEveryHalf) {
   }
 }
 
+// Every 40009th float bit pattern: NaNs (runs of them, whose ends fall inside groups of 8),
+// infinities, subnormals, overflow.
+TEST(HalfBlock, FloatsToHalvesMatchesScalar) {
+  std::vector<float> values;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 40009) {
+    float f;
+    const auto bits = static_cast<uint32_t>(b);
+    std::memcpy(&f, &bits, 4);
+    values.push_back(f);
+  }
+  std::vector<uint16_t> halves(values.size());
+  rt::floatsToHalves(values.data(), halves.data(), values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    ASSERT_EQ(halves[i], rt::floatToHalf(values[i])) << i;
+}
+
 TEST(HalfBlock, RoundThroughHalvesMatchesScalar) {
   std::vector<float> values;
   for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 40009) {

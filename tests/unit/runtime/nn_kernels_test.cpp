@@ -172,6 +172,60 @@ TEST(NnKernels, BinaryFloatBroadcastPaths) {
   }
 }
 
+// The float16 fast paths (same shape, scalar, per-channel block and trailing suffix, either side)
+// round each element as the definition does: computed in float from the widened operands, rounded
+// once. The sizes make the 1024-element blocks cross channel and suffix boundaries.
+TEST(NnKernels, BinaryHalfBroadcastPaths) {
+  const std::vector<int64_t> full = {2, 3, 40, 50};
+  const size_t n = 2 * 3 * 40 * 50, plane = 40 * 50;
+  auto halves = [](const std::vector<float>& v) {
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      h[i] = rt::floatToHalf(4.0f * v[i]);
+    return h;
+  };
+  auto half = [](std::vector<int64_t> dims, const std::vector<uint16_t>& v) {
+    return rt::makeTensor<uint16_t>(DType::Float16, std::move(dims), v);
+  };
+  const auto a = halves(kiln::testing::randomFloats(n, 41));
+  const auto b = halves(kiln::testing::randomFloats(n, 42));
+  const auto ch = halves(kiln::testing::randomFloats(3, 43));
+  const auto row = halves(kiln::testing::randomFloats(50, 44));
+  const std::vector<uint16_t> s = {rt::floatToHalf(-0.625f)};
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+    auto f = [op](uint16_t u, uint16_t v) {
+      const std::string o = op;
+      const float x = rt::halfToFloat(u), y = rt::halfToFloat(v);
+      return rt::floatToHalf(o == "Add" ? x + y : o == "Sub" ? x - y : o == "Mul" ? x * y : x / y);
+    };
+    auto run = [&](const Tensor& x, const Tensor& y) {
+      auto out = runNode(op, {{"a", x}, {"b", y}}, {}, 1);
+      EXPECT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].dims(), full);
+      return std::vector<uint16_t>(reinterpret_cast<const uint16_t*>(out[0].data()),
+                                   reinterpret_cast<const uint16_t*>(out[0].data()) + n);
+    };
+    std::vector<uint16_t> want[8];
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t c = ch[(i / plane) % 3], r = row[i % 50];
+      want[0].push_back(f(a[i], b[i]));
+      want[1].push_back(f(a[i], s[0]));
+      want[2].push_back(f(s[0], b[i]));
+      want[3].push_back(f(a[i], c));
+      want[4].push_back(f(c, b[i]));
+      want[5].push_back(f(a[i], r));
+      want[6].push_back(f(r, b[i]));
+    }
+    EXPECT_EQ(run(half(full, a), half(full, b)), want[0]) << op;
+    EXPECT_EQ(run(half(full, a), half({}, s)), want[1]) << op;
+    EXPECT_EQ(run(half({1, 1}, s), half(full, b)), want[2]) << op;
+    EXPECT_EQ(run(half(full, a), half({3, 1, 1}, ch)), want[3]) << op;
+    EXPECT_EQ(run(half({1, 3, 1, 1}, ch), half(full, b)), want[4]) << op;
+    EXPECT_EQ(run(half(full, a), half({50}, row)), want[5]) << op;
+    EXPECT_EQ(run(half({1, 1, 50}, row), half(full, b)), want[6]) << op;
+  }
+}
+
 // Conv (GEMM and full-kernel paths), depthwise conv, elementwise and Resize give the same bytes
 // with one thread and with two.
 TEST(NnKernels, OutputsDoNotDependOnThreadCount) {
@@ -359,6 +413,136 @@ TEST(NnKernels, ConvFloat16MatchesFloat) {
   ASSERT_EQ(y16.size(), 1u);
   EXPECT_EQ(y16[0].dtype(), DType::Float16);
   expectNear(y16[0], rt::toFloatVector(y32[0]), 1e-2f);
+}
+
+// A float16 Conv is the float32 Conv of the widened operands, rounded once: bit for bit on the
+// depthwise (input widened plane by plane), 1x1 GEMM and full-kernel paths.
+TEST(NnKernels, ConvFloat16IsTheFloatConvRounded) {
+  struct Case {
+    const char* what;
+    int64_t channels, filters, k, stride, group;
+  };
+  const Case cases[] = {{"depthwise 3x3 stride 2", 8, 8, 3, 2, 8},
+                        {"depthwise 5x5", 6, 6, 5, 1, 6},
+                        {"1x1", 8, 12, 1, 1, 1},
+                        {"3x3", 4, 6, 3, 1, 1}};
+  for (const Case& c : cases) {
+    const int64_t h = 13, wd = 17, pad = c.k / 2;
+    const std::vector<int64_t> xd = {1, c.channels, h, wd},
+                               wdims = {c.filters, c.channels / c.group, c.k, c.k};
+    // Values a float16 holds exactly, so that both convolutions see the same operands.
+    auto representable = [](std::vector<float> v) {
+      for (float& f : v)
+        f = rt::halfToFloat(rt::floatToHalf(f));
+      return v;
+    };
+    auto x =
+        representable(kiln::testing::randomFloats(static_cast<size_t>(h * wd * c.channels), 51));
+    auto w = representable(kiln::testing::randomFloats(
+        static_cast<size_t>(c.filters * c.channels / c.group * c.k * c.k), 52));
+    auto b = representable(kiln::testing::randomFloats(static_cast<size_t>(c.filters), 53));
+    auto half = [](std::vector<int64_t> dims, const std::vector<float>& v) {
+      std::vector<uint16_t> h;
+      for (float f : v)
+        h.push_back(rt::floatToHalf(f));
+      return rt::makeTensor<uint16_t>(DType::Float16, std::move(dims), h);
+    };
+    const std::vector<std::pair<std::string, Attribute>> attrs = {
+        {"group", Attribute::ofInt(c.group)},
+        {"strides", Attribute::ofInts({c.stride, c.stride})},
+        {"pads", Attribute::ofInts({pad, pad, pad, pad})}};
+    auto y32 = runNode(
+        "Conv", {{"x", floats(xd, x)}, {"w", floats(wdims, w)}, {"b", floats({c.filters}, b)}},
+        attrs, 1);
+    auto y16 = runNode(
+        "Conv", {{"x", half(xd, x)}, {"w", half(wdims, w)}, {"b", half({c.filters}, b)}}, attrs, 1);
+    ASSERT_EQ(y16.size(), 1u) << c.what;
+    ASSERT_EQ(y16[0].dtype(), DType::Float16) << c.what;
+    ASSERT_EQ(y16[0].dims(), y32[0].dims()) << c.what;
+    const float* f = reinterpret_cast<const float*>(y32[0].data());
+    const uint16_t* g = reinterpret_cast<const uint16_t*>(y16[0].data());
+    for (size_t i = 0; i < y16[0].elementCount(); ++i)
+      ASSERT_EQ(g[i], rt::floatToHalf(f[i])) << c.what << ", element " << i;
+  }
+}
+
+// A float16 Resize on the two innermost axes (computed plane by plane) gives the float16 rounding
+// of the same resize computed in double on a float64 copy (the general path), bit for bit, with
+// one thread and with two: linear and cubic, up and down, one axis only.
+TEST(NnKernels, ResizeFloat16IsTheDoubleResizeRounded) {
+  struct Case {
+    const char* mode;
+    const char* transform;
+    std::vector<int64_t> sizes;
+  };
+  const Case cases[] = {{"linear", "half_pixel", {2, 3, 22, 30}},
+                        {"linear", "align_corners", {2, 3, 5, 7}},
+                        {"cubic", "asymmetric", {2, 3, 17, 13}},
+                        {"linear", "pytorch_half_pixel", {2, 3, 9, 29}}};
+  const std::vector<int64_t> xd = {2, 3, 9, 11};
+  auto v = kiln::testing::randomFloats(2 * 3 * 9 * 11, 61);
+  std::vector<uint16_t> h;
+  std::vector<double> d;
+  for (float f : v) {
+    h.push_back(rt::floatToHalf(8.0f * f));
+    d.push_back(static_cast<double>(rt::halfToFloat(h.back())));
+  }
+  for (const Case& c : cases) {
+    const std::vector<std::pair<std::string, Attribute>> attrs = {
+        {"mode", Attribute::ofString(c.mode)},
+        {"coordinate_transformation_mode", Attribute::ofString(c.transform)}};
+    const Tensor sizes = rt::makeTensor<int64_t>(DType::Int64, {4}, c.sizes);
+    auto wide = runNode("Resize",
+                        {{"x", rt::makeTensor<double>(DType::Float64, xd, d)},
+                         {"roi", std::nullopt},
+                         {"scales", std::nullopt},
+                         {"sizes", sizes}},
+                        attrs, 1);
+    ASSERT_EQ(wide.size(), 1u) << c.mode;
+    for (int threads : {1, 2}) {
+      auto narrow = runNode("Resize",
+                            {{"x", rt::makeTensor<uint16_t>(DType::Float16, xd, h)},
+                             {"roi", std::nullopt},
+                             {"scales", std::nullopt},
+                             {"sizes", sizes}},
+                            attrs, 1, 17, threads);
+      ASSERT_EQ(narrow.size(), 1u) << c.mode;
+      ASSERT_EQ(narrow[0].dims(), c.sizes) << c.mode;
+      const double* want = reinterpret_cast<const double*>(wide[0].data());
+      const uint16_t* got = reinterpret_cast<const uint16_t*>(narrow[0].data());
+      for (size_t i = 0; i < narrow[0].elementCount(); ++i)
+        ASSERT_EQ(got[i], rt::floatToHalf(static_cast<float>(want[i])))
+            << c.mode << " " << c.transform << ", element " << i;
+    }
+  }
+}
+
+// Round on float32 (the vector loop) against its definition, half to even with std::round and
+// std::trunc: every 4099th bit pattern (NaNs, infinities, subnormals, large integers) and the
+// ties around zero.
+TEST(NnKernels, RoundFloat32IsHalfToEven) {
+  std::vector<float> v = {0.5f, -0.5f, 1.5f, -1.5f, 2.5f, -2.5f, -0.4f, 0.49999997f, 8388607.5f};
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) {
+    float f;
+    const auto bits = static_cast<uint32_t>(b);
+    std::memcpy(&f, &bits, 4);
+    v.push_back(f);
+  }
+  auto out = runNode("Round", {{"x", floats({static_cast<int64_t>(v.size())}, v)}}, {}, 1);
+  ASSERT_EQ(out.size(), 1u);
+  const float* got = reinterpret_cast<const float*>(out[0].data());
+  for (size_t i = 0; i < v.size(); ++i) {
+    float want = std::round(v[i]);
+    if (std::fabs(v[i] - std::trunc(v[i])) == 0.5f) want = 2.0f * std::round(v[i] / 2.0f);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got[i])) << i;
+      continue;
+    }
+    uint32_t a, b;
+    std::memcpy(&a, &got[i], 4);
+    std::memcpy(&b, &want, 4);
+    ASSERT_EQ(a, b) << "element " << i << " = " << v[i];
+  }
 }
 
 TEST(NnKernels, MaxPoolColumnMajorIndices) {
