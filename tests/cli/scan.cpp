@@ -33,8 +33,9 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <onnx/defs/schema.h>
 #include <spdlog/spdlog.h>
+
+#include "kiln/conformance.h"
 
 extern char** environ;
 
@@ -894,8 +895,9 @@ int main(int argc, char** argv) {
   std::cout.flush();
 
   const auto start = std::chrono::steady_clock::now();
-  // ONNX builds its operator schema registry on first use (~10 ms): build it once, here.
-  onnx::OpSchemaRegistry::Schema("Relu", 14, "");
+  // What the libraries build on first use (ONNX's schema registry, protobuf descriptors, oneDNN's
+  // kernels), built once here rather than in every model's child.
+  kiln::warmUpBeforeForking();
   resetLogging(); // records the pristine logger state before any tool runs
   std::vector<Record> records = scanAll(options, models);
   const double wall =
