@@ -785,8 +785,8 @@ size_t dropRepeatedCases(std::vector<Model>& models, size_t from) {
 int usage() {
   std::cerr << "usage: kiln_scan --kiln K --atc A --converter-lite C --benchmark B --source DIR "
                "--work DIR [--scratch DIR] [--testdata DIR] [--new-node-tests DIR] [--known FILE] "
-               "[--jobs N] "
-               "[--timeout SECONDS] [--only SUBSTRING] [--steps a,b] [--keep-all] [--exec]\n";
+               "[--jobs N] [--timeout SECONDS] [--only SUBSTRING] [--steps a,b] [--keep-all] "
+               "[--exec]\n";
   return 2;
 }
 
