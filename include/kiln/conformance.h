@@ -46,6 +46,12 @@ struct ConformanceOptions {
   std::optional<double> rtol, atol;
 };
 
+// Sets up, in this process, what the libraries build on first use (ONNX's operator schemas and
+// kiln's guards on them, protobuf descriptors, oneDNN's generated GEMM kernels), so that the
+// children a fork-per-case runner forks from it inherit it instead of each building it again.
+// Results do not change; runConformance calls it, and so does the crash scan (tests/cli/scan.cpp).
+void warmUpBeforeForking();
+
 // Finds case folders (holding model.onnx) under each path; runs each in a child process so a
 // crash or hang fails one case, not the run. Prints a line per case and the closing
 // "N passed, N failed, N skipped" line. Returns the process exit status.

@@ -20,13 +20,13 @@ struct RangeSlot {
   std::atomic<bool> used{false};
   std::atomic<uintptr_t> begin{0};
   std::atomic<uintptr_t> end{0};
-  char name[512];
+  char name[512] = {};
 };
 
 struct OutputSlot {
   std::atomic<bool> used{false};
   std::atomic<bool> live{false};
-  char path[4096];
+  char path[4096] = {};
 };
 
 // An ONNX model may keep each tensor in its own file; past this many mappings the rest are

@@ -44,3 +44,7 @@ foreach(name IN LISTS KILN_FUZZ_HARNESSES)
             ${KILN_FUZZ_CI_SECONDS} "${fuzz_ci_skip}")
   set_tests_properties(fuzz_${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS fuzz)
 endforeach()
+# The targets that use their whole time (the others stop at the run cap within seconds).
+foreach(name IN ITEMS ms_read om_read roundtrip)
+  set_tests_properties(fuzz_${name} PROPERTIES COST ${KILN_FUZZ_CI_SECONDS})
+endforeach()
