@@ -28,9 +28,9 @@ const plans = {
   ppocr_cls: { inputs: 200, kind: 'line', measure: 'top1', gate: 0.99, method: 'MAX_MIN' },
   // The CTC classifier (the last MatMul, 6625 classes) stays float: its int8 output codes would
   // round close logits together, and the decoded string is their argmax.
-  ppocr_rec: { inputs: 100, kind: 'line', measure: 'ctc', gate: 0.95, method: 'MAX_MIN',
+  ppocr_rec: { inputs: 100, kind: 'line', measure: 'ctc', gate: 0.95, method: 'REMOVAL_OUTLIER',
     skip: 'p2o.MatMul.24', full: 'kiln_target_cosine=0.999' },
-  ppocr_det: { inputs: 8, kind: 'page', measure: 'cosine', gate: 0.99, method: 'MSE' },
+  ppocr_det: { inputs: 8, kind: 'page', measure: 'cosine', gate: 0.99, method: 'REMOVAL_OUTLIER' },
   oww_embedding: { inputs: 50, kind: 'features', measure: 'cosine', gate: 0.99, method: 'MAX_MIN' },
 };
 const wanted = requested.length ? requested : Object.keys(plans);
