@@ -21,7 +21,8 @@ namespace kiln {
 enum class CalibrationMethod {
   MinMax,     // the smallest and largest value seen
   Percentile, // |x| clipped at a percentile of its histogram
-  Entropy     // |x| clipped where the quantized histogram loses least information (KL divergence)
+  Entropy,    // |x| clipped where the quantized histogram loses least information (KL divergence)
+  Mse         // |x| clipped where the expected squared error (rounding + clipping) is least
 };
 
 // Bins of the |x| histograms Percentile and Entropy work on.
@@ -52,11 +53,19 @@ double percentileThreshold(const AbsHistogram& histogram, double percentile);
 // bins and spread back (TensorRT's entropy calibration). Always a bin edge in [levels·w, limit].
 double entropyThreshold(const AbsHistogram& histogram, size_t levels);
 
+// The clipping threshold T (a bin edge) that minimizes the expected squared quantization error of
+// the histogram's values over the range [max(min, -T), min(max, T)] (widened to hold 0): values
+// inside lose step²/12 each to rounding, values past T lose (|x| - T)² to clipping, bin centres
+// standing for their values. `int8Symmetric`: step T / 127, else the range over 255 steps.
+double mseThreshold(const AbsHistogram& histogram, double min, double max, bool int8Symmetric);
+
 // What calibration learned about one tensor over every sample.
 struct ActivationStats {
   double min = 0, max = 0; // over finite values
   uint64_t count = 0;      // elements seen (all samples)
   AbsHistogram histogram;  // Percentile / Entropy only; limit = max(|min|, |max|)
+  // max |x| per channel (axis 1) of a tensor of rank >= 3 (what channel equalization scales by)
+  std::vector<double> channelPeak;
 };
 
 struct CalibrationOptions {
@@ -122,10 +131,12 @@ Expected<CalibrationResult> calibrate(const Model& model, const CalibrationData&
                                       const std::vector<std::string>& tensors,
                                       const CalibrationOptions& options);
 
-// The float range [min, max] a tensor is quantized over: MinMax as seen; Percentile / Entropy
-// clip both ends at the threshold found on |x| (`levels` quantized bins for Entropy).
+// The float range [min, max] a tensor is quantized over: MinMax as seen; Percentile / Entropy /
+// Mse clip both ends at the threshold found on |x| (`levels` quantized bins for Entropy; Mse
+// weighs the steps of int8 symmetric or uint8 asymmetric codes).
 std::pair<double, double> activationRange(const ActivationStats& stats,
-                                          const CalibrationOptions& options, size_t levels);
+                                          const CalibrationOptions& options, size_t levels,
+                                          bool int8Symmetric = false);
 
 struct QuantParam {
   float scale = 1;
@@ -145,6 +156,9 @@ struct QdqOptions {
   // what converter_lite's FULL_QUANT writes.
   bool quantizeOutputs = false;
   bool perChannelWeights = true; // false: one scale per weight tensor
+  // Channel equalization before calibration (equalizeChannels): Conv outputs and depthwise Conv
+  // inputs rescaled per channel so every channel spans the tensor's per-tensor int8 range.
+  bool equalizeChannels = false;
   // Only nodes whose weight is a constant (what targets run as integer kernels); FULL_QUANT.
   bool constantWeightsOnly = false;
   // Nodes left float: ONNX node names (an unnamed node by its first output's name) or
@@ -163,6 +177,7 @@ struct QdqReport {
   size_t quantizeLinear = 0; // nodes added
   size_t dequantizeLinear = 0;
   size_t quantizedOutputs = 0; // quantizeOutputs: outputs given their own pair
+  size_t equalizedTensors = 0; // equalizeChannels: activations rescaled per channel
   CalibrationResult calibration;
   std::vector<std::string> notes;
   // Accuracy-aware mode: the nodes kept float for the target (by keep-list name), the worst
@@ -171,6 +186,18 @@ struct QdqReport {
   std::optional<double> cosine;
   size_t trials = 0;
 };
+
+// Channel equalization for per-tensor activation codes (QdqOptions::equalizeChannels), on the
+// Conv nodes `targets` names (those about to be quantized), from per-channel peaks calibrated on
+// `data`. A Conv output whose channels' peaks differ is divided per channel (the Conv's weights
+// and bias scaled by 1/t, t = peak_c / max peak) and multiplied back by a float Mul for its
+// non-Conv readers, or by folding t into the input channels of quantized Conv readers' weights;
+// the input of a depthwise Conv made by other ops is divided by a Mul and its weights multiplied.
+// Per-channel weight codes absorb the scales, so the float model computes the same values while
+// each channel spans the whole int8 range. Returns how many tensors were rescaled.
+Expected<size_t> equalizeChannels(Model& model, const CalibrationData& data,
+                                  const std::vector<const Node*>& targets,
+                                  const CalibrationOptions& options);
 
 // Raises the model's default-domain opset to 13 when it is older: ops that mean the same at 13 are
 // kept, Clip/Slice/Squeeze/Unsqueeze/Split/ReduceSum attributes become inputs, Softmax/LogSoftmax

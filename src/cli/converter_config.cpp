@@ -72,10 +72,12 @@ const std::vector<SectionSpec>& sectionSpecs() {
         oneOf("quant_strategy", {"MAX_MIN", "GPTQ"}), boolean("update_mindir"),
         integer("max_segments", 1, 65535), boolean("per_channel"), boolean("bias_correction")}},
       {"full_quant_param",
-       {oneOf("activation_quant_method", {"MAX_MIN", "KL", "REMOVAL_OUTLIER"}),
+       {oneOf("activation_quant_method", {"MAX_MIN", "KL", "REMOVAL_OUTLIER", "MSE"}),
         boolean("bias_correction"), boolean("per_channel"),
         oneOf("target_device", {"KIRIN", "NVGPU", "DSP", "ASCEND"}),
-        number("smooth_alpha", -1e300, 1e300, false), boolean("enable_smooth_shift")}},
+        number("smooth_alpha", -1e300, 1e300, false), boolean("enable_smooth_shift"),
+        // kiln's extensions (docs/quantization.md): converter_lite has no such keys
+        boolean("kiln_equalize_channels"), number("kiln_target_cosine", 0, 1, true)}},
       {"data_preprocess_param",
        {str("calibrate_path"), integer("calibrate_size", 1, 65535),
         oneOf("input_type", {"IMAGE", "BIN"}), oneOf("image_to_format", {"RGB", "GRAY", "BGR"}),
@@ -139,6 +141,8 @@ const std::vector<ActedKey>& actedKeys() {
       {"data_preprocess_param", "center_crop_height", {"FULL_QUANT"}},
       {"full_quant_param", "activation_quant_method", {"FULL_QUANT"}},
       {"full_quant_param", "per_channel", {"FULL_QUANT"}},
+      {"full_quant_param", "kiln_equalize_channels", {"FULL_QUANT"}},
+      {"full_quant_param", "kiln_target_cosine", {"FULL_QUANT"}},
       {"registry", "disable_fusion", {}},
       {"registry", "fusion_blacklists", {}},
       {"registry", "plugin_path", {}},
@@ -468,6 +472,10 @@ class Parser {
       config.activationQuantMethod = e->value;
     if (auto* e = entry("full_quant_param", "per_channel"))
       config.fullQuantPerChannel = boolOf(e->value);
+    if (auto* e = entry("full_quant_param", "kiln_equalize_channels"))
+      config.equalizeChannels = boolOf(e->value);
+    if (auto* e = entry("full_quant_param", "kiln_target_cosine"))
+      config.targetCosine = std::stod(e->value);
 
     const ConfigEntry* quantType = entry("common_quant_param", "quant_type");
     const ConfigEntry* bitNum = entry("common_quant_param", "bit_num");

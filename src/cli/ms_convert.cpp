@@ -419,6 +419,7 @@ Expected<bool> fullQuantize(Model& model, const ConverterConfig& config,
   const std::string& method = config.activationQuantMethod;
   options.calibration.method = method == "KL"                ? CalibrationMethod::Entropy
                                : method == "REMOVAL_OUTLIER" ? CalibrationMethod::Percentile
+                               : method == "MSE"             ? CalibrationMethod::Mse
                                                              : CalibrationMethod::MinMax;
   options.calibration.maxSamples = config.calibrateSize;
   // Calibration statistics do not depend on the thread count (tested), so use the machine.
@@ -428,9 +429,31 @@ Expected<bool> fullQuantize(Model& model, const ConverterConfig& config,
   options.constantWeightsOnly = true;
   options.exclude = config.skipQuantNode;
   options.perChannelWeights = config.fullQuantPerChannel;
+  options.equalizeChannels = config.equalizeChannels;
+  options.targetCosine = config.targetCosine;
+  // What converter_lite would not read: say so, so a config that also goes to converter_lite is
+  // not taken for one that behaves the same there.
+  if (method == "MSE")
+    notes.push_back("FULL_QUANT: activation_quant_method=MSE is kiln's extension (converter_lite "
+                    "takes MAX_MIN, KL or REMOVAL_OUTLIER)");
+  for (const char* key : {"kiln_equalize_channels", "kiln_target_cosine"})
+    if (config.has("full_quant_param", key))
+      notes.push_back(fmt::format("FULL_QUANT: [full_quant_param] {} is kiln's extension "
+                                  "(converter_lite has no such key)",
+                                  key));
   KILN_ASSIGN_OR_RETURN(QdqReport report, quantizeToQdq(model, data, options));
   for (std::string& note : report.notes)
     notes.push_back("FULL_QUANT: " + note);
+  if (report.equalizedTensors)
+    notes.push_back(fmt::format("FULL_QUANT: channel equalization rescaled {} tensor(s) "
+                                "(kiln_equalize_channels=false turns it off)",
+                                report.equalizedTensors));
+  if (report.cosine)
+    notes.push_back(fmt::format("FULL_QUANT: kiln_target_cosine={}: {} node(s) kept float, worst "
+                                "output cosine {:.6f} on the first calibration samples{}{}",
+                                *config.targetCosine, report.keptFloat.size(), *report.cosine,
+                                report.keptFloat.empty() ? "" : ": ",
+                                fmt::join(report.keptFloat, ",")));
   const CalibrationResult& c = report.calibration;
   notes.push_back(
       fmt::format("FULL_QUANT: calibrated {} on {} sample(s) in {:.2f} s ({:.3f} s per sample); {} "

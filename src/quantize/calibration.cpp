@@ -1,5 +1,5 @@
 // Calibration for `kiln quantize`: the calibration folder, per-tensor statistics collected from
-// executor runs in bounded memory, and the MinMax / Percentile / Entropy (KL) range choices.
+// executor runs in bounded memory, and the MinMax / Percentile / Entropy (KL) / Mse range choices.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -109,12 +109,47 @@ double entropyThreshold(const AbsHistogram& histogram, size_t levels) {
   return std::min(histogram.limit, double(bestEdge) * histogram.binWidth());
 }
 
+double mseThreshold(const AbsHistogram& histogram, double min, double max, bool int8Symmetric) {
+  const std::vector<uint64_t>& h = histogram.counts;
+  const size_t bins = h.size();
+  if (bins == 0 || histogram.total() == 0) return histogram.limit;
+  const double width = histogram.binWidth();
+  // Suffix sums of count, count·centre and count·centre² give the clipping error past any edge
+  // in one step: Σ h (c - T)² = S2 - 2T·S1 + T²·S0.
+  std::vector<double> s0(bins + 1, 0), s1(bins + 1, 0), s2(bins + 1, 0);
+  for (size_t i = bins; i-- > 0;) {
+    const double centre = (double(i) + 0.5) * width, n = double(h[i]);
+    s0[i] = s0[i + 1] + n;
+    s1[i] = s1[i + 1] + n * centre;
+    s2[i] = s2[i + 1] + n * centre * centre;
+  }
+  double bestError = std::numeric_limits<double>::infinity();
+  size_t bestEdge = bins;
+  for (size_t edge = 1; edge <= bins; ++edge) {
+    const double t = double(edge) * width;
+    const double lo = std::min(0.0, std::max(min, -t)), hi = std::max(0.0, std::min(max, t));
+    const double step = int8Symmetric ? t / 127.0 : (hi - lo) / 255.0;
+    const double inside = s0[0] - s0[edge];
+    const double clipped = s2[edge] - 2 * t * s1[edge] + t * t * s0[edge];
+    const double error = inside * step * step / 12.0 + std::max(0.0, clipped);
+    // Strictly smaller: of equal errors the smallest clip wins (finer steps).
+    if (error < bestError) {
+      bestError = error;
+      bestEdge = edge;
+    }
+  }
+  return std::min(histogram.limit, double(bestEdge) * width);
+}
+
 std::pair<double, double> activationRange(const ActivationStats& stats,
-                                          const CalibrationOptions& options, size_t levels) {
+                                          const CalibrationOptions& options, size_t levels,
+                                          bool int8Symmetric) {
   if (options.method == CalibrationMethod::MinMax || stats.histogram.counts.empty())
     return {stats.min, stats.max};
   const double threshold = options.method == CalibrationMethod::Percentile
                                ? percentileThreshold(stats.histogram, options.percentile)
+                           : options.method == CalibrationMethod::Mse
+                               ? mseThreshold(stats.histogram, stats.min, stats.max, int8Symmetric)
                                : entropyThreshold(stats.histogram, levels);
   return {std::max(stats.min, -threshold), std::min(stats.max, threshold)};
 }
@@ -353,6 +388,17 @@ Expected<CalibrationResult> calibrate(const Model& model, const CalibrationData&
       }
       if (lo <= hi) stats.min = lo, stats.max = hi;
       stats.count += n;
+      const auto& dims = tensor.dims();
+      if (dims.size() >= 3 && dims[1] > 0 && n > 0) {
+        const size_t channels = size_t(dims[1]);
+        const size_t inner = n / size_t(dims[0] ? dims[0] : 1) / channels;
+        stats.channelPeak.resize(channels, 0.0);
+        for (size_t i = 0; i < n; ++i) {
+          const double v = std::fabs(double(values[i]));
+          double& peak = stats.channelPeak[(i / inner) % channels];
+          if (std::isfinite(v) && v > peak) peak = v;
+        }
+      }
     });
   };
   executorOptions.observeCaptured = [&](const Value& value, const rt::RtValue& produced) {

@@ -150,7 +150,7 @@ class QdqRewriter {
       return false;
     }
     for (size_t i : inputs)
-      if (!calibration_.tensors.count(node->input(i)->name())) {
+      if (!coded_.count(node->input(i)) && !calibration_.tensors.count(node->input(i)->name())) {
         note(fmt::format("'{}' ({}) left float: input '{}' is not float32 in the calibration runs",
                          keepDtypeNodeName(*node), node->opType(), node->input(i)->name()));
         return false;
@@ -238,6 +238,9 @@ class QdqRewriter {
   const Qdq& activationQdq(Node* reader, Value* x) {
     auto found = activations_.find(x);
     if (found != activations_.end()) return found->second;
+    // x is already the dequantized side of a pair (the requantized output of a quantized node
+    // read by the next one, as Conv → Conv chains have): its codes serve this reader too.
+    if (auto coded = coded_.find(x); coded != coded_.end()) return coded->second;
     return makeQdq(reader, x, *reader);
   }
 
@@ -259,7 +262,9 @@ class QdqRewriter {
     Node* dq = addNode(anchor, "DequantizeLinear", {q->output(0), scale, zero},
                        x->name() + "_dequantized", owner);
     dq->output(0)->setType(ValueType::tensor(DType::Float32, x->shape()));
-    return activations_.emplace(x, Qdq{dq->output(0), param.scale}).first->second;
+    const Qdq& made = activations_.emplace(x, Qdq{dq->output(0), param.scale}).first->second;
+    coded_.emplace(made.dequantized, made);
+    return made;
   }
 
   const Weight& weightDq(Node* reader, Value* w, int64_t axis) {
@@ -333,6 +338,7 @@ class QdqRewriter {
   const bool opset13_; // per-axis DequantizeLinear
   const bool perChannel_;
   std::map<Value*, Qdq> activations_;
+  std::map<Value*, Qdq> coded_; // the same pairs by their dequantized value
   std::map<std::pair<Value*, int64_t>, Weight> weights_;
 };
 
@@ -352,7 +358,8 @@ activationRanges(const CalibrationResult& calibration, const QdqOptions& options
                             // negative, else the 128 of one sign.
                             const size_t levels =
                                 !options.int8Activations && stats.min >= 0 ? 256 : 128;
-                            found[size_t(i)] = activationRange(stats, options.calibration, levels);
+                            found[size_t(i)] = activationRange(stats, options.calibration, levels,
+                                                               options.int8Activations);
                           }
                         });
   std::map<std::string, std::pair<double, double>> ranges;
@@ -536,6 +543,14 @@ Expected<QdqReport> quantizeToQdq(Model& model, const CalibrationData& data,
   for (Node* constant : constantNodes)
     if (std::optional<Tensor> value = constantNodeValue(*constant))
       model.graph->replaceNodeWithConstants(constant, {std::move(*value)});
+  if (options.equalizeChannels) {
+    std::vector<const Node*> targets;
+    for (const auto& node : model.graph->nodes())
+      if (quantizable(*node, options) && !keepDtypeNames(*node, options.exclude))
+        targets.push_back(node.get());
+    KILN_ASSIGN_OR_RETURN(report.equalizedTensors,
+                          equalizeChannels(model, data, targets, options.calibration));
+  }
   std::vector<std::string> tensors;
   for (const auto& node : model.graph->nodes()) {
     if (!quantizable(*node, options) || keepDtypeNames(*node, options.exclude)) continue;

@@ -594,6 +594,7 @@ struct QuantizeFlags {
   std::string activationType = "uint8";
   bool floatBias = false;
   bool quantizeOutputs = false;
+  bool equalizeChannels = false;
   std::vector<std::string> exclude;
   int threads = 1;
   std::optional<double> targetCosine;
@@ -605,6 +606,7 @@ const std::map<std::string, kiln::CalibrationMethod>& calibrationMethods() {
       {"minmax", kiln::CalibrationMethod::MinMax},
       {"percentile", kiln::CalibrationMethod::Percentile},
       {"entropy", kiln::CalibrationMethod::Entropy},
+      {"mse", kiln::CalibrationMethod::Mse},
   };
   return methods;
 }
@@ -622,6 +624,7 @@ int quantizeCommand(const QuantizeFlags& flags) {
   options.int8Activations = flags.activationType == "int8";
   options.quantizeBias = !flags.floatBias;
   options.quantizeOutputs = flags.quantizeOutputs;
+  options.equalizeChannels = flags.equalizeChannels;
   options.exclude = flags.exclude;
   options.targetCosine = flags.targetCosine;
   options.evaluationSamples = flags.evalSamples;
@@ -639,6 +642,8 @@ int quantizeCommand(const QuantizeFlags& flags) {
                            flags.quantizeOutputs
                                ? fmt::format(", {} output(s) quantized", r.quantizedOutputs)
                                : std::string());
+  if (flags.equalizeChannels)
+    std::cout << fmt::format("channel equalization: {} tensor(s) rescaled\n", r.equalizedTensors);
   std::cout << fmt::format("calibration: {} ({}), {} sample(s), {} run(s), {:.3f} s ({:.4f} s "
                            "per sample), {} tensor(s)\n",
                            flags.method, flags.activationType, r.calibration.samples,
@@ -1041,8 +1046,8 @@ int runTool(int argc, char** argv) {
       ->required();
   quantize
       ->add_option("--method", quantizeFlags.method,
-                   "activation range: minmax, percentile, entropy")
-      ->check(CLI::IsMember({"minmax", "percentile", "entropy"}));
+                   "activation range: minmax, percentile, entropy, mse")
+      ->check(CLI::IsMember({"minmax", "percentile", "entropy", "mse"}));
   quantize->add_option("--percentile", quantizeFlags.percentile,
                        "--method percentile: % of |x| inside the range (default 99.99)");
   quantize->add_option("--calibration-size", quantizeFlags.calibrationSize,
@@ -1056,6 +1061,9 @@ int runTool(int argc, char** argv) {
   quantize->add_flag("--quantize-outputs", quantizeFlags.quantizeOutputs,
                      "also quantize each Conv/MatMul/Gemm output (after a Relu that alone "
                      "reads it), so targets run them in integers from codes to codes");
+  quantize->add_flag("--equalize-channels", quantizeFlags.equalizeChannels,
+                     "rescale Conv outputs and depthwise Conv inputs per channel (absorbed by the "
+                     "per-channel weights) so every channel spans the per-tensor activation range");
   quantize->add_option("--exclude", quantizeFlags.exclude,
                        "node name (or OpType::TYPE) to leave float (repeatable)");
   quantize->add_option("--target-cosine", quantizeFlags.targetCosine,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,8 +41,13 @@ struct ConverterConfig {
   size_t calibrateSize = 0;                         // 0: every sample
   std::string calibrateInputType = "BIN";           // BIN (.bin/.npy/.pb files) or IMAGE
   ImagePreprocess image;                            // IMAGE: channel order, resize, crop, normalize
-  std::string activationQuantMethod = "MAX_MIN";    // MAX_MIN, KL, REMOVAL_OUTLIER
+  std::string activationQuantMethod = "MAX_MIN";    // MAX_MIN, KL, REMOVAL_OUTLIER, MSE (kiln's)
   bool fullQuantPerChannel = true;
+  // kiln's extensions of [full_quant_param] (converter_lite has no such keys):
+  // kiln_equalize_channels (QdqOptions::equalizeChannels) and kiln_target_cosine (the
+  // accuracy-aware keep list of `kiln quantize --target-cosine`).
+  bool equalizeChannels = true;
+  std::optional<double> targetCosine;
   // [dynamic_quant_param]: ALWC (activations per layer, weights per channel) or ACWL
   std::string dynamicQuantStrategy = "ALWC";
 

@@ -230,6 +230,32 @@ TEST(ConverterConfig, FullQuantKeysAreTyped) {
       << notes[0];
 }
 
+TEST(ConverterConfig, KilnFullQuantExtensionsAreTypedAndActedOn) {
+  auto config = parseConverterConfigText("[common_quant_param]\n"
+                                         "quant_type=FULL_QUANT\n"
+                                         "[data_preprocess_param]\n"
+                                         "calibrate_path=x:/data/x\n"
+                                         "[full_quant_param]\n"
+                                         "activation_quant_method=MSE\n"
+                                         "kiln_equalize_channels=false\n"
+                                         "kiln_target_cosine=0.999\n",
+                                         "cfg.ini");
+  ASSERT_TRUE(config) << config.status().toString();
+  EXPECT_EQ(config->activationQuantMethod, "MSE");
+  EXPECT_FALSE(config->equalizeChannels);
+  ASSERT_TRUE(config->targetCosine);
+  EXPECT_DOUBLE_EQ(*config->targetCosine, 0.999);
+  EXPECT_TRUE(ignoredConfigNotes(*config).empty());
+  // On by default; a cosine outside (0, 1] is refused.
+  auto defaults = parseConverterConfigText(
+      "[common_quant_param]\nquant_type=FULL_QUANT\n[data_preprocess_param]\ncalibrate_path=x:/d\n",
+      "cfg.ini");
+  ASSERT_TRUE(defaults) << defaults.status().toString();
+  EXPECT_TRUE(defaults->equalizeChannels);
+  EXPECT_FALSE(defaults->targetCosine);
+  EXPECT_FALSE(parseConverterConfigText("[full_quant_param]\nkiln_target_cosine=1.5\n", "cfg.ini"));
+}
+
 TEST(ConverterConfig, FullQuantImageKeysAreTyped) {
   auto config = parseConverterConfigText("[common_quant_param]\n"
                                          "quant_type=FULL_QUANT\n"

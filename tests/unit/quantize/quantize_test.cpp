@@ -13,6 +13,7 @@
 #include "kiln/ir/verifier.h"
 
 #include "kiln/quantize.h"
+#include "kiln/runtime/executor.h"
 #include "kiln/tensor_files.h"
 #include "onnx_text.h"
 
@@ -338,5 +339,111 @@ TEST(Calibration, InputFoldersPairSamplesByName) {
                                                    "calibrate_path");
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.status().message().find("no folder for input 'b'"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(Calibration, MseClipsALaplaceTailWhereTheoryPutsIt) {
+  // Laplace(b = 1) quantiles, both signs: 8-bit codes lose least clipped near 9.9 b (rounding
+  // error step²/12 on every value against (|x| - T)² on the tail), below the largest |x| (12.9).
+  std::vector<float> laplace;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    const float v = float(-std::log(1.0 - (i + 0.5) / n));
+    laplace.push_back(i % 2 ? -v : v);
+  }
+  const double limit = -std::log(0.5 / n);
+  const double clipped = mseThreshold(histogramOf(laplace, limit), -limit, limit, false);
+  EXPECT_GT(clipped, 9.4);
+  EXPECT_LT(clipped, 10.4);
+  // Nothing to gain from clipping a uniform distribution.
+  std::vector<float> uniform;
+  for (int i = 0; i < 100000; ++i)
+    uniform.push_back(float(i) / 100000.0f * 2.0f);
+  EXPECT_GT(mseThreshold(histogramOf(uniform, 2), 0, 2, false), 0.95 * 2);
+}
+
+namespace {
+
+// x → Conv (output channels a hundredfold apart) → Tanh → depthwise Conv → y, and the same
+// Conv read directly by a pointwise Conv (z).
+Model unevenChannels() {
+  return modelFromOnnxText("<ir_version: 8, opset_import: [\"\" : 13]>\n"
+                           "g (float[1,1,4,4] x) => (float[1,2,4,4] y, float[1,1,4,4] z) "
+                           "<float[2,1,1,1] w = {3.0, 0.03}, float[2] b = {0.5, -0.01}, "
+                           "float[2,1,3,3] dw = {1, 2, 1, 0, 1, 0, -1, 1, 2, "
+                           "0.5, 0.5, 1, 1, 1, 0, 0, 2, 1}, "
+                           "float[1,2,1,1] pw = {0.2, 30.0}, float[1,2,4,4] c, "
+                           "float[1,2,4,4] s> {\n"
+                           "  c = Conv (x, w, b)\n"
+                           "  s = Tanh (c)\n"
+                           "  y = Conv <group = 2, pads = [1, 1, 1, 1]> (s, dw)\n"
+                           "  z = Conv (c, pw)\n"
+                           "}\n",
+                           true, {"conv", "tanh", "depthwise", "pointwise"});
+}
+
+std::vector<Tensor> runOn(const Model& model, const CalibrationData& data, size_t sample) {
+  rt::Executor executor(model, rt::ExecutorOptions{});
+  auto feeds = data.load(sample);
+  EXPECT_TRUE(feeds);
+  auto run = executor.run(*feeds);
+  EXPECT_TRUE(run) << run.status().toString();
+  std::vector<Tensor> out;
+  for (const rt::RtValue& v : run->outputs)
+    out.push_back(v.tensor);
+  return out;
+}
+
+} // namespace
+
+TEST(Qdq, ChannelEqualizationKeepsTheFloatFunctionAndEvensThePeaks) {
+  Model model = unevenChannels();
+  std::string dir = writeSamples(
+      "equalize", 4, [](size_t s, size_t i) { return std::sin(float(s * 16 + i) * 0.7f) * 2.0f; });
+  auto data = CalibrationData::open(*model.graph, dir);
+  ASSERT_TRUE(data) << data.status().toString();
+  const std::vector<Tensor> before = runOn(model, *data, 3);
+  std::vector<const Node*> targets;
+  for (const auto& node : model.graph->nodes())
+    if (node->opType() == "Conv") targets.push_back(node.get());
+  auto rescaled = equalizeChannels(model, *data, targets, CalibrationOptions{});
+  ASSERT_TRUE(rescaled) << rescaled.status().toString();
+  // c (folded into z's weights, restored by a Mul for the Tanh) and the depthwise input.
+  EXPECT_EQ(*rescaled, 2u);
+  EXPECT_EQ(countOps(model, "Mul"), 2u);
+  EXPECT_EQ(validOnnx(model), "");
+  const std::vector<Tensor> after = runOn(model, *data, 3);
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t o = 0; o < before.size(); ++o) {
+    const auto a = before[o].copyValues<float>(), b = after[o].copyValues<float>();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_NEAR(a[i], b[i], 1e-4 * (1 + std::fabs(a[i]))) << "output " << o << " at " << i;
+  }
+  // Both channels of the Conv's output now reach the same peak on the calibration samples.
+  auto peaks = calibrate(model, *data, {"c"}, CalibrationOptions{});
+  ASSERT_TRUE(peaks) << peaks.status().toString();
+  const std::vector<double>& p = peaks->tensors.at("c").channelPeak;
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_NEAR(p[0], p[1], 1e-4 * p[0]);
+  fs::remove_all(dir);
+}
+
+TEST(Qdq, ConvReadingAQuantizedConvOutputIsQuantizedToo) {
+  // Full-integer form: z's Conv reads c, which the first Conv's output codes already cover; it
+  // used to be left float ("not float32 in the calibration runs").
+  Model model = unevenChannels();
+  std::string dir =
+      writeSamples("chain", 2, [](size_t s, size_t i) { return float(s + i) * 0.1f; });
+  auto data = CalibrationData::open(*model.graph, dir);
+  ASSERT_TRUE(data) << data.status().toString();
+  QdqOptions options;
+  options.quantizeOutputs = true;
+  auto report = quantizeToQdq(model, *data, options);
+  ASSERT_TRUE(report) << report.status().toString();
+  EXPECT_EQ(report->quantizedNodes, 3u);
+  for (const std::string& note : report->notes)
+    EXPECT_EQ(note.find("left float"), std::string::npos) << note;
+  EXPECT_EQ(validOnnx(model), "");
   fs::remove_all(dir);
 }
