@@ -168,11 +168,14 @@ size_t rebuildQuants(Graph& graph) {
   for (Node* clip : order) {
     WrittenQuant q;
     if (!matchWrittenQuant(clip, q)) continue;
-    // Names outside the graph keep their producers.
     Value* codes = clip->output(0);
-    if (codes->isGraphOutput() || q.scale->isGraphOutput() || q.zeroPoint->isGraphOutput())
-      continue;
     auto it = made.find(q.x);
+    // A graph output's new value takes its name; one already serving as another is left alone.
+    if (it != made.end() &&
+        ((codes->isGraphOutput() && it->second.codesFloat->isGraphOutput()) ||
+         (q.zeroPoint->isGraphOutput() && it->second.zeroPointFloat->isGraphOutput()) ||
+         (q.scale->isGraphOutput() && it->second.scale->isGraphOutput())))
+      continue;
     if (it == made.end()) {
       // Right after x's producer (or first, for an input): every reader of the idiom comes later.
       Node* producer = q.x->producer();
@@ -194,10 +197,16 @@ size_t rebuildQuants(Graph& graph) {
                .first;
     }
     std::vector<Node*> idiom = {clip, q.zeroPoint->producer(), q.scale->producer()};
-    graph.replaceAllUsesWith(codes, it->second.codesFloat);
-    graph.replaceAllUsesWith(q.zeroPoint, it->second.zeroPointFloat);
-    graph.replaceAllUsesWith(q.scale, it->second.scale);
+    std::vector<std::pair<Value*, std::string>> outputNames;
+    for (auto [old, now] : {std::pair{codes, it->second.codesFloat},
+                            std::pair{q.zeroPoint, it->second.zeroPointFloat},
+                            std::pair{q.scale, it->second.scale}}) {
+      if (old->isGraphOutput()) outputNames.emplace_back(now, old->name());
+      graph.replaceAllUsesWith(old, now);
+    }
     eraseUnread(graph, idiom);
+    for (const auto& [now, name] : outputNames)
+      if (!graph.findLocalValue(name)) graph.renameValue(now, name);
     ++count;
   }
   return count;
@@ -269,15 +278,19 @@ size_t rebuildConvIntegers(Graph& graph) {
       if (!codes || !zeroCount || zeroPoint->dtype() != codes->dtype() || *zeroCount != 1)
         codes = nullptr;
     }
+    // W: integer-valued float constants, or 8-bit codes cast to float.
     const Tensor* w = rewrite::constantTensor(conv->input(1));
+    Value* castWeight = w ? nullptr : castCodes(conv->input(1));
     Tensor weightCoded;
     std::optional<Tensor> weightZeros;
-    if (!codes || !w || !weightCodes(*w, weightCoded, weightZeros)) continue;
+    if (!codes || !(castWeight || (w && weightCodes(*w, weightCoded, weightZeros)))) continue;
     Value* y = conv->output(0);
     const std::string name = y->name();
     std::vector<Value*> inputs = {
-        codes, graph.addInitializer(graph.uniqueName(conv->input(1)->name() + "_codes"),
-                                    std::move(weightCoded))};
+        codes, castWeight
+                   ? castWeight
+                   : graph.addInitializer(graph.uniqueName(conv->input(1)->name() + "_codes"),
+                                          std::move(weightCoded))};
     if (zeroPoint || weightZeros) inputs.push_back(zeroPoint);
     if (weightZeros)
       inputs.push_back(graph.addInitializer(
@@ -291,10 +304,38 @@ size_t rebuildConvIntegers(Graph& graph) {
       integer->addLocation(loc);
     integer->output(0)->setType(ValueType::tensor(DType::Int32, y->shape()));
     Node* cast = castTo(graph, conv, integer->output(0), DType::Float32, name + "_float");
+    std::vector<Node*> feeders = {sub ? sub : x->producer()};
+    if (castWeight && conv->input(1)->producer() != feeders[0])
+      feeders.push_back(conv->input(1)->producer());
     graph.replaceAllUsesWith(y, cast->output(0));
     graph.eraseNode(conv);
     graph.renameValue(cast->output(0), name);
-    if (Node* feeder = sub ? sub : x->producer()) eraseUnread(graph, {feeder});
+    eraseUnread(graph, feeders);
+    ++count;
+  }
+  return count;
+}
+
+// Cast(Cast(c → float32) → c's type) is c: the codes a rebuilt DynamicQuantizeLinear output
+// where the idiom's float was cast back to 8 bits.
+size_t foldCodeRoundTrips(Graph& graph) {
+  std::vector<Node*> order;
+  for (const auto& node : graph.nodes())
+    order.push_back(node.get());
+  size_t count = 0;
+  for (Node* cast : order) {
+    if (!isOp(cast, "Cast", 1)) continue;
+    Value* codes = castCodes(cast->input(0));
+    Value* y = cast->output(0);
+    if (!codes || attrInt(*cast, "to", 0) != dtypeToOnnx(codes->dtype())) continue;
+    // The codes take a graph output's name unless they have one that must stay.
+    const bool named = y->isGraphOutput();
+    if (named && (codes->isGraphOutput() || codes->isGraphInput() || codes->isInitializer()))
+      continue;
+    const std::string name = y->name();
+    graph.replaceAllUsesWith(y, codes);
+    eraseUnread(graph, {cast});
+    if (named && !graph.findLocalValue(name)) graph.renameValue(codes, name);
     ++count;
   }
   return count;
@@ -308,6 +349,7 @@ size_t fuseDynamicQuant(Graph& graph) {
   if (graph.nodes().empty()) return count;
   count += rebuildQuants(graph);
   count += rebuildConvIntegers(graph);
+  count += foldCodeRoundTrips(graph);
   return count;
 }
 
