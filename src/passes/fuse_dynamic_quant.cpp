@@ -285,6 +285,7 @@ size_t rebuildConvIntegers(Graph& graph) {
     std::optional<Tensor> weightZeros;
     if (!codes || !(castWeight || (w && weightCodes(*w, weightCoded, weightZeros)))) continue;
     Value* y = conv->output(0);
+    Value* floatWeight = conv->input(1);
     const std::string name = y->name();
     std::vector<Value*> inputs = {
         codes, castWeight
@@ -311,6 +312,10 @@ size_t rebuildConvIntegers(Graph& graph) {
     graph.eraseNode(conv);
     graph.renameValue(cast->output(0), name);
     eraseUnread(graph, feeders);
+    // The float weights the codes replace: four times their bytes, kept for nothing.
+    if (w && !floatWeight->hasUses() && !floatWeight->isGraphOutput() &&
+        floatWeight->owner() == &graph)
+      graph.eraseValue(floatWeight);
     ++count;
   }
   return count;
