@@ -115,7 +115,7 @@ bool matchWrittenQuant(Node* clip, WrittenQuant& q) {
       continue;
     // zero point = round(clip(0 - lo / scale, 0, 255))
     Node* zpRound = producerOf(zeroPoint, "Round", 1);
-    Node* zpClip = zpRound ? zpRound->input(0)->producer() : nullptr;
+    Node* zpClip = zpRound && zpRound->input(0) ? zpRound->input(0)->producer() : nullptr;
     if (!zpClip || !isClip(zpClip, 0.0f, 255.0f)) continue;
     Node* negate = producerOf(zpClip->input(0), "Sub", 2);
     if (!negate || !isScalar(negate->input(0), 0.0f)) continue;
