@@ -30,6 +30,7 @@ std::unique_ptr<Pass> makeFuseQdqPass();
 std::unique_ptr<Pass> makeMergeTransposeReshapePass();
 std::unique_ptr<Pass> makeSinkTransposesPass();
 std::unique_ptr<Pass> makeFuseRoundPass();
+std::unique_ptr<Pass> makeFuseDynamicQuantPass();
 std::unique_ptr<Pass> makeFuseHalfCastPass();
 std::unique_ptr<Pass> makeEliminateCommonSubexpressionsPass();
 std::unique_ptr<Pass> makeExpandRnnPass();
@@ -67,6 +68,7 @@ const std::map<std::string, std::function<std::unique_ptr<Pass>()>, std::less<>>
       {"fuse-matmul-add", makeFuseMatMulAddPass},
       {"fuse-qdq", makeFuseQdqPass},
       {"fuse-round", makeFuseRoundPass},
+      {"fuse-dynamic-quant", makeFuseDynamicQuantPass},
       {"merge-transpose-reshape", makeMergeTransposeReshapePass},
       {"sink-transposes", makeSinkTransposesPass},
       {"eliminate-common-subexpressions", makeEliminateCommonSubexpressionsPass},

@@ -308,9 +308,9 @@ Status RaisingContext::readNode(const msfb::CNode* node) {
   const bool int8Rule = type == msfb::PrimitiveType_Conv2DFusion ||
                         type == msfb::PrimitiveType_MatMulFusion ||
                         type == msfb::PrimitiveType_QuantDTypeCast;
-  const bool dynamicRead = qt == msfb::QuantType_QUANT_DYNAMIC &&
-                           (type == msfb::PrimitiveType_DynamicQuant ||
-                            type == msfb::PrimitiveType_MatMulFusion);
+  const bool dynamicRead =
+      qt == msfb::QuantType_QUANT_DYNAMIC &&
+      (type == msfb::PrimitiveType_DynamicQuant || type == msfb::PrimitiveType_MatMulFusion);
   if (((qt == msfb::QuantType_QUANT_ALL || qt == msfb::QuantType_PostTraining) && !int8Rule) ||
       qt == msfb::QuantType_AwareTraining || (qt == msfb::QuantType_QUANT_DYNAMIC && !dynamicRead))
     return nodeUnsupported(fmt::format("quant type {} (int8 kernels) is not read; only float and "
@@ -558,10 +558,11 @@ Expected<Model> readBuffer(const uint8_t* data, size_t size, std::shared_ptr<con
   // as its NCHW ONNX op between two layout Transposes, which sink until they cancel (the graph
   // runs in the source's layout, activations right after their Conv where the executor fuses
   // them); Round, written as seven float ops, is one op again, and so is a float16 Cast written
-  // with its pre-rounding.
+  // with its pre-rounding; DynamicQuantizeLinear and ConvInteger, written as float ops over
+  // integer-valued floats, run as those ops again.
   PassContext context;
   context.model = &model;
-  for (const char* pass : {"fuse-round", "fuse-half-cast", "sink-transposes"})
+  for (const char* pass : {"fuse-round", "fuse-half-cast", "sink-transposes", "fuse-dynamic-quant"})
     if (auto changed = createPass(pass)->run(*model.graph, context); !changed)
       return changed.status();
   return model;

@@ -260,6 +260,21 @@ Status raiseReduceFusion(RaisingContext& ctx, const msfb::Primitive& p) {
     for (int64_t a = start; a < int64_t(rank); ++a)
       axes.push_back(a);
   }
+  // Constant axes naming every axis of the input's rank reduce it whole: raised without axes, so
+  // passes see a whole-tensor reduction (the .ms writer's DynamicQuantizeLinear range, which
+  // fuse-dynamic-quant rebuilds) without knowing the rank.
+  if (!axes.empty() && !dynamicAxes) {
+    const auto rank = static_cast<int64_t>(ctx.dims(ctx.inIndex(0)).size());
+    std::vector<bool> seen(static_cast<size_t>(rank), false);
+    size_t covered = 0;
+    for (int64_t a : axes) {
+      const int64_t axis = a < 0 ? a + rank : a;
+      if (axis < 0 || axis >= rank || seen[static_cast<size_t>(axis)]) break;
+      seen[static_cast<size_t>(axis)] = true;
+      ++covered;
+    }
+    if (rank > 0 && covered == axes.size() && covered == static_cast<size_t>(rank)) axes.clear();
+  }
   std::string op;
   bool abs = false;
   switch (r->mode()) {
@@ -345,8 +360,8 @@ Status raiseReverseV2(RaisingContext& ctx, const msfb::Primitive& p) {
   std::vector<int64_t> axes(axisList->begin(), axisList->end());
   const std::vector<int64_t> starts(axes.size(), -1), steps(axes.size(), -1);
   const std::vector<int64_t> ends(axes.size(), std::numeric_limits<int64_t>::min());
-  return ctx.bind(0, ctx.emit("Slice", {x, ctx.ints(starts), ctx.ints(ends), ctx.ints(axes),
-                                        ctx.ints(steps)}));
+  return ctx.bind(
+      0, ctx.emit("Slice", {x, ctx.ints(starts), ctx.ints(ends), ctx.ints(axes), ctx.ints(steps)}));
 }
 
 } // namespace
