@@ -127,24 +127,6 @@ bool matchWrittenQuant(Node* clip, WrittenQuant& q) {
   return false;
 }
 
-// Erases `nodes` (distinct) and then the nodes feeding them, each once nothing reads it.
-void eraseUnread(Graph& graph, std::vector<Node*> work) {
-  while (!work.empty()) {
-    Node* n = work.back();
-    work.pop_back();
-    bool unread = n->owner() == &graph;
-    for (size_t i = 0; i < n->outputs().size() && unread; ++i)
-      unread = rewrite::outputUnused(*n, i);
-    if (!unread) continue;
-    std::vector<Node*> feeders;
-    for (Value* in : n->inputs())
-      if (in && in->producer()) feeders.push_back(in->producer());
-    graph.eraseNode(n);
-    for (Node* f : feeders)
-      if (std::find(work.begin(), work.end(), f) == work.end()) work.push_back(f);
-  }
-}
-
 Node* castTo(Graph& graph, Node* anchor, Value* v, DType to, const std::string& name) {
   Node* cast = graph.insertNodeBefore(anchor, "Cast", {v}, {graph.uniqueName(name)});
   cast->setName(cast->output(0)->name());
@@ -204,7 +186,7 @@ size_t rebuildQuants(Graph& graph) {
       if (old->isGraphOutput()) outputNames.emplace_back(now, old->name());
       graph.replaceAllUsesWith(old, now);
     }
-    eraseUnread(graph, idiom);
+    rewrite::eraseUnread(graph, idiom);
     for (const auto& [now, name] : outputNames)
       if (!graph.findLocalValue(name)) graph.renameValue(now, name);
     ++count;
@@ -311,7 +293,7 @@ size_t rebuildConvIntegers(Graph& graph) {
     graph.replaceAllUsesWith(y, cast->output(0));
     graph.eraseNode(conv);
     graph.renameValue(cast->output(0), name);
-    eraseUnread(graph, feeders);
+    rewrite::eraseUnread(graph, feeders);
     // The float weights the codes replace: four times their bytes, kept for nothing.
     if (w && !floatWeight->hasUses() && !floatWeight->isGraphOutput() &&
         floatWeight->owner() == &graph)
@@ -339,7 +321,7 @@ size_t foldCodeRoundTrips(Graph& graph) {
       continue;
     const std::string name = y->name();
     graph.replaceAllUsesWith(y, codes);
-    eraseUnread(graph, {cast});
+    rewrite::eraseUnread(graph, {cast});
     if (named && !graph.findLocalValue(name)) graph.renameValue(codes, name);
     ++count;
   }

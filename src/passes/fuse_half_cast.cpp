@@ -59,25 +59,6 @@ Value* preRoundedInput(const Node& cast) {
   return x;
 }
 
-// Erases `node` and then the nodes feeding it that nothing else reads.
-void eraseUnread(Graph& graph, Node* node) {
-  std::vector<Node*> work = {node};
-  while (!work.empty()) {
-    Node* n = work.back();
-    work.pop_back();
-    bool unread = n->owner() == &graph;
-    for (size_t i = 0; i < n->outputs().size() && unread; ++i)
-      unread = rewrite::outputUnused(*n, i);
-    if (!unread) continue;
-    std::vector<Node*> feeders;
-    for (Value* in : n->inputs())
-      if (in && in->producer()) feeders.push_back(in->producer());
-    graph.eraseNode(n);
-    for (Node* f : feeders)
-      if (std::find(work.begin(), work.end(), f) == work.end()) work.push_back(f);
-  }
-}
-
 size_t fuseHalfCasts(Graph& graph, const PassContext& context) {
   size_t count = 0;
   for (const auto& node : graph.nodes())
@@ -91,7 +72,7 @@ size_t fuseHalfCasts(Graph& graph, const PassContext& context) {
     if (!x) continue;
     Node* where = cast->input(0)->producer();
     cast->setInput(0, x);
-    eraseUnread(graph, where);
+    rewrite::eraseUnread(graph, {where});
     if (context.explain)
       spdlog::debug("fuse-half-cast: '{}' casts '{}' directly", cast->output(0)->name(), x->name());
     ++count;

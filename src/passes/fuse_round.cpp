@@ -65,25 +65,6 @@ Value* roundedInput(const Node& where) {
   return x;
 }
 
-// Erases `node` and then the nodes feeding it that nothing else reads.
-void eraseUnread(Graph& graph, Node* node) {
-  std::vector<Node*> work = {node};
-  while (!work.empty()) {
-    Node* n = work.back();
-    work.pop_back();
-    bool unread = n->owner() == &graph;
-    for (size_t i = 0; i < n->outputs().size() && unread; ++i)
-      unread = rewrite::outputUnused(*n, i);
-    if (!unread) continue;
-    std::vector<Node*> feeders;
-    for (Value* in : n->inputs())
-      if (in && in->producer()) feeders.push_back(in->producer());
-    graph.eraseNode(n);
-    for (Node* f : feeders)
-      if (std::find(work.begin(), work.end(), f) == work.end()) work.push_back(f);
-  }
-}
-
 size_t fuseRounds(Graph& graph, const PassContext& context) {
   size_t count = 0;
   for (const auto& node : graph.nodes())
@@ -111,7 +92,7 @@ size_t fuseRounds(Graph& graph, const PassContext& context) {
     graph.eraseNode(where);
     graph.renameValue(round->output(0), name);
     for (Node* n : idiom)
-      eraseUnread(graph, n);
+      rewrite::eraseUnread(graph, {n});
     if (context.explain) spdlog::debug("fuse-round: '{}' is Round({})", name, x->name());
     ++count;
   }

@@ -80,6 +80,24 @@ inline bool outputUnused(const Node& node, size_t i) {
   return !out || (!out->hasUses() && !out->isGraphOutput());
 }
 
+// Erases `work` (distinct nodes) and then the nodes feeding them, each once nothing reads it: what
+// a fusion leaves behind after rerouting an idiom's output.
+inline void eraseUnread(Graph& graph, std::vector<Node*> work) {
+  while (!work.empty()) {
+    Node* n = work.back();
+    work.pop_back();
+    bool unread = n->owner() == &graph;
+    for (size_t i = 0; i < n->outputs().size() && unread; ++i) unread = outputUnused(*n, i);
+    if (!unread) continue;
+    std::vector<Node*> feeders;
+    for (Value* in : n->inputs())
+      if (in && in->producer()) feeders.push_back(in->producer());
+    graph.eraseNode(n);
+    for (Node* f : feeders)
+      if (std::find(work.begin(), work.end(), f) == work.end()) work.push_back(f);
+  }
+}
+
 inline Node* nodeAfter(Graph& graph, const Node* node) {
   const auto& nodes = graph.nodes();
   for (auto it = nodes.begin(); it != nodes.end(); ++it)
