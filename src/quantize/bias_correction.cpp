@@ -1,5 +1,5 @@
 // Bias correction for QDQ models: shifts each quantized Conv / Gemm's int32 bias codes by the
-// per-channel mean of (float output - quantized output) over the calibration samples.
+// per-channel mean error its int8 weights cause on the calibration samples.
 //
 // Rounding the weights to int8 moves a layer's output mean per channel (a systematic error that
 // no activation range can hide); measuring that shift on the calibration data and taking it out
@@ -12,6 +12,9 @@
 
 #include <fmt/format.h>
 
+#include <onnx/onnx_pb.h>
+
+#include "kiln/frontend/onnx.h"
 #include "kiln/quantize.h"
 #include "kiln/runtime/executor.h"
 
@@ -130,18 +133,52 @@ Expected<size_t> correctBiases(Model& quantized, const Model& reference,
   std::vector<CodedBias> biases = codedBiases(*quantized.graph, *reference.graph);
   if (biases.empty()) return size_t(0);
   const size_t samples = maxSamples ? std::min(maxSamples, data.size()) : data.size();
-  std::vector<std::string> quantizedNames, floatNames;
+  // Each layer's own error: a copy of the quantized model where every corrected node gets a twin
+  // reading the same (quantized) input and bias with the float weights. Comparing with the float
+  // model's output instead would also count the shift inherited from the layers before, which
+  // their own correction already removes: correcting both over-corrects (PP-OCR cls lost 3% of
+  // top-1 agreement that way).
+  onnx::ModelProto proto;
+  KILN_TRY(exportOnnx(quantized, proto));
+  KILN_ASSIGN_OR_RETURN(Model probe, importOnnxProto(proto, quantized.sourcePath, "."));
+  std::map<std::string, const Node*> floatNodes;
+  for (const auto& node : reference.graph->nodes())
+    if (node->output(0)) floatNodes[node->output(0)->name()] = node.get();
+  std::map<std::string, Node*> probeNodes;
+  for (const auto& node : probe.graph->nodes())
+    if (node->output(0)) probeNodes[node->output(0)->name()] = node.get();
+  std::vector<std::string> names;
+  std::map<std::string, std::string> twinOf; // quantized output -> its float-weight twin
   for (const CodedBias& b : biases) {
-    quantizedNames.push_back(b.quantizedName);
-    floatNames.push_back(b.floatName);
+    const Node* floatNode = floatNodes.count(b.floatName) ? floatNodes.at(b.floatName) : nullptr;
+    Node* node = probeNodes.count(b.quantizedName) ? probeNodes.at(b.quantizedName) : nullptr;
+    if (!floatNode || !node || floatNode->opType() != node->opType()) continue;
+    // The float weights the int8 codes were made from (same shape as the codes).
+    const Value* weight = floatNode->input(1);
+    const Node* weightDq = node->input(1) ? node->input(1)->producer() : nullptr;
+    const Value* weightCodes = weightDq ? weightDq->input(0) : nullptr;
+    if (!weight || !weight->isInitializer() || weight->initializer().dtype() != DType::Float32 ||
+        !weightCodes || !weightCodes->isInitializer() ||
+        weight->initializer().dims() != weightCodes->initializer().dims())
+      continue;
+    Value* floatWeight = probe.graph->addInitializer(
+        probe.graph->uniqueName(weight->name() + "_float"), weight->initializer());
+    Node* twin =
+        probe.graph->appendNode(node->opType(), {node->input(0), floatWeight, node->input(2)},
+                                {probe.graph->uniqueName(b.quantizedName + "_float_weights")});
+    for (const auto& [name, attribute] : node->attributes())
+      twin->setAttribute(name, attribute);
+    twinOf[b.quantizedName] = twin->output(0)->name();
+    names.push_back(b.quantizedName);
+    names.push_back(twin->output(0)->name());
   }
-  KILN_ASSIGN_OR_RETURN(auto floatSums, channelSums(reference, data, floatNames, samples, threads));
-  KILN_ASSIGN_OR_RETURN(auto quantizedSums,
-                        channelSums(quantized, data, quantizedNames, samples, threads));
+  if (twinOf.empty()) return size_t(0);
+  KILN_ASSIGN_OR_RETURN(auto sums, channelSums(probe, data, names, samples, threads));
   size_t corrected = 0;
   for (const CodedBias& b : biases) {
-    const ChannelSums& f = floatSums[b.floatName];
-    const ChannelSums& q = quantizedSums[b.quantizedName];
+    if (!twinOf.count(b.quantizedName)) continue;
+    const ChannelSums& f = sums[twinOf.at(b.quantizedName)];
+    const ChannelSums& q = sums[b.quantizedName];
     const size_t channels = b.scales.size();
     if (f.sum.size() != channels || q.sum.size() != channels || !f.perChannel ||
         f.perChannel != q.perChannel)
