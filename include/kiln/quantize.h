@@ -160,7 +160,7 @@ struct QdqOptions {
   // inputs rescaled per channel so every channel spans the tensor's per-tensor int8 range.
   bool equalizeChannels = false;
   // Bias correction after the rewrite (correctBiases): int32 Conv / Gemm bias codes shifted so each
-  // output channel's mean over the calibration samples matches the float model's.
+  // output channel's mean over the calibration samples is what the float weights would give.
   bool biasCorrection = false;
   // Only nodes whose weight is a constant (what targets run as integer kernels); FULL_QUANT.
   bool constantWeightsOnly = false;
@@ -203,10 +203,11 @@ Expected<size_t> equalizeChannels(Model& model, const CalibrationData& data,
                                   const std::vector<const Node*>& targets,
                                   const CalibrationOptions& options);
 
-// Bias correction (QdqOptions::biasCorrection): runs `reference` (the float model the QDQ form
-// was made from) and `quantized` on the first `maxSamples` samples (0: all) and adds to each
-// quantized Conv / Gemm's int32 bias codes, per output channel, the mean of float output minus
-// quantized output (in codes of the bias scale), cancelling the mean shift weight rounding causes.
+// Bias correction (QdqOptions::biasCorrection): runs `quantized` on the first `maxSamples` samples
+// (0: all) with, beside each quantized Conv / Gemm, a twin reading the same quantized input and
+// bias with the float weights of `reference` (the float model the QDQ form was made from), and
+// adds to the int32 bias codes, per output channel, the mean of twin output minus quantized output
+// (in codes of the bias scale): the mean shift the layer's own weight rounding causes.
 // Means are summed in double in sample order: the result does not depend on `threads`. Returns
 // how many biases changed.
 Expected<size_t> correctBiases(Model& quantized, const Model& reference,

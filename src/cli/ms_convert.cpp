@@ -451,8 +451,8 @@ Expected<bool> fullQuantize(Model& model, const ConverterConfig& config,
                                 report.equalizedTensors));
   if (options.biasCorrection)
     notes.push_back(
-        fmt::format("FULL_QUANT: bias correction shifted {} int32 bias(es) to the float "
-                    "output means (bias_correction=false turns it off)",
+        fmt::format("FULL_QUANT: bias correction shifted {} int32 bias(es) to cancel the mean "
+                    "error of their int8 weights (bias_correction=false turns it off)",
                     report.correctedBiases));
   if (report.cosine)
     notes.push_back(fmt::format("FULL_QUANT: kiln_target_cosine={}: {} node(s) kept float, worst "

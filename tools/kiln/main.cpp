@@ -1069,8 +1069,8 @@ int runTool(int argc, char** argv) {
                      "rescale Conv outputs and depthwise Conv inputs per channel (absorbed by the "
                      "per-channel weights) so every channel spans the per-tensor activation range");
   quantize->add_flag("--bias-correction", quantizeFlags.biasCorrection,
-                     "shift each int32 Conv/Gemm bias so the quantized output's per-channel mean "
-                     "over the calibration samples matches the float model's");
+                     "shift each int32 Conv/Gemm bias to cancel the per-channel mean output error "
+                     "its int8 weights cause on the calibration samples");
   quantize->add_option("--exclude", quantizeFlags.exclude,
                        "node name (or OpType::TYPE) to leave float (repeatable)");
   quantize->add_option("--target-cosine", quantizeFlags.targetCosine,
