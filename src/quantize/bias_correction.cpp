@@ -163,9 +163,18 @@ Expected<size_t> correctBiases(Model& quantized, const Model& reference,
       continue;
     Value* floatWeight = probe.graph->addInitializer(
         probe.graph->uniqueName(weight->name() + "_float"), weight->initializer());
-    Node* twin =
-        probe.graph->appendNode(node->opType(), {node->input(0), floatWeight, node->input(2)},
-                                {probe.graph->uniqueName(b.quantizedName + "_float_weights")});
+    // Right behind its node, so the input is released as soon as both have read it (appended at
+    // the end, every corrected layer's input stayed alive for the whole run: det's RSS doubled).
+    Node* anchor = nullptr;
+    for (auto it = probe.graph->nodes().begin(); it != probe.graph->nodes().end(); ++it)
+      if (it->get() == node) {
+        auto next = std::next(it);
+        anchor = next == probe.graph->nodes().end() ? nullptr : next->get();
+        break;
+      }
+    Node* twin = probe.graph->insertNodeBefore(
+        anchor, node->opType(), {node->input(0), floatWeight, node->input(2)},
+        {probe.graph->uniqueName(b.quantizedName + "_float_weights")});
     for (const auto& [name, attribute] : node->attributes())
       twin->setAttribute(name, attribute);
     twinOf[b.quantizedName] = twin->output(0)->name();
