@@ -159,6 +159,9 @@ struct QdqOptions {
   // Channel equalization before calibration (equalizeChannels): Conv outputs and depthwise Conv
   // inputs rescaled per channel so every channel spans the tensor's per-tensor int8 range.
   bool equalizeChannels = false;
+  // Bias correction after the rewrite (correctBiases): int32 Conv / Gemm bias codes shifted so each
+  // output channel's mean over the calibration samples is what the float weights would give.
+  bool biasCorrection = false;
   // Only nodes whose weight is a constant (what targets run as integer kernels); FULL_QUANT.
   bool constantWeightsOnly = false;
   // Nodes left float: ONNX node names (an unnamed node by its first output's name) or
@@ -178,6 +181,7 @@ struct QdqReport {
   size_t dequantizeLinear = 0;
   size_t quantizedOutputs = 0; // quantizeOutputs: outputs given their own pair
   size_t equalizedTensors = 0; // equalizeChannels: activations rescaled per channel
+  size_t correctedBiases = 0;  // biasCorrection: int32 biases whose codes were shifted
   CalibrationResult calibration;
   std::vector<std::string> notes;
   // Accuracy-aware mode: the nodes kept float for the target (by keep-list name), the worst
@@ -198,6 +202,16 @@ struct QdqReport {
 Expected<size_t> equalizeChannels(Model& model, const CalibrationData& data,
                                   const std::vector<const Node*>& targets,
                                   const CalibrationOptions& options);
+
+// Bias correction (QdqOptions::biasCorrection): runs `quantized` on the first `maxSamples` samples
+// (0: all) with, beside each quantized Conv / Gemm, a twin reading the same quantized input and
+// bias with the float weights of `reference` (the float model the QDQ form was made from), and
+// adds to the int32 bias codes, per output channel, the mean of twin output minus quantized output
+// (in codes of the bias scale): the mean shift the layer's own weight rounding causes.
+// Means are summed in double in sample order: the result does not depend on `threads`. Returns
+// how many biases changed.
+Expected<size_t> correctBiases(Model& quantized, const Model& reference,
+                               const CalibrationData& data, size_t maxSamples, int threads);
 
 // Raises the model's default-domain opset to 13 when it is older: ops that mean the same at 13 are
 // kept, Clip/Slice/Squeeze/Unsqueeze/Split/ReduceSum attributes become inputs, Softmax/LogSoftmax

@@ -141,6 +141,7 @@ const std::vector<ActedKey>& actedKeys() {
       {"data_preprocess_param", "center_crop_height", {"FULL_QUANT"}},
       {"full_quant_param", "activation_quant_method", {"FULL_QUANT"}},
       {"full_quant_param", "per_channel", {"FULL_QUANT"}},
+      {"full_quant_param", "bias_correction", {"FULL_QUANT"}},
       {"full_quant_param", "kiln_equalize_channels", {"FULL_QUANT"}},
       {"full_quant_param", "kiln_target_cosine", {"FULL_QUANT"}},
       {"registry", "disable_fusion", {}},
@@ -472,6 +473,8 @@ class Parser {
       config.activationQuantMethod = e->value;
     if (auto* e = entry("full_quant_param", "per_channel"))
       config.fullQuantPerChannel = boolOf(e->value);
+    if (auto* e = entry("full_quant_param", "bias_correction"))
+      config.fullQuantBiasCorrection = boolOf(e->value);
     if (auto* e = entry("full_quant_param", "kiln_equalize_channels"))
       config.equalizeChannels = boolOf(e->value);
     if (auto* e = entry("full_quant_param", "kiln_target_cosine"))

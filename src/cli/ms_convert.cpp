@@ -430,6 +430,7 @@ Expected<bool> fullQuantize(Model& model, const ConverterConfig& config,
   options.exclude = config.skipQuantNode;
   options.perChannelWeights = config.fullQuantPerChannel;
   options.equalizeChannels = config.equalizeChannels;
+  options.biasCorrection = config.fullQuantBiasCorrection;
   options.targetCosine = config.targetCosine;
   // What converter_lite would not read: say so, so a config that also goes to converter_lite is
   // not taken for one that behaves the same there.
@@ -448,6 +449,11 @@ Expected<bool> fullQuantize(Model& model, const ConverterConfig& config,
     notes.push_back(fmt::format("FULL_QUANT: channel equalization rescaled {} tensor(s) "
                                 "(kiln_equalize_channels=false turns it off)",
                                 report.equalizedTensors));
+  if (options.biasCorrection)
+    notes.push_back(
+        fmt::format("FULL_QUANT: bias correction shifted {} int32 bias(es) to cancel the mean "
+                    "error of their int8 weights (bias_correction=false turns it off)",
+                    report.correctedBiases));
   if (report.cosine)
     notes.push_back(fmt::format("FULL_QUANT: kiln_target_cosine={}: {} node(s) kept float, worst "
                                 "output cosine {:.6f} on the first calibration samples{}{}",

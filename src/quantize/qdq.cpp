@@ -573,7 +573,19 @@ Expected<QdqReport> quantizeToQdq(Model& model, const CalibrationData& data,
     KILN_ASSIGN_OR_RETURN(report.keptFloat, keepListForTarget(model, data, options,
                                                               report.calibration, ranges, report));
   }
+  // Bias correction compares against the float model as calibrated (after equalization).
+  std::optional<Model> reference;
+  if (options.biasCorrection && options.quantizeBias) {
+    onnx::ModelProto proto;
+    KILN_TRY(exportOnnx(model, proto));
+    KILN_ASSIGN_OR_RETURN(reference, importOnnxProto(proto, model.sourcePath, "."));
+  }
   applyQdq(model, options, report.calibration, ranges, report.keptFloat, report);
+  if (reference) {
+    KILN_ASSIGN_OR_RETURN(report.correctedBiases,
+                          correctBiases(model, *reference, data, options.calibration.maxSamples,
+                                        options.calibration.threads));
+  }
   return report;
 }
 

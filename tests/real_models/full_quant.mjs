@@ -142,7 +142,7 @@ for (const name of wanted) {
   const int8 = path.join(dir, 'int8.ms'), fp32 = path.join(dir, 'fp32.ms');
   const inspect = execFileSync(kiln, ['inspect', int8]).toString();
   const count = (op) => Number((inspect.match(new RegExp(`^\\s+${op}\\s+(\\d+)`, 'm')) || [0, 0])[1]);
-  let agree = 0, worst = 1, total = 0;
+  let agree = 0, worst = 1, total = 0, cosineSum = 0;
   const kilnInt8 = [];
   for (let k = 0; k < plan.inputs; k++) {
     const file = path.join(dir, 'inputs', `${k}.pb`);
@@ -151,6 +151,7 @@ for (const name of wanted) {
     const quantized = runKiln(int8, input.name, file, path.join(dir, 'out_int8'));
     if (k < 3) kilnInt8.push({ file, quantized });
     total++;
+    cosineSum += cosine(reference.data, quantized.data);
     if (plan.measure === 'top1') agree += argmax(reference.data, 0, reference.data.length) === argmax(quantized.data, 0, quantized.data.length);
     else if (plan.measure === 'ctc') agree += ctcDecode(reference) === ctcDecode(quantized);
     else {
@@ -162,7 +163,7 @@ for (const name of wanted) {
   const rate = agree / total;
   const label = plan.measure === 'top1' ? 'top-1 agreement' : plan.measure === 'ctc' ? 'same decoded string' : 'inputs with cosine >= 0.99';
   check(rate >= (plan.measure === 'cosine' ? 1 : plan.gate),
-    `${name}: ${label} ${(100 * rate).toFixed(1)}% of ${total}${plan.measure === 'cosine' ? ` (worst cosine ${worst.toFixed(5)})` : ''}`);
+    `${name}: ${label} ${(100 * rate).toFixed(1)}% of ${total}${plan.measure === 'cosine' ? ` (worst cosine ${worst.toFixed(5)})` : ''}, mean output cosine ${(cosineSum / total).toFixed(6)}`);
   check(count('QuantDTypeCast') > 0, `${name}: the .ms holds int8 ops (${count('QuantDTypeCast')} QuantDTypeCast)`);
   // The real runtime on the first inputs.
   let runtime = 'not run (no judge)';

@@ -595,6 +595,7 @@ struct QuantizeFlags {
   bool floatBias = false;
   bool quantizeOutputs = false;
   bool equalizeChannels = false;
+  bool biasCorrection = false;
   std::vector<std::string> exclude;
   int threads = 1;
   std::optional<double> targetCosine;
@@ -625,6 +626,7 @@ int quantizeCommand(const QuantizeFlags& flags) {
   options.quantizeBias = !flags.floatBias;
   options.quantizeOutputs = flags.quantizeOutputs;
   options.equalizeChannels = flags.equalizeChannels;
+  options.biasCorrection = flags.biasCorrection;
   options.exclude = flags.exclude;
   options.targetCosine = flags.targetCosine;
   options.evaluationSamples = flags.evalSamples;
@@ -644,6 +646,8 @@ int quantizeCommand(const QuantizeFlags& flags) {
                                : std::string());
   if (flags.equalizeChannels)
     std::cout << fmt::format("channel equalization: {} tensor(s) rescaled\n", r.equalizedTensors);
+  if (flags.biasCorrection)
+    std::cout << fmt::format("bias correction: {} int32 bias(es) shifted\n", r.correctedBiases);
   std::cout << fmt::format("calibration: {} ({}), {} sample(s), {} run(s), {:.3f} s ({:.4f} s "
                            "per sample), {} tensor(s)\n",
                            flags.method, flags.activationType, r.calibration.samples,
@@ -1064,6 +1068,9 @@ int runTool(int argc, char** argv) {
   quantize->add_flag("--equalize-channels", quantizeFlags.equalizeChannels,
                      "rescale Conv outputs and depthwise Conv inputs per channel (absorbed by the "
                      "per-channel weights) so every channel spans the per-tensor activation range");
+  quantize->add_flag("--bias-correction", quantizeFlags.biasCorrection,
+                     "shift each int32 Conv/Gemm bias to cancel the per-channel mean output error "
+                     "its int8 weights cause on the calibration samples");
   quantize->add_option("--exclude", quantizeFlags.exclude,
                        "node name (or OpType::TYPE) to leave float (repeatable)");
   quantize->add_option("--target-cosine", quantizeFlags.targetCosine,

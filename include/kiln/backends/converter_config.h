@@ -43,6 +43,7 @@ struct ConverterConfig {
   ImagePreprocess image;                            // IMAGE: channel order, resize, crop, normalize
   std::string activationQuantMethod = "MAX_MIN";    // MAX_MIN, KL, REMOVAL_OUTLIER, MSE (kiln's)
   bool fullQuantPerChannel = true;
+  bool fullQuantBiasCorrection = true; // QdqOptions::biasCorrection
   // kiln's extensions of [full_quant_param] (converter_lite has no such keys):
   // kiln_equalize_channels (QdqOptions::equalizeChannels) and kiln_target_cosine (the
   // accuracy-aware keep list of `kiln quantize --target-cosine`).

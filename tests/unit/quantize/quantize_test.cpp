@@ -447,3 +447,81 @@ TEST(Qdq, ConvReadingAQuantizedConvOutputIsQuantizedToo) {
   EXPECT_EQ(validOnnx(model), "");
   fs::remove_all(dir);
 }
+
+namespace {
+
+// A 3x3 Conv whose small weights (0.75 of an int8 step of the channel's 1.0) all round up in
+// channel 0 and down in channel 1, so with positive inputs the int8 layer's output mean is
+// shifted per channel by a known sign.
+Model roundingShiftedConv() {
+  std::string weights;
+  for (int c = 0; c < 2; ++c)
+    for (int k = 0; k < 9; ++k) {
+      const double sign = c == 0 ? 1.0 : -1.0;
+      weights += (weights.empty() ? "" : ", ") + std::to_string(sign * (k == 4 ? 1.0 : 0.0059));
+    }
+  return modelFromOnnxText("<ir_version: 8, opset_import: [\"\" : 13]>\n"
+                           "g (float[1,1,4,4] x) => (float[1,2,4,4] c) "
+                           "<float[2,1,3,3] w = {" +
+                               weights +
+                               "}, float[2] b = {0.1, -0.2}> {\n"
+                               "  c = Conv <pads = [1, 1, 1, 1]> (x, w, b)\n"
+                               "}\n",
+                           true, {"conv"});
+}
+
+// Per-channel mean of (quantized - float) output over the first `samples` samples.
+std::vector<double> channelMeanError(const Model& reference, const Model& quantized,
+                                     const CalibrationData& data, size_t samples) {
+  std::vector<double> error(2, 0.0);
+  for (size_t s = 0; s < samples; ++s) {
+    const auto f = runOn(reference, data, s)[0].copyValues<float>();
+    const auto q = runOn(quantized, data, s)[0].copyValues<float>();
+    for (size_t i = 0; i < f.size(); ++i)
+      error[i / 16] += (double(q[i]) - f[i]) / double(16 * samples);
+  }
+  return error;
+}
+
+} // namespace
+
+TEST(Qdq, BiasCorrectionCancelsTheMeanShiftOfWeightRounding) {
+  std::string dir = writeSamples(
+      "biascorr", 6, [](size_t s, size_t i) { return 1.0f + 0.5f * std::sin(float(s * 16 + i)); });
+  const Model reference = roundingShiftedConv();
+  auto data = CalibrationData::open(*reference.graph, dir);
+  ASSERT_TRUE(data) << data.status().toString();
+  auto quantizedWith = [&](bool correct, int threads) {
+    Model model = roundingShiftedConv();
+    QdqOptions options;
+    options.biasCorrection = correct;
+    options.calibration.threads = threads;
+    auto report = quantizeToQdq(model, *data, options);
+    EXPECT_TRUE(report) << report.status().toString();
+    EXPECT_EQ(report->correctedBiases, correct ? 1u : 0u);
+    return model;
+  };
+  const Model plain = quantizedWith(false, 1);
+  const Model corrected = quantizedWith(true, 1);
+  const std::vector<double> before = channelMeanError(reference, plain, *data, 6);
+  const std::vector<double> after = channelMeanError(reference, corrected, *data, 6);
+  // Rounding 8 weights by +-0.0019 over inputs near 1 (fewer at the padded border): ~+-0.01.
+  EXPECT_GT(before[0], 5e-3);
+  EXPECT_LT(before[1], -5e-3);
+  for (size_t c = 0; c < 2; ++c) {
+    EXPECT_LT(std::fabs(after[c]), 1e-4) << "channel " << c;
+    EXPECT_LT(std::fabs(after[c]), std::fabs(before[c]) / 20) << "channel " << c;
+  }
+  EXPECT_EQ(validOnnx(corrected), "");
+  // The shift does not depend on the executor's thread count.
+  const Model twoThreads = quantizedWith(true, 2);
+  auto biasCodes = [](const Model& m) {
+    for (const auto& node : m.graph->nodes())
+      if (node->opType() == "Conv")
+        return node->input(2)->producer()->input(0)->initializer().copyValues<int32_t>();
+    return std::vector<int32_t>{};
+  };
+  EXPECT_EQ(biasCodes(corrected), biasCodes(twoThreads));
+  EXPECT_NE(biasCodes(corrected), biasCodes(plain));
+  fs::remove_all(dir);
+}
