@@ -30,26 +30,13 @@
 namespace kiln {
 namespace {
 
-bool isOp(const Node* node, const char* op, size_t inputs) {
-  return node && (node->domain().empty() || node->domain() == "ai.onnx") && node->opType() == op &&
-         node->inputs().size() == inputs && node->outputs().size() == 1;
-}
-
-Node* producerOf(const Value* v, const char* op, size_t inputs) {
-  Node* p = v ? v->producer() : nullptr;
-  return isOp(p, op, inputs) ? p : nullptr;
-}
+using rewrite::isOp;
+using rewrite::isScalar;
+using rewrite::producerOf;
 
 int64_t attrInt(const Node& n, const char* name, int64_t fallback) {
   const Attribute* a = n.attribute(name);
   return a && a->kind() == AttrKind::Int ? a->asInt() : fallback;
-}
-
-// A float32 constant holding one element equal to `expected`.
-bool isScalar(const Value* v, float expected) {
-  const Tensor* t = rewrite::constantTensor(v);
-  if (!t || t->dtype() != DType::Float32 || t->elementCount() != 1) return false;
-  return t->copyValues<float>()[0] == expected;
 }
 
 // The x of `v` = ReduceMin(x) over every axis (no axes input, keepdims 0); nullptr otherwise.

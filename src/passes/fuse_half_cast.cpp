@@ -19,21 +19,9 @@
 namespace kiln {
 namespace {
 
-bool isOp(const Node* node, const char* op, size_t inputs) {
-  return node && (node->domain().empty() || node->domain() == "ai.onnx") && node->opType() == op &&
-         node->inputs().size() == inputs && node->outputs().size() == 1;
-}
-
-Node* producerOf(const Value* v, const char* op, size_t inputs) {
-  Node* p = v ? v->producer() : nullptr;
-  return isOp(p, op, inputs) ? p : nullptr;
-}
-
-bool isScalar(const Value* v, float expected) {
-  const Tensor* t = rewrite::constantTensor(v);
-  if (!t || t->dtype() != DType::Float32 || t->elementCount() != 1) return false;
-  return t->copyValues<float>()[0] == expected;
-}
+using rewrite::isOp;
+using rewrite::isScalar;
+using rewrite::producerOf;
 
 // x when `cast` is the pre-rounded float32 → float16 Cast; nullptr otherwise.
 Value* preRoundedInput(const Node& cast) {

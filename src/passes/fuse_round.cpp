@@ -20,24 +20,11 @@
 namespace kiln {
 namespace {
 
+using rewrite::isOp;
+using rewrite::isScalar;
+using rewrite::producerOf;
+
 constexpr float kSpacingOne = 8388608.0f; // 2^23: float32 values from here up are integers
-
-bool isOp(const Node* node, const char* op, size_t inputs) {
-  return node && (node->domain().empty() || node->domain() == "ai.onnx") && node->opType() == op &&
-         node->inputs().size() == inputs && node->outputs().size() == 1;
-}
-
-Node* producerOf(const Value* v, const char* op, size_t inputs) {
-  Node* p = v ? v->producer() : nullptr;
-  return isOp(p, op, inputs) ? p : nullptr;
-}
-
-// A float32 constant holding one element equal to `expected`.
-bool isScalar(const Value* v, float expected) {
-  const Tensor* t = rewrite::constantTensor(v);
-  if (!t || t->dtype() != DType::Float32 || t->elementCount() != 1) return false;
-  return t->copyValues<float>()[0] == expected;
-}
 
 // The Round that `where` (the idiom's last node) computes, as its input x; nullptr when it is
 // not the idiom.

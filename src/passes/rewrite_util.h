@@ -68,6 +68,26 @@ inline std::optional<std::vector<int64_t>> constantInts(const Value* v) {
   return std::nullopt;
 }
 
+// True when `node` is the default-domain `op` with exactly `inputs` inputs and one output: the
+// shape the reading passes match the writers' idioms by.
+inline bool isOp(const Node* node, const char* op, size_t inputs) {
+  return node && (node->domain().empty() || node->domain() == "ai.onnx") && node->opType() == op &&
+         node->inputs().size() == inputs && node->outputs().size() == 1;
+}
+
+// The producer of `v` when it is such an `op`; nullptr otherwise.
+inline Node* producerOf(const Value* v, const char* op, size_t inputs) {
+  Node* p = v ? v->producer() : nullptr;
+  return isOp(p, op, inputs) ? p : nullptr;
+}
+
+// True when `v` is a float32 constant holding one element equal to `expected`.
+inline bool isScalar(const Value* v, float expected) {
+  const Tensor* t = constantTensor(v);
+  if (!t || t->dtype() != DType::Float32 || t->elementCount() != 1) return false;
+  return t->copyValues<float>()[0] == expected;
+}
+
 // True when the value only feeds `user` (once) and callers outside the graph cannot see it, so the
 // producer may be folded into that user.
 inline bool onlyFeeds(const Value* v, const Node* user) {
