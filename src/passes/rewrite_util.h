@@ -107,7 +107,8 @@ inline void eraseUnread(Graph& graph, std::vector<Node*> work) {
     Node* n = work.back();
     work.pop_back();
     bool unread = n->owner() == &graph;
-    for (size_t i = 0; i < n->outputs().size() && unread; ++i) unread = outputUnused(*n, i);
+    for (size_t i = 0; i < n->outputs().size() && unread; ++i)
+      unread = outputUnused(*n, i);
     if (!unread) continue;
     std::vector<Node*> feeders;
     for (Value* in : n->inputs())
