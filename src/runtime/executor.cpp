@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fusion.h"
+#include "kiln/ir/node_equality.h"
 #include "kiln/runtime/allocation_limit.h"
 #include "kiln/runtime/arena.h"
 #include "kiln/runtime/kernel.h"
@@ -75,11 +76,9 @@ Status callKernel(const KernelFn& kernel, KernelContext& context, const Node& no
                 "ask for any size");
 }
 
-// Ops whose outputs are not a function of their inputs and attributes alone.
-bool isRandomOp(const std::string& op) {
-  return op == "RandomNormal" || op == "RandomUniform" || op == "RandomNormalLike" ||
-         op == "RandomUniformLike" || op == "Multinomial" || op == "Bernoulli" || op == "Dropout";
-}
+// Ops whose outputs are not a function of their inputs and attributes alone. Dropout draws only
+// in training mode, but its training_mode input may be a feed, so it is never folded.
+bool isRandomOp(const std::string& op) { return drawsRandomNumbers(op) || op == "Dropout"; }
 
 size_t valueBytes(const RtValue& v) {
   size_t bytes = v.isTensor() ? v.tensor.byteSize() : 0;

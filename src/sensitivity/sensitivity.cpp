@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <set>
 #include <thread>
@@ -129,25 +130,34 @@ class Trials {
         KILN_ASSIGN_OR_RETURN(result, executor->run(feeds));
       }
       runs_.fetch_add(1, std::memory_order_relaxed);
-      for (size_t i = 0; i < result.outputs.size(); ++i) {
-        if (!result.outputs[i].isTensor())
-          return Status(ErrorCode::RuntimeUnsupported,
-                        fmt::format("output '{}' is not a tensor", outputNames_[i]),
-                        "sensitivity scores tensor outputs only");
-        ran.outputs.push_back(result.outputs[i].tensor);
-        std::optional<Tensor> logits;
+      KILN_TRY(appendOutputs(result, ran, [&](size_t i) -> std::optional<Tensor> {
         if (i < cut.storedLogits.size() && cut.storedLogits[i]) {
           if (const rt::RtValue& v = stored_.bySet[set].at(cut.storedLogits[i]); v.isTensor())
-            logits = v.tensor;
+            return v.tensor;
         } else if (i < logitNames.size() && !logitNames[i].empty()) {
           if (auto it = result.captured.find(logitNames[i]);
               it != result.captured.end() && it->second.isTensor())
-            logits = it->second.tensor;
+            return it->second.tensor;
         }
-        ran.logits.push_back(std::move(logits));
-      }
+        return std::nullopt;
+      }));
     }
     return ran;
+  }
+
+  // Appends one run's outputs to `ran`, each with its logits as `logitsOf(output index)` finds
+  // them (the trial and the reference run find them in different places).
+  Status appendOutputs(const rt::RunResult& result, Ran& ran,
+                       const std::function<std::optional<Tensor>(size_t)>& logitsOf) const {
+    for (size_t i = 0; i < result.outputs.size(); ++i) {
+      if (!result.outputs[i].isTensor())
+        return Status(ErrorCode::RuntimeUnsupported,
+                      fmt::format("output '{}' is not a tensor", outputNames_[i]),
+                      "sensitivity scores tensor outputs only");
+      ran.outputs.push_back(result.outputs[i].tensor);
+      ran.logits.push_back(logitsOf(i));
+    }
+    return Status::ok();
   }
 
   // Score of `keep`-in-float against the float reference outputs.
@@ -247,16 +257,10 @@ class Trials {
       KILN_ASSIGN_OR_RETURN(rt::RunResult result, executor.run(inputSets_[set]));
       stored_.bytes += setBytes;
       runs_.fetch_add(1, std::memory_order_relaxed);
-      for (size_t i = 0; i < result.outputs.size(); ++i) {
-        if (!result.outputs[i].isTensor())
-          return Status(ErrorCode::RuntimeUnsupported,
-                        fmt::format("output '{}' is not a tensor", outputNames_[i]),
-                        "sensitivity scores tensor outputs only");
-        referenceRan_.outputs.push_back(result.outputs[i].tensor);
-        std::optional<Tensor> logit;
-        if (i < logitNames_.size() && logits.count(logitNames_[i])) logit = logits[logitNames_[i]];
-        referenceRan_.logits.push_back(std::move(logit));
-      }
+      KILN_TRY(appendOutputs(result, referenceRan_, [&](size_t i) -> std::optional<Tensor> {
+        if (i < logitNames_.size() && logits.count(logitNames_[i])) return logits[logitNames_[i]];
+        return std::nullopt;
+      }));
     }
     // A value serves a trial only when it is kept for every set.
     for (size_t set = 1; set < stored_.bySet.size(); ++set)
