@@ -230,9 +230,9 @@ bool weightCodes(const Tensor& w, Tensor& codes, std::optional<Tensor>& zeroPoin
     const auto [lo, hi] =
         std::minmax_element(first, first + static_cast<std::ptrdiff_t>(perFilter));
     // 128 (the executor's own base for uint8 weights) when the filter allows it.
-    const float zero = fitsInt8                               ? 0.0f
+    const float zero = fitsInt8                          ? 0.0f
                        : *lo >= -128.0f && *hi <= 127.0f ? 128.0f
-                                                           : -std::min(*lo, 0.0f);
+                                                         : -std::min(*lo, 0.0f);
     if (*hi + zero > 255.0f) return false;
     zeros[m] = static_cast<uint8_t>(zero);
     for (size_t k = 0; k < perFilter; ++k)
