@@ -1,16 +1,17 @@
-// fuse-dynamic-quant: the float ops the .ms writer spells DynamicQuantizeLinear and ConvInteger
-// with become those ops again.
+// fuse-dynamic-quant: the float ops the .ms and .om writers spell DynamicQuantizeLinear and
+// ConvInteger with become those ops again.
 //
-//   %lo = Min(ReduceMin(%x), 0)  %hi = Max(ReduceMax(%x), 0)       (ReduceMax also as
-//   -ReduceMin(-x)) %s = Div(Sub(%hi, %lo), 255) %zf = Round(Clip(Sub(0, Div(%lo, %s)), 0, 255))
-//   %qf = Clip(Add(Round(Div(%x, %s)), %zf), 0, 255)    →  %q, %s', %z = DynamicQuantizeLinear(%x)
-//                                                            %qf = Cast(%q)  %zf = Cast(%z)
+//   %lo = Min(ReduceMin(%x), 0)  %hi = Max(ReduceMax(%x), 0)
+//   %s = Div(Sub(%hi, %lo), 255)  %zf = Round(Clip(Sub(0, Div(%lo, %s)), 0, 255))
+//   %qf = Clip(Add(Round(Div(%x, %s)), %zf), 0, 255)
+//     →  %q, %s, %z = DynamicQuantizeLinear(%x)  %qf = Cast(%q)  %zf = Cast(%z)
 //   %y = Conv(Sub(Cast(%q), Cast(%z)), <integer-valued float W>)
-//                                                        →  %y = Cast(ConvInteger(%q, <W codes>,
-//                                                        %z[, <wz>]))
+//     →  %y = Cast(ConvInteger(%q, <W codes>, %z[, <wz>]))
+// ReduceMax may be -ReduceMin(-x) (a .ms file); from a .om both reductions take an axes input
+// listing every axis.
 // decompose-quant writes these for a target without integer ops (src/passes/decompose_quant.cpp);
-// read back from a .ms they cost eleven full-tensor float ops per activation and a float Conv
-// where the source model ran one DynamicQuantizeLinear and an integer convolution.
+// read back from a .ms or .om they cost eleven full-tensor float ops per activation and a float
+// Conv where the source model ran one DynamicQuantizeLinear and an integer convolution.
 //
 // The numbers are the same: DynamicQuantizeLinear's kernel computes the same range, scale (same
 // float division), zero point and codes (x / scale rounded half to even, clamped), and a Conv over
