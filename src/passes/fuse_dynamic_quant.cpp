@@ -1,16 +1,17 @@
-// fuse-dynamic-quant: the float ops the .ms writer spells DynamicQuantizeLinear and ConvInteger
-// with become those ops again.
+// fuse-dynamic-quant: the float ops the .ms and .om writers spell DynamicQuantizeLinear and
+// ConvInteger with become those ops again.
 //
-//   %lo = Min(ReduceMin(%x), 0)  %hi = Max(ReduceMax(%x), 0)       (ReduceMax also as
-//   -ReduceMin(-x)) %s = Div(Sub(%hi, %lo), 255) %zf = Round(Clip(Sub(0, Div(%lo, %s)), 0, 255))
-//   %qf = Clip(Add(Round(Div(%x, %s)), %zf), 0, 255)    →  %q, %s', %z = DynamicQuantizeLinear(%x)
-//                                                            %qf = Cast(%q)  %zf = Cast(%z)
+//   %lo = Min(ReduceMin(%x), 0)  %hi = Max(ReduceMax(%x), 0)
+//   %s = Div(Sub(%hi, %lo), 255)  %zf = Round(Clip(Sub(0, Div(%lo, %s)), 0, 255))
+//   %qf = Clip(Add(Round(Div(%x, %s)), %zf), 0, 255)
+//     →  %q, %s, %z = DynamicQuantizeLinear(%x)  %qf = Cast(%q)  %zf = Cast(%z)
 //   %y = Conv(Sub(Cast(%q), Cast(%z)), <integer-valued float W>)
-//                                                        →  %y = Cast(ConvInteger(%q, <W codes>,
-//                                                        %z[, <wz>]))
+//     →  %y = Cast(ConvInteger(%q, <W codes>, %z[, <wz>]))
+// ReduceMax may be -ReduceMin(-x) (a .ms file); from a .om both reductions take an axes input
+// listing every axis.
 // decompose-quant writes these for a target without integer ops (src/passes/decompose_quant.cpp);
-// read back from a .ms they cost eleven full-tensor float ops per activation and a float Conv
-// where the source model ran one DynamicQuantizeLinear and an integer convolution.
+// read back from a .ms or .om they cost eleven full-tensor float ops per activation and a float
+// Conv where the source model ran one DynamicQuantizeLinear and an integer convolution.
 //
 // The numbers are the same: DynamicQuantizeLinear's kernel computes the same range, scale (same
 // float division), zero point and codes (x / scale rounded half to even, clamped), and a Conv over
@@ -39,10 +40,29 @@ int64_t attrInt(const Node& n, const char* name, int64_t fallback) {
   return a && a->kind() == AttrKind::Int ? a->asInt() : fallback;
 }
 
-// The x of `v` = ReduceMin(x) over every axis (no axes input, keepdims 0); nullptr otherwise.
+// True when constant `axes` names every axis of `x` once (negative axes count from the end).
+bool everyAxis(const Value* axes, const Value* x) {
+  const auto list = rewrite::constantInts(axes);
+  if (!list || !x || !x->shape().hasRank()) return false;
+  const auto rank = static_cast<int64_t>(x->shape().rank());
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t a : *list) {
+    const int64_t axis = a < 0 ? a + rank : a;
+    if (axis < 0 || axis >= rank || seen[static_cast<size_t>(axis)]) return false;
+    seen[static_cast<size_t>(axis)] = true;
+  }
+  return static_cast<int64_t>(list->size()) == rank;
+}
+
+// The x of `v` = ReduceMin(x) over every axis (keepdims 0): no axes input, as the .ms reader
+// raises it, or a constant one listing them all, as the .om reader does; nullptr otherwise.
 Value* wholeMinOf(const Value* v, const char* op = "ReduceMin") {
   Node* n = producerOf(v, op, 1);
-  if (!n || attrInt(*n, "keepdims", 1) != 0 || attrInt(*n, "noop_with_empty_axes", 0) != 0)
+  if (!n) {
+    n = producerOf(v, op, 2);
+    if (!n || !everyAxis(n->input(1), n->input(0))) return nullptr;
+  }
+  if (attrInt(*n, "keepdims", 1) != 0 || attrInt(*n, "noop_with_empty_axes", 0) != 0)
     return nullptr;
   return n->input(0);
 }
@@ -203,28 +223,28 @@ bool weightCodes(const Tensor& w, Tensor& codes, std::optional<Tensor>& zeroPoin
     if (!(std::fabs(v) <= 255.0f) || v != std::nearbyint(v)) return false;
     fitsInt8 = fitsInt8 && v >= -128.0f && v <= 127.0f;
   }
-  if (fitsInt8) {
-    std::vector<int8_t> out(values.size());
-    for (size_t i = 0; i < values.size(); ++i)
-      out[i] = static_cast<int8_t>(values[i]);
-    codes = Tensor::fromValues(DType::Int8, w.dims(), out);
-    zeroPoints.reset();
-    return true;
-  }
+  // One loop for both: int8 codes are the values themselves (zero point 0, stored as their
+  // two's-complement bytes), uint8 codes the values shifted by their filter's zero point.
   std::vector<uint8_t> out(values.size()), zeros(filters);
   for (size_t m = 0; m < filters; ++m) {
     const auto first = values.begin() + static_cast<std::ptrdiff_t>(m * perFilter);
     const auto [lo, hi] =
         std::minmax_element(first, first + static_cast<std::ptrdiff_t>(perFilter));
     // 128 (the executor's own base for uint8 weights) when the filter allows it.
-    float zero = *lo >= -128.0f && *hi <= 127.0f ? 128.0f : -std::min(*lo, 0.0f);
+    const float zero = fitsInt8                          ? 0.0f
+                       : *lo >= -128.0f && *hi <= 127.0f ? 128.0f
+                                                         : -std::min(*lo, 0.0f);
     if (*hi + zero > 255.0f) return false;
     zeros[m] = static_cast<uint8_t>(zero);
     for (size_t k = 0; k < perFilter; ++k)
-      out[m * perFilter + k] = static_cast<uint8_t>(values[m * perFilter + k] + zero);
+      out[m * perFilter + k] =
+          static_cast<uint8_t>(static_cast<int32_t>(values[m * perFilter + k] + zero));
   }
-  codes = Tensor::fromValues(DType::UInt8, w.dims(), out);
-  zeroPoints = Tensor::fromValues(DType::UInt8, {static_cast<int64_t>(filters)}, zeros);
+  codes = Tensor::fromValues(fitsInt8 ? DType::Int8 : DType::UInt8, w.dims(), out);
+  if (fitsInt8)
+    zeroPoints.reset();
+  else
+    zeroPoints = Tensor::fromValues(DType::UInt8, {static_cast<int64_t>(filters)}, zeros);
   return true;
 }
 

@@ -6,6 +6,7 @@
 
 #include "kiln/backends/aipp.h"
 #include "kiln/backends/om_formats.h"
+#include "kiln/passes/pass.h"
 #include "kiln/support/checked_math.h"
 #include "kiln/support/contained_path.h"
 #include "kiln/support/mapped_file.h"
@@ -384,6 +385,12 @@ Expected<Model> raiseModelDef(const ge::proto::ModelDef& modelDef, const uint8_t
   if (Status valid = ops::validateGraph(*model.graph, model); !valid)
     return Status(ErrorCode::OmFileInvalid, displayName + ": " + valid.message(),
                   "re-convert the model with kiln's atc, which refuses such nodes");
+  // DynamicQuantizeLinear and ConvInteger, which the writer spells as float ops over
+  // integer-valued floats (decompose-quant), run as those ops again, as a .ms file's do.
+  PassContext context;
+  context.model = &model;
+  if (auto changed = createPass("fuse-dynamic-quant")->run(*model.graph, context); !changed)
+    return changed.status();
   return model;
 }
 

@@ -12,6 +12,7 @@
 #include "kiln/backends/om.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/passes/pass.h"
+#include "kiln/pipelines/conversion.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
 #include "onnx_text.h"
@@ -325,4 +326,48 @@ TEST(OmWriter, StreamedFileMatchesTheBuffer) {
       EXPECT_EQ(readAll(dir / relative), bytes) << relative;
     fs::remove_all(dir);
   }
+}
+
+// A quantized model's DynamicQuantizeLinear and ConvInteger, which the writer spells as float ops
+// (decompose-quant), are those ops again when the .om is read (fuse-dynamic-quant), and the read
+// model's numbers are the ONNX model's to the bit. Weights minus their zero point span -100..155:
+// uint8 codes with a zero point per filter.
+TEST(OmWriter, DynamicQuantReadsBackAsIntegerOps) {
+  std::string w;
+  for (int i = 0; i < 4 * 3 * 3 * 3; ++i)
+    w += (i ? ", " : "") + std::to_string(i == 5 ? 0 : i == 9 ? 255 : (i * 37 + 11) % 256);
+  Model m = modelFromOnnxText((R"(<ir_version: 8, opset_import: ["" : 13]>
+q (float[1,3,8,8] x) => (float[1,4,8,8] y)
+<uint8[4,3,3,3] w = {)" + w + R"(}, uint8 wz = {100}, float ws = {0.02}>
+{
+  xq, xs, xz = DynamicQuantizeLinear (x)
+  acc = ConvInteger <pads = [1, 1, 1, 1]> (xq, w, xz, wz)
+  accf = Cast <to = 1> (acc)
+  s = Mul (xs, ws)
+  y = Mul (accf, s)
+}
+)")
+                                  .c_str());
+  std::vector<float> x(3 * 8 * 8);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = 3.0f * std::sin(0.37f * static_cast<float>(i));
+  auto expected = runModel(m, x);
+  ConversionOptions conversion;
+  conversion.target = "om";
+  ASSERT_TRUE(runConversionPipeline(m, conversion));
+  auto bytes = buildOmBuffer(m, OmWriteOptions{});
+  ASSERT_TRUE(bytes) << bytes.status().toString();
+  auto back = readOmBuffer(bytes->data(), bytes->size(), "quant.om");
+  ASSERT_TRUE(back) << back.status().toString();
+  std::map<std::string, int> ops;
+  for (const auto& n : back->graph->nodes())
+    ++ops[n->opType()];
+  EXPECT_EQ(ops["DynamicQuantizeLinear"], 1);
+  EXPECT_EQ(ops["ConvInteger"], 1);
+  EXPECT_EQ(ops["Conv"], 0);
+  EXPECT_EQ(ops["Round"], 0);
+  auto actual = runModel(*back, x);
+  ASSERT_EQ(expected.size(), 4u * 8 * 8);
+  ASSERT_EQ(actual.size(), expected.size());
+  EXPECT_EQ(std::memcmp(actual.data(), expected.data(), expected.size() * sizeof(float)), 0);
 }
