@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "half_steps.h"
+
 #include "kiln/runtime/half_block.h"
 #include "kiln/runtime/memory.h"
 #include "kiln/runtime/tensor_util.h"
@@ -115,15 +117,25 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
     const int64_t len = std::min(kBlock, n - b0);
     float* block = y + b0;
     auto slot = [&](int s) { return s == 0 ? block : scratch.data() + (s - 1) * kBlock; };
-    if (half_) roundThroughHalves(block, static_cast<size_t>(len));
+    // A half chain rounds each value it makes to float16 (the unfused nodes' float16 outputs):
+    // the convolution's values and each step's result but the last (rounded by the narrowing)
+    // and those of steps that pick an operand. The rounding runs in registers inside the step's
+    // own loop (half_steps.h); what those loops leave goes through the float loop and
+    // roundThroughHalves.
+    auto rounded = [&](float* dst, int64_t done) {
+      if (done < len) roundThroughHalves(dst + done, static_cast<size_t>(len - done));
+    };
+    if (half_) rounded(block, vec::roundHalfInPlace(block, len));
     for (size_t i = 0; i < count; ++i) {
       const Step& st = steps_[i];
       // The last step writes the output in place (the loops allow exact aliasing).
       float* dst = i + 1 == count ? block : slot(static_cast<int>(i) + 1);
+      const bool round = half_ && i + 1 < count && !picksAHalf_[i];
       if (st.kind == Kind::Unary) {
-        vec::unary(st.unOp, slot(st.a.slot), dst, len, st.p0, st.p1);
-        if (half_ && i + 1 < count && !picksAHalf_[i])
-          roundThroughHalves(dst, static_cast<size_t>(len));
+        const float* in = slot(st.a.slot);
+        const int64_t done = round ? vec::unaryHalf(st.unOp, in, dst, len, st.p0, st.p1) : 0;
+        vec::unary(st.unOp, in + done, dst + done, len - done, st.p0, st.p1);
+        if (round) rounded(dst, done);
         continue;
       }
       if (st.kind == Kind::BatchNorm) {
@@ -136,18 +148,24 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
       auto scalarOf = [&](const Bound& b) {
         return b.shape == Shape::Scalar ? b.data[0] : b.data[channel];
       };
-      if (st.a.slot >= 0 && st.b.slot >= 0)
-        vec::binarySame(st.binOp, slot(st.a.slot), slot(st.b.slot), dst, len);
-      else if (st.a.slot >= 0 && bb.shape == Shape::Full)
-        vec::binarySame(st.binOp, slot(st.a.slot), bb.data + offset + b0, dst, len);
-      else if (st.a.slot >= 0)
-        vec::binaryScalarRight(st.binOp, slot(st.a.slot), scalarOf(bb), dst, len);
-      else if (ba.shape == Shape::Full)
-        vec::binarySame(st.binOp, ba.data + offset + b0, slot(st.b.slot), dst, len);
-      else
-        vec::binaryScalarLeft(st.binOp, scalarOf(ba), slot(st.b.slot), dst, len);
-      if (half_ && i + 1 < count && !picksAHalf_[i])
-        roundThroughHalves(dst, static_cast<size_t>(len));
+      // One operand pair per form; `done` leading elements already computed and rounded.
+      int64_t done = 0;
+      if ((st.a.slot >= 0 && st.b.slot >= 0) || (st.a.slot >= 0 && bb.shape == Shape::Full) ||
+          (st.a.slot < 0 && ba.shape == Shape::Full)) {
+        const float* a = st.a.slot >= 0 ? slot(st.a.slot) : ba.data + offset + b0;
+        const float* b = st.b.slot >= 0 ? slot(st.b.slot) : bb.data + offset + b0;
+        if (round) done = vec::binarySameHalf(st.binOp, a, b, dst, len);
+        vec::binarySame(st.binOp, a + done, b + done, dst + done, len - done);
+      } else if (st.a.slot >= 0) {
+        const float* a = slot(st.a.slot);
+        if (round) done = vec::binaryScalarRightHalf(st.binOp, a, scalarOf(bb), dst, len);
+        vec::binaryScalarRight(st.binOp, a + done, scalarOf(bb), dst + done, len - done);
+      } else {
+        const float* b = slot(st.b.slot);
+        if (round) done = vec::binaryScalarLeftHalf(st.binOp, scalarOf(ba), b, dst, len);
+        vec::binaryScalarLeft(st.binOp, scalarOf(ba), b + done, dst + done, len - done);
+      }
+      if (round) rounded(dst, done);
     }
     // The last step's result is rounded by the narrowing.
     if (narrowTo)
