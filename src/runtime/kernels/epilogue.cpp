@@ -32,9 +32,13 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* na
       if (auto cached = cachedWidening(*src)) {
         widened_.emplace_back(DType::Float32, src->dims(), std::move(cached));
       } else {
+        // An activation operand: widened by the conversion instruction alone, as the
+        // convolution's input (the chain's output is narrowed by floatsToHalves).
         OutTensor wide(DType::Float32, src->dims());
-        halvesToFloats(reinterpret_cast<const uint16_t*>(src->data()), wide.data<float>(),
-                       src->elementCount());
+        const auto* from = reinterpret_cast<const uint16_t*>(src->data());
+        const auto count = static_cast<int64_t>(src->elementCount());
+        const int64_t done = vec::widenHalves(from, wide.data<float>(), count);
+        halvesToFloats(from + done, wide.data<float>() + done, static_cast<size_t>(count - done));
         widened_.push_back(std::move(wide).finish());
       }
       src = &widened_.back();
