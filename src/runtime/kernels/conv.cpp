@@ -141,7 +141,8 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
         const int64_t b = p / s.filters, m = p % s.filters;
         const int64_t inPlane = (b * s.channels + m / mg) * h * wd;
         const float* in = widened.data();
-        if (xHalf) widenAll(xHalf + inPlane, widened.data(), h * wd);
+        if (xHalf)
+          widenAll(xHalf + inPlane, widened.data(), h * wd);
         else
           in = x + inPlane;
         convloops::padPlane(g, in, h, wd, pt, pl, padded.data());

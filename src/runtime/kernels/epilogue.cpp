@@ -176,7 +176,8 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
     }
     // What the last step left is rounded by the narrowing.
     if (narrowTo)
-      floatsToHalves(block + narrowed, narrowTo + b0 + narrowed, static_cast<size_t>(len - narrowed));
+      floatsToHalves(block + narrowed, narrowTo + b0 + narrowed,
+                     static_cast<size_t>(len - narrowed));
     else if (half_)
       roundThroughHalves(block, static_cast<size_t>(len));
   }
