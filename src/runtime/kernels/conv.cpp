@@ -109,8 +109,8 @@ void widenAll(const uint16_t* src, float* dst, int64_t n) {
 // Depthwise 2-D conv (one input channel per group) as direct loops: per-group GEMMs would be
 // 1-row products dominated by call and unfolding overhead. Each output row is finished before the
 // next so that it stays in L1 while its kh * kw taps are added in a fixed order.
-// `xHalf` (float only, instead of x): float16 input planes, each widened into a plane buffer in
-// cache just before it is padded, instead of the whole tensor beforehand.
+// `xHalf` (float only, instead of x): float16 input planes, each widened row by row as it is
+// padded (in cache), instead of the whole tensor beforehand.
 template <typename T>
 void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y,
                  const Epilogue* epilogue, const uint16_t* xHalf = nullptr) {
@@ -134,18 +134,13 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
       thread_local std::vector<float> padded;
       if (padded.size() < static_cast<size_t>(g.sw * g.phaseStride))
         padded.resize(static_cast<size_t>(g.sw * g.phaseStride));
-      thread_local std::vector<float> widened;
-      if (xHalf && widened.size() < static_cast<size_t>(h * wd))
-        widened.resize(static_cast<size_t>(h * wd));
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t b = p / s.filters, m = p % s.filters;
         const int64_t inPlane = (b * s.channels + m / mg) * h * wd;
-        const float* in = widened.data();
         if (xHalf)
-          widenAll(xHalf + inPlane, widened.data(), h * wd);
+          convloops::padPlane(g, nullptr, h, wd, pt, pl, padded.data(), xHalf + inPlane);
         else
-          in = x + inPlane;
-        convloops::padPlane(g, in, h, wd, pt, pl, padded.data());
+          convloops::padPlane(g, x + inPlane, h, wd, pt, pl, padded.data());
         float* dst = y + (b * s.filters + m) * oh * ow;
         convloops::depthwisePlane(g, padded.data(), w + m * kh * kw, bias ? bias[m] : 0.0f, dst);
         if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
