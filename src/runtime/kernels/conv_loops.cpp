@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "half_steps.h"
 #include "kiln/runtime/half_block.h"
@@ -96,6 +97,16 @@ void planDepthwise(DepthwisePlane& g) {
 
 void padPlane(const DepthwisePlane& g, const float* in, int64_t h, int64_t w, int64_t pt,
               int64_t pl, float* padded, const uint16_t* inHalf) {
+  if (inHalf && g.sw != 1) {
+    // Strided: the plane is widened first (by vectors), then picked from as a float plane.
+    thread_local std::vector<float> plane;
+    const auto count = static_cast<size_t>(h * w);
+    if (plane.size() < count) plane.resize(count);
+    const int64_t done = vec::widenHalves(inHalf, plane.data(), h * w);
+    halvesToFloats(inHalf + done, plane.data() + done, count - static_cast<size_t>(done));
+    padPlane(g, plane.data(), h, w, pt, pl, padded);
+    return;
+  }
   // Phase r, row y, index i holds padded column i * sw + r = input column i * sw + r - pl; only
   // the padding around the copied span is cleared.
   for (int64_t r = 0; r < g.sw; ++r) {
@@ -111,14 +122,9 @@ void padPlane(const DepthwisePlane& g, const float* in, int64_t h, int64_t w, in
       }
       std::fill(dst, dst + lo, 0.0f);
       if (inHalf) {
-        const uint16_t* src = inHalf + iy * w + r - pl;
-        if (g.sw == 1) {
-          const int64_t done = vec::widenHalves(src + lo, dst + lo, last - lo);
-          halvesToFloats(src + lo + done, dst + lo + done, static_cast<size_t>(last - lo - done));
-        } else {
-          for (int64_t i = lo; i < last; ++i)
-            dst[i] = halfToFloat(src[i * g.sw]);
-        }
+        const uint16_t* src = inHalf + iy * w - pl; // stride 1: one phase
+        const int64_t done = vec::widenHalves(src + lo, dst + lo, last - lo);
+        halvesToFloats(src + lo + done, dst + lo + done, static_cast<size_t>(last - lo - done));
         std::fill(dst + last, dst + g.rowStride, 0.0f);
         continue;
       }
