@@ -7,6 +7,7 @@
 #include "conv_dnnl.h"
 #include "conv_loops.h"
 #include "epilogue.h"
+#include "half_steps.h"
 #include "kiln/support/checked_math.h"
 #include "ms_fixed_point.h"
 #include "nn_util.h"
@@ -98,11 +99,18 @@ void axpyStrided(T* row, const T* in, T wv, int64_t lo, int64_t hi, int64_t stri
     row[ox] += wv * in[ox * stride];
 }
 
+// Float16 -> float32 for a convolution's input: the conversion instruction (half_steps.h), the
+// tail as halvesToFloats.
+void widenAll(const uint16_t* src, float* dst, int64_t n) {
+  const int64_t done = vec::widenHalves(src, dst, n);
+  halvesToFloats(src + done, dst + done, static_cast<size_t>(n - done));
+}
+
 // Depthwise 2-D conv (one input channel per group) as direct loops: per-group GEMMs would be
 // 1-row products dominated by call and unfolding overhead. Each output row is finished before the
 // next so that it stays in L1 while its kh * kw taps are added in a fixed order.
-// `xHalf` (float only, instead of x): float16 input planes, each widened into a plane buffer in
-// cache just before it is padded, instead of the whole tensor beforehand.
+// `xHalf` (float only, instead of x): float16 input planes, each widened row by row as it is
+// padded (in cache), instead of the whole tensor beforehand.
 template <typename T>
 void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y,
                  const Epilogue* epilogue, const uint16_t* xHalf = nullptr) {
@@ -126,18 +134,13 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
       thread_local std::vector<float> padded;
       if (padded.size() < static_cast<size_t>(g.sw * g.phaseStride))
         padded.resize(static_cast<size_t>(g.sw * g.phaseStride));
-      thread_local std::vector<float> widened;
-      if (xHalf && widened.size() < static_cast<size_t>(h * wd))
-        widened.resize(static_cast<size_t>(h * wd));
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t b = p / s.filters, m = p % s.filters;
         const int64_t inPlane = (b * s.channels + m / mg) * h * wd;
-        const float* in = widened.data();
         if (xHalf)
-          halvesToFloats(xHalf + inPlane, widened.data(), static_cast<size_t>(h * wd));
+          convloops::padPlane(g, nullptr, h, wd, pt, pl, padded.data(), xHalf + inPlane);
         else
-          in = x + inPlane;
-        convloops::padPlane(g, in, h, wd, pt, pl, padded.data());
+          convloops::padPlane(g, x + inPlane, h, wd, pt, pl, padded.data());
         float* dst = y + (b * s.filters + m) * oh * ow;
         convloops::depthwisePlane(g, padded.data(), w + m * kh * kw, bias ? bias[m] : 0.0f, dst);
         if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
@@ -350,10 +353,16 @@ Status convOp(KernelContext& ctx) {
       epilogue = &roundOnly;
     }
     // A depthwise convolution widens its input plane by plane (in cache); the others read the
-    // input widened as a whole.
+    // input widened as a whole. Either way by the conversion instruction alone (widenHalves): a
+    // NaN's payload is not seen through the convolution and its chain, whose output is narrowed
+    // by floatsToHalves.
     const bool depthwise = isDepthwise2d(s);
-    std::optional<Staged<float>> xv;
-    if (!depthwise) xv.emplace(x);
+    Scratch<float> xw;
+    if (!depthwise) {
+      xw.reset(static_cast<size_t>(x.elementCount()));
+      widenAll(reinterpret_cast<const uint16_t*>(x.data()), xw.data(),
+               static_cast<int64_t>(x.elementCount()));
+    }
     const bool constantWeights = ctx.inputIsConstant(1);
     dnnl_conv::PackedWeights* packed = nullptr;
     if (std::shared_ptr<void>* slot = ctx.nodeState(); slot && constantWeights) {
@@ -386,7 +395,7 @@ Status convOp(KernelContext& ctx) {
         halvesToFloats(reinterpret_cast<const uint16_t*>(w.data()), packing.data(), packing.size());
         wf = packing.data();
       }
-      done = dnnl_conv::run(ctx.threads(), c, xv->data(), wf, bias, wide.data(), packed, weightsId);
+      done = dnnl_conv::run(ctx.threads(), c, xw.data(), wf, bias, wide.data(), packed, weightsId);
       if (done) epilogue->applyAll(ctx.threads(), wide.data());
     }
     if (!done) {
@@ -404,7 +413,7 @@ Status convOp(KernelContext& ctx) {
         depthwise2d<float>(ctx.threads(), s, nullptr, wf, bias, wide.data(), epilogue,
                            reinterpret_cast<const uint16_t*>(x.data()));
       else
-        convForward<float>(ctx.threads(), s, xv->data(), wf, bias, wide.data(), epilogue, packed);
+        convForward<float>(ctx.threads(), s, xw.data(), wf, bias, wide.data(), epilogue, packed);
     }
     ctx.setOutput(0, std::move(y).finish());
     if (chained) ctx.markEpilogueApplied();

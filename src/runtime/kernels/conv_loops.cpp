@@ -3,6 +3,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
+
+#include "half_steps.h"
+#include "kiln/runtime/half_block.h"
+#include "kiln/runtime/tensor_util.h"
 
 namespace kiln::rt::convloops {
 namespace {
@@ -91,7 +96,17 @@ void planDepthwise(DepthwisePlane& g) {
 }
 
 void padPlane(const DepthwisePlane& g, const float* in, int64_t h, int64_t w, int64_t pt,
-              int64_t pl, float* padded) {
+              int64_t pl, float* padded, const uint16_t* inHalf) {
+  if (inHalf && g.sw != 1) {
+    // Strided: the plane is widened first (by vectors), then picked from as a float plane.
+    thread_local std::vector<float> plane;
+    const auto count = static_cast<size_t>(h * w);
+    if (plane.size() < count) plane.resize(count);
+    const int64_t done = vec::widenHalves(inHalf, plane.data(), h * w);
+    halvesToFloats(inHalf + done, plane.data() + done, count - static_cast<size_t>(done));
+    padPlane(g, plane.data(), h, w, pt, pl, padded);
+    return;
+  }
   // Phase r, row y, index i holds padded column i * sw + r = input column i * sw + r - pl; only
   // the padding around the copied span is cleared.
   for (int64_t r = 0; r < g.sw; ++r) {
@@ -106,6 +121,13 @@ void padPlane(const DepthwisePlane& g, const float* in, int64_t h, int64_t w, in
         continue;
       }
       std::fill(dst, dst + lo, 0.0f);
+      if (inHalf) {
+        const uint16_t* src = inHalf + iy * w - pl; // stride 1: one phase
+        const int64_t done = vec::widenHalves(src + lo, dst + lo, last - lo);
+        halvesToFloats(src + lo + done, dst + lo + done, static_cast<size_t>(last - lo - done));
+        std::fill(dst + last, dst + g.rowStride, 0.0f);
+        continue;
+      }
       const float* src = in + iy * w + r - pl;
       if (g.sw == 1)
         std::memcpy(dst + lo, src + lo, static_cast<size_t>(last - lo) * sizeof(float));

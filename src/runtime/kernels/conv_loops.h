@@ -23,9 +23,10 @@ constexpr int64_t kVector = 16;
 void planDepthwise(DepthwisePlane& g);
 
 // Writes the zero-padded, phase-split copy of the h x w plane `in` (top/left padding pt, pl) into
-// `padded` (g.sw * g.phaseStride floats).
+// `padded` (g.sw * g.phaseStride floats). With `inHalf` the plane is float16 (`in` unused),
+// widened row by row as it is copied (vec::widenHalves: NaN payloads are not kept).
 void padPlane(const DepthwisePlane& g, const float* in, int64_t h, int64_t w, int64_t pt,
-              int64_t pl, float* padded);
+              int64_t pl, float* padded, const uint16_t* inHalf = nullptr);
 
 // out[oy, ox] = bias + w[0, 0] * in(...) + w[0, 1] * in(...) + ... over the taps in row-major
 // order, one multiply and one add each (padding taps add w * 0).

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "half_steps.h"
+
 #include "kiln/runtime/half_block.h"
 #include "kiln/runtime/memory.h"
 #include "kiln/runtime/tensor_util.h"
@@ -30,9 +32,13 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* na
       if (auto cached = cachedWidening(*src)) {
         widened_.emplace_back(DType::Float32, src->dims(), std::move(cached));
       } else {
+        // An activation operand: widened by the conversion instruction alone, as the
+        // convolution's input (the chain's output is narrowed by floatsToHalves).
         OutTensor wide(DType::Float32, src->dims());
-        halvesToFloats(reinterpret_cast<const uint16_t*>(src->data()), wide.data<float>(),
-                       src->elementCount());
+        const auto* from = reinterpret_cast<const uint16_t*>(src->data());
+        const auto count = static_cast<int64_t>(src->elementCount());
+        const int64_t done = vec::widenHalves(from, wide.data<float>(), count);
+        halvesToFloats(from + done, wide.data<float>() + done, static_cast<size_t>(count - done));
         widened_.push_back(std::move(wide).finish());
       }
       src = &widened_.back();
@@ -115,43 +121,63 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
     const int64_t len = std::min(kBlock, n - b0);
     float* block = y + b0;
     auto slot = [&](int s) { return s == 0 ? block : scratch.data() + (s - 1) * kBlock; };
-    if (half_) roundThroughHalves(block, static_cast<size_t>(len));
+    // A half chain rounds each value it makes to float16 (the unfused nodes' float16 outputs):
+    // the convolution's values and each step's result but those of steps that pick an operand;
+    // the last step's result is narrowed into the output. Both run in registers inside the
+    // step's own loop (half_steps.h); what those loops leave goes through the float loop, then
+    // roundThroughHalves or floatsToHalves.
+    auto rounded = [&](float* dst, int64_t done) {
+      if (done < len) roundThroughHalves(dst + done, static_cast<size_t>(len - done));
+    };
+    if (half_) rounded(block, vec::roundHalfInPlace(block, len));
+    int64_t narrowed = 0; // leading elements the last step wrote to narrowTo itself
     for (size_t i = 0; i < count; ++i) {
       const Step& st = steps_[i];
+      const bool last = i + 1 == count;
       // The last step writes the output in place (the loops allow exact aliasing).
-      float* dst = i + 1 == count ? block : slot(static_cast<int>(i) + 1);
+      float* dst = last ? block : slot(static_cast<int>(i) + 1);
+      const bool round = half_ && !last && !picksAHalf_[i];
+      uint16_t* narrow = half_ && last && narrowTo ? narrowTo + b0 : nullptr;
+      const bool inRegisters = round || narrow;
+      int64_t done = 0; // leading elements computed (and rounded or narrowed) by a half loop
       if (st.kind == Kind::Unary) {
-        vec::unary(st.unOp, slot(st.a.slot), dst, len, st.p0, st.p1);
-        if (half_ && i + 1 < count && !picksAHalf_[i])
-          roundThroughHalves(dst, static_cast<size_t>(len));
-        continue;
-      }
-      if (st.kind == Kind::BatchNorm) {
+        const float* in = slot(st.a.slot);
+        if (inRegisters) done = vec::unaryHalf(st.unOp, in, dst, len, st.p0, st.p1, narrow);
+        vec::unary(st.unOp, in + done, dst + done, len - done, st.p0, st.p1);
+      } else if (st.kind == Kind::BatchNorm) {
         const float* f = factors_[i].data();
         vec::scaleShift(slot(st.a.slot), f[channel], f[channels_ + channel], dst, len);
-        continue;
+      } else {
+        const Bound& ba = boundA_[i];
+        const Bound& bb = boundB_[i];
+        auto scalarOf = [&](const Bound& b) {
+          return b.shape == Shape::Scalar ? b.data[0] : b.data[channel];
+        };
+        if ((st.a.slot >= 0 && st.b.slot >= 0) || (st.a.slot >= 0 && bb.shape == Shape::Full) ||
+            (st.a.slot < 0 && ba.shape == Shape::Full)) {
+          const float* a = st.a.slot >= 0 ? slot(st.a.slot) : ba.data + offset + b0;
+          const float* b = st.b.slot >= 0 ? slot(st.b.slot) : bb.data + offset + b0;
+          if (inRegisters) done = vec::binarySameHalf(st.binOp, a, b, dst, len, narrow);
+          vec::binarySame(st.binOp, a + done, b + done, dst + done, len - done);
+        } else if (st.a.slot >= 0) {
+          const float* a = slot(st.a.slot);
+          const float s = scalarOf(bb);
+          if (inRegisters) done = vec::binaryScalarRightHalf(st.binOp, a, s, dst, len, narrow);
+          vec::binaryScalarRight(st.binOp, a + done, s, dst + done, len - done);
+        } else {
+          const float* b = slot(st.b.slot);
+          const float s = scalarOf(ba);
+          if (inRegisters) done = vec::binaryScalarLeftHalf(st.binOp, s, b, dst, len, narrow);
+          vec::binaryScalarLeft(st.binOp, s, b + done, dst + done, len - done);
+        }
       }
-      const Bound& ba = boundA_[i];
-      const Bound& bb = boundB_[i];
-      auto scalarOf = [&](const Bound& b) {
-        return b.shape == Shape::Scalar ? b.data[0] : b.data[channel];
-      };
-      if (st.a.slot >= 0 && st.b.slot >= 0)
-        vec::binarySame(st.binOp, slot(st.a.slot), slot(st.b.slot), dst, len);
-      else if (st.a.slot >= 0 && bb.shape == Shape::Full)
-        vec::binarySame(st.binOp, slot(st.a.slot), bb.data + offset + b0, dst, len);
-      else if (st.a.slot >= 0)
-        vec::binaryScalarRight(st.binOp, slot(st.a.slot), scalarOf(bb), dst, len);
-      else if (ba.shape == Shape::Full)
-        vec::binarySame(st.binOp, ba.data + offset + b0, slot(st.b.slot), dst, len);
-      else
-        vec::binaryScalarLeft(st.binOp, scalarOf(ba), slot(st.b.slot), dst, len);
-      if (half_ && i + 1 < count && !picksAHalf_[i])
-        roundThroughHalves(dst, static_cast<size_t>(len));
+      if (round) rounded(dst, done);
+      if (narrow) narrowed = done;
     }
-    // The last step's result is rounded by the narrowing.
+    // What the last step left is rounded by the narrowing.
     if (narrowTo)
-      floatsToHalves(block, narrowTo + b0, static_cast<size_t>(len));
+      floatsToHalves(block + narrowed, narrowTo + b0 + narrowed,
+                     static_cast<size_t>(len - narrowed));
     else if (half_)
       roundThroughHalves(block, static_cast<size_t>(len));
   }

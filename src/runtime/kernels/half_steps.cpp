@@ -1,0 +1,252 @@
+// Float16 chain steps rounded in registers (half_steps.h).
+#include "half_steps.h"
+
+#include <cstdint>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
+namespace kiln::rt::vec {
+namespace {
+
+#if defined(__x86_64__)
+
+bool haveAvx512() {
+  static const bool have = __builtin_cpu_supports("avx512f");
+  return have;
+}
+
+bool haveF16c() {
+  // F16C read off CPUID leaf 1 (ECX), as half_block.cpp does.
+  static const bool have = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+           (ecx & bit_F16C) != 0;
+  }();
+  return have;
+}
+
+// The operations of the float loops on one vector, written once over a vector type V (below):
+// `sel(a, b, x, y)` is a < b ? x : y per lane; V::min(a, b) is a < b ? a : b and V::max(a, b)
+// a > b ? a : b (the second operand when unordered), which are std::min(b, a) / std::max(b, a).
+#define KILN_HALF_STEPS_BODY                                                                       \
+  /* Each result rounded into out[i], or narrowed into narrow[i] when that is given. */            \
+  template <typename Fn>                                                                           \
+  int64_t loop1(const float* in, float* out, uint16_t* narrow, int64_t n, Fn fn) {                 \
+    int64_t i = 0;                                                                                 \
+    if (narrow)                                                                                    \
+      for (; i + V::kWidth <= n; i += V::kWidth)                                                   \
+        V::narrow(narrow + i, fn(V::load(in + i)));                                                \
+    else                                                                                           \
+      for (; i + V::kWidth <= n; i += V::kWidth)                                                   \
+        V::store(out + i, V::round(fn(V::load(in + i))));                                          \
+    return i;                                                                                      \
+  }                                                                                                \
+  template <typename Fn>                                                                           \
+  int64_t loop2(const float* a, const float* b, float* out, uint16_t* narrow, int64_t n, Fn fn) {  \
+    int64_t i = 0;                                                                                 \
+    if (narrow)                                                                                    \
+      for (; i + V::kWidth <= n; i += V::kWidth)                                                   \
+        V::narrow(narrow + i, fn(V::load(a + i), V::load(b + i)));                                 \
+    else                                                                                           \
+      for (; i + V::kWidth <= n; i += V::kWidth)                                                   \
+        V::store(out + i, V::round(fn(V::load(a + i), V::load(b + i))));                           \
+    return i;                                                                                      \
+  }                                                                                                \
+  template <typename Fn> int64_t binary(BinOp op, Fn run) {                                        \
+    switch (op) {                                                                                  \
+    case BinOp::Add:                                                                               \
+      return run([](V::T x, V::T y) { return V::add(x, y); });                                     \
+    case BinOp::Sub:                                                                               \
+      return run([](V::T x, V::T y) { return V::sub(x, y); });                                     \
+    case BinOp::Mul:                                                                               \
+      return run([](V::T x, V::T y) { return V::mul(x, y); });                                     \
+    case BinOp::Div:                                                                               \
+      return run([](V::T x, V::T y) { return V::div(x, y); });                                     \
+    default:                                                                                       \
+      return 0; /* Max / Min pick an operand: nothing to round */                                  \
+    }                                                                                              \
+  }                                                                                                \
+  int64_t same(BinOp op, const float* a, const float* b, float* out, uint16_t* narrow,             \
+               int64_t n) {                                                                        \
+    return binary(op, [&](auto f) { return loop2(a, b, out, narrow, n, f); });                     \
+  }                                                                                                \
+  int64_t scalarRight(BinOp op, const float* a, float s, float* out, uint16_t* narrow,             \
+                      int64_t n) {                                                                 \
+    const V::T sv = V::set1(s);                                                                    \
+    return binary(                                                                                 \
+        op, [&](auto f) { return loop1(a, out, narrow, n, [&](V::T x) { return f(x, sv); }); });   \
+  }                                                                                                \
+  int64_t scalarLeft(BinOp op, float s, const float* b, float* out, uint16_t* narrow, int64_t n) { \
+    const V::T sv = V::set1(s);                                                                    \
+    return binary(                                                                                 \
+        op, [&](auto f) { return loop1(b, out, narrow, n, [&](V::T y) { return f(sv, y); }); });   \
+  }                                                                                                \
+  int64_t unary(UnOp op, const float* in, float* out, uint16_t* narrow, int64_t n, float p0,       \
+                float p1) {                                                                        \
+    const V::T lo = V::set1(p0), hi = V::set1(p1), zero = V::set1(0.0f), one = V::set1(1.0f);      \
+    const V::T sixth = V::set1(6.0f), half = V::set1(0.5f);                                        \
+    switch (op) {                                                                                  \
+    case UnOp::Relu: /* v > 0 ? v : 0 */                                                           \
+      return loop1(in, out, narrow, n, [&](V::T v) { return V::sel(zero, v, v, zero); });          \
+    case UnOp::LeakyRelu: /* v < 0 ? p0 * v : v */                                                 \
+      return loop1(in, out, narrow, n, [&](V::T v) { return V::sel(v, zero, V::mul(lo, v), v); }); \
+    case UnOp::Clip: /* v < p0 ? p0 : v, then v > p1 ? p1 : v */                                   \
+      return loop1(in, out, narrow, n, [&](V::T v) {                                               \
+        v = V::sel(v, lo, lo, v);                                                                  \
+        return V::sel(hi, v, hi, v);                                                               \
+      });                                                                                          \
+    case UnOp::HardSigmoid: /* max(0, min(1, p0 * v + p1)) */                                      \
+      return loop1(in, out, narrow, n,                                                             \
+                   [&](V::T v) { return V::max(V::min(V::add(V::mul(lo, v), hi), one), zero); });  \
+    case UnOp::HardSwish: /* v * max(0, min(1, v / 6 + 0.5)) */                                    \
+      return loop1(in, out, narrow, n, [&](V::T v) {                                               \
+        return V::mul(v, V::max(V::min(V::add(V::div(v, sixth), half), one), zero));               \
+      });                                                                                          \
+    }                                                                                              \
+    return 0;                                                                                      \
+  }                                                                                                \
+  int64_t widen(const uint16_t* src, float* dst, int64_t n) { return V::widen(src, dst, n); }      \
+  int64_t roundInPlace(float* v, int64_t n) {                                                      \
+    return loop1(v, v, nullptr, n, [](V::T x) { return x; });                                      \
+  }
+
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+namespace avx512 {
+struct V {
+  using T = __m512;
+  static constexpr int64_t kWidth = 16;
+  static T load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
+  static T set1(float s) { return _mm512_set1_ps(s); }
+  static T add(T a, T b) { return _mm512_add_ps(a, b); }
+  static T sub(T a, T b) { return _mm512_sub_ps(a, b); }
+  static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
+  static T div(T a, T b) { return _mm512_div_ps(a, b); }
+  static T min(T a, T b) { return _mm512_min_ps(a, b); }
+  static T max(T a, T b) { return _mm512_max_ps(a, b); }
+  static T sel(T a, T b, T x, T y) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), y, x);
+  }
+  static T round(T v) { return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
+  // As floatsToHalves: a NaN becomes the plain quiet NaN with its sign first.
+  static void narrow(uint16_t* p, T v) {
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    if (nan) {
+      const __m512i bits = _mm512_castps_si512(v);
+      const __m512i plain = _mm512_or_si512(_mm512_and_si512(bits, _mm512_set1_epi32(INT32_MIN)),
+                                            _mm512_set1_epi32(0x7fc00000));
+      v = _mm512_mask_blend_ps(nan, v, _mm512_castsi512_ps(plain));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  static int64_t widen(const uint16_t* src, float* dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + kWidth <= n; i += kWidth)
+      _mm512_storeu_ps(
+          dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+    return i;
+  }
+};
+KILN_HALF_STEPS_BODY
+} // namespace avx512
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,f16c")
+namespace f16c {
+struct V {
+  using T = __m256;
+  static constexpr int64_t kWidth = 8;
+  static T load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
+  static T set1(float s) { return _mm256_set1_ps(s); }
+  static T add(T a, T b) { return _mm256_add_ps(a, b); }
+  static T sub(T a, T b) { return _mm256_sub_ps(a, b); }
+  static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
+  static T div(T a, T b) { return _mm256_div_ps(a, b); }
+  static T min(T a, T b) { return _mm256_min_ps(a, b); }
+  static T max(T a, T b) { return _mm256_max_ps(a, b); }
+  static T sel(T a, T b, T x, T y) {
+    return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ));
+  }
+  static T round(T v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
+  static void narrow(uint16_t* p, T v) {
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    if (!_mm256_testz_ps(nan, nan)) {
+      const __m256 plain = _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.0f)),
+                                        _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)));
+      v = _mm256_blendv_ps(v, plain, nan);
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  static int64_t widen(const uint16_t* src, float* dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + kWidth <= n; i += kWidth)
+      _mm256_storeu_ps(dst + i,
+                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+    return i;
+  }
+};
+KILN_HALF_STEPS_BODY
+} // namespace f16c
+#pragma GCC pop_options
+
+#undef KILN_HALF_STEPS_BODY
+
+// The widest set the machine has, or none.
+enum class Isa { None, F16c, Avx512 };
+Isa isa() {
+  static const Isa best = haveAvx512() ? Isa::Avx512 : haveF16c() ? Isa::F16c : Isa::None;
+  return best;
+}
+
+#define KILN_HALF_DISPATCH(call)                                                                   \
+  switch (isa()) {                                                                                 \
+  case Isa::Avx512:                                                                                \
+    return avx512::call;                                                                           \
+  case Isa::F16c:                                                                                  \
+    return f16c::call;                                                                             \
+  case Isa::None:                                                                                  \
+    break;                                                                                         \
+  }                                                                                                \
+  return 0
+#else
+#define KILN_HALF_DISPATCH(call) return 0
+#endif
+
+} // namespace
+
+int64_t binarySameHalf(BinOp op, const float* a, const float* b, float* out, int64_t n,
+                       uint16_t* narrow) {
+  KILN_HALF_DISPATCH(same(op, a, b, out, narrow, n));
+}
+
+int64_t binaryScalarRightHalf(BinOp op, const float* a, float s, float* out, int64_t n,
+                              uint16_t* narrow) {
+  KILN_HALF_DISPATCH(scalarRight(op, a, s, out, narrow, n));
+}
+
+int64_t binaryScalarLeftHalf(BinOp op, float s, const float* b, float* out, int64_t n,
+                             uint16_t* narrow) {
+  KILN_HALF_DISPATCH(scalarLeft(op, s, b, out, narrow, n));
+}
+
+int64_t unaryHalf(UnOp op, const float* in, float* out, int64_t n, float p0, float p1,
+                  uint16_t* narrow) {
+  KILN_HALF_DISPATCH(unary(op, in, out, narrow, n, p0, p1));
+}
+
+int64_t roundHalfInPlace(float* v, int64_t n) { KILN_HALF_DISPATCH(roundInPlace(v, n)); }
+
+int64_t widenHalves(const uint16_t* src, float* dst, int64_t n) {
+  KILN_HALF_DISPATCH(widen(src, dst, n));
+}
+
+#undef KILN_HALF_DISPATCH
+
+} // namespace kiln::rt::vec

@@ -1,0 +1,37 @@
+// Steps of a float16 elementwise chain with the rounding to float16 done in registers: one pass per
+// step instead of the float loop (vec_loops.h) and a second pass through roundThroughHalves.
+#pragma once
+
+#include <cstdint>
+
+#include "vec_loops.h"
+
+namespace kiln::rt::vec {
+
+// The loops of vec_loops.h (same operations in the same order, compiled without contraction), each
+// result rounded to the nearest float16 value before it is stored. Every non-NaN result is the
+// float loop's result rounded as roundThroughHalves rounds it. A NaN keeps the payload the
+// conversion instructions leave, where roundThroughHalves makes it the plain quiet NaN with its
+// sign: the chain's steps never look at a payload (arithmetic carries the NaN operand's sign,
+// the selects pass or drop it whole), and its last result is narrowed by floatsToHalves, which
+// writes every NaN as the plain float16 NaN with its sign, so the chain's float16 output is the
+// same. For steps inside a float16 chain only. Each returns how many leading elements it did
+// (a multiple of the vector width, or 0 without the instructions); the caller does the rest.
+// With `narrow`, the results go there as float16 instead (NaN as floatsToHalves writes it) and
+// `out` is not written: a chain's last step.
+int64_t binarySameHalf(BinOp op, const float* a, const float* b, float* out, int64_t n,
+                       uint16_t* narrow = nullptr);
+int64_t binaryScalarRightHalf(BinOp op, const float* a, float s, float* out, int64_t n,
+                              uint16_t* narrow = nullptr);
+int64_t binaryScalarLeftHalf(BinOp op, float s, const float* b, float* out, int64_t n,
+                             uint16_t* narrow = nullptr);
+int64_t unaryHalf(UnOp op, const float* in, float* out, int64_t n, float p0, float p1,
+                  uint16_t* narrow = nullptr);
+// v[i] rounded to the nearest float16 value in place, NaN payloads as above.
+int64_t roundHalfInPlace(float* v, int64_t n);
+// dst[i] = src[i] widened by the conversion instruction: halvesToFloats's values but for a
+// signalling NaN, which comes out quiet. For float16 inputs that only feed arithmetic whose
+// float16 result is narrowed by floatsToHalves (a Conv's input), where no payload is seen.
+int64_t widenHalves(const uint16_t* src, float* dst, int64_t n);
+
+} // namespace kiln::rt::vec

@@ -1,0 +1,142 @@
+// Float16 chain steps rounded in registers against the float loops followed by a rounding pass.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kiln/runtime/half_block.h"
+#include "kiln/runtime/tensor_util.h"
+#include "runtime/kernels/half_steps.h"
+
+namespace kiln {
+namespace {
+
+using rt::vec::BinOp;
+using rt::vec::UnOp;
+
+uint32_t bitsOf(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+// Float16 values (every 61st pattern, so NaNs with payloads, infinities, subnormals and zeros of
+// both signs), widened; 1000 of them, so the vector loops leave a tail.
+std::vector<float> halfValues(uint32_t shift) {
+  std::vector<float> out;
+  for (uint32_t i = 0; out.size() < 1000; ++i)
+    out.push_back(rt::halfToFloat(static_cast<uint16_t>((i * 61 + shift) & 0xffff)));
+  return out;
+}
+
+// The same value, or NaNs of the same sign (half_steps.h: payloads are the conversion's).
+void expectSameValue(float got, float want, const std::string& what) {
+  if (std::isnan(want)) {
+    EXPECT_TRUE(std::isnan(got)) << what;
+    EXPECT_EQ(std::signbit(got), std::signbit(want)) << what;
+    return;
+  }
+  EXPECT_EQ(bitsOf(got), bitsOf(want)) << what << " want " << want << " got " << got;
+}
+
+// `half` runs a half step into `out` (rounded) or `narrow`; `plain` the float loop into `out`.
+template <typename Half, typename Plain>
+void checkStep(const std::string& what, Half half, Plain plain) {
+  const int64_t n = 1000;
+  std::vector<float> want(n), got(n, -1.0f);
+  std::vector<uint16_t> narrowed(n, 0x1234), wantNarrowed(n);
+  plain(want.data());
+  rt::floatsToHalves(want.data(), wantNarrowed.data(), n);
+  rt::roundThroughHalves(want.data(), n);
+  const int64_t done = half(got.data(), nullptr);
+  if (done == 0) GTEST_SKIP() << "no AVX-512 or F16C on this machine: the steps run nothing";
+  EXPECT_GT(done, n - 16) << what;
+  for (int64_t i = 0; i < done; ++i)
+    expectSameValue(got[i], want[i], what + " at " + std::to_string(i));
+  EXPECT_EQ(half(got.data(), narrowed.data()), done) << what;
+  for (int64_t i = 0; i < done; ++i)
+    ASSERT_EQ(narrowed[i], wantNarrowed[i]) << what << " narrowed at " << i;
+  EXPECT_EQ(narrowed[done], 0x1234) << what << ": wrote past what it did";
+}
+
+TEST(HalfSteps, BinaryStepsAreTheFloatLoopsRounded) {
+  const std::vector<float> a = halfValues(0), b = halfValues(7777);
+  const float scalars[] = {0.1667f, -3.0f, 6.0f, 0.0f};
+  for (BinOp op : {BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div}) {
+    const std::string name = "op " + std::to_string(static_cast<int>(op));
+    checkStep(
+        name + " same",
+        [&](float* out, uint16_t* narrow) {
+          return rt::vec::binarySameHalf(op, a.data(), b.data(), out, 1000, narrow);
+        },
+        [&](float* out) { rt::vec::binarySame(op, a.data(), b.data(), out, 1000); });
+    for (float s : scalars) {
+      checkStep(
+          name + " right " + std::to_string(s),
+          [&](float* out, uint16_t* narrow) {
+            return rt::vec::binaryScalarRightHalf(op, a.data(), s, out, 1000, narrow);
+          },
+          [&](float* out) { rt::vec::binaryScalarRight(op, a.data(), s, out, 1000); });
+      checkStep(
+          name + " left " + std::to_string(s),
+          [&](float* out, uint16_t* narrow) {
+            return rt::vec::binaryScalarLeftHalf(op, s, b.data(), out, 1000, narrow);
+          },
+          [&](float* out) { rt::vec::binaryScalarLeft(op, s, b.data(), out, 1000); });
+    }
+  }
+}
+
+TEST(HalfSteps, UnaryStepsAreTheFloatLoopsRounded) {
+  const std::vector<float> x = halfValues(3);
+  struct Case {
+    UnOp op;
+    float p0, p1;
+  };
+  const Case cases[] = {{UnOp::Relu, 0, 0},
+                        {UnOp::LeakyRelu, 0.1f, 0},
+                        {UnOp::Clip, -0.3f, 5.9f},
+                        {UnOp::HardSigmoid, 0.2f, 0.5f},
+                        {UnOp::HardSigmoid, 0.1666667f, 0.5f},
+                        {UnOp::HardSwish, 0, 0}};
+  for (const Case& c : cases)
+    checkStep(
+        "unary " + std::to_string(static_cast<int>(c.op)) + " " + std::to_string(c.p0),
+        [&](float* out, uint16_t* narrow) {
+          return rt::vec::unaryHalf(c.op, x.data(), out, 1000, c.p0, c.p1, narrow);
+        },
+        [&](float* out) { rt::vec::unary(c.op, x.data(), out, 1000, c.p0, c.p1); });
+}
+
+TEST(HalfSteps, RoundAndWidenAreTheBlockConversions) {
+  // Every float16 value widened; every 40009th float bit pattern rounded.
+  std::vector<uint16_t> halves(65536);
+  for (size_t i = 0; i < halves.size(); ++i)
+    halves[i] = static_cast<uint16_t>(i);
+  std::vector<float> wide(halves.size()), want(halves.size());
+  const int64_t done = rt::vec::widenHalves(halves.data(), wide.data(), 65536);
+  if (done == 0) GTEST_SKIP() << "no AVX-512 or F16C on this machine: the steps run nothing";
+  EXPECT_EQ(done, 65536);
+  rt::halvesToFloats(halves.data(), want.data(), halves.size());
+  for (size_t i = 0; i < halves.size(); ++i)
+    expectSameValue(wide[i], want[i], "half " + std::to_string(i));
+  std::vector<float> values;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 40009) {
+    float f;
+    const auto bits = static_cast<uint32_t>(b);
+    std::memcpy(&f, &bits, 4);
+    values.push_back(f);
+  }
+  std::vector<float> rounded = values;
+  const auto count = static_cast<int64_t>(values.size());
+  const int64_t roundedCount = rt::vec::roundHalfInPlace(rounded.data(), count);
+  EXPECT_GT(roundedCount, count - 16);
+  rt::roundThroughHalves(values.data(), values.size());
+  for (int64_t i = 0; i < roundedCount; ++i)
+    expectSameValue(rounded[i], values[i], "pattern " + std::to_string(i));
+}
+
+} // namespace
+} // namespace kiln
