@@ -274,7 +274,9 @@ Expected<RunResult> Executor::run(const std::map<std::string, RtValue>& feeds) {
   current_ = &result;
   arena_->beginRun();
   auto outputs = runGraph(graph, inputs, nullptr);
-  arena_->endRun();
+  // An executor that keeps constant results expects later runs: its arena is made resident now,
+  // with the first run's other set-up costs, rather than during the second run.
+  arena_->endRun(options_.cacheConstants);
   current_ = nullptr;
   if (!outputs) return outputs.status();
   result.outputs = outputs.take();
