@@ -234,7 +234,36 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
     plan->chainAt[c] = static_cast<int32_t>(plan->chains.size());
     plan->chains.push_back(std::move(chain));
   }
-  if (plan->chains.empty()) return nullptr;
+  // Hand-offs: the result must be read by exactly one node, a Conv taking it as X only, whose
+  // weights are a rank-4 initializer with a kernel larger than 1x1 and whose group is 1.
+  plan->handoffTo.assign(count, -1);
+  bool anyHandoff = false;
+  for (size_t c = 0; c < count; ++c) {
+    const Node& conv = *nodes[c];
+    if (conv.opType() != "Conv" || !conv.domain().empty() || !conv.output(0)) continue;
+    const int32_t chainIndex = plan->chainAt[c];
+    const Value* result =
+        chainIndex >= 0 ? plan->chains[static_cast<size_t>(chainIndex)].result : conv.output(0);
+    if (!result || kept.count(result)) continue;
+    const auto& r = readers[result];
+    if (r.size() != 1 || r[0] <= c) continue;
+    const Node& next = *nodes[r[0]];
+    if (next.opType() != "Conv" || !next.domain().empty() || !next.subgraphs().empty() ||
+        next.inputs().size() < 2 || next.input(0) != result)
+      continue;
+    bool once = true;
+    for (size_t i = 1; i < next.inputs().size(); ++i)
+      once = once && next.input(i) != result;
+    const Value* w = next.input(1);
+    if (!once || !w || !w->isInitializer() || w->initializer().dims().size() != 4 ||
+        attrInt(next, "group", 1) != 1)
+      continue;
+    const auto& wd = w->initializer().dims();
+    if (wd[2] * wd[3] <= 1) continue;
+    plan->handoffTo[c] = static_cast<int32_t>(r[0]);
+    anyHandoff = true;
+  }
+  if (plan->chains.empty() && !anyHandoff) return nullptr;
   return plan;
 }
 
