@@ -41,7 +41,8 @@ struct FusionPlan {
   // Per node index: for a Conv whose result (its chain's, or its own output 0) is read by one
   // Conv alone, as that Conv's input X, the reader's index; else -1. The reader has group 1 and a
   // kernel larger than 1x1 (the oneDNN path, when built in), so the producer may hand its result
-  // over channels-last (KernelContext::allowChannelsLastOutput).
+  // over channels-last (KernelContext::allowChannelsLastOutput). The reader may also be a 2-D
+  // MaxPool without Indices whose output is handed on so: it pools channels-last data as such.
   std::vector<int32_t> handoffTo;
 };
 
