@@ -273,7 +273,9 @@ Expected<RunResult> Executor::run(const std::map<std::string, RtValue>& feeds) {
   current_ = &result;
   arena_->beginRun();
   auto outputs = runGraph(graph, inputs, nullptr);
-  arena_->endRun();
+  // An executor that keeps constant results expects later runs: its arena is made resident now,
+  // with the first run's other set-up costs, rather than during the second run.
+  arena_->endRun(options_.cacheConstants);
   current_ = nullptr;
   if (!outputs) return outputs.status();
   result.outputs = outputs.take();
@@ -450,6 +452,8 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
   std::vector<RtValue> outputs;
   // Nodes whose work a fused Conv already did in this run.
   std::vector<char> fusedAway(plan.fusion ? plan.steps.size() : 0, 0);
+  // Nodes whose input X a Conv left channels-last in this run (FusionPlan::handoffTo).
+  std::vector<char> channelsLastIn(plan.fusion ? plan.steps.size() : 0, 0);
   auto release = [&](const Step& step) {
     for (uint32_t i = 0; i < step.releaseCount; ++i)
       scope.slots[plan.releases[step.firstRelease + i]] = RtValue();
@@ -513,6 +517,13 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
       chain = &plan.fusion->chains[static_cast<size_t>(plan.fusion->chainAt[index])];
       if ((epilogue = bindChain(*chain, scope))) context.setEpilogue(&*epilogue);
     }
+    if (plan.fusion) {
+      // Not for a node computed once and kept (its outputs outlive the hand-off), nor when its
+      // chain could not be bound (the chain's nodes would then run on the channels-last data).
+      if (plan.fusion->handoffTo[index] >= 0 && !constant && (!chain || epilogue))
+        context.allowChannelsLastOutput();
+      context.setChannelsLastInput(channelsLastIn[index] != 0);
+    }
     auto start = options_.profile ? std::chrono::steady_clock::now()
                                   : std::chrono::steady_clock::time_point{};
     Status status = Status::ok();
@@ -537,6 +548,8 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
     if (fused)
       for (size_t j : chain->nodes)
         fusedAway[j] = 1;
+    if (context.channelsLastOutput())
+      channelsLastIn[static_cast<size_t>(plan.fusion->handoffTo[index])] = 1;
     // A fused Conv's output 0 is its chain's result: not this node's value, so not kept.
     const bool keepOutputs = constant && !fused;
     for (uint32_t i = 0; i < step.outputCount; ++i) {

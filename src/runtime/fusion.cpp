@@ -234,7 +234,64 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
     plan->chainAt[c] = static_cast<int32_t>(plan->chains.size());
     plan->chains.push_back(std::move(chain));
   }
-  if (plan->chains.empty()) return nullptr;
+  // Hand-offs: the result must be read by exactly one node, a Conv taking it as X only, whose
+  // weights are a rank-4 initializer with a kernel larger than 1x1 and whose group is 1; or a 2-D
+  // MaxPool without Indices whose own output is handed off so (it then passes the layout on).
+  plan->handoffTo.assign(count, -1);
+  bool anyHandoff = false;
+  // The reader of `v` when it takes v channels-last: the index, or -1.
+  auto takerOf = [&](const Value* v, size_t after) -> int64_t {
+    if (!v || kept.count(v)) return -1;
+    const auto& r = readers[v];
+    if (r.size() != 1 || r[0] <= after) return -1;
+    const Node& next = *nodes[r[0]];
+    if (!next.domain().empty() || !next.subgraphs().empty() || next.inputs().empty() ||
+        next.input(0) != v)
+      return -1;
+    for (size_t i = 1; i < next.inputs().size(); ++i)
+      if (next.input(i) == v) return -1;
+    if (next.opType() == "MaxPool") {
+      const Attribute* kernel = next.attribute("kernel_shape");
+      bool indices = false;
+      for (size_t i = 1; i < next.outputs().size(); ++i)
+        indices = indices || next.output(i);
+      if (!kernel || kernel->kind() != AttrKind::Ints || kernel->asInts().size() != 2 || indices)
+        return -1;
+      return static_cast<int64_t>(r[0]);
+    }
+    const Value* w = next.inputs().size() >= 2 ? next.input(1) : nullptr;
+    if (next.opType() != "Conv" || !w || !w->isInitializer() ||
+        w->initializer().dims().size() != 4 || attrInt(next, "group", 1) != 1)
+      return -1;
+    const auto& wd = w->initializer().dims();
+    return wd[2] * wd[3] > 1 ? static_cast<int64_t>(r[0]) : -1;
+  };
+  // Backwards, so that a MaxPool's own hand-off is known when the Conv before it asks.
+  for (size_t c = count; c-- > 0;) {
+    const Node& node = *nodes[c];
+    if (!node.domain().empty() || !node.output(0)) continue;
+    const Value* result = nullptr;
+    if (node.opType() == "Conv") {
+      const int32_t chainIndex = plan->chainAt[c];
+      result =
+          chainIndex >= 0 ? plan->chains[static_cast<size_t>(chainIndex)].result : node.output(0);
+    } else if (node.opType() == "MaxPool") {
+      result = node.output(0);
+    } else {
+      continue;
+    }
+    const int64_t taker = takerOf(result, c);
+    if (taker < 0) continue;
+    // A MaxPool takes channels-last data only to pass it on to a Conv.
+    if (nodes[static_cast<size_t>(taker)]->opType() == "MaxPool" &&
+        plan->handoffTo[static_cast<size_t>(taker)] < 0)
+      continue;
+    // A MaxPool's entry is used only when a Conv hands it channels-last data (it never changes
+    // the layout itself).
+    plan->handoffTo[c] = static_cast<int32_t>(taker);
+    anyHandoff = true;
+  }
+  if (plan->chains.empty() && !anyHandoff) return nullptr;
   return plan;
 }
 

@@ -38,13 +38,20 @@ struct FusedChain {
 struct FusionPlan {
   std::vector<int32_t> chainAt; // per node index: its chain in `chains`, or -1
   std::vector<FusedChain> chains;
+  // Per node index: for a Conv whose result (its chain's, or its own output 0) is read by one
+  // Conv alone, as that Conv's input X, the reader's index; else -1. The reader has group 1 and a
+  // kernel larger than 1x1 (the oneDNN path, when built in), so the producer may hand its result
+  // over channels-last (KernelContext::allowChannelsLastOutput). The reader may also be a 2-D
+  // MaxPool without Indices whose output is handed on so: it pools channels-last data as such.
+  std::vector<int32_t> handoffTo;
 };
 
 // Finds the chains after each Conv (and after each ConvInteger whose output goes only to a Cast
 // to float32, the Cast absorbed too): float32 Add/Sub/Mul/Div/Max/Min (two inputs)/Relu/LeakyRelu/
 // Clip/HardSigmoid/HardSwish/BatchNormalization (inference, one output) nodes whose chain inputs
 // are read nowhere else, are no graph output and are not named in `keep`, and whose other inputs
-// exist before the Conv runs. nullptr when nothing fuses.
+// exist before the Conv runs; and the Conv-to-Conv hand-offs (FusionPlan::handoffTo). nullptr
+// when there is neither.
 std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
                                              const std::vector<std::string>& keep);
 

@@ -36,8 +36,10 @@ class RunArena {
   RunArena& operator=(const RunArena&) = delete;
 
   void beginRun();
-  // After the first run: plans the offsets and allocates the arena.
-  void endRun();
+  // After the first run: plans the offsets and allocates the arena; with `prefault` (later runs
+  // are expected) its pages are also made resident now instead of faulting in one by one during
+  // the first run that uses them.
+  void endRun(bool prefault = false);
   // A buffer for this request when the arena serves it (recording: from the heap, traced), or
   // nullptr: take it from `fallback`.
   std::shared_ptr<void> allocate(size_t bytes, uint8_t** data, BufferPool& fallback);

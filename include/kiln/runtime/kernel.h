@@ -78,6 +78,17 @@ class KernelContext {
   void markEpilogueApplied() { epilogueApplied_ = true; }
   bool epilogueApplied() const { return epilogueApplied_; }
 
+  // Channels-last hand-off between two oneDNN convolutions (FusionPlan::handoffTo): a Conv whose
+  // result only another Conv reads may leave its output 0 as [N, H, W, C] data under its NCHW
+  // dims (markChannelsLastOutput), and the reader is then told so (channelsLastInput). Saves the
+  // two layout copies oneDNN would make around the NCHW tensor between them.
+  void allowChannelsLastOutput() { channelsLastAllowed_ = true; }
+  bool channelsLastOutputAllowed() const { return channelsLastAllowed_; }
+  void markChannelsLastOutput() { channelsLastOutput_ = true; }
+  bool channelsLastOutput() const { return channelsLastOutput_; }
+  void setChannelsLastInput(bool on) { channelsLastInput_ = on; }
+  bool channelsLastInput() const { return channelsLastInput_; }
+
   // State the kernel keeps about this node for the executor's lifetime (prepared constant
   // weights), or nullptr when there is none (constant folding). The kernel must check that what it
   // finds still fits the inputs it is given.
@@ -126,6 +137,7 @@ class KernelContext {
   Epilogue* epilogue_ = nullptr;
   std::shared_ptr<void>* nodeState_ = nullptr;
   bool epilogueApplied_ = false;
+  bool channelsLastAllowed_ = false, channelsLastOutput_ = false, channelsLastInput_ = false;
 };
 
 using KernelFn = Status (*)(KernelContext&);

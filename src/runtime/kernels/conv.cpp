@@ -240,12 +240,33 @@ bool takesDnnl(const ConvShape& s) {
          s.batch * s.channels * nn::product(win.in) * nn::product(win.out) * s.filters > 0;
 }
 
+// [N, H*W, C] -> [N, C, H*W]: a channels-last input made planar for the paths that read NCHW.
+template <typename T>
+void channelsLastToPlanar(const T* x, int64_t n, int64_t c, int64_t hw, T* y) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t p = 0; p < hw; ++p)
+      for (int64_t k = 0; k < c; ++k)
+        y[(b * c + k) * hw + p] = x[(b * hw + p) * c + k];
+}
+
+// `xChannelsLast`: x holds its values in NHWC order (KernelContext::channelsLastInput).
+// `yChannelsLast` (float only; null: not allowed): may write y in NHWC order when oneDNN's
+// primitive writes NHWC itself and the chain treats all elements alike; set true when it did.
 template <typename T>
 void convForward(int threads, const ConvShape& s, const T* x, const T* w, const T* bias, T* y,
-                 const Epilogue* epilogue, dnnl_conv::PackedWeights* packed = nullptr) {
+                 const Epilogue* epilogue, dnnl_conv::PackedWeights* packed = nullptr,
+                 bool xChannelsLast = false, bool* yChannelsLast = nullptr) {
   const Window& win = s.window;
+  Scratch<T> planar;
+  auto planarX = [&] {
+    if (!xChannelsLast) return x;
+    planar.reset(static_cast<size_t>(s.batch * s.channels * nn::product(win.in)));
+    channelsLastToPlanar(x, s.batch, s.channels, nn::product(win.in), planar.data());
+    xChannelsLast = false;
+    return static_cast<const T*>(planar.data());
+  };
   if (isDepthwise2d(s)) {
-    depthwise2d(threads, s, x, w, bias, y, epilogue);
+    depthwise2d(threads, s, planarX(), w, bias, y, epilogue);
     return;
   }
   auto finish = [&] {
@@ -259,12 +280,17 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
   if constexpr (std::is_same_v<T, float>) {
     if (takesDnnl(s)) {
       const dnnl_conv::Conv2d c = conv2dOf(s);
-      if (dnnl_conv::run(threads, c, x, w, bias, y, packed)) {
+      const bool yLast = yChannelsLast && (!epilogue || epilogue->channelAgnostic()) &&
+                         dnnl_conv::writesChannelsLast(threads, c, bias != nullptr);
+      if (dnnl_conv::run(threads, c, x, w, bias, y, packed, nullptr, xChannelsLast, yLast)) {
+        // A channel-agnostic chain runs on channels-last data as it does on planar data.
         finish();
+        if (yLast) *yChannelsLast = true;
         return;
       }
     }
   }
+  x = planarX();
   // 2-D convs unfold a band of output rows at a time; other ranks unfold the whole image.
   const bool tiled = !pointwise && win.rank() == 2;
   const int64_t ow = tiled ? win.out[1] : outSize, oh = tiled ? win.out[0] : 1;
@@ -333,6 +359,9 @@ Status convOp(KernelContext& ctx) {
   // A fused chain (float32 output whose operands fit) runs inside; the executor then binds this
   // output to the chain's result.
   Epilogue* epilogue = ctx.epilogue();
+  // Only a float32 convolution hands its output over channels-last (convForward).
+  if (ctx.channelsLastInput() && x.dtype() != DType::Float32)
+    return Status(ErrorCode::Internal, "channels-last input of a non-float32 Conv", "");
   if (x.dtype() == DType::Float16 && w.dtype() == DType::Float16 &&
       (!hasBias || ctx.input(2).dtype() == DType::Float16)) {
     // Computed in float; the epilogue runs the chain on each finished block of the convolution
@@ -433,9 +462,14 @@ Status convOp(KernelContext& ctx) {
       if (!*slot) *slot = std::make_shared<ConvState>();
       packed = &static_cast<ConvState*>(slot->get())->weights;
     }
+    // Channels-last in and out only between float32 convolutions (the executor's hand-off).
+    const bool isFloat = std::is_same_v<T, float> && x.dtype() == DType::Float32;
+    bool yLast = false;
     convForward<T>(ctx.threads(), s, xv.data(), wv.data(), bv ? bv->data() : nullptr, y.data(),
-                   epilogue, packed);
+                   epilogue, packed, isFloat && ctx.channelsLastInput(),
+                   isFloat && ctx.channelsLastOutputAllowed() ? &yLast : nullptr);
     ctx.setOutput(0, std::move(y).finish());
+    if (yLast) ctx.markChannelsLastOutput();
   });
   if (done && epilogue) ctx.markEpilogueApplied();
   if (!done) return ctx.unsupported("dtype {}", dtypeName(x.dtype()));

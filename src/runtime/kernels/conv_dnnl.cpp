@@ -38,10 +38,13 @@ using namespace dnnl;
 // them packed).
 struct Prepared {
   memory::desc userSrc, userWei, userDst, bias;
+  memory::desc userSrcLast, userDstLast; // the same tensors channels-last (NHWC)
   convolution_forward::primitive_desc pd;
   convolution_forward conv;
   reorder srcReorder, weiReorder, dstReorder; // empty when the layouts already agree
-  bool reorderSrc = false, reorderWei = false, reorderDst = false;
+  reorder srcLastReorder;                     // from a channels-last source
+  bool reorderSrc = false, reorderWei = false, reorderDst = false, reorderSrcLast = false;
+  bool dstIsLast = false; // the primitive writes plain NHWC
 };
 
 using Key = std::array<int64_t, 20>;
@@ -105,6 +108,12 @@ const Prepared& prepare(int threads, const Conv2d& c, bool hasBias) {
   if (p.reorderWei)
     p.weiReorder = reorder(reorder::primitive_desc(eng, p.userWei, eng, p.pd.weights_desc()));
   if (p.reorderDst) p.dstReorder = reorder(reorder::primitive_desc(eng, p.pd.dst_desc(), eng, p.userDst));
+  p.userSrcLast = memory::desc(src, dt::f32, tag::nhwc);
+  p.userDstLast = memory::desc(dst, dt::f32, tag::nhwc);
+  p.reorderSrcLast = p.pd.src_desc() != p.userSrcLast;
+  if (p.reorderSrcLast)
+    p.srcLastReorder = reorder(reorder::primitive_desc(eng, p.userSrcLast, eng, p.pd.src_desc()));
+  p.dstIsLast = p.pd.dst_desc() == p.userDstLast;
   return cache.emplace(key, std::move(p)).first->second;
 }
 
@@ -122,16 +131,27 @@ bool packedFor(const PackedWeights& packed, int threads, const Conv2d& c, bool h
   }
 }
 
+bool writesChannelsLast(int threads, const Conv2d& c, bool hasBias) {
+  try {
+    return prepare(threads, c, hasBias).dstIsLast;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
 bool run(int threads, const Conv2d& c, const float* x, const float* w, const float* bias, float* y,
-         PackedWeights* packed, const void* weightsId) {
+         PackedWeights* packed, const void* weightsId, bool xChannelsLast, bool yChannelsLast) {
   try {
     if (omp_set_num_threads) omp_set_num_threads(threads < 1 ? 1 : threads);
     const Prepared& p = prepare(threads, c, bias != nullptr);
+    if (yChannelsLast && !p.dstIsLast) return false;
     const engine& eng = cpuEngine();
     stream strm(eng);
-    auto userSrc = memory(p.userSrc, eng, const_cast<float*>(x));
+    auto userSrc = memory(xChannelsLast ? p.userSrcLast : p.userSrc, eng, const_cast<float*>(x));
     auto userWei = memory(p.userWei, eng, const_cast<float*>(w));
-    auto userDst = memory(p.userDst, eng, y);
+    auto userDst = memory(yChannelsLast ? p.userDstLast : p.userDst, eng, y);
+    const bool reorderSrc = xChannelsLast ? p.reorderSrcLast : p.reorderSrc;
+    const bool reorderDst = !yChannelsLast && p.reorderDst;
     // Blocked copies in the executor's scratch memory (the run's planned arena: no fresh pages
     // each run, and their bytes are shared with tensors whose lifetimes do not overlap).
     Scratch<uint8_t> srcBuf, weiBuf, dstBuf;
@@ -140,9 +160,9 @@ bool run(int threads, const Conv2d& c, const float* x, const float* w, const flo
       return memory(md, eng, buf.data());
     };
     memory convSrc = userSrc, convWei = userWei, convDst = userDst;
-    if (p.reorderSrc) {
+    if (reorderSrc) {
       convSrc = scratch(srcBuf, p.pd.src_desc());
-      p.srcReorder.execute(strm, userSrc, convSrc);
+      (xChannelsLast ? p.srcLastReorder : p.srcReorder).execute(strm, userSrc, convSrc);
     }
     if (p.reorderWei && packed) {
       // Constant weights: rearranged on the first call for this geometry, then reused.
@@ -168,12 +188,12 @@ bool run(int threads, const Conv2d& c, const float* x, const float* w, const flo
       convWei = scratch(weiBuf, p.pd.weights_desc());
       p.weiReorder.execute(strm, userWei, convWei);
     }
-    if (p.reorderDst) convDst = scratch(dstBuf, p.pd.dst_desc());
+    if (reorderDst) convDst = scratch(dstBuf, p.pd.dst_desc());
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, convSrc}, {DNNL_ARG_WEIGHTS, convWei}, {DNNL_ARG_DST, convDst}};
     if (bias) args.emplace(DNNL_ARG_BIAS, memory(p.bias, eng, const_cast<float*>(bias)));
     p.conv.execute(strm, args);
-    if (p.reorderDst) p.dstReorder.execute(strm, convDst, userDst);
+    if (reorderDst) p.dstReorder.execute(strm, convDst, userDst);
     strm.wait();
     return true;
   } catch (const dnnl::error&) {
@@ -386,9 +406,11 @@ bool runInt8(const Int8Conv& p, const uint8_t* x, int32_t xz, int threads, Int8R
 bool available() { return false; }
 
 bool run(int, const Conv2d&, const float*, const float*, const float*, float*, PackedWeights*,
-         const void*) {
+         const void*, bool, bool) {
   return false;
 }
+
+bool writesChannelsLast(int, const Conv2d&, bool) { return false; }
 
 bool packedFor(const PackedWeights&, int, const Conv2d&, bool, const void*) { return false; }
 

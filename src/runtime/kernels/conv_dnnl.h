@@ -36,8 +36,15 @@ struct PackedWeights {
 // `weightsId` (with `packed`): what identifies the weights instead of w's address, for a caller
 // that hands over float32 weights made for this call (float16 weights widened) while the packed
 // copy stays that of the same constant.
+// `xChannelsLast`: x holds the NCHW tensor's values in NHWC order. `yChannelsLast`: y is written
+// in NHWC order; only when writesChannelsLast (false otherwise).
 bool run(int threads, const Conv2d& c, const float* x, const float* w, const float* bias, float* y,
-         PackedWeights* packed = nullptr, const void* weightsId = nullptr);
+         PackedWeights* packed = nullptr, const void* weightsId = nullptr,
+         bool xChannelsLast = false, bool yChannelsLast = false);
+
+// True when oneDNN's primitive for c writes plain NHWC itself: run can then leave y channels-last
+// at no cost (NCHW costs a layout copy).
+bool writesChannelsLast(int threads, const Conv2d& c, bool hasBias);
 
 // True when run would take every weight from `packed` (made for `weightsId` and this geometry),
 // never reading w: the caller may then skip making w.

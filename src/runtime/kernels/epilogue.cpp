@@ -183,6 +183,16 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
   }
 }
 
+bool Epilogue::channelAgnostic() const {
+  if (half_ || boundA_.size() != steps_.size()) return false;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    if (steps_[i].kind == Kind::BatchNorm) return false;
+    for (const Bound* b : {&boundA_[i], &boundB_[i]})
+      if (b->data && b->shape != Shape::Scalar) return false;
+  }
+  return true;
+}
+
 void Epilogue::applyAll(int threads, float* y) const {
   const int64_t planes = batch_ * channels_;
   pool::parallelFor(planes * plane_ >= vec::kParallelElements ? threads : 1, planes, 1,

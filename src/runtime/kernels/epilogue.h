@@ -59,6 +59,10 @@ class Epilogue {
              uint16_t* narrowTo = nullptr) const;
   // The whole NC... output, planes spread over `threads`.
   void applyAll(int threads, float* y) const;
+  // True (after bind) when every step treats all elements alike: no BatchNorm and only scalar
+  // outside operands, float32. Such a chain gives the same result on the output in any layout
+  // (applyAll then also runs it on channels-last data).
+  bool channelAgnostic() const;
 
  private:
   enum class Shape { Scalar, PerChannel, Full };

@@ -236,10 +236,59 @@ template <typename T> void maxPool2d(const PoolShape& s, const T* x, T* y) {
   }
 }
 
+// maxPool2d on float data in [N, H, W, C] order (a Conv's channels-last hand-off), written in the
+// same order: each output takes its taps in the same row-major order with the same comparison,
+// channel by channel, so its bits are maxPool2d's.
+void maxPool2dChannelsLast(const PoolShape& s, int64_t batch, int64_t channels, const float* x,
+                           float* y) {
+  const Window& w = s.window;
+  const int64_t inH = w.in[0], inW = w.in[1], outH = w.out[0], outW = w.out[1];
+  const int64_t dh = w.dilations[0], dw = w.dilations[1];
+  const AxisTaps rows(w, 0), cols(w, 1);
+  const float lowest = std::numeric_limits<float>::lowest();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t oy = 0; oy < outH; ++oy)
+      for (int64_t ox = 0; ox < outW; ++ox) {
+        float* out = y + ((b * outH + oy) * outW + ox) * channels;
+        const int64_t kyLo = rows.lo[oy], kyHi = rows.hi[oy];
+        const int64_t kxLo = cols.lo[ox], kxHi = cols.hi[ox];
+        if (kyHi <= kyLo || kxHi <= kxLo) {
+          std::fill(out, out + channels, lowest);
+          continue;
+        }
+        bool first = true;
+        for (int64_t ky = kyLo; ky < kyHi; ++ky)
+          for (int64_t kx = kxLo; kx < kxHi; ++kx) {
+            const int64_t iy = rows.start[oy] + ky * dh, ix = cols.start[ox] + kx * dw;
+            const float* in = x + ((b * inH + iy) * inW + ix) * channels;
+            if (first) {
+              std::copy(in, in + channels, out);
+              first = false;
+              continue;
+            }
+            for (int64_t c = 0; c < channels; ++c)
+              out[c] = in[c] > out[c] ? in[c] : out[c];
+          }
+      }
+}
+
 Status maxPoolOp(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   PoolShape s;
   KILN_TRY(poolShape(ctx, x.dims(), s));
+  if (ctx.channelsLastInput()) {
+    // Planned by the executor (FusionPlan::handoffTo) only for a 2-D float MaxPool without
+    // Indices whose output goes to one Conv, which takes it channels-last too.
+    if (x.dtype() != DType::Float32 || s.window.rank() != 2 || ctx.wantsOutput(1) ||
+        !ctx.channelsLastOutputAllowed())
+      return Status(ErrorCode::Internal, "unexpected channels-last input of a MaxPool", "");
+    OutTensor y(DType::Float32, s.outDims);
+    maxPool2dChannelsLast(s, x.dims()[0], x.dims()[1], reinterpret_cast<const float*>(x.data()),
+                          y.data<float>());
+    ctx.setOutput(0, std::move(y).finish());
+    ctx.markChannelsLastOutput();
+    return Status::ok();
+  }
   const bool columnMajor = ctx.attrInt("storage_order", 0) != 0;
   std::optional<OutTensor> indices;
   if (ctx.wantsOutput(1)) indices.emplace(DType::Int64, s.outDims);
