@@ -116,12 +116,16 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
     validColumns(kx * dw - pl, sw, wd, ow, lo[kx], hi[kx]);
   // Planes are independent: the pool takes contiguous ranges of (batch, filter) planes.
   const int64_t planeWork = oh * ow * kh * kw;
+  // A tap costs about four GEMM multiply-adds (measured: a vector loop over one plane, with the
+  // plane's padding copy and the epilogue).
+  const double depthwiseNs =
+      static_cast<double>(planeWork * s.filters * s.batch) * pool::kNsPerMac * 4.0;
   if (oh <= 0 || ow <= 0) return;
   if constexpr (std::is_same_v<T, float>) {
     // Float: vector loops over a zero-padded copy of each input plane (conv_loops.h).
     convloops::DepthwisePlane g{oh, ow, kh, kw, sh, sw, dh, dw, 0, 0, 0, 0};
     convloops::planDepthwise(g);
-    pool::parallelFor(planeWork * s.filters * s.batch >= (int64_t{1} << 18) ? threads : 1,
+    pool::parallelFor(pool::threadsFor(threads, depthwiseNs),
                       s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
       thread_local std::vector<float> padded;
       if (padded.size() < static_cast<size_t>(g.sw * g.phaseStride))
@@ -145,7 +149,7 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
     });
     return;
   }
-  pool::parallelFor(planeWork * s.filters * s.batch >= (int64_t{1} << 18) ? threads : 1,
+  pool::parallelFor(pool::threadsFor(threads, depthwiseNs),
                     s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
   for (int64_t p = p0; p < p1; ++p) {
       const int64_t b = p / s.filters, m = p % s.filters;
@@ -526,10 +530,14 @@ bool isTiling(const Window& w) {
 // Writes [channels * kh * kw, oh * ow] columns into [channels, oh * kh, ow * kw] tiles, adding
 // the bias on the way.
 template <typename T>
-void scatterTiles(const T* cols, int64_t channels, const Window& w, const T* bias, T* image) {
+void scatterTiles(int threads, const T* cols, int64_t channels, const Window& w, const T* bias,
+                  T* image) {
   const int64_t oh = w.out[0], ow = w.out[1], kh = w.kernel[0], kw = w.kernel[1];
   const int64_t width = w.in[1], plane = w.in[0] * width;
-  for (int64_t c = 0; c < channels; ++c) {
+  // Channels are independent: ranges of them over the pool (a strided copy per element).
+  const double work = static_cast<double>(channels * plane) * pool::kNsPerElement * 2.0;
+  pool::parallelFor(pool::threadsFor(threads, work), channels, 1, [&](int64_t c0, int64_t c1) {
+  for (int64_t c = c0; c < c1; ++c) {
     const T bv = bias ? bias[c] : T{0};
     for (int64_t ky = 0; ky < kh; ++ky)
       for (int64_t kx = 0; kx < kw; ++kx) {
@@ -542,6 +550,7 @@ void scatterTiles(const T* cols, int64_t channels, const Window& w, const T* bia
         }
       }
   }
+  });
 }
 
 template <typename T>
@@ -561,7 +570,7 @@ void convTransposeForward(int threads, const ConvShape& s, const T* x, const T* 
                T{0}, cols.data(), xSize);
       T* yg = y + (b * s.filters + g * mg) * ySize;
       if (tiles) {
-        scatterTiles(cols.data(), mg, win, bias ? bias + g * mg : nullptr, yg);
+        scatterTiles(threads, cols.data(), mg, win, bias ? bias + g * mg : nullptr, yg);
         continue;
       }
       nn::col2imAdd(cols.data(), mg, win, yg);
