@@ -832,12 +832,19 @@ Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzI
   const int64_t ks = nn::product(win.kernel), inSize = nn::product(win.in);
   const int64_t outSize = nn::product(win.out), rows = cg * ks;
   const int64_t planes = s.batch * s.filters;
+  // The pool's split (pool::threadsFor): the epilogue converts and chains each sum; the loops
+  // below cost about four float multiply-adds per integer one.
+  const int epilogueThreads = pool::threadsFor(
+      ctx.threads(), static_cast<double>(planes * outSize) * 2.0 * pool::kNsPerElement);
+  const int loopThreads =
+      pool::threadsFor(ctx.threads(), static_cast<double>(planes * outSize) *
+                                          static_cast<double>(rows) * 4.0 * pool::kNsPerMac);
   if (const dnnl_conv::Int8Conv* prepared = preparedInt8(ctx, wIndex, wzIndex, s, wz)) {
     dnnl_conv::Int8Result r;
     if (dnnl_conv::runInt8(*prepared, x.data(), xz[0], ctx.threads(), r)) {
       int32_t* acc = epilogue ? nullptr : output(s);
       float* y = epilogue ? floatOutput(s) : nullptr;
-      pool::parallelFor(ctx.threads(), planes, 1, [&](int64_t p0, int64_t p1) {
+      pool::parallelFor(epilogueThreads, planes, 1, [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t b = p / s.filters, m = p % s.filters;
           const int32_t* src = r.acc + (b * r.channels + m) * outSize;
@@ -869,7 +876,7 @@ Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzI
         const auto* image = xdata + (b * s.channels + g * cg) * inSize;
         const int16_t* wg = ws.data() + g * mg * rows;
         int32_t* out = acc + (b * s.filters + g * mg) * outSize;
-        pool::parallelFor(ctx.threads(), outSize, kBlock, [&](int64_t n0, int64_t n1) {
+        pool::parallelFor(loopThreads, outSize, kBlock, [&](int64_t n0, int64_t n1) {
           std::vector<int16_t> cols(static_cast<size_t>(rows * std::min(kBlock, n1 - n0)));
           for (int64_t c0 = n0; c0 < n1; c0 += kBlock) {
             const int64_t nb = std::min(kBlock, n1 - c0);
@@ -885,7 +892,7 @@ Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzI
     run(x.data());
   if (epilogue) {
     float* y = floatOutput(s);
-    pool::parallelFor(ctx.threads(), planes, 1, [&](int64_t p0, int64_t p1) {
+    pool::parallelFor(epilogueThreads, planes, 1, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p)
         finishFloatPlane(*epilogue, p, s.filters, outSize, acc + p * outSize, nullptr, 0,
                          y + p * outSize);
@@ -962,7 +969,11 @@ Status qlinearConvOp(KernelContext& ctx) {
       multipliers.push_back(ms_int8::multiplierOf(xs[0], ws[static_cast<size_t>(m)], ys[0]));
   OutTensor y(yType, convOutDims(s));
   uint8_t* yb = y.bytes();
-  pool::parallelFor(ctx.threads(), s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
+  // Requantization per element (a few integer or float operations): ranges of planes when it pays.
+  const int requantThreads =
+      pool::threadsFor(ctx.threads(), static_cast<double>(s.batch * s.filters * outSize) * 4.0 *
+                                          pool::kNsPerElement);
+  pool::parallelFor(requantThreads, s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t m = p % s.filters;
       const int64_t base = p * outSize;
