@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Executor results are byte-identical run to run for a given thread count (PP-OCR det, BLAS-heavy).
+# Executor results are byte-identical run to run and across thread counts (PP-OCR det, BLAS-heavy).
 # Usage: determinism.sh KILN NODE_MODULES INPUT.pb WORKDIR
 set -uo pipefail
 kiln=$1
@@ -18,5 +18,12 @@ for threads in 1 2; do
     echo "FAIL ppocr_det --threads $threads: two runs differ"; failed=$((failed + 1))
   fi
 done
+# Kernels choose their split by size and thread count (pool::threadsFor): any count gives the bytes
+# of one thread.
+if cmp -s "$work/t1a/sigmoid_0.tmp_0.pb" "$work/t2a/sigmoid_0.tmp_0.pb"; then
+  echo "PASS ppocr_det --threads 1 and 2 give identical bytes"; passed=$((passed + 1))
+else
+  echo "FAIL ppocr_det --threads 1 and 2 give different bytes"; failed=$((failed + 1))
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -23,8 +23,8 @@ bool unaryFloatFast(KernelContext& ctx, vec::UnOp op, float p0 = 0.0f, float p1 
     const auto n = static_cast<int64_t>(x.elementCount());
     const auto* in = reinterpret_cast<const uint16_t*>(x.data());
     uint16_t* po = out.data<uint16_t>();
-    pool::parallelFor(n >= vec::kParallelElements ? ctx.threads() : 1, n, vec::kParallelGrain,
-                      [&](int64_t i0, int64_t i1) {
+    pool::parallelFor(pool::threadsFor(ctx.threads(), static_cast<double>(n) * pool::kNsPerElement),
+                      n, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
                         constexpr int64_t kBlock = 1024;
                         float block[kBlock];
                         for (int64_t b0 = i0; b0 < i1; b0 += kBlock) {
@@ -42,8 +42,10 @@ bool unaryFloatFast(KernelContext& ctx, vec::UnOp op, float p0 = 0.0f, float p1 
   const auto n = static_cast<int64_t>(x.elementCount());
   const float* in = reinterpret_cast<const float*>(x.data());
   float* po = out.data<float>();
-  pool::parallelFor(n >= vec::kParallelElements ? ctx.threads() : 1, n, vec::kParallelGrain,
-                    [&](int64_t i0, int64_t i1) { vec::unary(op, in + i0, po + i0, i1 - i0, p0, p1); });
+  pool::parallelFor(pool::threadsFor(ctx.threads(), static_cast<double>(n) * pool::kNsPerElement),
+                    n, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+                      vec::unary(op, in + i0, po + i0, i1 - i0, p0, p1);
+                    });
   ctx.setOutput(0, std::move(out).finish());
   return true;
 }
@@ -125,13 +127,33 @@ Status celuKernel(KernelContext& ctx) {
 }
 
 // Split at zero so exp never overflows.
+// Float32 through fn element by element with one libm call each, in ranges over the pool (each
+// element is computed alike whatever the split); false for other dtypes.
+template <typename Fn> bool mathFloatOnPool(KernelContext& ctx, Fn&& fn) {
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DType::Float32) return false;
+  OutTensor out(DType::Float32, x.dims());
+  const auto n = static_cast<int64_t>(x.elementCount());
+  const float* in = reinterpret_cast<const float*>(x.data());
+  float* po = out.data<float>();
+  pool::parallelFor(pool::threadsFor(ctx.threads(), static_cast<double>(n) * pool::kNsPerMathCall),
+                    n, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+                      for (int64_t i = i0; i < i1; ++i)
+                        po[i] = fn(in[i]);
+                    });
+  ctx.setOutput(0, std::move(out).finish());
+  return true;
+}
+
 Status sigmoidKernel(KernelContext& ctx) {
-  return unaryFloatKernel(ctx, [](auto v) {
+  auto sigmoid = [](auto v) {
     using T = decltype(v);
     if (v >= T(0)) return static_cast<T>(T(1) / (T(1) + std::exp(-v)));
     const T e = std::exp(v);
     return static_cast<T>(e / (T(1) + e));
-  });
+  };
+  if (mathFloatOnPool(ctx, sigmoid)) return Status::ok();
+  return unaryFloatKernel(ctx, sigmoid);
 }
 
 Status hardSigmoidKernel(KernelContext& ctx) {

@@ -124,12 +124,16 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
     validColumns(kx * dw - pl, sw, wd, ow, lo[kx], hi[kx]);
   // Planes are independent: the pool takes contiguous ranges of (batch, filter) planes.
   const int64_t planeWork = oh * ow * kh * kw;
+  // A tap costs about four GEMM multiply-adds (measured: a vector loop over one plane, with the
+  // plane's padding copy and the epilogue).
+  const double depthwiseNs =
+      static_cast<double>(planeWork * s.filters * s.batch) * pool::kNsPerMac * 4.0;
   if (oh <= 0 || ow <= 0) return;
   if constexpr (std::is_same_v<T, float>) {
     // Float: vector loops over a zero-padded copy of each input plane (conv_loops.h).
     convloops::DepthwisePlane g{oh, ow, kh, kw, sh, sw, dh, dw, 0, 0, 0, 0};
     convloops::planDepthwise(g);
-    pool::parallelFor(planeWork * s.filters * s.batch >= (int64_t{1} << 18) ? threads : 1,
+    pool::parallelFor(pool::threadsFor(threads, depthwiseNs),
                       s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
       thread_local std::vector<float> padded;
       if (padded.size() < static_cast<size_t>(g.sw * g.phaseStride))
@@ -148,7 +152,7 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
     });
     return;
   }
-  pool::parallelFor(planeWork * s.filters * s.batch >= (int64_t{1} << 18) ? threads : 1,
+  pool::parallelFor(pool::threadsFor(threads, depthwiseNs),
                     s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
   for (int64_t p = p0; p < p1; ++p) {
       const int64_t b = p / s.filters, m = p % s.filters;
@@ -569,10 +573,14 @@ bool isTiling(const Window& w) {
 // Writes [channels * kh * kw, oh * ow] columns into [channels, oh * kh, ow * kw] tiles, adding
 // the bias on the way.
 template <typename T>
-void scatterTiles(const T* cols, int64_t channels, const Window& w, const T* bias, T* image) {
+void scatterTiles(int threads, const T* cols, int64_t channels, const Window& w, const T* bias,
+                  T* image) {
   const int64_t oh = w.out[0], ow = w.out[1], kh = w.kernel[0], kw = w.kernel[1];
   const int64_t width = w.in[1], plane = w.in[0] * width;
-  for (int64_t c = 0; c < channels; ++c) {
+  // Channels are independent: ranges of them over the pool (a strided copy per element).
+  const double work = static_cast<double>(channels * plane) * pool::kNsPerElement * 2.0;
+  pool::parallelFor(pool::threadsFor(threads, work), channels, 1, [&](int64_t c0, int64_t c1) {
+  for (int64_t c = c0; c < c1; ++c) {
     const T bv = bias ? bias[c] : T{0};
     for (int64_t ky = 0; ky < kh; ++ky)
       for (int64_t kx = 0; kx < kw; ++kx) {
@@ -585,6 +593,7 @@ void scatterTiles(const T* cols, int64_t channels, const Window& w, const T* bia
         }
       }
   }
+  });
 }
 
 template <typename T>
@@ -604,7 +613,7 @@ void convTransposeForward(int threads, const ConvShape& s, const T* x, const T* 
                T{0}, cols.data(), xSize);
       T* yg = y + (b * s.filters + g * mg) * ySize;
       if (tiles) {
-        scatterTiles(cols.data(), mg, win, bias ? bias + g * mg : nullptr, yg);
+        scatterTiles(threads, cols.data(), mg, win, bias ? bias + g * mg : nullptr, yg);
         continue;
       }
       nn::col2imAdd(cols.data(), mg, win, yg);
@@ -866,12 +875,19 @@ Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzI
   const int64_t ks = nn::product(win.kernel), inSize = nn::product(win.in);
   const int64_t outSize = nn::product(win.out), rows = cg * ks;
   const int64_t planes = s.batch * s.filters;
+  // The pool's split (pool::threadsFor): the epilogue converts and chains each sum; the loops
+  // below cost about four float multiply-adds per integer one.
+  const int epilogueThreads = pool::threadsFor(
+      ctx.threads(), static_cast<double>(planes * outSize) * 2.0 * pool::kNsPerElement);
+  const int loopThreads =
+      pool::threadsFor(ctx.threads(), static_cast<double>(planes * outSize) *
+                                          static_cast<double>(rows) * 4.0 * pool::kNsPerMac);
   if (const dnnl_conv::Int8Conv* prepared = preparedInt8(ctx, wIndex, wzIndex, s, wz)) {
     dnnl_conv::Int8Result r;
     if (dnnl_conv::runInt8(*prepared, x.data(), xz[0], ctx.threads(), r)) {
       int32_t* acc = epilogue ? nullptr : output(s);
       float* y = epilogue ? floatOutput(s) : nullptr;
-      pool::parallelFor(ctx.threads(), planes, 1, [&](int64_t p0, int64_t p1) {
+      pool::parallelFor(epilogueThreads, planes, 1, [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t b = p / s.filters, m = p % s.filters;
           const int32_t* src = r.acc + (b * r.channels + m) * outSize;
@@ -903,7 +919,7 @@ Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzI
         const auto* image = xdata + (b * s.channels + g * cg) * inSize;
         const int16_t* wg = ws.data() + g * mg * rows;
         int32_t* out = acc + (b * s.filters + g * mg) * outSize;
-        pool::parallelFor(ctx.threads(), outSize, kBlock, [&](int64_t n0, int64_t n1) {
+        pool::parallelFor(loopThreads, outSize, kBlock, [&](int64_t n0, int64_t n1) {
           std::vector<int16_t> cols(static_cast<size_t>(rows * std::min(kBlock, n1 - n0)));
           for (int64_t c0 = n0; c0 < n1; c0 += kBlock) {
             const int64_t nb = std::min(kBlock, n1 - c0);
@@ -919,7 +935,7 @@ Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzI
     run(x.data());
   if (epilogue) {
     float* y = floatOutput(s);
-    pool::parallelFor(ctx.threads(), planes, 1, [&](int64_t p0, int64_t p1) {
+    pool::parallelFor(epilogueThreads, planes, 1, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p)
         finishFloatPlane(*epilogue, p, s.filters, outSize, acc + p * outSize, nullptr, 0,
                          y + p * outSize);
@@ -996,7 +1012,11 @@ Status qlinearConvOp(KernelContext& ctx) {
       multipliers.push_back(ms_int8::multiplierOf(xs[0], ws[static_cast<size_t>(m)], ys[0]));
   OutTensor y(yType, convOutDims(s));
   uint8_t* yb = y.bytes();
-  pool::parallelFor(ctx.threads(), s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
+  // Requantization per element (a few integer or float operations): ranges of planes when it pays.
+  const int requantThreads =
+      pool::threadsFor(ctx.threads(), static_cast<double>(s.batch * s.filters * outSize) * 4.0 *
+                                          pool::kNsPerElement);
+  pool::parallelFor(requantThreads, s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t m = p % s.filters;
       const int64_t base = p * outSize;

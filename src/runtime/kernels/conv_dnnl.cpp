@@ -16,8 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "thread_pool.h"
+
 // oneDNN's CPU runtime here is OpenMP; the thread count of its parallel regions follows the
-// executor's --threads.
+// executor's --threads where the work pays for waking the OpenMP workers (pool::threadsFor).
 extern "C" void omp_set_num_threads(int) __attribute__((weak));
 #endif
 
@@ -30,6 +32,26 @@ bool available() { return true; }
 namespace {
 
 using namespace dnnl;
+
+void setOmpThreads(int threads) {
+  if (omp_set_num_threads) omp_set_num_threads(threads < 1 ? 1 : threads);
+}
+
+// Threads for one convolution: its multiply-adds against one fork-join of the OpenMP team. A
+// small convolution (all of openWakeWord's embedding model) runs on the calling thread alone:
+// waking a sleeping worker costs as much as it would take over. The primitive is made for the
+// count chosen here, so the same shapes and --threads always run the same primitive.
+int convThreads(int threads, const Conv2d& c) {
+  const double macs = static_cast<double>(c.batch * c.filters * c.outHeight * c.outWidth) *
+                      static_cast<double>(c.channels * c.kernel[0] * c.kernel[1]);
+  return pool::threadsFor(threads, macs * pool::kNsPerMac);
+}
+
+// Threads for a layout reorder of `bytes` (a blocked copy: about two streamed elements per float).
+int reorderThreads(int threads, size_t bytes) {
+  return pool::threadsFor(threads,
+                          static_cast<double>(bytes / sizeof(float)) * 2.0 * pool::kNsPerElement);
+}
 
 // What one convolution geometry needs, made on its first call and reused by later ones on this
 // thread: the primitive descriptor (choosing the implementation is the expensive part of a small
@@ -79,6 +101,8 @@ const Prepared& prepare(int threads, const Conv2d& c, bool hasBias) {
   if (found != cache.end()) return found->second;
   // Inputs whose shapes change on every run would grow the cache without bound: start over.
   if (cache.size() >= 512) cache.clear();
+  // oneDNN sizes its work split for the OpenMP thread count current when the primitive is made.
+  setOmpThreads(threads);
   const engine& eng = cpuEngine();
   const memory::dims src = {c.batch, c.channels, c.height, c.width};
   const memory::dims dst = {c.batch, c.filters, c.outHeight, c.outWidth};
@@ -122,6 +146,7 @@ const Prepared& prepare(int threads, const Conv2d& c, bool hasBias) {
 bool packedFor(const PackedWeights& packed, int threads, const Conv2d& c, bool hasBias,
                const void* weightsId) {
   if (!packed.source || packed.source != weightsId) return false;
+  threads = convThreads(threads, c);
   try {
     const Prepared& p = prepare(threads, c, hasBias);
     return p.reorderWei && packed.key == keyOf(threads, c, hasBias) &&
@@ -133,7 +158,8 @@ bool packedFor(const PackedWeights& packed, int threads, const Conv2d& c, bool h
 
 bool writesChannelsLast(int threads, const Conv2d& c, bool hasBias) {
   try {
-    return prepare(threads, c, hasBias).dstIsLast;
+    // The primitive is built for the thread count run() gives it, so ask about that one.
+    return prepare(convThreads(threads, c), c, hasBias).dstIsLast;
   } catch (const dnnl::error&) {
     return false;
   }
@@ -141,8 +167,9 @@ bool writesChannelsLast(int threads, const Conv2d& c, bool hasBias) {
 
 bool run(int threads, const Conv2d& c, const float* x, const float* w, const float* bias, float* y,
          PackedWeights* packed, const void* weightsId, bool xChannelsLast, bool yChannelsLast) {
+  const int requested = threads;
+  threads = convThreads(threads, c);
   try {
-    if (omp_set_num_threads) omp_set_num_threads(threads < 1 ? 1 : threads);
     const Prepared& p = prepare(threads, c, bias != nullptr);
     if (yChannelsLast && !p.dstIsLast) return false;
     const engine& eng = cpuEngine();
@@ -162,6 +189,7 @@ bool run(int threads, const Conv2d& c, const float* x, const float* w, const flo
     memory convSrc = userSrc, convWei = userWei, convDst = userDst;
     if (reorderSrc) {
       convSrc = scratch(srcBuf, p.pd.src_desc());
+      setOmpThreads(reorderThreads(requested, p.userSrc.get_size()));
       (xChannelsLast ? p.srcLastReorder : p.srcReorder).execute(strm, userSrc, convSrc);
     }
     if (p.reorderWei && packed) {
@@ -180,20 +208,26 @@ bool run(int threads, const Conv2d& c, const float* x, const float* w, const flo
       base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
       convWei = memory(md, eng, base);
       if (!fresh) {
+        setOmpThreads(reorderThreads(requested, md.get_size()));
         p.weiReorder.execute(strm, userWei, convWei);
         packed->source = id;
         packed->key = key;
       }
     } else if (p.reorderWei) {
       convWei = scratch(weiBuf, p.pd.weights_desc());
+      setOmpThreads(reorderThreads(requested, p.userWei.get_size()));
       p.weiReorder.execute(strm, userWei, convWei);
     }
     if (reorderDst) convDst = scratch(dstBuf, p.pd.dst_desc());
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, convSrc}, {DNNL_ARG_WEIGHTS, convWei}, {DNNL_ARG_DST, convDst}};
     if (bias) args.emplace(DNNL_ARG_BIAS, memory(p.bias, eng, const_cast<float*>(bias)));
+    setOmpThreads(threads);
     p.conv.execute(strm, args);
-    if (reorderDst) p.dstReorder.execute(strm, convDst, userDst);
+    if (reorderDst) {
+      setOmpThreads(reorderThreads(requested, p.userDst.get_size()));
+      p.dstReorder.execute(strm, convDst, userDst);
+    }
     strm.wait();
     return true;
   } catch (const dnnl::error&) {
@@ -222,6 +256,7 @@ struct Int8Chunk {
 
 class Int8Conv {
  public:
+  int threads = 1;           // OpenMP threads of the chunks' convolutions (convThreads)
   int64_t channels = 0;      // filters, plus the all-ones filter when corr is used
   std::vector<int32_t> corr; // base - wz[m]; empty when all are 0
   memory::desc userDst;
@@ -248,6 +283,7 @@ std::shared_ptr<Int8Conv> prepareInt8(int threads, const Conv2d& c, bool xSigned
   using dt = memory::data_type;
   try {
     auto p = std::make_shared<Int8Conv>();
+    p->threads = threads = convThreads(threads, c);
     const int32_t base = wSigned ? 0 : 128;
     const int64_t taps = c.kernel[0] * c.kernel[1], perFilter = c.channels * taps;
     bool needCorr = false;
@@ -294,7 +330,7 @@ std::shared_ptr<Int8Conv> prepareInt8(int threads, const Conv2d& c, bool xSigned
     const WindowDims win(c);
     const dt srcType = xSigned ? dt::s8 : dt::u8;
     p->userDst = memory::desc(dst, dt::s32, tag::nchw);
-    if (omp_set_num_threads) omp_set_num_threads(threads < 1 ? 1 : threads);
+    setOmpThreads(threads);
     const bool debug = std::getenv("KILN_DEBUG_DNNL_INT8") != nullptr;
     for (size_t k = 0; k + 1 < bounds.size(); ++k) {
       Int8Chunk ck;
@@ -349,7 +385,6 @@ std::shared_ptr<Int8Conv> prepareInt8(int threads, const Conv2d& c, bool xSigned
 
 bool runInt8(const Int8Conv& p, const uint8_t* x, int32_t xz, int threads, Int8Result& out) {
   try {
-    if (omp_set_num_threads) omp_set_num_threads(threads < 1 ? 1 : threads);
     const engine& eng = cpuEngine();
     stream strm(eng);
     // Blocked copies and chunk sums in the executor's scratch memory (the run's planned arena), as
@@ -372,17 +407,22 @@ bool runInt8(const Int8Conv& p, const uint8_t* x, int32_t xz, int threads, Int8R
       memory convSrc = userSrc;
       if (ck.reorderSrc) {
         convSrc = scratch(srcBuf, ck.pd.src_desc());
+        setOmpThreads(reorderThreads(threads, ck.pd.src_desc().get_size() * 4));
         ck.srcReorder.execute(strm, userSrc, convSrc);
       }
       // The first chunk lands in the result; later ones in partBuf, then added.
       memory target = k == 0 ? userDst : scratch(partBuf, p.userDst);
       memory convDst = ck.reorderDst ? scratch(convDstBuf, ck.pd.dst_desc()) : target;
       auto convWei = memory(ck.pd.weights_desc(), eng, const_cast<uint8_t*>(ck.weights.data()));
+      setOmpThreads(p.threads);
       ck.conv.execute(strm, {{DNNL_ARG_SRC, convSrc},
                              {DNNL_ARG_WEIGHTS, convWei},
                              {DNNL_ARG_DST, convDst},
                              {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zpMem}});
-      if (ck.reorderDst) ck.dstReorder.execute(strm, convDst, target);
+      if (ck.reorderDst) {
+        setOmpThreads(reorderThreads(threads, p.userDst.get_size()));
+        ck.dstReorder.execute(strm, convDst, target);
+      }
       strm.wait();
       if (k > 0) {
         // Wrap-around int32 sums (exact whenever the total fits, as ONNX's output must).

@@ -43,9 +43,10 @@ Status roundKernel(KernelContext& ctx) {
     const auto n = static_cast<int64_t>(x.elementCount());
     const float* src = reinterpret_cast<const float*>(x.data());
     float* dst = out.data<float>();
-    pool::parallelFor(
-        n >= vec::kParallelElements ? ctx.threads() : 1, n, vec::kParallelGrain,
-        [&](int64_t i0, int64_t i1) { vec::roundHalfEven(src + i0, dst + i0, i1 - i0); });
+    pool::parallelFor(pool::threadsFor(ctx.threads(), static_cast<double>(n) * pool::kNsPerElement),
+                      n, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+                        vec::roundHalfEven(src + i0, dst + i0, i1 - i0);
+                      });
     ctx.setOutput(0, std::move(out).finish());
     return Status::ok();
   }
@@ -223,8 +224,8 @@ bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
   OutTensor out(DType::Float16, *dims);
   uint16_t* po = out.data<uint16_t>();
   const auto len = static_cast<int64_t>(n);
-  pool::parallelFor(len >= vec::kParallelElements ? ctx.threads() : 1, len, vec::kParallelGrain,
-                    [&](int64_t i0, int64_t i1) {
+  pool::parallelFor(pool::threadsFor(ctx.threads(), static_cast<double>(len) * pool::kNsPerElement),
+                    len, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
                       constexpr int64_t kBlock = 1024;
                       float x[kBlock], y[kBlock];
                       for (int64_t b0 = i0; b0 < i1; b0 += kBlock) {
@@ -285,7 +286,8 @@ bool binaryFloatFast(KernelContext& ctx, vec::BinOp op) {
   const auto len = static_cast<int64_t>(n);
   if (n == 0) return false;
   // Large tensors are cut into element ranges over the pool (each element is computed alike).
-  const int threads = len >= vec::kParallelElements ? ctx.threads() : 1;
+  const int threads =
+      pool::threadsFor(ctx.threads(), static_cast<double>(len) * pool::kNsPerElement);
   if (na == n && nb == n && a.dims() == b.dims())
     return run([&](float* po) {
       pool::parallelFor(threads, len, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {

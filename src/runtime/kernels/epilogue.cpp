@@ -195,11 +195,13 @@ bool Epilogue::channelAgnostic() const {
 
 void Epilogue::applyAll(int threads, float* y) const {
   const int64_t planes = batch_ * channels_;
-  pool::parallelFor(planes * plane_ >= vec::kParallelElements ? threads : 1, planes, 1,
-                    [&](int64_t p0, int64_t p1) {
-                      for (int64_t p = p0; p < p1; ++p)
-                        apply(y + p * plane_, plane_, p % channels_, p * plane_);
-                    });
+  // Each step reads and writes the block once.
+  const double work = static_cast<double>(planes * plane_) *
+                      static_cast<double>(steps_.size() + 1) * pool::kNsPerElement;
+  pool::parallelFor(pool::threadsFor(threads, work), planes, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p)
+      apply(y + p * plane_, plane_, p % channels_, p * plane_);
+  });
 }
 
 } // namespace kiln::rt

@@ -78,7 +78,11 @@ Status matMulNBitsOp(KernelContext& ctx) {
   nn::StagedOut<float> y(a.dtype(), yDims);
   float* yd = y.data();
   const float defaultZp = static_cast<float>(1 << (s.bits - 1));
-  pool::parallelFor(ctx.threads(), s.n, 16, [&](int64_t begin, int64_t end) {
+  // Each weight is decoded and multiplied into m rows: ranges of columns when it pays.
+  const int threads =
+      pool::threadsFor(ctx.threads(), static_cast<double>(s.n * s.k) * static_cast<double>(m + 1) *
+                                          pool::kNsPerElement);
+  pool::parallelFor(threads, s.n, 16, [&](int64_t begin, int64_t end) {
     std::vector<float> w(static_cast<size_t>(s.k));
     for (int64_t col = begin; col < end; ++col) {
       for (int64_t blk = 0; blk < s.blocks; ++blk) {

@@ -31,6 +31,10 @@ void singleThreadedBlas() {
 }
 
 constexpr int64_t kColumnBlock = 512;
+// A product of one column block is cut into blocks of rows instead when it is large enough to be
+// worth two threads (pool::threadsFor); a size-only test, so the blocks never depend on the count.
+constexpr int64_t kRowBlock = 64;
+constexpr double kRowSplitNs = 4.0 * pool::kHandOffNs;
 
 template <typename T, typename Call>
 void gemmColumns(int threads, bool transB, int64_t m, int64_t n, int64_t k, const T* b,
@@ -42,8 +46,9 @@ void gemmColumns(int threads, bool transB, int64_t m, int64_t n, int64_t k, cons
     return;
   }
   const int64_t blocks = (n + kColumnBlock - 1) / kColumnBlock;
-  // Products below 2^18 multiply-adds stay on the calling thread (waking workers costs more).
-  const int useThreads = m * n * k >= (int64_t{1} << 18) ? threads : 1;
+  // Small products stay on the calling thread (waking workers would cost more than they save).
+  const int useThreads = pool::threadsFor(
+      threads, static_cast<double>(m) * static_cast<double>(n * k) * pool::kNsPerMac);
   pool::parallelFor(useThreads, blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t j0 = blk * kColumnBlock, cols = std::min(kColumnBlock, n - j0);
@@ -66,22 +71,43 @@ void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k
     if (blockDone) (*blockDone)(0, n);
     return;
   }
-  gemmColumns(threads, transB, m, n, k, b, ldb, c, [&](int64_t cols, const float* bj, float* cj) {
+  // C[rows, cols] from rows of A and columns of B, on this thread.
+  auto block = [&](int64_t rows, int64_t cols, const float* ai, const float* bj, float* cij) {
 #ifdef KILN_HAVE_DNNL
     // oneDNN's sgemm (AVX-512 kernels where the CPU has them, about twice OpenBLAS 0.3.21's AVX2
-    // ones there) on one OpenMP thread per column block, so each block is computed alike whatever
-    // the thread count. It only refuses malformed arguments; OpenBLAS then takes the block.
+    // ones there) on one OpenMP thread per block, so each block is computed alike whatever the
+    // thread count. It only refuses malformed arguments; OpenBLAS then takes the block.
     if (omp_set_num_threads) omp_set_num_threads(1);
-    if (dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, cols, k, alpha, a, lda, bj, ldb,
-                   beta, cj, ldc) == dnnl_success)
+    if (dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', rows, cols, k, alpha, ai, lda, bj, ldb,
+                   beta, cij, ldc) == dnnl_success)
       return;
 #endif
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-                transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-                static_cast<blasint>(cols), static_cast<blasint>(k), alpha, a,
-                static_cast<blasint>(lda), bj, static_cast<blasint>(ldb), beta, cj,
+                transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(rows),
+                static_cast<blasint>(cols), static_cast<blasint>(k), alpha, ai,
+                static_cast<blasint>(lda), bj, static_cast<blasint>(ldb), beta, cij,
                 static_cast<blasint>(ldc));
-  }, blockDone);
+  };
+  const double work = static_cast<double>(m) * static_cast<double>(n * k) * pool::kNsPerMac;
+  if (n <= kColumnBlock && m >= 2 * kRowBlock && work >= kRowSplitNs) {
+    // One column block of a large product (the 20x20 1x1 convolutions of PP-OCR det): fixed
+    // blocks of kRowBlock rows of C over the pool instead, chosen by the sizes alone so the same
+    // blocks run at any thread count. Measured on those shapes, dnnl_sgemm gives the same bytes
+    // and the same single-thread time in row blocks as in one call (bench/results.md "Threads").
+    singleThreadedBlas();
+    const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
+    pool::parallelFor(pool::threadsFor(threads, work), blocks, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t i0 = r * kRowBlock, rows = std::min(kRowBlock, m - i0);
+        block(rows, n, transA ? a + i0 : a + i0 * lda, b, c + i0 * ldc);
+      }
+    });
+    if (blockDone) (*blockDone)(0, n);
+    return;
+  }
+  gemmColumns(
+      threads, transB, m, n, k, b, ldb, c,
+      [&](int64_t cols, const float* bj, float* cj) { block(m, cols, a, bj, cj); }, blockDone);
 }
 
 void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,

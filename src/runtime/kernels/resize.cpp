@@ -236,7 +236,8 @@ Tensor resizePlanesHalf(int threads, const Tensor& x, const std::vector<int64_t>
   };
   const int64_t work = planes * outH * outW;
   pool::parallelFor(
-      work >= (int64_t{1} << 16) ? threads : 1, planes, 1, [&](int64_t p0, int64_t p1) {
+      pool::threadsFor(threads, static_cast<double>(work) * pool::kNsPerElement), planes, 1,
+      [&](int64_t p0, int64_t p1) {
         std::vector<float> in(static_cast<size_t>(inH * inW)), row(static_cast<size_t>(outW));
         std::vector<double> mid(static_cast<size_t>(outH * inW));
         for (int64_t p = p0; p < p1; ++p) {

@@ -2,6 +2,7 @@
 #include "thread_pool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -11,6 +12,7 @@ namespace kiln::rt::pool {
 namespace {
 
 thread_local bool insideRange = false;
+std::atomic<bool> splitAlways{false};
 
 class Pool {
  public:
@@ -92,5 +94,16 @@ void parallelFor(int threads, int64_t count, int64_t grain,
   }
   pool().run(jobs);
 }
+
+int threadsFor(int threads, double workNs, int handOffs) {
+  if (threads <= 1) return 1;
+  if (splitAlways.load(std::memory_order_relaxed)) return threads;
+  const double perRange = 2.0 * kHandOffNs * std::max(handOffs, 1);
+  const double ranges = workNs / perRange;
+  if (!(ranges >= 2.0)) return 1; // also NaN
+  return ranges >= threads ? threads : static_cast<int>(ranges);
+}
+
+void setSplitAlways(bool on) { splitAlways.store(on, std::memory_order_relaxed); }
 
 } // namespace kiln::rt::pool

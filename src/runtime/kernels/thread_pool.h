@@ -15,4 +15,28 @@ namespace kiln::rt::pool {
 void parallelFor(int threads, int64_t count, int64_t grain,
                  const std::function<void(int64_t, int64_t)>& fn);
 
+// The cost model that decides how many threads a piece of work is worth (docs/architecture.md,
+// "Threads"). Work is estimated in nanoseconds of one thread: elements times a per-element cost.
+// Handing ranges to sleeping workers and waiting for the last one (one fork-join, of this pool or
+// of oneDNN's OpenMP team) costs about kHandOffNs: 9-13 us back to back on a busy 2-core machine,
+// more between kernels (the workers slept longer, the join waits for the slower range); splitting
+// openWakeWord's 50-us convolutions stopped losing only from 20 us on (bench/results.md "Threads").
+constexpr double kHandOffNs = 20000;
+// One float read, combined and written by a vector loop (elementwise kernels, epilogues, copies).
+constexpr double kNsPerElement = 0.5;
+// One float multiply-add in a GEMM or a oneDNN convolution.
+constexpr double kNsPerMac = 0.015;
+// One scalar libm call (exp, tanh) per element.
+constexpr double kNsPerMathCall = 4.0;
+
+// How many of `threads` to use for `workNs` of work that makes `handOffs` fork-joins when split:
+// every range must hold at least two hand-offs' worth of work, so a split saves at least as much
+// as it costs. Depends only on its arguments (never on timing), so the same shapes and thread
+// count always split alike.
+int threadsFor(int threads, double workNs, int handOffs = 1);
+
+// For tests: while set, threadsFor returns `threads` whatever the work, so that small inputs
+// take the split paths.
+void setSplitAlways(bool on);
+
 } // namespace kiln::rt::pool

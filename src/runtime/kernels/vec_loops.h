@@ -9,9 +9,8 @@
 
 namespace kiln::rt::vec {
 
-// Tensors of at least kParallelElements are split over the executor's pool in ranges that are
-// multiples of kParallelGrain elements.
-constexpr int64_t kParallelElements = int64_t{1} << 16;
+// Tensors large enough to pay for a split (pool::threadsFor) are cut into ranges over the
+// executor's pool that are multiples of kParallelGrain elements.
 constexpr int64_t kParallelGrain = int64_t{1} << 12;
 
 // Max and Min pick as the Max / Min kernels do: NaN when either operand is NaN, else the larger

@@ -1,6 +1,8 @@
-// Elementwise chains fused into Conv and into ConvInteger with its Cast (src/runtime/fusion.h): the fused run gives the same bytes as
-// the nodes run one by one, on every Conv path, at one and two threads; chains stop where an
-// intermediate is read elsewhere, is a graph output or is captured.
+// Elementwise chains fused into Conv and into ConvInteger with its Cast (src/runtime/fusion.h): the
+// fused run gives the same bytes as the nodes run one by one, on every Conv path, at one and two
+// threads (two with every kernel split whatever its size: these inputs are below the pool's work
+// threshold); chains stop where an intermediate is read elsewhere, is a graph output or is
+// captured.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +14,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
+#include "runtime/kernels/thread_pool.h"
 
 using namespace kiln;
 
@@ -117,6 +120,11 @@ rt::RunResult run(const ChainModel& m, bool fuse, int threads,
   options.profile = true;
   options.captureNames = std::move(capture);
   options.captureIntermediates = captureAll;
+  // More than one thread: split every kernel, so the split paths are the ones compared.
+  struct SplitAlways {
+    explicit SplitAlways(bool on) { rt::pool::setSplitAlways(on); }
+    ~SplitAlways() { rt::pool::setSplitAlways(false); }
+  } split(threads > 1);
   rt::Executor executor(m.model, options);
   auto result = executor.run(m.feeds);
   EXPECT_TRUE(result) << result.status().toString();
@@ -139,6 +147,7 @@ uint64_t calls(const rt::RunResult& r, const std::string& op) {
 
 const ConvCase kCases[] = {
     {"1x1 (GEMM blocks)", 24, 40, 1, 1, 1},
+    {"1x1 (GEMM row blocks: one column block, 192 filters)", 256, 192, 1, 1, 1},
     {"3x3 (full kernel)", 8, 16, 3, 1, 1},
     {"3x3 stride 2 grouped (im2col)", 8, 16, 3, 2, 2},
     {"depthwise 3x3", 16, 16, 3, 1, 16},

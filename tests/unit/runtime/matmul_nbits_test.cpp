@@ -9,6 +9,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
+#include "runtime/kernels/thread_pool.h"
 
 using namespace kiln;
 
@@ -24,7 +25,10 @@ std::vector<float> runModel(Model& model, int threads) {
   rt::ExecutorOptions options;
   options.threads = threads;
   rt::Executor exec(model, options);
+  // These inputs are below the pool's work threshold: split them anyway at 2 threads.
+  rt::pool::setSplitAlways(threads > 1);
   auto result = exec.run({});
+  rt::pool::setSplitAlways(false);
   EXPECT_TRUE(result.hasValue()) << result.status().toString();
   if (!result.hasValue()) return {};
   return result->outputs.at(0).tensor.copyValues<float>();
