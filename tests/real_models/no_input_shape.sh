@@ -13,7 +13,8 @@ set -uo pipefail
 build=$(realpath -m "$1")
 kiln="$build/tools/kiln"
 converter="$build/tools/converter_lite"
-out="$build/real_models/out"
+# Resolved as run.sh resolves it, so the paths compare.mjs wrote in converter_lite.args match.
+out=$(realpath -m "$build/real_models/out")
 vad="$build/real_models/npm/node_modules/@ricky0123/vad-web/dist"
 if ! compgen -G "$out/models/*.onnx" >/dev/null; then
   echo "SKIP: the real models are not in $out/models (run ctest -R real_models first)"
