@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the outside judges (../shared/judges) on the artifacts kiln's tests wrote.
 
-  judge.py om JUDGES ARTIFACTS EXPECTED --allow-doc docs/om_backend.md [--write]
+  judge.py om JUDGES ARTIFACTS EXPECTED [--also ARTIFACTS2 EXPECTED2 ...] --allow-doc docs/om_backend.md [--write]
   judge.py ms JUDGES ARTIFACTS EXPECTED [--jobs N] [--timeout S] [--skip-without-artifacts] [--write]
 
 ARTIFACTS holds one folder per case, as `kiln conformance --keep-artifacts` leaves them: model.om or
@@ -10,6 +10,10 @@ case must reach (om: PASS > WARN > FAIL; ms: MATCH > RUN > LOAD > FAIL). A case 
 regression and fails the test; better results are reported so the list can be raised (--write).
 Exit 77 (a ctest skip) with the reason when the judge folder is absent, or (--skip-without-artifacts)
 when no test wrote artifacts.
+
+om: each --also folder is judged with the first and settled against its own list; a file whose bytes
+another file of any folder already has is judged once (the judge reads nothing but the file, so the
+same bytes get the same verdict: 1,930 conformance .om files hold 1,090 distinct contents).
 
 An ms case matches element by element (1e-5 + 1e-4 * |expected|) unless its folder holds gate.txt,
 `mre M cosine C`: then each output matches when its mean relative error (sum |a - e| / sum |e|,
@@ -21,6 +25,7 @@ Stdlib only: the comparison is small next to loading and running each model.
 """
 import argparse
 import concurrent.futures
+import hashlib
 import math
 import os
 import re
@@ -103,6 +108,16 @@ def settle(kind, grades_order, results, expected_path, write, header):
     return 1 if regressions or missing else 0
 
 
+def om_cases(artifacts, any_om):
+    """Case names and their .om paths under one ARTIFACTS folder."""
+    if any_om:  # every .om under ARTIFACTS, named by its path (real models, samples)
+        cases = sorted(os.path.relpath(os.path.join(d, f), artifacts)
+                       for d, _, fs in os.walk(artifacts) for f in fs if f.endswith(".om"))
+        return [(c, os.path.join(artifacts, c)) for c in cases]
+    # one case folder per conformance case, holding model.om
+    return [(c, os.path.join(artifacts, c, "model.om")) for c in cases_with(artifacts, "model.om")]
+
+
 def judge_om(args):
     check = os.path.join(args.judges, "om", "check.sh")
     if not os.path.isfile(check):
@@ -112,40 +127,54 @@ def judge_om(args):
         for line in f:
             if line.startswith("judge allow-list:"):
                 allow = line.split(":", 1)[1].strip().replace(" ", "")
-    if args.any_om:  # every .om under ARTIFACTS, named by its path (real models, samples)
-        cases = sorted(os.path.relpath(os.path.join(d, f), args.artifacts)
-                       for d, _, fs in os.walk(args.artifacts) for f in fs if f.endswith(".om"))
-        path_of = lambda c: os.path.join(args.artifacts, c)
-    else:  # one case folder per conformance case, holding model.om
-        cases = cases_with(args.artifacts, "model.om")
-        path_of = lambda c: os.path.join(args.artifacts, c, "model.om")
-    if not cases:
-        print(f"no .om artifacts under {args.artifacts}: run the test that writes them first")
-        return 1
-    results = {}
+    sets = [(args.artifacts, args.expected)] + [tuple(pair) for pair in args.also or []]
+    per_set = []
+    for artifacts, _ in sets:
+        cases = om_cases(artifacts, args.any_om)
+        if not cases:
+            print(f"no .om artifacts under {artifacts}: run the test that writes them first")
+            return 1
+        per_set.append(cases)
+    # One file per distinct content: a case whose bytes another case has takes that file's verdict.
+    first_of = {}  # sha256 -> the path judged for it
+    judged_path = {}  # every path -> the path judged for it
+    for cases in per_set:
+        for _, path in cases:
+            with open(path, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+            judged_path[path] = first_of.setdefault(digest, path)
+    files = list(first_of.values())
+    print(f"om judge: {len(judged_path)} .om files in {len(sets)} folder(s), {len(files)} distinct"
+          " contents judged")
+    verdicts = {}
     # check.sh takes many files per call, and each call pays ~0.6 s of CPU to load the operator IR
     # registry: few large batches (a batch's paths stay far below the kernel's argument limit).
     batch = 1024
-    for start in range(0, len(cases), batch):
-        chunk = cases[start:start + batch]
-        files = [path_of(c) for c in chunk]
-        cmd = ["bash", check] + (["--allow-unregistered", allow] if allow else []) + files
+    for start in range(0, len(files), batch):
+        chunk = files[start:start + batch]
+        cmd = ["bash", check] + (["--allow-unregistered", allow] if allow else []) + chunk
         run = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
         if run.returncode == 2:
             print(run.stdout + run.stderr)
             print(f"om judge setup error (exit 2): {' '.join(cmd[:4])} ...")
             return 1
-        by_file = dict(zip(files, chunk))
+        wanted = set(chunk)
         for line in run.stdout.splitlines():
             m = re.match(r"^(PASS|WARN|FAIL|ERROR) (.*?\.om): ?(.*)$", line)
-            if m and m.group(2) in by_file:
+            if m and m.group(2) in wanted:
                 grade = "FAIL" if m.group(1) == "ERROR" else m.group(1)
-                results[by_file[m.group(2)]] = (grade, m.group(3))
-        for c in chunk:
-            results.setdefault(c, ("FAIL", "check.sh printed no verdict"))
+                verdicts[m.group(2)] = (grade, m.group(3))
+        for path in chunk:
+            verdicts.setdefault(path, ("FAIL", "check.sh printed no verdict"))
     header = ("# The om judge's grade per artifact (tests/judges/judge.py om; regenerate with"
               " --write).\n")
-    return settle("om", OM_GRADES, results, args.expected, args.write, header)
+    rc = 0
+    for (artifacts, expected), cases in zip(sets, per_set):
+        if len(sets) > 1:
+            print(f"== {artifacts} against {os.path.basename(expected)}")
+        results = {case: verdicts[judged_path[path]] for case, path in cases}
+        rc = max(rc, settle("om", OM_GRADES, results, expected, args.write, header))
+    return rc
 
 
 def read_io(path):
@@ -315,6 +344,8 @@ def main():
     parser.add_argument("judges")
     parser.add_argument("artifacts")
     parser.add_argument("expected")
+    parser.add_argument("--also", nargs=2, action="append", metavar=("ARTIFACTS", "EXPECTED"),
+                        help="om: another folder and its list, judged in the same run")
     parser.add_argument("--allow-doc", default="")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=120, help="seconds per ms case")

@@ -97,12 +97,14 @@ function writeMsArtifacts(dir, msFile, inputs, outputs, fp16) {
   fs.writeFileSync(path.join(dir, 'gate.txt'), fp16 ? 'mre 0.005 cosine 0.9999\n' : 'mre 0.0001 cosine 0.99999\n');
 }
 
-function run(tool, args) {
+// Runs a tool; null when it succeeds, else its error lines. LOG, when given, gets its stdout.
+function run(tool, args, log) {
   try {
     // kiln's own atc is under test: never hand the model to a CANN atc found on PATH.
-    execFileSync(path.join(tools, tool), args, {
+    const stdout = execFileSync(path.join(tools, tool), args, {
       stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 1 << 26, env: { ...process.env, KILN_CANN_ATC: 'off' },
     });
+    if (log) fs.writeFileSync(log, stdout);
     return null;
   } catch (e) {
     const text = `${e.stdout || ''}${e.stderr || ''}`.trim().split('\n');
@@ -158,7 +160,12 @@ for (const [index, model] of models.entries()) {
   const msBase = path.join(dir, `${model.name}`);
   const liteArgs = ['--fmk=ONNX', `--modelFile=${file}`, `--outputFile=${msBase}`];
   if (dynamic) liteArgs.push(`--inputShape=${shapeSpec}`);
-  const liteError = run('converter_lite', liteArgs);
+  // The flags and stdout stay beside the .ms: no_input_shape.sh takes a static model's conversion
+  // (no --inputShape) and the runs below from here instead of repeating them.
+  const liteLog = path.join(dir, 'converter_lite.log'), liteFlags = path.join(dir, 'converter_lite.args');
+  for (const stale of [`${msBase}.ms`, liteLog, liteFlags]) fs.rmSync(stale, { force: true });
+  fs.writeFileSync(liteFlags, liteArgs.join('\n') + '\n');
+  const liteError = run('converter_lite', liteArgs, liteLog);
   if (liteError) fail(`${model.name} ms`, `${model.name} converter_lite`, liteError);
   else {
     artifacts.push(['ms', `${msBase}.ms`]);
