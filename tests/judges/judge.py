@@ -245,7 +245,11 @@ def judge_ms_case(args, case):
     gate = read_gate(folder)
     io = read_io(os.path.join(folder, "io.tsv"))
     inputs = [os.path.join(folder, f"input_{k}.bin") for k in range(len(io["input"]))]
-    env = dict(os.environ)
+    # The runtime's loader runs each model once in a forked "pre-inference" child before the real
+    # run, only so that a crash there cannot take the host down: the same model on the same inputs,
+    # twice the CPU. Without it a crash ends msrun on its signal, graded FAIL like the child's
+    # crash (msrun exit 3) was.
+    env = dict(os.environ, MSRUN_NO_PREINFER="1")
     with tempfile.TemporaryDirectory() as out:
         cmd = ["bash", os.path.join(args.judges, "mslite", "run-msrun.sh"),
                os.path.join(folder, "model.ms"), out] + inputs
