@@ -25,6 +25,9 @@ struct FusedChain {
     // Outputs of Constant nodes (which may come after the Conv in graph order), taken from the
     // node's attribute once, by the same index.
     std::optional<Tensor> constant[4];
+    // Outputs of Cast nodes after the Conv (a scale's Cast to float32): `outside` is then the
+    // Cast's input, which exists when the Conv runs, cast at bind time as the Cast kernel casts it.
+    DType castTo[4] = {DType::Undefined, DType::Undefined, DType::Undefined, DType::Undefined};
   };
   size_t producer = 0;       // the Conv's node index
   std::vector<size_t> nodes; // absorbed node indices, in graph order
