@@ -12,8 +12,8 @@
 namespace kiln::rt {
 namespace {
 
-constexpr size_t kMaxSteps = 16;  // longer chains are cut (each step keeps a block buffer)
-constexpr size_t kLookAhead = 64; // nodes scanned past the Conv for its chain
+constexpr size_t kMaxSteps = 16;     // longer chains are cut (each step keeps a block buffer)
+constexpr size_t kLookAhead = 64;    // nodes scanned past the Conv for its chain
 
 void outerReads(const Graph& sub, std::unordered_set<const Value*>& out) {
   for (const auto& node : sub.nodes()) {
@@ -37,8 +37,8 @@ int64_t attrInt(const Node& node, const char* name, int64_t fallback) {
 }
 
 // The step for `node` when it is a fusable op reading chain values (`slots`); false otherwise.
-bool makeStep(const Node& node, int64_t opset, const std::unordered_map<const Value*, int>& slots,
-              FusedChain::Step& out) {
+bool makeStep(const Node& node, int64_t opset,
+              const std::unordered_map<const Value*, int>& slots, FusedChain::Step& out) {
   if (!node.domain().empty() || node.outputs().empty() || !node.output(0)) return false;
   // One output (BatchNormalization may list the training outputs as omitted names).
   for (size_t i = 1; i < node.outputs().size(); ++i)

@@ -1,12 +1,12 @@
-// Elementwise chains fused into Conv and into ConvInteger with its Cast (src/runtime/fusion.h): the
-// fused run gives the same bytes as the nodes run one by one, on every Conv path, at one and two
-// threads; chains stop where an intermediate is read elsewhere, is a graph output or is captured.
+// Elementwise chains fused into Conv and into ConvInteger with its Cast (src/runtime/fusion.h): the fused run gives the same bytes as
+// the nodes run one by one, on every Conv path, at one and two threads; chains stop where an
+// intermediate is read elsewhere, is a graph output or is captured.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <limits>
+#include <functional>
 #include <random>
 
 #include "kiln/ir/graph.h"
