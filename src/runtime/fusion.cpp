@@ -255,7 +255,7 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
     size_t take = chain.nodes.size();
     for (; take > 0; --take) {
       const std::vector<size_t> inside(chain.nodes.begin(), chain.nodes.begin() + take);
-      bool ok = !valueHalf[take]; // the chain's result is float32 (the kernel's output type)
+      bool ok = true;
       for (size_t v = 0; v < take && ok; ++v) { // values[0..take-1]; values[take] is the result
         if (kept.count(values[v])) ok = false;
         for (size_t r : readers[values[v]])

@@ -33,11 +33,11 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* na
     if (k == Kind::ToHalf || k == Kind::ToFloat) {
       if (half || (k == Kind::ToHalf) == inHalf || steps_[i].a.slot < 0) return false;
       inHalf = k == Kind::ToHalf;
+      stepHalf_[i] = inHalf; // its result is float16 (the chain's, when it is last)
       continue;
     }
     stepHalf_[i] = inHalf;
   }
-  if (inHalf && !half) return false;
   auto classify = [&](const Operand& o, Bound& b, bool halfOperand) {
     if (!o.tensor) return o.slot >= 0;
     const Tensor* src = o.tensor;
@@ -151,8 +151,8 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
       const bool last = i + 1 == count;
       // The last step writes the output in place (the loops allow exact aliasing).
       float* dst = last ? block : slot(static_cast<int>(i) + 1);
-      const bool round = stepHalf_[i] && !(half_ && last) && !picksAHalf_[i];
-      uint16_t* narrow = half_ && last && narrowTo ? narrowTo + b0 : nullptr;
+      const bool round = stepHalf_[i] && !last && !picksAHalf_[i];
+      uint16_t* narrow = stepHalf_[i] && last && narrowTo ? narrowTo + b0 : nullptr;
       const bool inRegisters = round || narrow;
       int64_t done = 0; // leading elements computed (and rounded or narrowed) by a half loop
       if (st.kind == Kind::ToHalf || st.kind == Kind::ToFloat) {
@@ -205,7 +205,7 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
     if (narrowTo)
       floatsToHalves(block + narrowed, narrowTo + b0 + narrowed,
                      static_cast<size_t>(len - narrowed));
-    else if (half_)
+    else if (stepHalf_.back())
       roundThroughHalves(block, static_cast<size_t>(len));
   }
 }

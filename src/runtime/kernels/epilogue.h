@@ -59,7 +59,8 @@ class Epilogue {
   // `narrowBase` (half chains only): the float16 output the chain's result is written to, at
   // each block's flat offset, when apply is not handed a `narrowTo` of its own. A chain without
   // steps then only rounds the convolution's output into it.
-  // A float32 chain may hold a float16 stretch, ToHalf ... ToFloat (and must not end inside one):
+  // A float32 chain may hold a float16 stretch, ToHalf ... ToFloat, or end in one (endsHalf; the
+  // result is then narrowed into setNarrowBase's output, which must be set before apply):
   // its steps take float16 operands and round their results as a half chain's do; ToHalf rounds
   // as the Cast kernel does, ToFloat gives the Cast's float32 value (NaN as floatsToHalves makes
   // it), so the result is again bit-identical to the nodes' own kernels.
@@ -72,6 +73,9 @@ class Epilogue {
              uint16_t* narrowTo = nullptr) const;
   // The whole NC... output, planes spread over `threads`.
   void applyAll(int threads, float* y) const;
+  // After bind: the chain's result is float16 (a float32 chain that ends in a float16 stretch).
+  bool endsHalf() const { return !stepHalf_.empty() && stepHalf_.back(); }
+  void setNarrowBase(uint16_t* base) { narrowBase_ = base; }
 
  private:
   enum class Shape { Scalar, PerChannel, Full };
