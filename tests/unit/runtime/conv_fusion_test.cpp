@@ -171,8 +171,9 @@ TEST(ConvFusion, FusedChainEqualsNodesOneByOne) {
 // `castIsOutput` the Cast's output is also a graph output (only the Cast fuses then). With
 // `halfStretch` the bias, a second scale and the Relu run in float16 between Casts, as fp16 .om
 // files write it: Mul(Cast(f16 scale)) -> Cast(f16) -> Add(f16 bias) -> Mul(f16 scalar) -> Relu ->
-// Cast(f32).
-ChainModel integerChainModel(int64_t group, bool castIsOutput, bool halfStretch = false) {
+// Cast(f32); with `halfEnd` too the Relu's float16 output is the graph output (no Cast back).
+ChainModel integerChainModel(int64_t group, bool castIsOutput, bool halfStretch = false,
+                             bool halfEnd = false) {
   ChainModel m;
   m.model.opsets = {{"", 17}};
   m.model.graph = std::make_shared<Graph>("g");
@@ -221,9 +222,13 @@ ChainModel integerChainModel(int64_t group, bool castIsOutput, bool halfStretch 
         g.appendNode("Mul", {biased, g.addInitializer("sh", toHalf(scalar(1.37f)))}, {"againh"})
             ->output(0);
     Value* relu = g.appendNode("Relu", {again}, {"reluh"})->output(0);
-    Node* back = g.appendNode("Cast", {relu}, {"y"});
-    back->setAttribute("to", Attribute::ofInt(1));
-    g.addOutput(back->output(0));
+    if (halfEnd) {
+      g.addOutput(relu);
+    } else {
+      Node* back = g.appendNode("Cast", {relu}, {"y"});
+      back->setAttribute("to", Attribute::ofInt(1));
+      g.addOutput(back->output(0));
+    }
     if (castIsOutput) g.addOutput(cast->output(0));
     return m;
   }
@@ -261,28 +266,34 @@ TEST(ConvFusion, ConvIntegerCastAndChainEqualNodesOneByOne) {
 // fused, each step rounds as the float16 kernels do, so the bytes are those of the nodes.
 TEST(ConvFusion, ConvIntegerChainThroughFloat16EqualsNodesOneByOne) {
   for (int64_t group : {1, 2})
-    for (bool castIsOutput : {false, true}) {
-      const std::string what =
-          "group " + std::to_string(group) + (castIsOutput ? ", Cast output kept" : "");
-      ChainModel m = integerChainModel(group, castIsOutput, true);
-      rt::RunResult plain = run(m, false, 1);
-      rt::RunResult fused = run(m, true, 1);
-      rt::RunResult fusedTwo = run(m, true, 2);
-      ASSERT_EQ(plain.outputs.size(), fused.outputs.size()) << what;
-      EXPECT_EQ(fused.outputs[0].tensor.dtype(), DType::Float32) << what;
-      for (size_t i = 0; i < plain.outputs.size(); ++i) {
-        expectSameBytes(plain.outputs[i].tensor, fused.outputs[i].tensor, what);
-        expectSameBytes(fused.outputs[i].tensor, fusedTwo.outputs[i].tensor, what + ", 2 threads");
+    for (bool castIsOutput : {false, true})
+      for (bool halfEnd : {false, true}) {
+        const std::string what = "group " + std::to_string(group) +
+                                 (castIsOutput ? ", Cast output kept" : "") +
+                                 (halfEnd ? ", float16 result" : "");
+        ChainModel m = integerChainModel(group, castIsOutput, true, halfEnd);
+        rt::RunResult plain = run(m, false, 1);
+        rt::RunResult fused = run(m, true, 1);
+        rt::RunResult fusedTwo = run(m, true, 2);
+        ASSERT_EQ(plain.outputs.size(), fused.outputs.size()) << what;
+        EXPECT_EQ(fused.outputs[0].tensor.dtype(), halfEnd ? DType::Float16 : DType::Float32)
+            << what;
+        for (size_t i = 0; i < plain.outputs.size(); ++i) {
+          expectSameBytes(plain.outputs[i].tensor, fused.outputs[i].tensor, what);
+          expectSameBytes(fused.outputs[i].tensor, fusedTwo.outputs[i].tensor,
+                          what + ", 2 threads");
+        }
+        EXPECT_EQ(calls(plain, "Cast"), halfEnd ? 3u : 4u) << what;
+        // Fused, the chain's Casts, Add, Muls and Relu all ran inside the ConvInteger (the scale's
+        // Cast still runs on its own).
+        EXPECT_EQ(calls(fused, "Cast"),
+                  (castIsOutput ? 3u : 1u) - (castIsOutput && halfEnd ? 1u : 0u))
+            << what;
+        EXPECT_EQ(calls(fused, "Mul"), castIsOutput ? 2u : 0u) << what;
+        EXPECT_EQ(calls(fused, "Add"), castIsOutput ? 1u : 0u) << what;
+        EXPECT_EQ(calls(fused, "Relu"), castIsOutput ? 1u : 0u) << what;
+        EXPECT_EQ(calls(fused, "ConvInteger"), 1u) << what;
       }
-      EXPECT_EQ(calls(plain, "Cast"), 4u) << what;
-      // Fused, the chain's Casts, Add, Muls and Relu all ran inside the ConvInteger (the scale's
-      // Cast still runs on its own).
-      EXPECT_EQ(calls(fused, "Cast"), castIsOutput ? 3u : 1u) << what;
-      EXPECT_EQ(calls(fused, "Mul"), castIsOutput ? 2u : 0u) << what;
-      EXPECT_EQ(calls(fused, "Add"), castIsOutput ? 1u : 0u) << what;
-      EXPECT_EQ(calls(fused, "Relu"), castIsOutput ? 1u : 0u) << what;
-      EXPECT_EQ(calls(fused, "ConvInteger"), 1u) << what;
-    }
 }
 
 // Float16 chains: the Conv computes in float and rounds; fused, the chain rounds each step's
