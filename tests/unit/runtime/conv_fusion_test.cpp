@@ -205,7 +205,11 @@ ChainModel integerChainModel(int64_t group, bool castIsOutput, bool halfStretch 
   // The float16 form's scale is a float16 value cast to float32 after the ConvInteger runs.
   Value* scale = g.addInitializer("s", scalar(0.0037f));
   if (halfStretch) {
-    Node* wide = g.appendNode("Cast", {g.addInitializer("s16", toHalf(scalar(0.0037f)))}, {"s32"});
+    // A graph input, so the Cast runs each time (an initializer's would be computed once).
+    Value* s16 = g.addValue("s16");
+    g.addInput(s16);
+    m.feeds["s16"] = rt::RtValue::ofTensor(toHalf(scalar(0.0037f)));
+    Node* wide = g.appendNode("Cast", {s16}, {"s32"});
     wide->setAttribute("to", Attribute::ofInt(1));
     scale = wide->output(0);
   }
