@@ -47,7 +47,9 @@ struct FusionPlan {
 // to float32, the Cast absorbed too): float32 Add/Sub/Mul/Div/Max/Min (two inputs)/Relu/LeakyRelu/
 // Clip/HardSigmoid/HardSwish/BatchNormalization (inference, one output) nodes whose chain inputs
 // are read nowhere else, are no graph output and are not named in `keep`, and whose other inputs
-// exist before the Conv runs. nullptr when nothing fuses.
+// exist before the Conv runs (or are a Cast, to float32 or float16, of such a value). A
+// ConvInteger's chain may also pass through Cast to float16, float16 steps and Cast back to
+// float32, or end in float16 (the kernel then writes a float16 output). nullptr when nothing fuses.
 std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
                                              const std::vector<std::string>& keep);
 
