@@ -122,6 +122,22 @@ bool makeStep(const Node& node, int64_t opset,
   return true;
 }
 
+// A Cast of a chain value to float16 (to 10) or float32 (to 1) as a ToHalf / ToFloat step; false
+// for any other node.
+bool makeCastStep(const Node& node, const std::unordered_map<const Value*, int>& slots,
+                  FusedChain::Step& out) {
+  const Attribute* to = node.attribute("to");
+  if (node.opType() != "Cast" || !node.domain().empty() || node.inputs().size() != 1 ||
+      node.outputs().size() != 1 || !node.output(0) || !to || to->kind() != AttrKind::Int ||
+      (to->asInt() != 1 && to->asInt() != 10))
+    return false;
+  auto it = slots.find(node.input(0));
+  if (it == slots.end()) return false;
+  out.step.kind = to->asInt() == 10 ? Epilogue::Kind::ToHalf : Epilogue::Kind::ToFloat;
+  out.step.a.slot = it->second;
+  return true;
+}
+
 } // namespace
 
 std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
@@ -185,6 +201,8 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
     }
     std::unordered_map<const Value*, int> slots = {{first, 0}};
     std::vector<const Value*> values = {first};
+    // Per value: float16 (inside a ConvInteger chain's Cast to float16 ... Cast to float32).
+    std::vector<bool> valueHalf = {false};
     for (size_t j = c + 1; j < count && j <= c + kLookAhead && chain.steps.size() < kMaxSteps;
          ++j) {
       const Node& node = *nodes[j];
@@ -195,7 +213,17 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
       }
       if (!readsChain) continue;
       FusedChain::Step step;
-      if (!node.subgraphs().empty() || !makeStep(node, opset, slots, step)) break;
+      if (!node.subgraphs().empty()) break;
+      // A ConvInteger's chain (which starts in float32) may pass through float16 and back: each
+      // step's chain operands must then be of the one type it computes in.
+      const bool cast = chain.castFirst && makeCastStep(node, slots, step);
+      if (!cast && !makeStep(node, opset, slots, step)) break;
+      const int firstSlot = step.step.a.slot >= 0 ? step.step.a.slot : step.step.b.slot;
+      const bool inHalf = valueHalf[static_cast<size_t>(firstSlot)];
+      bool typed = !cast || (step.step.kind == Epilogue::Kind::ToHalf) != inHalf;
+      for (int sl : {step.step.a.slot, step.step.b.slot})
+        typed &= sl < 0 || valueHalf[static_cast<size_t>(sl)] == inHalf;
+      if (!typed || (inHalf && step.step.kind == Epilogue::Kind::BatchNorm)) break;
       // An outside operand must exist when the Conv runs, or be a Constant node's value.
       bool available = true;
       for (int k = 0; k < 4 && available; ++k) {
@@ -204,10 +232,21 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
         if (maker && maker->opType() == "Constant" && maker->domain().empty())
           step.constant[k] = constantNodeValue(*maker);
         available = step.constant[k].has_value();
+        // A float32 <-> float16 Cast of a value that exists when the Conv runs: cast at bind.
+        const Attribute* to = maker ? maker->attribute("to") : nullptr;
+        if (!available && maker && maker->opType() == "Cast" && maker->domain().empty() &&
+            maker->inputs().size() == 1 && maker->subgraphs().empty() &&
+            existsBefore(maker->input(0), c) && to && to->kind() == AttrKind::Int &&
+            (to->asInt() == 1 || to->asInt() == 10)) {
+          step.castTo[k] = to->asInt() == 1 ? DType::Float32 : DType::Float16;
+          step.outside[k] = maker->input(0);
+          available = true;
+        }
       }
       if (!available) break;
       slots[node.output(0)] = static_cast<int>(values.size());
       values.push_back(node.output(0));
+      valueHalf.push_back(cast ? step.step.kind == Epilogue::Kind::ToHalf : inHalf);
       chain.nodes.push_back(j);
       chain.steps.push_back(step);
     }
@@ -320,6 +359,14 @@ std::optional<Epilogue> bindChain(const FusedChain& chain, const Scope& scope) {
       if (!planned.outside[k]) continue;
       tensors[k] = planned.constant[k] ? &*planned.constant[k] : tensorOf(planned.outside[k]);
       if (!tensors[k]) return std::nullopt;
+      if (planned.castTo[k] != DType::Undefined) {
+        // Only float32 <-> float16, which the Cast kernel does by the same castTensor.
+        const DType from = tensors[k]->dtype();
+        if (from != DType::Float32 && from != DType::Float16) return std::nullopt;
+        std::optional<Tensor> cast = castTensor(*tensors[k], planned.castTo[k]);
+        if (!cast) return std::nullopt;
+        tensors[k] = out.own(std::move(*cast));
+      }
     }
     if (step.kind == Epilogue::Kind::BatchNorm) {
       for (int k = 0; k < 4; ++k)

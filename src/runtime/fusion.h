@@ -25,6 +25,9 @@ struct FusedChain {
     // Outputs of Constant nodes (which may come after the Conv in graph order), taken from the
     // node's attribute once, by the same index.
     std::optional<Tensor> constant[4];
+    // Outputs of Cast nodes after the Conv (a scale's Cast to float32): `outside` is then the
+    // Cast's input, which exists when the Conv runs, cast at bind time as the Cast kernel casts it.
+    DType castTo[4] = {DType::Undefined, DType::Undefined, DType::Undefined, DType::Undefined};
   };
   size_t producer = 0;       // the Conv's node index
   std::vector<size_t> nodes; // absorbed node indices, in graph order
@@ -50,8 +53,10 @@ struct FusionPlan {
 // to float32, the Cast absorbed too): float32 Add/Sub/Mul/Div/Max/Min (two inputs)/Relu/LeakyRelu/
 // Clip/HardSigmoid/HardSwish/BatchNormalization (inference, one output) nodes whose chain inputs
 // are read nowhere else, are no graph output and are not named in `keep`, and whose other inputs
-// exist before the Conv runs; and the Conv-to-Conv hand-offs (FusionPlan::handoffTo). nullptr
-// when there is neither.
+// exist before the Conv runs (or are a Cast, to float32 or float16, of such a value). A
+// ConvInteger's chain may also pass through Cast to float16, float16 steps and Cast back to
+// float32, or end in float16 (the kernel then writes a float16 output). It also holds the
+// Conv-to-Conv hand-offs (FusionPlan::handoffTo). nullptr when nothing fuses or hands off.
 std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
                                              const std::vector<std::string>& keep);
 

@@ -950,6 +950,7 @@ Status integerConv(KernelContext& ctx, size_t wIndex, size_t xzIndex, size_t wzI
 Status convIntegerOp(KernelContext& ctx) {
   ConvShape s;
   std::optional<OutTensor> y;
+  std::optional<Scratch<float>> wide;
   KILN_TRY(integerConv(
       ctx, 1, 2, 3, s,
       [&](const ConvShape& shape) {
@@ -958,8 +959,15 @@ Status convIntegerOp(KernelContext& ctx) {
       },
       ctx.epilogue(),
       [&](const ConvShape& shape) {
-        y.emplace(DType::Float32, convOutDims(shape));
-        return y->data<float>();
+        if (!ctx.epilogue()->endsHalf()) {
+          y.emplace(DType::Float32, convOutDims(shape));
+          return y->data<float>();
+        }
+        // A chain ending in float16: the float values go to scratch, the result to the output.
+        y.emplace(DType::Float16, convOutDims(shape));
+        ctx.epilogue()->setNarrowBase(y->data<uint16_t>());
+        wide.emplace(static_cast<size_t>(y->elementCount()));
+        return wide->data();
       }));
   ctx.setOutput(0, std::move(*y).finish());
   return Status::ok();

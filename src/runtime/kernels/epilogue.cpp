@@ -24,10 +24,24 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* na
   plane_ = 1;
   for (size_t d = 2; d < outDims.size(); ++d)
     plane_ *= outDims[d];
-  auto classify = [&](const Operand& o, Bound& b) {
+  // Which steps compute in float16: all of a half chain's; in a float32 chain those between a
+  // ToHalf and the next ToFloat (whose result must be float32 again by the chain's end).
+  stepHalf_.assign(steps_.size(), half);
+  bool inHalf = half;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Kind k = steps_[i].kind;
+    if (k == Kind::ToHalf || k == Kind::ToFloat) {
+      if (half || (k == Kind::ToHalf) == inHalf || steps_[i].a.slot < 0) return false;
+      inHalf = k == Kind::ToHalf;
+      stepHalf_[i] = inHalf; // its result is float16 (the chain's, when it is last)
+      continue;
+    }
+    stepHalf_[i] = inHalf;
+  }
+  auto classify = [&](const Operand& o, Bound& b, bool halfOperand) {
     if (!o.tensor) return o.slot >= 0;
     const Tensor* src = o.tensor;
-    if (half) {
+    if (halfOperand) {
       if (src->dtype() != DType::Float16) return false;
       if (auto cached = cachedWidening(*src)) {
         widened_.emplace_back(DType::Float32, src->dims(), std::move(cached));
@@ -64,7 +78,8 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* na
   };
   picksAHalf_.assign(steps_.size(), false);
   auto isHalfValue = [](float v) { return halfToFloat(floatToHalf(v)) == v; };
-  for (size_t i = 0; half && i < steps_.size(); ++i) {
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    if (!stepHalf_[i]) continue;
     const Step& st = steps_[i];
     picksAHalf_[i] =
         (st.kind == Kind::Unary &&
@@ -77,11 +92,11 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* na
   factors_.assign(steps_.size(), {});
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& st = steps_[i];
-    if (!classify(st.a, boundA_[i])) return false;
-    if (st.kind == Kind::Binary && !classify(st.b, boundB_[i])) return false;
+    if (!classify(st.a, boundA_[i], stepHalf_[i])) return false;
+    if (st.kind == Kind::Binary && !classify(st.b, boundB_[i], stepHalf_[i])) return false;
     if (st.kind != Kind::BatchNorm) continue;
     // BatchNorm joins float32 chains only (a float16 one stays with the nodes' own kernels).
-    if (half || st.a.slot < 0) return false;
+    if (stepHalf_[i] || st.a.slot < 0) return false;
     const float* in[4];
     for (int k = 0; k < 4; ++k) {
       const Tensor* t = st.norm[k];
@@ -136,11 +151,23 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
       const bool last = i + 1 == count;
       // The last step writes the output in place (the loops allow exact aliasing).
       float* dst = last ? block : slot(static_cast<int>(i) + 1);
-      const bool round = half_ && !last && !picksAHalf_[i];
-      uint16_t* narrow = half_ && last && narrowTo ? narrowTo + b0 : nullptr;
+      const bool round = stepHalf_[i] && !last && !picksAHalf_[i];
+      uint16_t* narrow = stepHalf_[i] && last && narrowTo ? narrowTo + b0 : nullptr;
       const bool inRegisters = round || narrow;
       int64_t done = 0; // leading elements computed (and rounded or narrowed) by a half loop
-      if (st.kind == Kind::Unary) {
+      if (st.kind == Kind::ToHalf || st.kind == Kind::ToFloat) {
+        // The Casts of a float16 stretch: ToHalf rounds as floatsToHalves does (NaN payloads as
+        // half_steps.h says), ToFloat widens the float16 value the Cast kernel would read, so a
+        // NaN becomes the plain quiet NaN with its sign as the unfused nodes' float16 tensor has
+        // it.
+        const float* in = slot(st.a.slot);
+        if (in != dst) std::copy(in, in + len, dst);
+        if (st.kind == Kind::ToHalf)
+          rounded(dst, vec::roundHalfInPlace(dst, len));
+        else
+          roundThroughHalves(dst, static_cast<size_t>(len));
+        continue;
+      } else if (st.kind == Kind::Unary) {
         const float* in = slot(st.a.slot);
         if (inRegisters) done = vec::unaryHalf(st.unOp, in, dst, len, st.p0, st.p1, narrow);
         vec::unary(st.unOp, in + done, dst + done, len - done, st.p0, st.p1);
@@ -178,13 +205,15 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
     if (narrowTo)
       floatsToHalves(block + narrowed, narrowTo + b0 + narrowed,
                      static_cast<size_t>(len - narrowed));
-    else if (half_)
+    else if (stepHalf_.back())
       roundThroughHalves(block, static_cast<size_t>(len));
   }
 }
 
 bool Epilogue::channelAgnostic() const {
   if (half_ || boundA_.size() != steps_.size()) return false;
+  // A float16 stretch narrows into its own buffers, laid out as the output: float32 only.
+  if (std::find(stepHalf_.begin(), stepHalf_.end(), true) != stepHalf_.end()) return false;
   for (size_t i = 0; i < steps_.size(); ++i) {
     if (steps_[i].kind == Kind::BatchNorm) return false;
     for (const Bound* b : {&boundA_[i], &boundB_[i]})

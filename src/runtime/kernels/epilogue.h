@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kiln/ir/tensor.h"
@@ -23,7 +24,9 @@ class Epilogue {
     int slot = -1;
     const Tensor* tensor = nullptr;
   };
-  enum class Kind : uint8_t { Unary, Binary, BatchNorm };
+  // ToHalf / ToFloat: a Cast of a float32 chain value to float16 and back (a ConvInteger chain's
+  // float16 stretch); the steps between them compute in float16 as a half chain's do (see bind).
+  enum class Kind : uint8_t { Unary, Binary, BatchNorm, ToHalf, ToFloat };
   struct Step {
     Kind kind = Kind::Unary;
     vec::BinOp binOp = vec::BinOp::Add;
@@ -36,6 +39,12 @@ class Epilogue {
   };
 
   void add(Step step) { steps_.push_back(step); }
+  // Keeps an outside operand made for this chain at bind time (fusion.h's cast operands) alive
+  // as long as the epilogue.
+  const Tensor* own(Tensor t) {
+    owned_.push_back(std::make_shared<const Tensor>(std::move(t)));
+    return owned_.back().get();
+  }
   size_t size() const { return steps_.size(); }
 
   // Checks every outside operand against the convolution's output dims [N, C, spatial...]: a
@@ -50,6 +59,11 @@ class Epilogue {
   // `narrowBase` (half chains only): the float16 output the chain's result is written to, at
   // each block's flat offset, when apply is not handed a `narrowTo` of its own. A chain without
   // steps then only rounds the convolution's output into it.
+  // A float32 chain may hold a float16 stretch, ToHalf ... ToFloat, or end in one (endsHalf; the
+  // result is then narrowed into setNarrowBase's output, which must be set before apply):
+  // its steps take float16 operands and round their results as a half chain's do; ToHalf rounds
+  // as the Cast kernel does, ToFloat gives the Cast's float32 value (NaN as floatsToHalves makes
+  // it), so the result is again bit-identical to the nodes' own kernels.
   bool bind(const std::vector<int64_t>& outDims, bool half = false, uint16_t* narrowBase = nullptr);
 
   // Runs the chain in place over y[0, n), elements of channel `channel` starting at flat offset
@@ -63,6 +77,9 @@ class Epilogue {
   // outside operands, float32. Such a chain gives the same result on the output in any layout
   // (applyAll then also runs it on channels-last data).
   bool channelAgnostic() const;
+  // After bind: the chain's result is float16 (a float32 chain that ends in a float16 stretch).
+  bool endsHalf() const { return !stepHalf_.empty() && stepHalf_.back(); }
+  void setNarrowBase(uint16_t* base) { narrowBase_ = base; }
 
  private:
   enum class Shape { Scalar, PerChannel, Full };
@@ -77,6 +94,8 @@ class Epilogue {
   // Per step of a half chain: its result is already a float16 value whenever its operands are
   // (Relu, Max, Min, Clip to float16 bounds pick one of their inputs), so rounding it is skipped.
   std::vector<bool> picksAHalf_;
+  std::vector<std::shared_ptr<const Tensor>> owned_;
+  std::vector<bool> stepHalf_; // per step: computes in float16 (all of a half chain's steps)
   bool half_ = false;
   uint16_t* narrowBase_ = nullptr;
   int64_t batch_ = 0, channels_ = 0, plane_ = 0;

@@ -177,8 +177,12 @@ TEST(ConvFusion, FusedChainEqualsNodesOneByOne) {
 
 // x (uint8) -> ConvInteger(constant w, per-filter zero points) -> Cast(float) -> Mul(scale) ->
 // Add(per-channel bias) -> Relu, as dynamically quantized models write each convolution; with
-// `castIsOutput` the Cast's output is also a graph output (only the Cast fuses then).
-ChainModel integerChainModel(int64_t group, bool castIsOutput) {
+// `castIsOutput` the Cast's output is also a graph output (only the Cast fuses then). With
+// `halfStretch` the bias, a second scale and the Relu run in float16 between Casts, as fp16 .om
+// files write it: Mul(Cast(f16 scale)) -> Cast(f16) -> Add(f16 bias) -> Mul(f16 scalar) -> Relu ->
+// Cast(f32); with `halfEnd` too the Relu's float16 output is the graph output (no Cast back).
+ChainModel integerChainModel(int64_t group, bool castIsOutput, bool halfStretch = false,
+                             bool halfEnd = false) {
   ChainModel m;
   m.model.opsets = {{"", 17}};
   m.model.graph = std::make_shared<Graph>("g");
@@ -207,9 +211,40 @@ ChainModel integerChainModel(int64_t group, bool castIsOutput) {
   conv->setAttribute("group", Attribute::ofInt(group));
   Node* cast = g.appendNode("Cast", {conv->output(0)}, {"accf"});
   cast->setAttribute("to", Attribute::ofInt(1));
-  Value* scaled =
-      g.appendNode("Mul", {cast->output(0), g.addInitializer("s", scalar(0.0037f))}, {"scaled"})
-          ->output(0);
+  // The float16 form's scale is a float16 value cast to float32 after the ConvInteger runs.
+  Value* scale = g.addInitializer("s", scalar(0.0037f));
+  if (halfStretch) {
+    // A graph input, so the Cast runs each time (an initializer's would be computed once).
+    Value* s16 = g.addValue("s16");
+    g.addInput(s16);
+    m.feeds["s16"] = rt::RtValue::ofTensor(toHalf(scalar(0.0037f)));
+    Node* wide = g.appendNode("Cast", {s16}, {"s32"});
+    wide->setAttribute("to", Attribute::ofInt(1));
+    scale = wide->output(0);
+  }
+  Value* scaled = g.appendNode("Mul", {cast->output(0), scale}, {"scaled"})->output(0);
+  if (halfStretch) {
+    Node* toHalf16 = g.appendNode("Cast", {scaled}, {"scaledh"});
+    toHalf16->setAttribute("to", Attribute::ofInt(10));
+    Value* biased =
+        g.appendNode("Add",
+                     {toHalf16->output(0), g.addInitializer("bh", toHalf(floats({1, f, 1, 1}, 6)))},
+                     {"biasedh"})
+            ->output(0);
+    Value* again =
+        g.appendNode("Mul", {biased, g.addInitializer("sh", toHalf(scalar(1.37f)))}, {"againh"})
+            ->output(0);
+    Value* relu = g.appendNode("Relu", {again}, {"reluh"})->output(0);
+    if (halfEnd) {
+      g.addOutput(relu);
+    } else {
+      Node* back = g.appendNode("Cast", {relu}, {"y"});
+      back->setAttribute("to", Attribute::ofInt(1));
+      g.addOutput(back->output(0));
+    }
+    if (castIsOutput) g.addOutput(cast->output(0));
+    return m;
+  }
   Value* biased =
       g.appendNode("Add", {scaled, g.addInitializer("b", floats({1, f, 1, 1}, 6))}, {"biased"})
           ->output(0);
@@ -238,6 +273,40 @@ TEST(ConvFusion, ConvIntegerCastAndChainEqualNodesOneByOne) {
       EXPECT_EQ(calls(fused, "Relu"), castIsOutput ? 1u : 0u) << what;
       EXPECT_EQ(calls(fused, "ConvInteger"), 1u) << what;
     }
+}
+
+// A float16 stretch inside a ConvInteger's chain (Cast to float16, float16 steps, Cast back):
+// fused, each step rounds as the float16 kernels do, so the bytes are those of the nodes.
+TEST(ConvFusion, ConvIntegerChainThroughFloat16EqualsNodesOneByOne) {
+  for (int64_t group : {1, 2})
+    for (bool castIsOutput : {false, true})
+      for (bool halfEnd : {false, true}) {
+        const std::string what = "group " + std::to_string(group) +
+                                 (castIsOutput ? ", Cast output kept" : "") +
+                                 (halfEnd ? ", float16 result" : "");
+        ChainModel m = integerChainModel(group, castIsOutput, true, halfEnd);
+        rt::RunResult plain = run(m, false, 1);
+        rt::RunResult fused = run(m, true, 1);
+        rt::RunResult fusedTwo = run(m, true, 2);
+        ASSERT_EQ(plain.outputs.size(), fused.outputs.size()) << what;
+        EXPECT_EQ(fused.outputs[0].tensor.dtype(), halfEnd ? DType::Float16 : DType::Float32)
+            << what;
+        for (size_t i = 0; i < plain.outputs.size(); ++i) {
+          expectSameBytes(plain.outputs[i].tensor, fused.outputs[i].tensor, what);
+          expectSameBytes(fused.outputs[i].tensor, fusedTwo.outputs[i].tensor,
+                          what + ", 2 threads");
+        }
+        EXPECT_EQ(calls(plain, "Cast"), halfEnd ? 3u : 4u) << what;
+        // Fused, the chain's Casts, Add, Muls and Relu all ran inside the ConvInteger (the scale's
+        // Cast still runs on its own).
+        EXPECT_EQ(calls(fused, "Cast"),
+                  (castIsOutput ? 3u : 1u) - (castIsOutput && halfEnd ? 1u : 0u))
+            << what;
+        EXPECT_EQ(calls(fused, "Mul"), castIsOutput ? 2u : 0u) << what;
+        EXPECT_EQ(calls(fused, "Add"), castIsOutput ? 1u : 0u) << what;
+        EXPECT_EQ(calls(fused, "Relu"), castIsOutput ? 1u : 0u) << what;
+        EXPECT_EQ(calls(fused, "ConvInteger"), 1u) << what;
+      }
 }
 
 // Float16 chains: the Conv computes in float and rounds; fused, the chain rounds each step's
@@ -342,13 +411,14 @@ ChainModel normChainModel(const ConvCase& c, bool nanInput = false, int64_t trai
   bn->setAttribute("epsilon", Attribute::ofFloat(1e-3f));
   if (trainingMode >= 0) bn->setAttribute("training_mode", Attribute::ofInt(trainingMode));
   Value* a = node("Add", {bn->output(0), g.addInitializer("three", scalar(3.0f))}, "a")->output(0);
-  Node* clip = node("Clip", {a, g.addInitializer("lo", scalar(0.0f)),
-                              g.addInitializer("hi", scalar(6.0f))}, "clip");
+  Node* clip =
+      node("Clip", {a, g.addInitializer("lo", scalar(0.0f)), g.addInitializer("hi", scalar(6.0f))},
+           "clip");
   Value* mu = node("Mul", {bn->output(0), clip->output(0)}, "mu")->output(0);
   Value* d = node("Div", {mu, g.addInitializer("six", scalar(6.0f))}, "d")->output(0);
   Value* mx = node("Max", {d, constant("floor", scalar(-0.4f, {1, 1, 1, 1}))}, "mx")->output(0);
-  Value* mn = node("Min", {g.addInitializer("cap", floats({c.filters, 1, 1}, 17)), mx}, "mn")
-                  ->output(0);
+  Value* mn =
+      node("Min", {g.addInitializer("cap", floats({c.filters, 1, 1}, 17)), mx}, "mn")->output(0);
   Node* lrelu = node("LeakyRelu", {mn}, "y");
   g.addOutput(lrelu->output(0));
   return m;
