@@ -46,6 +46,30 @@ tensor flat.pb image float32 1,64
 tensor double.pb image float64 1,1,8,8
 tensor x5.pb x float32 5,3,8,8
 
+# --input-list: several input sets in one process, each set's outputs in OUTPUT_DIR/K, the same
+# bytes as one `kiln run --input` per set; a bad line is refused with its file and line number.
+mkdir -p sets && tensor sets/a.pb image float32 1,1,8,8 0.25 && tensor sets/b.pb image float32 1,1,8,8 -1.5
+printf 'image=a.pb\n# a comment, then a blank line\n\nimage=b.pb\n' > sets/list.txt
+for model in t.onnx t.ms t.om; do
+  expectLine "kiln run $model --input-list: runs every set" 0 "" "$kiln" run "$model" --input-list sets/list.txt --output-dir "list_$model"
+  for k in 0 1; do
+    file=$([ "$k" = 0 ] && echo a || echo b)
+    "$kiln" run "$model" --input "image=sets/$file.pb" --output-dir "one_${model}_$k" >/dev/null 2>&1
+    if [ -n "$(ls "list_$model/$k/" 2>/dev/null)" ] && diff -r "list_$model/$k" "one_${model}_$k" >/dev/null; then
+      pass "kiln run $model --input-list: set $k as one --input run"
+    else fail "kiln run $model --input-list: set $k as one --input run" "outputs differ or missing"; fi
+  done
+done
+if ! cmp -s list_t.onnx/0/probabilities.pb list_t.onnx/1/probabilities.pb; then pass "--input-list: the sets give different outputs"
+else fail "--input-list: the sets give different outputs" "set 0 and 1 are identical"; fi
+printf 'image=a.pb\nx=b.pb\n' > sets/bad.txt
+expectLine "kiln run --input-list: a line naming no graph input" 1 \
+  "kiln: error K4001: --input-list sets/bad.txt:2: 'x' is not a graph input. Fix: see \`kiln inspect\` for the input names" \
+  "$kiln" run t.onnx --input-list sets/bad.txt --output-dir bad
+expectLine "kiln run --input-list with --repeat" 1 \
+  "kiln: error K4001: --input-list cannot be combined with --input or --repeat. Fix: put every input set in the list, one line each; time one set with --input and --repeat" \
+  "$kiln" run t.onnx --input-list sets/list.txt --repeat 2 --output-dir bad
+
 fix="Fix: feed data of the model's type and shape (kiln inspect MODEL lists them)"
 for model in t.onnx t.ms t.om; do
   expectLine "kiln run $model: the right data runs" 0 "" "$kiln" run "$model" --input image=ok.pb --output-dir "out_$model"

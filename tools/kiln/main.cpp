@@ -8,6 +8,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include <malloc.h>
@@ -66,6 +67,7 @@ struct RunFlags {
   int repeat = 1;
   bool profile = false;
   bool noFuse = false;
+  std::string inputList;
 };
 
 std::string fileNameFor(const std::string& valueName) {
@@ -84,32 +86,77 @@ kiln::Status writeValues(const std::filesystem::path& dir,
   return kiln::Status::ok();
 }
 
+// Reads NAME=FILE.pb specs into feeds; a relative FILE is taken from `base` when it is given
+// (an --input-list's folder). `flag` names where the specs came from in errors.
+kiln::Expected<std::map<std::string, kiln::rt::RtValue>>
+readFeeds(const kiln::Model& model, const std::vector<std::string>& specs, const std::string& flag,
+          const std::filesystem::path& base) {
+  std::map<std::string, kiln::rt::RtValue> feeds;
+  for (const std::string& spec : specs) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return kiln::Status(kiln::ErrorCode::BadFlag,
+                          fmt::format("{}: '{}' is not NAME=FILE.pb", flag, spec),
+                          "write x=input_0.pb, once per graph input");
+    std::string name = spec.substr(0, eq);
+    const kiln::Value* target = nullptr;
+    for (const kiln::Value* in : model.graph->inputs())
+      if (in->name() == name) target = in;
+    if (!target)
+      return kiln::Status(kiln::ErrorCode::BadFlag,
+                          fmt::format("{}: '{}' is not a graph input", flag, name),
+                          "see `kiln inspect` for the input names");
+    std::filesystem::path file = spec.substr(eq + 1);
+    if (!base.empty() && file.is_relative()) file = base / file;
+    auto value = kiln::readValueFile(file.string(), target->type());
+    if (!value) return value.status();
+    feeds[name] = value.take();
+  }
+  return feeds;
+}
+
 int runModel(const RunFlags& flags) {
   // A run allocates and frees tensors of several MB per op. With glibc's defaults these are
   // mmapped or trimmed back to the kernel on free and page-faulted in, zero-filled, on the next
   // op; keeping them in the heap cuts PP-OCR det's run time by about a quarter (bench/results.md).
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, -1); // never trim
+  if (!flags.inputList.empty() && (!flags.inputs.empty() || flags.repeat > 1))
+    return report(kiln::Status(
+        kiln::ErrorCode::BadFlag, "--input-list cannot be combined with --input or --repeat",
+        "put every input set in the list, one line each; time one set with --input and --repeat"));
   auto model = kiln::loadModel(flags.model);
   if (!model) return report(model.status());
-  std::map<std::string, kiln::rt::RtValue> feeds;
-  for (const std::string& spec : flags.inputs) {
-    auto eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0)
+  // The input sets: the --input flags, or one per line of --input-list.
+  std::vector<std::map<std::string, kiln::rt::RtValue>> feedSets;
+  if (flags.inputList.empty()) {
+    auto feeds = readFeeds(*model, flags.inputs, "--input", {});
+    if (!feeds) return report(feeds.status());
+    feedSets.push_back(feeds.take());
+  } else {
+    std::ifstream list(flags.inputList);
+    if (!list)
       return report(kiln::Status(kiln::ErrorCode::BadFlag,
-                                 fmt::format("--input '{}' is not NAME=FILE.pb", spec),
-                                 "write --input x=input_0.pb"));
-    std::string name = spec.substr(0, eq);
-    const kiln::Value* target = nullptr;
-    for (const kiln::Value* in : model->graph->inputs())
-      if (in->name() == name) target = in;
-    if (!target)
-      return report(kiln::Status(kiln::ErrorCode::BadFlag,
-                                 fmt::format("--input: '{}' is not a graph input", name),
-                                 "see `kiln inspect` for the input names"));
-    auto value = kiln::readValueFile(spec.substr(eq + 1), target->type());
-    if (!value) return report(value.status());
-    feeds[name] = value.take();
+                                 fmt::format("--input-list: cannot read '{}'", flags.inputList),
+                                 "give a text file with one line of NAME=FILE.pb per input set"));
+    const std::filesystem::path base = std::filesystem::path(flags.inputList).parent_path();
+    std::string line;
+    for (int number = 1; std::getline(list, line); ++number) {
+      std::istringstream words(line);
+      std::vector<std::string> specs;
+      for (std::string word; words >> word;)
+        specs.push_back(word);
+      if (specs.empty() || specs.front().front() == '#') continue;
+      auto feeds = readFeeds(*model, specs,
+                             fmt::format("--input-list {}:{}", flags.inputList, number), base);
+      if (!feeds) return report(feeds.status());
+      feedSets.push_back(feeds.take());
+    }
+    if (feedSets.empty())
+      return report(
+          kiln::Status(kiln::ErrorCode::BadFlag,
+                       fmt::format("--input-list: '{}' holds no input set", flags.inputList),
+                       "write one line of NAME=FILE.pb per input set"));
   }
   // A misspelt --capture name would otherwise write nothing and exit 0.
   std::function<bool(const kiln::Graph&, const std::string&)> holds = [&](const kiln::Graph& g,
@@ -133,32 +180,42 @@ int runModel(const RunFlags& flags) {
   options.fuse = !flags.noFuse;
   // One run keeps nothing for a next one: constant results are then released after their last
   // use instead of staying resident (a .ms LLM's weights, dequantized at load, would all stay).
-  options.cacheConstants = flags.repeat > 1;
+  options.cacheConstants = flags.repeat > 1 || feedSets.size() > 1;
   kiln::rt::Executor executor(*model, options);
   if (auto status = executor.checkSupported(); !status) return report(status);
+  // One executor serves every set of an --input-list: the model is loaded and planned once, so
+  // hundreds of small inputs cost their runs, not hundreds of tool starts.
   std::vector<double> millis;
   std::optional<kiln::rt::RunResult> result;
-  for (int i = 0; i < flags.repeat; ++i) {
-    result.reset(); // the previous run's outputs are not kept while the next one runs
-    auto start = std::chrono::steady_clock::now();
-    auto run = executor.run(feeds);
-    millis.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count());
-    if (!run) return report(run.status());
-    result = run.take();
+  for (size_t set = 0; set < feedSets.size(); ++set) {
+    for (int i = 0; i < flags.repeat; ++i) {
+      result.reset(); // the previous run's outputs are not kept while the next one runs
+      auto start = std::chrono::steady_clock::now();
+      auto run = executor.run(feedSets[set]);
+      millis.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
+      if (!run) return report(run.status());
+      result = run.take();
+    }
+    std::filesystem::path dir = flags.outputDir;
+    if (!flags.inputList.empty()) dir /= std::to_string(set);
+    std::map<std::string, kiln::rt::RtValue> outputs;
+    for (size_t i = 0; i < result->outputs.size(); ++i)
+      outputs[model->graph->outputs()[i]->name()] = result->outputs[i];
+    if (auto status = writeValues(dir, outputs); !status) return report(status);
+    if (flags.inputList.empty())
+      std::cout << "kiln: wrote " << outputs.size() << " output(s) to " << dir.string() << "\n";
+    if (!result->captured.empty()) {
+      if (auto status = writeValues(dir / "intermediates", result->captured); !status)
+        return report(status);
+      std::cout << "kiln: wrote " << result->captured.size() << " captured tensor(s) to "
+                << (dir / "intermediates").string() << "\n";
+    }
   }
-  std::map<std::string, kiln::rt::RtValue> outputs;
-  for (size_t i = 0; i < result->outputs.size(); ++i)
-    outputs[model->graph->outputs()[i]->name()] = result->outputs[i];
-  if (auto status = writeValues(flags.outputDir, outputs); !status) return report(status);
-  std::cout << "kiln: wrote " << outputs.size() << " output(s) to " << flags.outputDir << "\n";
-  if (!result->captured.empty()) {
-    std::filesystem::path dir = std::filesystem::path(flags.outputDir) / "intermediates";
-    if (auto status = writeValues(dir, result->captured); !status) return report(status);
-    std::cout << "kiln: wrote " << result->captured.size() << " captured tensor(s) to "
-              << dir.string() << "\n";
-  }
+  if (!flags.inputList.empty())
+    std::cout << "kiln: ran " << feedSets.size() << " input set(s); outputs in " << flags.outputDir
+              << "/0 .. " << feedSets.size() - 1 << "\n";
   if (flags.profile) {
     std::vector<std::pair<std::string, kiln::rt::OpProfile>> ops(result->profile.begin(),
                                                                  result->profile.end());
@@ -970,6 +1027,9 @@ int runTool(int argc, char** argv) {
       app.add_subcommand("run", "execute a model on CPU; outputs are written as TensorProto files");
   run->add_option("model", runFlags.model, "model file (.onnx, .onnxtxt, .ms, .om)")->required();
   run->add_option("--input", runFlags.inputs, "NAME=FILE.pb, once per graph input");
+  run->add_option("--input-list", runFlags.inputList,
+                  "text file, one input set per line (NAME=FILE.pb ..., paths relative to the "
+                  "file); set K's outputs go to OUTPUT_DIR/K");
   run->add_option("--output-dir", runFlags.outputDir, "folder for <output>.pb files")->required();
   run->add_flag("--capture-all", runFlags.captureAll, "also write every intermediate tensor");
   run->add_option("--capture", runFlags.capture,
