@@ -102,12 +102,20 @@ function ctcDecode({ dims, data }) {
   return out.join(',');
 }
 
-function runKiln(model, inputName, inputFile, outDir) {
+// kiln's outputs (the first, by file name) for every input file: one process per model with
+// --input-list (one tool start for all the inputs, the same bytes as one run each).
+function runKiln(model, inputName, inputFiles, outDir) {
   fs.rmSync(outDir, { recursive: true, force: true });
-  execFileSync(kiln, ['run', model, '--input', `${inputName}=${inputFile}`, '--output-dir', outDir],
+  fs.mkdirSync(outDir, { recursive: true });
+  const list = path.join(outDir, 'inputs.txt');
+  fs.writeFileSync(list, inputFiles.map((f) => `${inputName}=${path.resolve(f)}\n`).join(''));
+  execFileSync(kiln, ['run', model, '--input-list', list, '--output-dir', outDir],
     { stdio: ['ignore', 'pipe', 'pipe'] });
-  const file = fs.readdirSync(outDir).filter((f) => f.endsWith('.pb')).sort()[0];
-  return decodeFloatTensor(fs.readFileSync(path.join(outDir, file)));
+  return inputFiles.map((_, k) => {
+    const dir = path.join(outDir, String(k));
+    const file = fs.readdirSync(dir).filter((f) => f.endsWith('.pb')).sort()[0];
+    return decodeFloatTensor(fs.readFileSync(path.join(dir, file)));
+  });
 }
 
 const rows = [];
@@ -144,11 +152,17 @@ for (const name of wanted) {
   const count = (op) => Number((inspect.match(new RegExp(`^\\s+${op}\\s+(\\d+)`, 'm')) || [0, 0])[1]);
   let agree = 0, worst = 1, total = 0, cosineSum = 0;
   const kilnInt8 = [];
+  const files = [];
   for (let k = 0; k < plan.inputs; k++) {
-    const file = path.join(dir, 'inputs', `${k}.pb`);
-    writeFile(file, encodeFloatTensor(input.name, shape, samples[k]));
-    const reference = runKiln(fp32, input.name, file, path.join(dir, 'out_fp32'));
-    const quantized = runKiln(int8, input.name, file, path.join(dir, 'out_int8'));
+    files.push(path.join(dir, 'inputs', `${k}.pb`));
+    writeFile(files[k], encodeFloatTensor(input.name, shape, samples[k]));
+  }
+  const references = runKiln(fp32, input.name, files, path.join(dir, 'out_fp32'));
+  const quantizeds = runKiln(int8, input.name, files, path.join(dir, 'out_int8'));
+  for (let k = 0; k < plan.inputs; k++) {
+    const file = files[k];
+    const reference = references[k];
+    const quantized = quantizeds[k];
     if (k < 3) kilnInt8.push({ file, quantized });
     total++;
     cosineSum += cosine(reference.data, quantized.data);
