@@ -77,12 +77,18 @@ for (const entry of wanted) {
   const ortFloat = await ort.InferenceSession.create(exposedFloat, options);
   const kilnAll = [], ortAll = [], floatAll = [];
   let topAgree = 0, rows = 0;
+  // kiln runs every test input in one process (--input-list; set k's outputs in out/k).
+  const inputs = [];
   for (let k = 0; k < testInputs; k++) {
-    const data = makeInput(shape, 1234 + k);
-    const inputFile = path.join(dir, `input${k}.pb`);
-    writeFile(inputFile, encodeFloatTensor(input.name, shape, data));
-    const outDir = path.join(dir, `out${k}`);
-    execFileSync(kiln, ['run', exposedQdq, '--input', `${input.name}=${inputFile}`, '--output-dir', outDir]);
+    inputs.push(makeInput(shape, 1234 + k));
+    writeFile(path.join(dir, `input${k}.pb`), encodeFloatTensor(input.name, shape, inputs[k]));
+  }
+  fs.writeFileSync(path.join(dir, 'inputs.txt'),
+    inputs.map((_, k) => `${input.name}=input${k}.pb\n`).join(''));
+  execFileSync(kiln, ['run', exposedQdq, '--input-list', path.join(dir, 'inputs.txt'), '--output-dir', path.join(dir, 'out')]);
+  for (let k = 0; k < testInputs; k++) {
+    const data = inputs[k];
+    const outDir = path.join(dir, 'out', String(k));
     const kilnOut = decodeFloatTensor(fs.readFileSync(path.join(outDir, pre.replace(/[^A-Za-z0-9_.-]/g, '_') + '.pb')));
     const feeds = { [input.name]: new ort.Tensor('float32', data, shape) };
     const q = (await ortQdq.run(feeds))[pre], f = (await ortFloat.run(feeds))[pre];
