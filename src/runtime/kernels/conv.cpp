@@ -133,49 +133,52 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
     // Float: vector loops over a zero-padded copy of each input plane (conv_loops.h).
     convloops::DepthwisePlane g{oh, ow, kh, kw, sh, sw, dh, dw, 0, 0, 0, 0};
     convloops::planDepthwise(g);
-    pool::parallelFor(pool::threadsFor(threads, depthwiseNs),
-                      s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
-      thread_local std::vector<float> padded;
-      if (padded.size() < static_cast<size_t>(g.sw * g.phaseStride))
-        padded.resize(static_cast<size_t>(g.sw * g.phaseStride));
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t b = p / s.filters, m = p % s.filters;
-        const int64_t inPlane = (b * s.channels + m / mg) * h * wd;
-        if (xHalf)
-          convloops::padPlane(g, nullptr, h, wd, pt, pl, padded.data(), xHalf + inPlane);
-        else
-          convloops::padPlane(g, x + inPlane, h, wd, pt, pl, padded.data());
-        float* dst = y + (b * s.filters + m) * oh * ow;
-        convloops::depthwisePlane(g, padded.data(), w + m * kh * kw, bias ? bias[m] : 0.0f, dst);
-        if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
-      }
-    });
+    pool::parallelFor(pool::threadsFor(threads, depthwiseNs), s.batch * s.filters, 1,
+                      [&](int64_t p0, int64_t p1) {
+                        thread_local std::vector<float> padded;
+                        if (padded.size() < static_cast<size_t>(g.sw * g.phaseStride))
+                          padded.resize(static_cast<size_t>(g.sw * g.phaseStride));
+                        for (int64_t p = p0; p < p1; ++p) {
+                          const int64_t b = p / s.filters, m = p % s.filters;
+                          const int64_t inPlane = (b * s.channels + m / mg) * h * wd;
+                          if (xHalf)
+                            convloops::padPlane(g, nullptr, h, wd, pt, pl, padded.data(),
+                                                xHalf + inPlane);
+                          else
+                            convloops::padPlane(g, x + inPlane, h, wd, pt, pl, padded.data());
+                          float* dst = y + (b * s.filters + m) * oh * ow;
+                          convloops::depthwisePlane(g, padded.data(), w + m * kh * kw,
+                                                    bias ? bias[m] : 0.0f, dst);
+                          if (epilogue)
+                            epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
+                        }
+                      });
     return;
   }
-  pool::parallelFor(pool::threadsFor(threads, depthwiseNs),
-                    s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
-  for (int64_t p = p0; p < p1; ++p) {
-      const int64_t b = p / s.filters, m = p % s.filters;
-      const T* src = x + (b * s.channels + m / mg) * h * wd;
-      const T* wk = w + m * kh * kw;
-      T* dst = y + (b * s.filters + m) * oh * ow;
-      const T bv = bias ? bias[m] : T{0};
-      for (int64_t oy = 0; oy < oh; ++oy) {
-        T* row = dst + oy * ow;
-        std::fill(row, row + ow, bv);
-        for (int64_t ky = 0; ky < kh; ++ky) {
-          const int64_t iy = oy * sh + ky * dh - pt;
-          if (iy < 0 || iy >= h) continue;
-          const T* inRow = src + iy * wd;
-          for (int64_t kx = 0; kx < kw; ++kx)
-            if (lo[kx] < hi[kx])
-              axpyStrided(row, inRow + (kx * dw - pl), wk[ky * kw + kx], lo[kx], hi[kx], sw);
+  pool::parallelFor(
+      pool::threadsFor(threads, depthwiseNs), s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t b = p / s.filters, m = p % s.filters;
+          const T* src = x + (b * s.channels + m / mg) * h * wd;
+          const T* wk = w + m * kh * kw;
+          T* dst = y + (b * s.filters + m) * oh * ow;
+          const T bv = bias ? bias[m] : T{0};
+          for (int64_t oy = 0; oy < oh; ++oy) {
+            T* row = dst + oy * ow;
+            std::fill(row, row + ow, bv);
+            for (int64_t ky = 0; ky < kh; ++ky) {
+              const int64_t iy = oy * sh + ky * dh - pt;
+              if (iy < 0 || iy >= h) continue;
+              const T* inRow = src + iy * wd;
+              for (int64_t kx = 0; kx < kw; ++kx)
+                if (lo[kx] < hi[kx])
+                  axpyStrided(row, inRow + (kx * dw - pl), wk[ky * kw + kx], lo[kx], hi[kx], sw);
+            }
+          }
+          if constexpr (std::is_same_v<T, float>)
+            if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
         }
-      }
-      if constexpr (std::is_same_v<T, float>)
-        if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
-  }
-  });
+      });
 }
 
 // Unfolds output rows [oy0, oy1) of a 2-D conv over `channels` input planes into a
@@ -363,11 +366,13 @@ Status convOp(KernelContext& ctx) {
   // A fused chain (float32 output whose operands fit) runs inside; the executor then binds this
   // output to the chain's result.
   Epilogue* epilogue = ctx.epilogue();
-  // Only a float32 convolution hands its output over channels-last (convForward).
-  if (ctx.channelsLastInput() && x.dtype() != DType::Float32)
+  const bool halfConv = x.dtype() == DType::Float16 && w.dtype() == DType::Float16 &&
+                        (!hasBias || ctx.input(2).dtype() == DType::Float16);
+  // Float32 convolutions hand their output over channels-last (convForward), and float16 ones
+  // computed by oneDNN (below); the others never take it.
+  if (ctx.channelsLastInput() && x.dtype() != DType::Float32 && !halfConv)
     return Status(ErrorCode::Internal, "channels-last input of a non-float32 Conv", "");
-  if (x.dtype() == DType::Float16 && w.dtype() == DType::Float16 &&
-      (!hasBias || ctx.input(2).dtype() == DType::Float16)) {
+  if (halfConv) {
     // Computed in float; the epilogue runs the chain on each finished block of the convolution
     // (per GEMM column block, per depthwise plane), rounding as the unfused nodes do, and writes
     // the float16 output while the block is in cache; without a fused chain an epilogue of no
@@ -390,6 +395,11 @@ Status convOp(KernelContext& ctx) {
     // NaN's payload is not seen through the convolution and its chain, whose output is narrowed
     // by floatsToHalves.
     const bool depthwise = isDepthwise2d(s);
+    // A channels-last float16 input (the hand-off below) is widened as it lies: oneDNN reads it
+    // channels-last, convForward makes it planar. The plan only hands off to group-1 readers.
+    const bool xLast = ctx.channelsLastInput();
+    if (xLast && depthwise)
+      return Status(ErrorCode::Internal, "channels-last input of a depthwise Conv", "");
     Scratch<float> xw;
     if (!depthwise) {
       xw.reset(static_cast<size_t>(x.elementCount()));
@@ -428,8 +438,18 @@ Status convOp(KernelContext& ctx) {
         halvesToFloats(reinterpret_cast<const uint16_t*>(w.data()), packing.data(), packing.size());
         wf = packing.data();
       }
-      done = dnnl_conv::run(ctx.threads(), c, xw.data(), wf, bias, wide.data(), packed, weightsId);
+      // Hand-off between float16 convolutions (FusionPlan::handoffTo): oneDNN leaves the float
+      // values channels-last, the chain (or the rounding) runs on them as they lie and narrows
+      // them into the output in that order; the reader widens them and oneDNN reads them so. The
+      // values are the planar ones moved, so the reader computes the same bits. Not when the
+      // executor's chain failed to bind here: its nodes would then read the channels-last output.
+      const bool yLast = ctx.channelsLastOutputAllowed() && (chained || !ctx.epilogue()) &&
+                         epilogue->channelAgnostic() &&
+                         dnnl_conv::writesChannelsLast(ctx.threads(), c, hasBias);
+      done = dnnl_conv::run(ctx.threads(), c, xw.data(), wf, bias, wide.data(), packed, weightsId,
+                            xLast, yLast);
       if (done) epilogue->applyAll(ctx.threads(), wide.data());
+      if (done && yLast) ctx.markChannelsLastOutput();
     }
     if (!done) {
       // Other constant weights are widened once (the executor's copy); others on each call.
@@ -446,7 +466,8 @@ Status convOp(KernelContext& ctx) {
         depthwise2d<float>(ctx.threads(), s, nullptr, wf, bias, wide.data(), epilogue,
                            reinterpret_cast<const uint16_t*>(x.data()));
       else
-        convForward<float>(ctx.threads(), s, xw.data(), wf, bias, wide.data(), epilogue, packed);
+        convForward<float>(ctx.threads(), s, xw.data(), wf, bias, wide.data(), epilogue, packed,
+                           xLast);
     }
     ctx.setOutput(0, std::move(y).finish());
     if (chained) ctx.markEpilogueApplied();
@@ -580,19 +601,19 @@ void scatterTiles(int threads, const T* cols, int64_t channels, const Window& w,
   // Channels are independent: ranges of them over the pool (a strided copy per element).
   const double work = static_cast<double>(channels * plane) * pool::kNsPerElement * 2.0;
   pool::parallelFor(pool::threadsFor(threads, work), channels, 1, [&](int64_t c0, int64_t c1) {
-  for (int64_t c = c0; c < c1; ++c) {
-    const T bv = bias ? bias[c] : T{0};
-    for (int64_t ky = 0; ky < kh; ++ky)
-      for (int64_t kx = 0; kx < kw; ++kx) {
-        const T* src = cols + ((c * kh + ky) * kw + kx) * oh * ow;
-        for (int64_t oy = 0; oy < oh; ++oy) {
-          T* dst = image + c * plane + (oy * kh + ky) * width + kx;
-          const T* row = src + oy * ow;
-          for (int64_t ox = 0; ox < ow; ++ox)
-            dst[ox * kw] = row[ox] + bv;
+    for (int64_t c = c0; c < c1; ++c) {
+      const T bv = bias ? bias[c] : T{0};
+      for (int64_t ky = 0; ky < kh; ++ky)
+        for (int64_t kx = 0; kx < kw; ++kx) {
+          const T* src = cols + ((c * kh + ky) * kw + kx) * oh * ow;
+          for (int64_t oy = 0; oy < oh; ++oy) {
+            T* dst = image + c * plane + (oy * kh + ky) * width + kx;
+            const T* row = src + oy * ow;
+            for (int64_t ox = 0; ox < ow; ++ox)
+              dst[ox * kw] = row[ox] + bv;
+          }
         }
-      }
-  }
+    }
   });
 }
 

@@ -279,12 +279,14 @@ Status maxPoolOp(KernelContext& ctx) {
   if (ctx.channelsLastInput()) {
     // Planned by the executor (FusionPlan::handoffTo) only for a 2-D float MaxPool without
     // Indices whose output goes to one Conv, which takes it channels-last too.
-    if (x.dtype() != DType::Float32 || s.window.rank() != 2 || ctx.wantsOutput(1) ||
-        !ctx.channelsLastOutputAllowed())
+    // Float16 (from a float16 Conv) is staged as the planar path stages it: the same float
+    // comparisons on the same widened values, narrowed back the same way.
+    if ((x.dtype() != DType::Float32 && x.dtype() != DType::Float16) || s.window.rank() != 2 ||
+        ctx.wantsOutput(1) || !ctx.channelsLastOutputAllowed())
       return Status(ErrorCode::Internal, "unexpected channels-last input of a MaxPool", "");
-    OutTensor y(DType::Float32, s.outDims);
-    maxPool2dChannelsLast(s, x.dims()[0], x.dims()[1], reinterpret_cast<const float*>(x.data()),
-                          y.data<float>());
+    Staged<float> xv(x);
+    StagedOut<float> y(x.dtype(), s.outDims);
+    maxPool2dChannelsLast(s, x.dims()[0], x.dims()[1], xv.data(), y.data());
     ctx.setOutput(0, std::move(y).finish());
     ctx.markChannelsLastOutput();
     return Status::ok();
