@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/runtime/half_block.h"
 #include "nn_util.h"
 
 namespace kiln::rt {
@@ -287,6 +288,11 @@ Status maxPoolOp(KernelContext& ctx) {
     Staged<float> xv(x);
     StagedOut<float> y(x.dtype(), s.outDims);
     maxPool2dChannelsLast(s, x.dims()[0], x.dims()[1], xv.data(), y.data());
+    // Float32 data where the graph says float16: a float16 Conv's widened hand-off, whose reader
+    // takes it as it is. Every maximum already is a float16 value; rounding makes an empty
+    // window's lowest float the -inf the float16 output would hold.
+    if (x.dtype() == DType::Float32 && ctx.node().input(0)->dtype() == DType::Float16)
+      roundThroughHalves(y.data(), static_cast<size_t>(y.elementCount()));
     ctx.setOutput(0, std::move(y).finish());
     ctx.markChannelsLastOutput();
     return Status::ok();

@@ -457,13 +457,11 @@ TEST(ConvFusion, TrainingModeBatchNormStaysOnItsOwn) {
   EXPECT_EQ(calls(*result, "Max"), 1u);
 }
 
-} // namespace
-
 // Float16 Conv -> Relu -> Conv -> MaxPool -> Conv -> Mul, all 3x3 group-1 convolutions (oneDNN,
-// when built in): fused, each Conv may hand its float16 output to the next channels-last
-// (FusionPlan::handoffTo), through the MaxPool too; the bytes must be those of the nodes run one
-// by one, planar.
-TEST(ConvFusion, HalfConvHandOffEqualsNodesOneByOne) {
+// when built in): fused, each Conv may hand its output to the next channels-last
+// (FusionPlan::handoffTo), through the MaxPool too: float16, or, where the graph declares the
+// values float16, as widened float32; the bytes must be those of the nodes run one by one, planar.
+ChainModel halfHandOffModel(bool declared) {
   ChainModel m;
   m.model.opsets = {{"", 17}};
   m.model.graph = std::make_shared<Graph>("g");
@@ -471,32 +469,47 @@ TEST(ConvFusion, HalfConvHandOffEqualsNodesOneByOne) {
   Value* x = g.addValue("x");
   g.addInput(x);
   m.feeds["x"] = rt::RtValue::ofTensor(toHalf(floats({1, 16, 21, 26}, 31)));
+  auto typed = [&](Value* v) {
+    if (declared) v->setDType(DType::Float16);
+    return v;
+  };
+  typed(x);
   auto conv = [&](Value* in, int64_t channels, int64_t filters, uint32_t seed,
                   const std::string& out) {
     Value* wv = g.addInitializer(out + "_w", toHalf(floats({filters, channels, 3, 3}, seed)));
     Value* bv = g.addInitializer(out + "_b", toHalf(floats({filters}, seed + 1)));
     Node* n = g.appendNode("Conv", {in, wv, bv}, {out});
     n->setAttribute("pads", Attribute::ofInts({1, 1, 1, 1}));
-    return n->output(0);
+    return typed(n->output(0));
   };
   Value* c1 = conv(x, 16, 32, 32, "c1");
-  Value* r1 = g.appendNode("Relu", {c1}, {"r1"})->output(0);
+  Value* r1 = typed(g.appendNode("Relu", {c1}, {"r1"})->output(0));
   Value* c2 = conv(r1, 32, 32, 34, "c2");
   Node* pool = g.appendNode("MaxPool", {c2}, {"p"});
   pool->setAttribute("kernel_shape", Attribute::ofInts({2, 2}));
   pool->setAttribute("strides", Attribute::ofInts({2, 2}));
-  Value* c3 = conv(pool->output(0), 32, 48, 36, "c3");
+  Value* c3 = conv(typed(pool->output(0)), 32, 48, 36, "c3");
   Value* half = g.addInitializer("half", toHalf(scalar(0.5f)));
-  g.addOutput(g.appendNode("Mul", {c3, half}, {"y"})->output(0));
-  for (int threads : {1, 2}) {
-    const std::string what = "threads " + std::to_string(threads);
-    rt::RunResult plain = run(m, false, threads);
-    rt::RunResult fused = run(m, true, threads);
-    ASSERT_EQ(plain.outputs.size(), 1u) << what;
-    ASSERT_EQ(fused.outputs.size(), 1u) << what;
-    EXPECT_EQ(fused.outputs[0].tensor.dtype(), DType::Float16) << what;
-    expectSameBytes(plain.outputs[0].tensor, fused.outputs[0].tensor, what);
-    EXPECT_EQ(calls(fused, "Relu"), 0u) << what;
-    EXPECT_EQ(calls(fused, "Mul"), 0u) << what;
+  g.addOutput(typed(g.appendNode("Mul", {c3, half}, {"y"})->output(0)));
+  return m;
+}
+
+TEST(ConvFusion, HalfConvHandOffEqualsNodesOneByOne) {
+  for (bool declared : {false, true}) {
+    ChainModel m = halfHandOffModel(declared);
+    for (int threads : {1, 2}) {
+      const std::string what = std::string(declared ? "declared float16, " : "untyped, ") +
+                               "threads " + std::to_string(threads);
+      rt::RunResult plain = run(m, false, threads);
+      rt::RunResult fused = run(m, true, threads);
+      ASSERT_EQ(plain.outputs.size(), 1u) << what;
+      ASSERT_EQ(fused.outputs.size(), 1u) << what;
+      EXPECT_EQ(fused.outputs[0].tensor.dtype(), DType::Float16) << what;
+      expectSameBytes(plain.outputs[0].tensor, fused.outputs[0].tensor, what);
+      EXPECT_EQ(calls(fused, "Relu"), 0u) << what;
+      EXPECT_EQ(calls(fused, "Mul"), 0u) << what;
+    }
   }
 }
+
+} // namespace
