@@ -363,11 +363,14 @@ Status convOp(KernelContext& ctx) {
   // A fused chain (float32 output whose operands fit) runs inside; the executor then binds this
   // output to the chain's result.
   Epilogue* epilogue = ctx.epilogue();
-  // A float16 Conv's input may come widened: the float32 channels-last values of a float16 Conv
-  // before it (the hand-off below), already rounded to float16. Only where the graph says the
-  // input is not float32, so a float32 producer's hand-off is never taken for one.
-  const bool wideIn = ctx.channelsLastInput() && x.dtype() == DType::Float32 &&
-                      ctx.node().input(0)->dtype() != DType::Float32;
+  // A float16 Conv's input may come widened: the float32 values of a float16 Conv before it (the
+  // hand-off below), already rounded to float16, channels-last or planar. Only where the graph
+  // says the input is float16 (channels-last: is not float32), so a float32 producer's output is
+  // never taken for one.
+  const DType declaredX = ctx.node().input(0)->dtype();
+  const bool wideIn = x.dtype() == DType::Float32 &&
+                      (declaredX == DType::Float16 ||
+                       (ctx.channelsLastInput() && declaredX != DType::Float32));
   const bool halfConv = (x.dtype() == DType::Float16 || wideIn) && w.dtype() == DType::Float16 &&
                         (!hasBias || ctx.input(2).dtype() == DType::Float16);
   // Float32 convolutions hand their output over channels-last (convForward), and float16 ones
@@ -482,6 +485,14 @@ Status convOp(KernelContext& ctx) {
       if (done && yLast) ctx.markChannelsLastOutput();
     }
     if (!done) {
+      // The other paths write planar values: handed over widened as they are, rounded in place
+      // (a 1x1 or grouped Conv's hand-off, FusionPlan::handoffTo), where the graph says this
+      // output is float16; else narrowed into the float16 output.
+      if (!wide && ctx.channelsLastOutputAllowed() && (chained || !ctx.epilogue()) &&
+          ctx.node().output(0)->dtype() == DType::Float16) {
+        yWide.emplace(DType::Float32, yd);
+        wide = yWide->data<float>();
+      }
       if (!wide) {
         halfOutput();
         wideScratch.reset(static_cast<size_t>(outCount));
@@ -498,8 +509,8 @@ Status convOp(KernelContext& ctx) {
         wf = widenPerCall(callWeights);
       }
       if (depthwise)
-        depthwise2d<float>(ctx.threads(), s, nullptr, wf, bias, wide, epilogue,
-                           reinterpret_cast<const uint16_t*>(x.data()));
+        depthwise2d<float>(ctx.threads(), s, wideIn ? xf : nullptr, wf, bias, wide, epilogue,
+                           wideIn ? nullptr : reinterpret_cast<const uint16_t*>(x.data()));
       else
         convForward<float>(ctx.threads(), s, xf, wf, bias, wide, epilogue, packed, xLast);
     }

@@ -309,6 +309,11 @@ Status maxPoolOp(KernelContext& ctx) {
       maxPool2d<T>(s, xv.data(), y.data());
     else
       maxPool<T>(s, xv.data(), y.data(), idx, columnMajor);
+    // A float16 Conv's planar widened hand-off (float32 where the graph says float16): rounded
+    // as on the channels-last path above.
+    if constexpr (std::is_same_v<T, float>)
+      if (x.dtype() == DType::Float32 && ctx.node().input(0)->dtype() == DType::Float16)
+        roundThroughHalves(y.data(), static_cast<size_t>(y.elementCount()));
     ctx.setOutput(0, std::move(y).finish());
   };
   switch (x.dtype()) {
