@@ -368,9 +368,9 @@ Status convOp(KernelContext& ctx) {
   // says the input is float16 (channels-last: is not float32), so a float32 producer's output is
   // never taken for one.
   const DType declaredX = ctx.node().input(0)->dtype();
-  const bool wideIn = x.dtype() == DType::Float32 &&
-                      (declaredX == DType::Float16 ||
-                       (ctx.channelsLastInput() && declaredX != DType::Float32));
+  const bool wideIn =
+      x.dtype() == DType::Float32 &&
+      (declaredX == DType::Float16 || (ctx.channelsLastInput() && declaredX != DType::Float32));
   const bool halfConv = (x.dtype() == DType::Float16 || wideIn) && w.dtype() == DType::Float16 &&
                         (!hasBias || ctx.input(2).dtype() == DType::Float16);
   // Float32 convolutions hand their output over channels-last (convForward), and float16 ones

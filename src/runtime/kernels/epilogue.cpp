@@ -213,7 +213,8 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
 bool Epilogue::channelAgnostic() const {
   if (boundA_.size() != steps_.size()) return false;
   // A half chain writes each block's result in place or at the block's own flat offset of
-  // narrowBase_, so in whatever layout the block was in. A float16 stretch of a float32 chain narrows into its own buffers, laid out as the output.
+  // narrowBase_, so in whatever layout the block was in. A float16 stretch of a float32 chain
+  // narrows into its own buffers, laid out as the output.
   if (!half_ && std::find(stepHalf_.begin(), stepHalf_.end(), true) != stepHalf_.end())
     return false;
   for (size_t i = 0; i < steps_.size(); ++i) {
