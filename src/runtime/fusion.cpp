@@ -138,6 +138,28 @@ bool makeCastStep(const Node& node, const std::unordered_map<const Value*, int>&
   return true;
 }
 
+// A Conv the kernel never runs on oneDNN (conv.cpp takesDnnl): group > 1, or a 1x1 kernel with
+// stride 1 and no padding, by its attributes and a rank-4 initializer's dims.
+bool writesPlanar(const Node& conv) {
+  if (attrInt(conv, "group", 1) > 1) return true;
+  const Value* w = conv.inputs().size() >= 2 ? conv.input(1) : nullptr;
+  if (!w || !w->isInitializer() || w->initializer().dims().size() != 4) return false;
+  const auto& wd = w->initializer().dims();
+  if (wd[2] != 1 || wd[3] != 1) return false;
+  const Attribute* pad = conv.attribute("auto_pad");
+  if (pad && (pad->kind() != AttrKind::String ||
+              (pad->asString() != "NOTSET" && pad->asString() != "VALID")))
+    return false;
+  for (const char* name : {"strides", "pads", "kernel_shape"}) {
+    const Attribute* a = conv.attribute(name);
+    if (!a) continue;
+    if (a->kind() != AttrKind::Ints) return false;
+    for (int64_t v : a->asInts())
+      if (v != (std::string(name) == "pads" ? 0 : 1)) return false;
+  }
+  return true;
+}
+
 } // namespace
 
 std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
@@ -278,8 +300,9 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
   // MaxPool without Indices whose own output is handed off so (it then passes the layout on).
   plan->handoffTo.assign(count, -1);
   bool anyHandoff = false;
-  // The reader of `v` when it takes v channels-last: the index, or -1.
-  auto takerOf = [&](const Value* v, size_t after) -> int64_t {
+  // The reader of `v` when it takes v channels-last (`anyConv`: or any Conv reading v as X alone,
+  // which takes the planar widened hand-off of a float16 Conv): the index, or -1.
+  auto takerOf = [&](const Value* v, size_t after, bool anyConv) -> int64_t {
     if (!v || kept.count(v)) return -1;
     const auto& r = readers[v];
     if (r.size() != 1 || r[0] <= after) return -1;
@@ -299,6 +322,7 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
       return static_cast<int64_t>(r[0]);
     }
     const Value* w = next.inputs().size() >= 2 ? next.input(1) : nullptr;
+    if (anyConv && next.opType() == "Conv") return static_cast<int64_t>(r[0]);
     if (next.opType() != "Conv" || !w || !w->isInitializer() ||
         w->initializer().dims().size() != 4 || attrInt(next, "group", 1) != 1)
       return -1;
@@ -310,16 +334,21 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
     const Node& node = *nodes[c];
     if (!node.domain().empty() || !node.output(0)) continue;
     const Value* result = nullptr;
+    bool anyConv = false;
     if (node.opType() == "Conv") {
       const int32_t chainIndex = plan->chainAt[c];
       result =
           chainIndex >= 0 ? plan->chains[static_cast<size_t>(chainIndex)].result : node.output(0);
+      // A float16 Conv that never runs on oneDNN (grouped, or 1x1 with stride 1 and no padding)
+      // writes planar values: any float16 Conv may take them widened (conv.cpp).
+      anyConv = result->dtype() == DType::Float16 && node.output(0)->dtype() == DType::Float16 &&
+                writesPlanar(node);
     } else if (node.opType() == "MaxPool") {
       result = node.output(0);
     } else {
       continue;
     }
-    const int64_t taker = takerOf(result, c);
+    const int64_t taker = takerOf(result, c, anyConv);
     if (taker < 0) continue;
     // A MaxPool takes channels-last data only to pass it on to a Conv.
     if (nodes[static_cast<size_t>(taker)]->opType() == "MaxPool" &&

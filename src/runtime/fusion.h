@@ -46,6 +46,10 @@ struct FusionPlan {
   // kernel larger than 1x1 (the oneDNN path, when built in), so the producer may hand its result
   // over channels-last (KernelContext::allowChannelsLastOutput). The reader may also be a 2-D
   // MaxPool without Indices whose output is handed on so: it pools channels-last data as such.
+  // Float16 Convs hand over float16 values, or, where the graph declares the value float16, the
+  // float32 values already rounded to float16 (the reader skips widening them); a float16 Conv
+  // that never runs on oneDNN (grouped, or 1x1 with stride 1 and no padding) writes planar values
+  // and so may hand them to any Conv reading them as X alone.
   std::vector<int32_t> handoffTo;
 };
 

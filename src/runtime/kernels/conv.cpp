@@ -363,11 +363,21 @@ Status convOp(KernelContext& ctx) {
   // A fused chain (float32 output whose operands fit) runs inside; the executor then binds this
   // output to the chain's result.
   Epilogue* epilogue = ctx.epilogue();
-  // Only a float32 convolution hands its output over channels-last (convForward).
-  if (ctx.channelsLastInput() && x.dtype() != DType::Float32)
+  // A float16 Conv's input may come widened: the float32 values of a float16 Conv before it (the
+  // hand-off below), already rounded to float16, channels-last or planar. Only where the graph
+  // says the input is float16 (channels-last: is not float32), so a float32 producer's output is
+  // never taken for one.
+  const DType declaredX = ctx.node().input(0)->dtype();
+  const bool wideIn =
+      x.dtype() == DType::Float32 &&
+      (declaredX == DType::Float16 || (ctx.channelsLastInput() && declaredX != DType::Float32));
+  const bool halfConv = (x.dtype() == DType::Float16 || wideIn) && w.dtype() == DType::Float16 &&
+                        (!hasBias || ctx.input(2).dtype() == DType::Float16);
+  // Float32 convolutions hand their output over channels-last (convForward), and float16 ones
+  // computed by oneDNN (below); the others never take it.
+  if (ctx.channelsLastInput() && x.dtype() != DType::Float32 && !halfConv)
     return Status(ErrorCode::Internal, "channels-last input of a non-float32 Conv", "");
-  if (x.dtype() == DType::Float16 && w.dtype() == DType::Float16 &&
-      (!hasBias || ctx.input(2).dtype() == DType::Float16)) {
+  if (halfConv) {
     // Computed in float; the epilogue runs the chain on each finished block of the convolution
     // (per GEMM column block, per depthwise plane), rounding as the unfused nodes do, and writes
     // the float16 output while the block is in cache; without a fused chain an epilogue of no
@@ -376,25 +386,38 @@ Status convOp(KernelContext& ctx) {
     // reordering) them on every call cost more than the rest of the fp16 overhead on small
     // convolutions (PP-OCR cls .om ran at 3x its .onnx); the price is one float32 copy beside the
     // float16 weights, as a float32 model holds its packed copy beside the original.
-    OutTensor y(DType::Float16, yd);
-    uint16_t* yh = y.data<uint16_t>();
+    // The float16 output is made when it is known not to be handed off widened (below); the
+    // epilogue narrows into it from then on.
+    std::optional<OutTensor> y, yWide;
     Epilogue roundOnly;
-    if (epilogue && !epilogue->bind(yd, true, yh)) epilogue = nullptr;
+    if (epilogue && !epilogue->bind(yd, true)) epilogue = nullptr;
     const bool chained = epilogue != nullptr;
     if (!epilogue) {
-      roundOnly.bind(yd, true, yh);
+      roundOnly.bind(yd, true);
       epilogue = &roundOnly;
     }
+    auto halfOutput = [&] {
+      if (y) return;
+      y.emplace(DType::Float16, yd);
+      epilogue->setNarrowBase(y->data<uint16_t>());
+    };
     // A depthwise convolution widens its input plane by plane (in cache); the others read the
     // input widened as a whole. Either way by the conversion instruction alone (widenHalves): a
     // NaN's payload is not seen through the convolution and its chain, whose output is narrowed
     // by floatsToHalves.
     const bool depthwise = isDepthwise2d(s);
+    // A channels-last float16 input (the hand-off below) is widened as it lies: oneDNN reads it
+    // channels-last, convForward makes it planar. The plan only hands off to group-1 readers.
+    const bool xLast = ctx.channelsLastInput();
+    if (xLast && depthwise)
+      return Status(ErrorCode::Internal, "channels-last input of a depthwise Conv", "");
     Scratch<float> xw;
-    if (!depthwise) {
+    const float* xf = wideIn ? reinterpret_cast<const float*>(x.data()) : nullptr;
+    if (!depthwise && !wideIn) {
       xw.reset(static_cast<size_t>(x.elementCount()));
       widenAll(reinterpret_cast<const uint16_t*>(x.data()), xw.data(),
                static_cast<int64_t>(x.elementCount()));
+      xf = xw.data();
     }
     const bool constantWeights = ctx.inputIsConstant(1);
     dnnl_conv::PackedWeights* packed = nullptr;
@@ -405,7 +428,9 @@ Status convOp(KernelContext& ctx) {
     std::optional<Staged<float>> bv;
     if (hasBias) bv.emplace(ctx.input(2));
     const float* bias = bv ? bv->data() : nullptr;
-    Scratch<float> wide(static_cast<size_t>(y.elementCount()));
+    const int64_t outCount = nn::product(yd);
+    Scratch<float> wideScratch;
+    float* wide = nullptr;
     auto widenPerCall = [&](Scratch<float>& into) {
       into.reset(static_cast<size_t>(w.elementCount()));
       halvesToFloats(reinterpret_cast<const uint16_t*>(w.data()), into.data(), into.size());
@@ -428,10 +453,51 @@ Status convOp(KernelContext& ctx) {
         halvesToFloats(reinterpret_cast<const uint16_t*>(w.data()), packing.data(), packing.size());
         wf = packing.data();
       }
-      done = dnnl_conv::run(ctx.threads(), c, xw.data(), wf, bias, wide.data(), packed, weightsId);
-      if (done) epilogue->applyAll(ctx.threads(), wide.data());
+      // Hand-off between float16 convolutions (FusionPlan::handoffTo): oneDNN leaves the float
+      // values channels-last, the chain (or the rounding) runs on them as they lie, and the reader
+      // has oneDNN read them so. Where the graph says this output is float16 they are handed over
+      // as they are, rounded to float16 in place (a float32 tensor: the reader skips widening,
+      // and this Conv narrowing); else narrowed into the float16 output in that order. Either
+      // way the reader sees the planar values moved, so it computes the same bits: rounding
+      // then widening is what narrowing then widening gives, NaN as roundThroughHalves says. Not
+      // when the executor's chain failed to bind here: its nodes would then read the
+      // channels-last output.
+      const bool yLast = ctx.channelsLastOutputAllowed() && (chained || !ctx.epilogue()) &&
+                         epilogue->channelAgnostic() &&
+                         dnnl_conv::writesChannelsLast(ctx.threads(), c, hasBias);
+      if (yLast && ctx.node().output(0)->dtype() == DType::Float16) {
+        yWide.emplace(DType::Float32, yd);
+        wide = yWide->data<float>();
+      } else {
+        halfOutput();
+        wideScratch.reset(static_cast<size_t>(outCount));
+        wide = wideScratch.data();
+      }
+      done = dnnl_conv::run(ctx.threads(), c, xf, wf, bias, wide, packed, weightsId, xLast, yLast);
+      if (!done && yWide) {
+        // Planar after all: the float16 output, the float values in scratch.
+        yWide.reset();
+        halfOutput();
+        wideScratch.reset(static_cast<size_t>(outCount));
+        wide = wideScratch.data();
+      }
+      if (done) epilogue->applyAll(ctx.threads(), wide);
+      if (done && yLast) ctx.markChannelsLastOutput();
     }
     if (!done) {
+      // The other paths write planar values: handed over widened as they are, rounded in place
+      // (a 1x1 or grouped Conv's hand-off, FusionPlan::handoffTo), where the graph says this
+      // output is float16; else narrowed into the float16 output.
+      if (!wide && ctx.channelsLastOutputAllowed() && (chained || !ctx.epilogue()) &&
+          ctx.node().output(0)->dtype() == DType::Float16) {
+        yWide.emplace(DType::Float32, yd);
+        wide = yWide->data<float>();
+      }
+      if (!wide) {
+        halfOutput();
+        wideScratch.reset(static_cast<size_t>(outCount));
+        wide = wideScratch.data();
+      }
       // Other constant weights are widened once (the executor's copy); others on each call.
       std::optional<Staged<float>> keptWeights;
       Scratch<float> callWeights;
@@ -443,12 +509,12 @@ Status convOp(KernelContext& ctx) {
         wf = widenPerCall(callWeights);
       }
       if (depthwise)
-        depthwise2d<float>(ctx.threads(), s, nullptr, wf, bias, wide.data(), epilogue,
-                           reinterpret_cast<const uint16_t*>(x.data()));
+        depthwise2d<float>(ctx.threads(), s, wideIn ? xf : nullptr, wf, bias, wide, epilogue,
+                           wideIn ? nullptr : reinterpret_cast<const uint16_t*>(x.data()));
       else
-        convForward<float>(ctx.threads(), s, xw.data(), wf, bias, wide.data(), epilogue, packed);
+        convForward<float>(ctx.threads(), s, xf, wf, bias, wide, epilogue, packed, xLast);
     }
-    ctx.setOutput(0, std::move(y).finish());
+    ctx.setOutput(0, yWide ? std::move(*yWide).finish() : std::move(*y).finish());
     if (chained) ctx.markEpilogueApplied();
     return Status::ok();
   }

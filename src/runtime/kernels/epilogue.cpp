@@ -211,9 +211,12 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
 }
 
 bool Epilogue::channelAgnostic() const {
-  if (half_ || boundA_.size() != steps_.size()) return false;
-  // A float16 stretch narrows into its own buffers, laid out as the output: float32 only.
-  if (std::find(stepHalf_.begin(), stepHalf_.end(), true) != stepHalf_.end()) return false;
+  if (boundA_.size() != steps_.size()) return false;
+  // A half chain writes each block's result in place or at the block's own flat offset of
+  // narrowBase_, so in whatever layout the block was in. A float16 stretch of a float32 chain
+  // narrows into its own buffers, laid out as the output.
+  if (!half_ && std::find(stepHalf_.begin(), stepHalf_.end(), true) != stepHalf_.end())
+    return false;
   for (size_t i = 0; i < steps_.size(); ++i) {
     if (steps_[i].kind == Kind::BatchNorm) return false;
     for (const Bound* b : {&boundA_[i], &boundB_[i]})

@@ -74,8 +74,8 @@ class Epilogue {
   // The whole NC... output, planes spread over `threads`.
   void applyAll(int threads, float* y) const;
   // True (after bind) when every step treats all elements alike: no BatchNorm and only scalar
-  // outside operands, float32. Such a chain gives the same result on the output in any layout
-  // (applyAll then also runs it on channels-last data).
+  // outside operands; float32 without a float16 stretch, or a half chain. Such a chain gives the
+  // same result on the output in any layout (applyAll then also runs it on channels-last data).
   bool channelAgnostic() const;
   // After bind: the chain's result is float16 (a float32 chain that ends in a float16 stretch).
   bool endsHalf() const { return !stepHalf_.empty() && stepHalf_.back(); }

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/runtime/half_block.h"
 #include "nn_util.h"
 
 namespace kiln::rt {
@@ -279,12 +280,19 @@ Status maxPoolOp(KernelContext& ctx) {
   if (ctx.channelsLastInput()) {
     // Planned by the executor (FusionPlan::handoffTo) only for a 2-D float MaxPool without
     // Indices whose output goes to one Conv, which takes it channels-last too.
-    if (x.dtype() != DType::Float32 || s.window.rank() != 2 || ctx.wantsOutput(1) ||
-        !ctx.channelsLastOutputAllowed())
+    // Float16 (from a float16 Conv) is staged as the planar path stages it: the same float
+    // comparisons on the same widened values, narrowed back the same way.
+    if ((x.dtype() != DType::Float32 && x.dtype() != DType::Float16) || s.window.rank() != 2 ||
+        ctx.wantsOutput(1) || !ctx.channelsLastOutputAllowed())
       return Status(ErrorCode::Internal, "unexpected channels-last input of a MaxPool", "");
-    OutTensor y(DType::Float32, s.outDims);
-    maxPool2dChannelsLast(s, x.dims()[0], x.dims()[1], reinterpret_cast<const float*>(x.data()),
-                          y.data<float>());
+    Staged<float> xv(x);
+    StagedOut<float> y(x.dtype(), s.outDims);
+    maxPool2dChannelsLast(s, x.dims()[0], x.dims()[1], xv.data(), y.data());
+    // Float32 data where the graph says float16: a float16 Conv's widened hand-off, whose reader
+    // takes it as it is. Every maximum already is a float16 value; rounding makes an empty
+    // window's lowest float the -inf the float16 output would hold.
+    if (x.dtype() == DType::Float32 && ctx.node().input(0)->dtype() == DType::Float16)
+      roundThroughHalves(y.data(), static_cast<size_t>(y.elementCount()));
     ctx.setOutput(0, std::move(y).finish());
     ctx.markChannelsLastOutput();
     return Status::ok();
@@ -301,6 +309,11 @@ Status maxPoolOp(KernelContext& ctx) {
       maxPool2d<T>(s, xv.data(), y.data());
     else
       maxPool<T>(s, xv.data(), y.data(), idx, columnMajor);
+    // A float16 Conv's planar widened hand-off (float32 where the graph says float16): rounded
+    // as on the channels-last path above.
+    if constexpr (std::is_same_v<T, float>)
+      if (x.dtype() == DType::Float32 && ctx.node().input(0)->dtype() == DType::Float16)
+        roundThroughHalves(y.data(), static_cast<size_t>(y.elementCount()));
     ctx.setOutput(0, std::move(y).finish());
   };
   switch (x.dtype()) {

@@ -7,8 +7,8 @@
 
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <random>
 
 #include "kiln/ir/graph.h"
@@ -455,6 +455,79 @@ TEST(ConvFusion, TrainingModeBatchNormStaysOnItsOwn) {
   // The BatchNormalization (batch statistics) runs as a node; the chain stops before it.
   EXPECT_EQ(calls(*result, "BatchNormalization"), 1u);
   EXPECT_EQ(calls(*result, "Max"), 1u);
+}
+
+// Float16 Conv -> Relu -> Conv -> MaxPool -> Conv, 3x3 group-1 convolutions (oneDNN, when built
+// in), then 1x1 Conv -> depthwise 3x3 Conv -> 1x1 Conv -> Mul: fused, each Conv may hand its
+// output to the next (FusionPlan::handoffTo): channels-last from oneDNN, through the MaxPool too,
+// as float16, or, where the graph declares the values float16, as widened float32 (planar from
+// the 1x1 and depthwise ones); the bytes must be those of the nodes run one by one.
+ChainModel halfHandOffModel(bool declared) {
+  ChainModel m;
+  m.model.opsets = {{"", 17}};
+  m.model.graph = std::make_shared<Graph>("g");
+  Graph& g = *m.model.graph;
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  m.feeds["x"] = rt::RtValue::ofTensor(toHalf(floats({1, 16, 21, 26}, 31)));
+  auto typed = [&](Value* v) {
+    if (declared) v->setDType(DType::Float16);
+    return v;
+  };
+  typed(x);
+  auto conv = [&](Value* in, int64_t channels, int64_t filters, uint32_t seed,
+                  const std::string& out, int64_t k = 3, int64_t group = 1) {
+    // Scaled by the fan-in, so that the values stay well inside float16's range to the end.
+    const float scale = 1.0f / std::sqrt(static_cast<float>(channels / group * k * k));
+    Value* wv = g.addInitializer(
+        out + "_w", toHalf(floats({filters, channels / group, k, k}, seed, [&](auto& v) {
+          for (float& f : v)
+            f *= scale;
+        })));
+    Value* bv = g.addInitializer(out + "_b", toHalf(floats({filters}, seed + 1)));
+    Node* n = g.appendNode("Conv", {in, wv, bv}, {out});
+    const int64_t pad = k / 2;
+    n->setAttribute("pads", Attribute::ofInts({pad, pad, pad, pad}));
+    n->setAttribute("group", Attribute::ofInt(group));
+    return typed(n->output(0));
+  };
+  Value* c1 = conv(x, 16, 32, 32, "c1");
+  Value* r1 = typed(g.appendNode("Relu", {c1}, {"r1"})->output(0));
+  Value* c2 = conv(r1, 32, 32, 34, "c2");
+  Node* pool = g.appendNode("MaxPool", {c2}, {"p"});
+  pool->setAttribute("kernel_shape", Attribute::ofInts({2, 2}));
+  pool->setAttribute("strides", Attribute::ofInts({2, 2}));
+  Value* c3 = conv(typed(pool->output(0)), 32, 48, 36, "c3");
+  Value* p1 = conv(c3, 48, 32, 38, "p1", 1);
+  Value* r2 = typed(g.appendNode("Relu", {p1}, {"r2"})->output(0));
+  Value* dw = conv(r2, 32, 32, 40, "dw", 3, 32);
+  Value* p2 = conv(dw, 32, 24, 42, "p2", 1);
+  Value* half = g.addInitializer("half", toHalf(scalar(0.5f)));
+  g.addOutput(typed(g.appendNode("Mul", {p2, half}, {"y"})->output(0)));
+  return m;
+}
+
+TEST(ConvFusion, HalfConvHandOffEqualsNodesOneByOne) {
+  for (bool declared : {false, true}) {
+    ChainModel m = halfHandOffModel(declared);
+    for (int threads : {1, 2}) {
+      const std::string what = std::string(declared ? "declared float16, " : "untyped, ") +
+                               "threads " + std::to_string(threads);
+      rt::RunResult plain = run(m, false, threads);
+      rt::RunResult fused = run(m, true, threads);
+      ASSERT_EQ(plain.outputs.size(), 1u) << what;
+      ASSERT_EQ(fused.outputs.size(), 1u) << what;
+      EXPECT_EQ(fused.outputs[0].tensor.dtype(), DType::Float16) << what;
+      expectSameBytes(plain.outputs[0].tensor, fused.outputs[0].tensor, what);
+      // Finite outputs: a hand-off that moved or changed values would show.
+      const Tensor& y = fused.outputs[0].tensor;
+      const uint16_t* yh = reinterpret_cast<const uint16_t*>(y.data());
+      for (size_t i = 0; i < y.elementCount(); ++i)
+        ASSERT_TRUE(std::isfinite(rt::halfToFloat(yh[i]))) << what << " at " << i;
+      EXPECT_EQ(calls(fused, "Relu"), 0u) << what;
+      EXPECT_EQ(calls(fused, "Mul"), 0u) << what;
+    }
+  }
 }
 
 } // namespace
