@@ -532,12 +532,15 @@ Status convOp(KernelContext& ctx) {
       if (!*slot) *slot = std::make_shared<ConvState>();
       packed = &static_cast<ConvState*>(slot->get())->weights;
     }
-    // Channels-last in and out only between float32 convolutions (the executor's hand-off).
+    // Channels-last in and out only between float32 convolutions (the executor's hand-off). The
+    // output stays channels-last only when the planned chain runs here: a chain that failed to
+    // bind runs as its own nodes, which read the output in NCHW order.
     const bool isFloat = std::is_same_v<T, float> && x.dtype() == DType::Float32;
+    const bool chainHere = epilogue || !ctx.epilogue();
     bool yLast = false;
     convForward<T>(ctx.threads(), s, xv.data(), wv.data(), bv ? bv->data() : nullptr, y.data(),
                    epilogue, packed, isFloat && ctx.channelsLastInput(),
-                   isFloat && ctx.channelsLastOutputAllowed() ? &yLast : nullptr);
+                   isFloat && chainHere && ctx.channelsLastOutputAllowed() ? &yLast : nullptr);
     ctx.setOutput(0, std::move(y).finish());
     if (yLast) ctx.markChannelsLastOutput();
   });
