@@ -10,13 +10,8 @@
 #endif
 
 namespace kiln::rt {
-namespace {
 
 #if defined(__x86_64__)
-// The F16C conversion instructions, 8 values at a time, with NaNs fixed up to the scalar
-// functions' results (the instructions keep a NaN's payload on narrowing and quiet a signalling
-// NaN on widening): every other value converts exactly as floatToHalf / halfToFloat (round to
-// nearest even, overflow to inf, subnormals kept; the instructions ignore MXCSR's DAZ and FTZ).
 bool haveF16c() {
   // F16C read off CPUID leaf 1 (ECX): clang 14's __builtin_cpu_supports does not know "f16c".
   static const bool have = [] {
@@ -26,6 +21,20 @@ bool haveF16c() {
   }();
   return have;
 }
+
+bool haveAvx512() {
+  static const bool have = __builtin_cpu_supports("avx512f");
+  return have;
+}
+#endif
+
+namespace {
+
+#if defined(__x86_64__)
+// The F16C conversion instructions, 8 values at a time, with NaNs fixed up to the scalar
+// functions' results (the instructions keep a NaN's payload on narrowing and quiet a signalling
+// NaN on widening): every other value converts exactly as floatToHalf / halfToFloat (round to
+// nearest even, overflow to inf, subnormals kept; the instructions ignore MXCSR's DAZ and FTZ).
 
 // NaNs are rare in activations: the fix-up blend runs only for a group of 8 that holds one (the
 // test is one compare and a branch that is almost never taken).
@@ -101,10 +110,6 @@ __attribute__((target("avx2,f16c"))) size_t roundThroughHalvesF16c(float* v, siz
 // The same conversions 16 values at a time where AVX-512 is there (its conversions take as many
 // cycles per instruction as F16C's 8-wide ones); NaNs are found with an unordered compare and
 // fixed up as above.
-bool haveAvx512() {
-  static const bool have = __builtin_cpu_supports("avx512f");
-  return have;
-}
 
 __attribute__((target("avx512f"))) size_t floatsToHalvesAvx512(const uint8_t* src, uint16_t* dst,
                                                                size_t count) {

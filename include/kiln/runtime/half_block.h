@@ -22,4 +22,10 @@ void halvesToFloats(const uint16_t* src, float* dst, size_t count);
 // place: the float a float16 tensor would hold.
 void roundThroughHalves(float* v, size_t count);
 
+#if defined(__x86_64__)
+// The CPU features the float16 loops pick their instructions by (read once).
+bool haveAvx512();
+bool haveF16c();
+#endif
+
 } // namespace kiln::rt

@@ -1,10 +1,11 @@
 // Float16 chain steps rounded in registers (half_steps.h).
 #include "half_steps.h"
 
+#include "kiln/runtime/half_block.h"
+
 #include <cstdint>
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -12,21 +13,6 @@ namespace kiln::rt::vec {
 namespace {
 
 #if defined(__x86_64__)
-
-bool haveAvx512() {
-  static const bool have = __builtin_cpu_supports("avx512f");
-  return have;
-}
-
-bool haveF16c() {
-  // F16C read off CPUID leaf 1 (ECX), as half_block.cpp does.
-  static const bool have = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
-           (ecx & bit_F16C) != 0;
-  }();
-  return have;
-}
 
 // The operations of the float loops on one vector, written once over a vector type V (below):
 // `sel(a, b, x, y)` is a < b ? x : y per lane; V::min(a, b) is a < b ? a : b and V::max(a, b)
