@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "float_bit_samples.h"
+
 #include "kiln/runtime/half_block.h"
 #include "kiln/runtime/tensor_util.h"
 
@@ -28,13 +30,7 @@ TEST(HalfBlock, HalvesToFloatsMatchesScalarForEveryHalf) {
 // Every 40009th float bit pattern: NaNs (runs of them, whose ends fall inside groups of 8),
 // infinities, subnormals, overflow.
 TEST(HalfBlock, FloatsToHalvesMatchesScalar) {
-  std::vector<float> values;
-  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 40009) {
-    float f;
-    const auto bits = static_cast<uint32_t>(b);
-    std::memcpy(&f, &bits, 4);
-    values.push_back(f);
-  }
+  const std::vector<float> values = test::sampledFloatBitPatterns();
   std::vector<uint16_t> halves(values.size());
   rt::floatsToHalves(values.data(), halves.data(), values.size());
   for (size_t i = 0; i < values.size(); ++i)
@@ -42,13 +38,7 @@ TEST(HalfBlock, FloatsToHalvesMatchesScalar) {
 }
 
 TEST(HalfBlock, RoundThroughHalvesMatchesScalar) {
-  std::vector<float> values;
-  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 40009) {
-    float f;
-    const auto bits = static_cast<uint32_t>(b);
-    std::memcpy(&f, &bits, 4);
-    values.push_back(f);
-  }
+  const std::vector<float> values = test::sampledFloatBitPatterns();
   std::vector<float> rounded = values;
   rt::roundThroughHalves(rounded.data(), rounded.size());
   for (size_t i = 0; i < values.size(); ++i) {

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "float_bit_samples.h"
+
 #include "kiln/runtime/half_block.h"
 #include "kiln/runtime/tensor_util.h"
 #include "runtime/kernels/half_steps.h"
@@ -122,13 +124,7 @@ TEST(HalfSteps, RoundAndWidenAreTheBlockConversions) {
   rt::halvesToFloats(halves.data(), want.data(), halves.size());
   for (size_t i = 0; i < halves.size(); ++i)
     expectSameValue(wide[i], want[i], "half " + std::to_string(i));
-  std::vector<float> values;
-  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 40009) {
-    float f;
-    const auto bits = static_cast<uint32_t>(b);
-    std::memcpy(&f, &bits, 4);
-    values.push_back(f);
-  }
+  std::vector<float> values = test::sampledFloatBitPatterns();
   std::vector<float> rounded = values;
   const auto count = static_cast<int64_t>(values.size());
   const int64_t roundedCount = rt::vec::roundHalfInPlace(rounded.data(), count);
