@@ -80,7 +80,15 @@ Status quantParams(const KernelContext& ctx, const Tensor& x, const Tensor& scal
 Status quantizeLinearOp(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& scale = ctx.input(1);
-  const DType yType = ctx.hasInput(2) ? ctx.input(2).dtype() : DType::UInt8;
+  // The zero point's type, else (opset 21) the output_dtype attribute, else uint8.
+  DType yType = DType::UInt8;
+  if (ctx.hasInput(2)) {
+    yType = ctx.input(2).dtype();
+  } else if (const int64_t to = ctx.attrInt("output_dtype", 0); to != 0) {
+    const std::optional<DType> named = dtypeFromOnnx(static_cast<int32_t>(to));
+    if (!named) return ctx.fail("output_dtype {} is not a tensor type", to);
+    yType = *named;
+  }
   int64_t lo = 0, hi = 0;
   if (!ops::quantCodeRange(yType, lo, hi))
     return ctx.unsupported("output dtype {}", dtypeName(yType));
