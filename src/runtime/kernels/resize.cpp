@@ -173,10 +173,10 @@ Tensor bilinearFloat(const Tensor& x, const std::vector<int64_t>& outDims,
   auto taps = [&](int64_t inLen, int64_t outLen, double scale) {
     Taps t;
     for (int64_t o = 0; o < outLen; ++o) {
-      float c = scale == 1.0 ? static_cast<float>(o)
-                             : ops::resizeSourceCoordinate(p.coordinates, o,
-                                                           static_cast<float>(scale), inLen,
-                                                           outLen, 0.0f, 1.0f);
+      float c = scale == 1.0
+                    ? static_cast<float>(o)
+                    : ops::resizeSourceCoordinate(p.coordinates, o, static_cast<float>(scale),
+                                                  inLen, outLen, 0.0f, 1.0f);
       c = std::max(0.0f, std::min(c, static_cast<float>(inLen - 1)));
       const int64_t i1 = std::min(static_cast<int64_t>(c), inLen - 1);
       const int64_t i2 = std::min(i1 + 1, inLen - 1);
@@ -206,18 +206,106 @@ Tensor bilinearFloat(const Tensor& x, const std::vector<int64_t>& outDims,
         const float x11 = row1[tx.i1[k]], x21 = row1[tx.i2[k]];
         const float x12 = row2[tx.i1[k]], x22 = row2[tx.i2[k]];
         const float dx1 = tx.d1[k], dx2 = tx.d2[k];
-        o[y * outW + xo] =
-            dx2 * dy2 * x11 + dx1 * dy2 * x21 + dx2 * dy1 * x12 + dx1 * dy1 * x22;
+        o[y * outW + xo] = dx2 * dy2 * x11 + dx1 * dy2 * x21 + dx2 * dy1 * x12 + dx1 * dy1 * x22;
       }
     }
   }
   return std::move(out).finish();
 }
 
+// An axis plan with one or two taps per output coordinate (linear mode) as flat arrays. A
+// one-tap coordinate's second tap repeats the first with weight 0 and is listed in `single`, to be
+// recomputed without it (0 times an infinite value would make a NaN the one-tap sum has not).
+struct PairTaps {
+  std::vector<int64_t> i0, i1;
+  std::vector<double> w0, w1;
+  std::vector<int64_t> single;
+};
+
+std::optional<PairTaps> pairTaps(const AxisPlan& plan) {
+  PairTaps t;
+  for (int64_t o = 0; o < plan.outLen; ++o) {
+    const auto first = static_cast<size_t>(plan.tapStart[static_cast<size_t>(o)]);
+    const auto count = static_cast<size_t>(plan.tapStart[static_cast<size_t>(o) + 1]) - first;
+    if (count < 1 || count > 2) return std::nullopt;
+    t.i0.push_back(plan.index[first]);
+    t.w0.push_back(plan.weight[first]);
+    t.i1.push_back(plan.index[first + count - 1]);
+    t.w1.push_back(count == 2 ? plan.weight[first + 1] : 0.0);
+    if (count == 1) t.single.push_back(o);
+  }
+  return t;
+}
+
+// resizePlanesHalf for plans of at most two taps per coordinate: the same double sums in the same
+// order ((0.0 + w0 * a) + w1 * b, the 0.0 turning -0.0 into +0.0 as the general sum does), in
+// loops without the tap lists, over rows so that one large plane also splits across threads.
+void resizePlanesHalfPairs(int threads, const uint16_t* src, uint16_t* dst, int64_t planes,
+                           int64_t inH, int64_t inW, int64_t outH, int64_t outW,
+                           const AxisPlan& rows, const AxisPlan& cols, const PairTaps& rowTaps,
+                           const PairTaps& colTaps) {
+  const int64_t work = planes * outH * outW;
+  pool::parallelFor(pool::threadsFor(threads, static_cast<double>(work) * pool::kNsPerElement),
+                    planes * outH, 1, [&](int64_t r0, int64_t r1) {
+                      // Input rows widened to float on first use (the plane they hold in `held`).
+                      std::vector<float> in(static_cast<size_t>(inH * inW));
+                      std::vector<int64_t> held(static_cast<size_t>(inH), -1);
+                      std::vector<double> mid(static_cast<size_t>(inW));
+                      std::vector<float> row(static_cast<size_t>(outW));
+                      auto inputRow = [&](int64_t p, int64_t i) {
+                        float* r = in.data() + i * inW;
+                        if (held[static_cast<size_t>(i)] != p) {
+                          halvesToFloats(src + (p * inH + i) * inW, r, static_cast<size_t>(inW));
+                          held[static_cast<size_t>(i)] = p;
+                        }
+                        return static_cast<const float*>(r);
+                      };
+                      for (int64_t r = r0; r < r1; ++r) {
+                        const int64_t p = r / outH, y = r % outH;
+                        const auto yi = static_cast<size_t>(y);
+                        double* m = mid.data();
+                        if (rows.identity) {
+                          const float* a = inputRow(p, y);
+                          for (int64_t c = 0; c < inW; ++c)
+                            m[c] = static_cast<double>(a[c]);
+                        } else {
+                          const float* a = inputRow(p, rowTaps.i0[yi]);
+                          const double w0 = rowTaps.w0[yi];
+                          if (rowTaps.w1[yi] == 0.0) {
+                            for (int64_t c = 0; c < inW; ++c)
+                              m[c] = 0.0 + w0 * static_cast<double>(a[c]);
+                          } else {
+                            const float* b = inputRow(p, rowTaps.i1[yi]);
+                            const double w1 = rowTaps.w1[yi];
+                            for (int64_t c = 0; c < inW; ++c)
+                              m[c] = (0.0 + w0 * static_cast<double>(a[c])) +
+                                     w1 * static_cast<double>(b[c]);
+                          }
+                        }
+                        float* o = row.data();
+                        if (cols.identity) {
+                          for (int64_t c = 0; c < outW; ++c)
+                            o[c] = static_cast<float>(m[c]);
+                        } else {
+                          const int64_t* j0 = colTaps.i0.data();
+                          const int64_t* j1 = colTaps.i1.data();
+                          const double* u0 = colTaps.w0.data();
+                          const double* u1 = colTaps.w1.data();
+                          for (int64_t c = 0; c < outW; ++c)
+                            o[c] = static_cast<float>((0.0 + u0[c] * m[j0[c]]) + u1[c] * m[j1[c]]);
+                          for (int64_t c : colTaps.single)
+                            o[c] = static_cast<float>(0.0 + u0[c] * m[j0[c]]);
+                        }
+                        floatsToHalves(o, dst + r * outW, static_cast<size_t>(outW));
+                      }
+                    });
+}
+
 // The general path below for a float16 tensor resized on its two innermost axes only, plane by
 // plane in cache (and planes over the pool) instead of whole-tensor double buffers per axis: the
 // same double sums in the same order (the rows axis first, each sum from 0.0 in tap order), so
-// the same float16 results. PP-OCR and ISNet .om files resize float16 maps.
+// the same float16 results. PP-OCR and ISNet .om files resize float16 maps. Linear plans (two
+// taps at most) take resizePlanesHalfPairs, the rest (cubic) the tap lists here.
 Tensor resizePlanesHalf(int threads, const Tensor& x, const std::vector<int64_t>& outDims,
                         const AxisPlan& rows, const AxisPlan& cols) {
   const size_t rank = x.dims().size();
@@ -227,6 +315,15 @@ Tensor resizePlanesHalf(int threads, const Tensor& x, const std::vector<int64_t>
   OutTensor out(DType::Float16, outDims);
   const auto* src = reinterpret_cast<const uint16_t*>(x.data());
   uint16_t* dst = out.data<uint16_t>();
+  {
+    const std::optional<PairTaps> rowTaps = rows.identity ? PairTaps{} : pairTaps(rows);
+    const std::optional<PairTaps> colTaps = cols.identity ? PairTaps{} : pairTaps(cols);
+    if (rowTaps && colTaps) {
+      resizePlanesHalfPairs(threads, src, dst, planes, inH, inW, outH, outW, rows, cols, *rowTaps,
+                            *colTaps);
+      return std::move(out).finish();
+    }
+  }
   auto sum = [](const AxisPlan& plan, int64_t o, auto&& at) {
     double d = 0.0;
     for (int64_t t = plan.tapStart[static_cast<size_t>(o)];

@@ -12,6 +12,7 @@
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
 #include "run_model.h"
+#include "runtime/kernels/thread_pool.h"
 
 using namespace kiln;
 
@@ -513,6 +514,78 @@ TEST(NnKernels, ResizeFloat16IsTheDoubleResizeRounded) {
       for (size_t i = 0; i < narrow[0].elementCount(); ++i)
         ASSERT_EQ(got[i], rt::floatToHalf(static_cast<float>(want[i])))
             << c.mode << " " << c.transform << ", element " << i;
+    }
+  }
+}
+
+// The float16 Resize's two-tap (linear) loops against the general path in double on a float64
+// copy, bit for bit: every linear coordinate transform, up, down, by non-dyadic ratios, to one
+// pixel, from one pixel, one axis kept, and a plane split across threads. The data hold -0.0
+// (which the general sum turns into +0.0), infinities on the edges (a one-tap coordinate must not
+// multiply its unused tap by 0) and the largest float16 values.
+TEST(NnKernels, ResizeFloat16TwoTapsMatchTheGeneralPath) {
+  struct Case {
+    const char* transform;
+    int64_t inH, inW, outH, outW;
+  };
+  const Case cases[] = {
+      {"half_pixel", 9, 11, 18, 22},         {"half_pixel", 9, 11, 4, 5},
+      {"half_pixel", 40, 50, 160, 100},      {"align_corners", 9, 11, 17, 5},
+      {"align_corners", 9, 11, 1, 1},        {"asymmetric", 9, 11, 20, 33},
+      {"asymmetric", 9, 11, 9, 23},          {"pytorch_half_pixel", 9, 11, 1, 29},
+      {"pytorch_half_pixel", 9, 11, 31, 11}, {"half_pixel", 1, 11, 4, 22},
+      {"align_corners", 6, 1, 13, 3},        {"pytorch_half_pixel", 7, 13, 24, 40}};
+  std::mt19937 rng(97);
+  std::uniform_real_distribution<float> value(-8.0f, 8.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {-0.0f, inf, -inf, 65504.0f, -65504.0f, 0x1p-24f};
+  for (const Case& c : cases) {
+    const int64_t planes = 3, count = planes * c.inH * c.inW;
+    std::vector<uint16_t> h;
+    std::vector<double> d;
+    for (int64_t i = 0; i < count; ++i) {
+      float f = value(rng);
+      const int64_t p = i / (c.inH * c.inW), k = i % (c.inH * c.inW);
+      // Plane 0 stays finite; planes 1 and 2 hold specials at the corners and scattered.
+      if (p > 0 && (k == 0 || k == c.inH * c.inW - 1 || rng() % 7 == 0))
+        f = specials[rng() % std::size(specials)];
+      if (p == 0 && rng() % 5 == 0) f = -0.0f;
+      h.push_back(rt::floatToHalf(f));
+      d.push_back(static_cast<double>(rt::halfToFloat(h.back())));
+    }
+    const std::vector<int64_t> xd = {1, planes, c.inH, c.inW}, sizes = {1, planes, c.outH, c.outW};
+    const std::vector<std::pair<std::string, Attribute>> attrs = {
+        {"mode", Attribute::ofString("linear")},
+        {"coordinate_transformation_mode", Attribute::ofString(c.transform)}};
+    const Tensor sizeTensor = rt::makeTensor<int64_t>(DType::Int64, {4}, sizes);
+    auto wide = runNode("Resize",
+                        {{"x", rt::makeTensor<double>(DType::Float64, xd, d)},
+                         {"roi", std::nullopt},
+                         {"scales", std::nullopt},
+                         {"sizes", sizeTensor}},
+                        attrs, 1);
+    ASSERT_EQ(wide.size(), 1u) << c.transform;
+    for (int threads : {1, 2}) {
+      rt::pool::setSplitAlways(threads > 1);
+      auto narrow = runNode("Resize",
+                            {{"x", rt::makeTensor<uint16_t>(DType::Float16, xd, h)},
+                             {"roi", std::nullopt},
+                             {"scales", std::nullopt},
+                             {"sizes", sizeTensor}},
+                            attrs, 1, 17, threads);
+      rt::pool::setSplitAlways(false);
+      ASSERT_EQ(narrow.size(), 1u) << c.transform;
+      ASSERT_EQ(narrow[0].dims(), sizes) << c.transform;
+      const double* want = reinterpret_cast<const double*>(wide[0].data());
+      const uint16_t* got = reinterpret_cast<const uint16_t*>(narrow[0].data());
+      for (size_t i = 0; i < narrow[0].elementCount(); ++i) {
+        const uint16_t expected = rt::floatToHalf(static_cast<float>(want[i]));
+        // A NaN's sign follows operand order, which the compiler may swap: any NaN matches.
+        if (std::isnan(want[i]) && (got[i] & 0x7c00) == 0x7c00 && (got[i] & 0x3ff) != 0) continue;
+        ASSERT_EQ(got[i], expected)
+            << c.transform << " " << c.inH << "x" << c.inW << " to " << c.outH << "x" << c.outW
+            << ", " << threads << " thread(s), element " << i;
+      }
     }
   }
 }
