@@ -100,10 +100,17 @@ void axpyStrided(T* row, const T* in, T wv, int64_t lo, int64_t hi, int64_t stri
 }
 
 // Float16 -> float32 for a convolution's input: the conversion instruction (half_steps.h), the
-// tail as halvesToFloats.
-void widenAll(const uint16_t* src, float* dst, int64_t n) {
-  const int64_t done = vec::widenHalves(src, dst, n);
-  halvesToFloats(src + done, dst + done, static_cast<size_t>(n - done));
+// tail as halvesToFloats. A large input is cut into ranges over the pool (PP-OCR det's .om widens
+// [96, 160, 160] maps so, which one thread did alone). Every range but the last
+// is a multiple of kParallelGrain (a multiple of every vector width), so each element takes the
+// path it takes in one pass, and the values do not depend on the thread count.
+void widenAll(int threads, const uint16_t* src, float* dst, int64_t n) {
+  pool::parallelFor(pool::threadsFor(threads, static_cast<double>(n) * pool::kNsPerElement), n,
+                    vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+                      const int64_t done = vec::widenHalves(src + i0, dst + i0, i1 - i0);
+                      halvesToFloats(src + i0 + done, dst + i0 + done,
+                                     static_cast<size_t>(i1 - i0 - done));
+                    });
 }
 
 // Depthwise 2-D conv (one input channel per group) as direct loops: per-group GEMMs would be
@@ -133,49 +140,52 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
     // Float: vector loops over a zero-padded copy of each input plane (conv_loops.h).
     convloops::DepthwisePlane g{oh, ow, kh, kw, sh, sw, dh, dw, 0, 0, 0, 0};
     convloops::planDepthwise(g);
-    pool::parallelFor(pool::threadsFor(threads, depthwiseNs),
-                      s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
-      thread_local std::vector<float> padded;
-      if (padded.size() < static_cast<size_t>(g.sw * g.phaseStride))
-        padded.resize(static_cast<size_t>(g.sw * g.phaseStride));
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t b = p / s.filters, m = p % s.filters;
-        const int64_t inPlane = (b * s.channels + m / mg) * h * wd;
-        if (xHalf)
-          convloops::padPlane(g, nullptr, h, wd, pt, pl, padded.data(), xHalf + inPlane);
-        else
-          convloops::padPlane(g, x + inPlane, h, wd, pt, pl, padded.data());
-        float* dst = y + (b * s.filters + m) * oh * ow;
-        convloops::depthwisePlane(g, padded.data(), w + m * kh * kw, bias ? bias[m] : 0.0f, dst);
-        if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
-      }
-    });
+    pool::parallelFor(pool::threadsFor(threads, depthwiseNs), s.batch * s.filters, 1,
+                      [&](int64_t p0, int64_t p1) {
+                        thread_local std::vector<float> padded;
+                        if (padded.size() < static_cast<size_t>(g.sw * g.phaseStride))
+                          padded.resize(static_cast<size_t>(g.sw * g.phaseStride));
+                        for (int64_t p = p0; p < p1; ++p) {
+                          const int64_t b = p / s.filters, m = p % s.filters;
+                          const int64_t inPlane = (b * s.channels + m / mg) * h * wd;
+                          if (xHalf)
+                            convloops::padPlane(g, nullptr, h, wd, pt, pl, padded.data(),
+                                                xHalf + inPlane);
+                          else
+                            convloops::padPlane(g, x + inPlane, h, wd, pt, pl, padded.data());
+                          float* dst = y + (b * s.filters + m) * oh * ow;
+                          convloops::depthwisePlane(g, padded.data(), w + m * kh * kw,
+                                                    bias ? bias[m] : 0.0f, dst);
+                          if (epilogue)
+                            epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
+                        }
+                      });
     return;
   }
-  pool::parallelFor(pool::threadsFor(threads, depthwiseNs),
-                    s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
-  for (int64_t p = p0; p < p1; ++p) {
-      const int64_t b = p / s.filters, m = p % s.filters;
-      const T* src = x + (b * s.channels + m / mg) * h * wd;
-      const T* wk = w + m * kh * kw;
-      T* dst = y + (b * s.filters + m) * oh * ow;
-      const T bv = bias ? bias[m] : T{0};
-      for (int64_t oy = 0; oy < oh; ++oy) {
-        T* row = dst + oy * ow;
-        std::fill(row, row + ow, bv);
-        for (int64_t ky = 0; ky < kh; ++ky) {
-          const int64_t iy = oy * sh + ky * dh - pt;
-          if (iy < 0 || iy >= h) continue;
-          const T* inRow = src + iy * wd;
-          for (int64_t kx = 0; kx < kw; ++kx)
-            if (lo[kx] < hi[kx])
-              axpyStrided(row, inRow + (kx * dw - pl), wk[ky * kw + kx], lo[kx], hi[kx], sw);
+  pool::parallelFor(
+      pool::threadsFor(threads, depthwiseNs), s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t b = p / s.filters, m = p % s.filters;
+          const T* src = x + (b * s.channels + m / mg) * h * wd;
+          const T* wk = w + m * kh * kw;
+          T* dst = y + (b * s.filters + m) * oh * ow;
+          const T bv = bias ? bias[m] : T{0};
+          for (int64_t oy = 0; oy < oh; ++oy) {
+            T* row = dst + oy * ow;
+            std::fill(row, row + ow, bv);
+            for (int64_t ky = 0; ky < kh; ++ky) {
+              const int64_t iy = oy * sh + ky * dh - pt;
+              if (iy < 0 || iy >= h) continue;
+              const T* inRow = src + iy * wd;
+              for (int64_t kx = 0; kx < kw; ++kx)
+                if (lo[kx] < hi[kx])
+                  axpyStrided(row, inRow + (kx * dw - pl), wk[ky * kw + kx], lo[kx], hi[kx], sw);
+            }
+          }
+          if constexpr (std::is_same_v<T, float>)
+            if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
         }
-      }
-      if constexpr (std::is_same_v<T, float>)
-        if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
-  }
-  });
+      });
 }
 
 // Unfolds output rows [oy0, oy1) of a 2-D conv over `channels` input planes into a
@@ -415,7 +425,7 @@ Status convOp(KernelContext& ctx) {
     const float* xf = wideIn ? reinterpret_cast<const float*>(x.data()) : nullptr;
     if (!depthwise && !wideIn) {
       xw.reset(static_cast<size_t>(x.elementCount()));
-      widenAll(reinterpret_cast<const uint16_t*>(x.data()), xw.data(),
+      widenAll(ctx.threads(), reinterpret_cast<const uint16_t*>(x.data()), xw.data(),
                static_cast<int64_t>(x.elementCount()));
       xf = xw.data();
     }
@@ -649,19 +659,19 @@ void scatterTiles(int threads, const T* cols, int64_t channels, const Window& w,
   // Channels are independent: ranges of them over the pool (a strided copy per element).
   const double work = static_cast<double>(channels * plane) * pool::kNsPerElement * 2.0;
   pool::parallelFor(pool::threadsFor(threads, work), channels, 1, [&](int64_t c0, int64_t c1) {
-  for (int64_t c = c0; c < c1; ++c) {
-    const T bv = bias ? bias[c] : T{0};
-    for (int64_t ky = 0; ky < kh; ++ky)
-      for (int64_t kx = 0; kx < kw; ++kx) {
-        const T* src = cols + ((c * kh + ky) * kw + kx) * oh * ow;
-        for (int64_t oy = 0; oy < oh; ++oy) {
-          T* dst = image + c * plane + (oy * kh + ky) * width + kx;
-          const T* row = src + oy * ow;
-          for (int64_t ox = 0; ox < ow; ++ox)
-            dst[ox * kw] = row[ox] + bv;
+    for (int64_t c = c0; c < c1; ++c) {
+      const T bv = bias ? bias[c] : T{0};
+      for (int64_t ky = 0; ky < kh; ++ky)
+        for (int64_t kx = 0; kx < kw; ++kx) {
+          const T* src = cols + ((c * kh + ky) * kw + kx) * oh * ow;
+          for (int64_t oy = 0; oy < oh; ++oy) {
+            T* dst = image + c * plane + (oy * kh + ky) * width + kx;
+            const T* row = src + oy * ow;
+            for (int64_t ox = 0; ox < ow; ++ox)
+              dst[ox * kw] = row[ox] + bv;
+          }
         }
-      }
-  }
+    }
   });
 }
 
@@ -701,6 +711,36 @@ Status convTransposeOp(KernelContext& ctx) {
     return ctx.fail("B has {} elements, expected {}", ctx.input(2).elementCount(), s.filters);
   std::vector<int64_t> yd = {s.batch, s.filters};
   yd.insert(yd.end(), s.window.in.begin(), s.window.in.end());
+  if (x.dtype() == DType::Float16) {
+    // Computed in float as below, with the input widened and the output narrowed over the pool
+    // (exact per element, so any split gives the same bits) instead of by one thread: PP-OCR
+    // det's .om transposes [24, 160, 160] float16 maps up to [24, 320, 320].
+    const int threads = ctx.threads();
+    auto overPool = [threads](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+      pool::parallelFor(pool::threadsFor(threads, static_cast<double>(n) * pool::kNsPerElement), n,
+                        vec::kParallelGrain, fn);
+    };
+    const auto xCount = static_cast<int64_t>(x.elementCount());
+    Scratch<float> xf(static_cast<size_t>(xCount));
+    const auto* xh = reinterpret_cast<const uint16_t*>(x.data());
+    overPool(xCount, [&](int64_t i0, int64_t i1) {
+      halvesToFloats(xh + i0, xf.data() + i0, static_cast<size_t>(i1 - i0));
+    });
+    Staged<float> wv(w);
+    std::optional<Staged<float>> bv;
+    if (hasBias) bv.emplace(ctx.input(2));
+    OutTensor y(DType::Float16, yd);
+    const int64_t yCount = nn::product(yd);
+    Scratch<float> yf(static_cast<size_t>(yCount));
+    convTransposeForward<float>(threads, s, xf.data(), wv.data(), bv ? bv->data() : nullptr,
+                                yf.data());
+    uint16_t* yh = y.data<uint16_t>();
+    overPool(yCount, [&](int64_t i0, int64_t i1) {
+      floatsToHalves(yf.data() + i0, yh + i0, static_cast<size_t>(i1 - i0));
+    });
+    ctx.setOutput(0, std::move(y).finish());
+    return Status::ok();
+  }
   bool done = nn::dispatchFloat(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     Staged<T> xv(x), wv(w);
