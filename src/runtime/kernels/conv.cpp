@@ -140,52 +140,49 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
     // Float: vector loops over a zero-padded copy of each input plane (conv_loops.h).
     convloops::DepthwisePlane g{oh, ow, kh, kw, sh, sw, dh, dw, 0, 0, 0, 0};
     convloops::planDepthwise(g);
-    pool::parallelFor(pool::threadsFor(threads, depthwiseNs), s.batch * s.filters, 1,
-                      [&](int64_t p0, int64_t p1) {
-                        thread_local std::vector<float> padded;
-                        if (padded.size() < static_cast<size_t>(g.sw * g.phaseStride))
-                          padded.resize(static_cast<size_t>(g.sw * g.phaseStride));
-                        for (int64_t p = p0; p < p1; ++p) {
-                          const int64_t b = p / s.filters, m = p % s.filters;
-                          const int64_t inPlane = (b * s.channels + m / mg) * h * wd;
-                          if (xHalf)
-                            convloops::padPlane(g, nullptr, h, wd, pt, pl, padded.data(),
-                                                xHalf + inPlane);
-                          else
-                            convloops::padPlane(g, x + inPlane, h, wd, pt, pl, padded.data());
-                          float* dst = y + (b * s.filters + m) * oh * ow;
-                          convloops::depthwisePlane(g, padded.data(), w + m * kh * kw,
-                                                    bias ? bias[m] : 0.0f, dst);
-                          if (epilogue)
-                            epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
-                        }
-                      });
+    pool::parallelFor(pool::threadsFor(threads, depthwiseNs),
+                      s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
+      thread_local std::vector<float> padded;
+      if (padded.size() < static_cast<size_t>(g.sw * g.phaseStride))
+        padded.resize(static_cast<size_t>(g.sw * g.phaseStride));
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t b = p / s.filters, m = p % s.filters;
+        const int64_t inPlane = (b * s.channels + m / mg) * h * wd;
+        if (xHalf)
+          convloops::padPlane(g, nullptr, h, wd, pt, pl, padded.data(), xHalf + inPlane);
+        else
+          convloops::padPlane(g, x + inPlane, h, wd, pt, pl, padded.data());
+        float* dst = y + (b * s.filters + m) * oh * ow;
+        convloops::depthwisePlane(g, padded.data(), w + m * kh * kw, bias ? bias[m] : 0.0f, dst);
+        if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
+      }
+    });
     return;
   }
-  pool::parallelFor(
-      pool::threadsFor(threads, depthwiseNs), s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
-        for (int64_t p = p0; p < p1; ++p) {
-          const int64_t b = p / s.filters, m = p % s.filters;
-          const T* src = x + (b * s.channels + m / mg) * h * wd;
-          const T* wk = w + m * kh * kw;
-          T* dst = y + (b * s.filters + m) * oh * ow;
-          const T bv = bias ? bias[m] : T{0};
-          for (int64_t oy = 0; oy < oh; ++oy) {
-            T* row = dst + oy * ow;
-            std::fill(row, row + ow, bv);
-            for (int64_t ky = 0; ky < kh; ++ky) {
-              const int64_t iy = oy * sh + ky * dh - pt;
-              if (iy < 0 || iy >= h) continue;
-              const T* inRow = src + iy * wd;
-              for (int64_t kx = 0; kx < kw; ++kx)
-                if (lo[kx] < hi[kx])
-                  axpyStrided(row, inRow + (kx * dw - pl), wk[ky * kw + kx], lo[kx], hi[kx], sw);
-            }
-          }
-          if constexpr (std::is_same_v<T, float>)
-            if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
+  pool::parallelFor(pool::threadsFor(threads, depthwiseNs),
+                    s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
+  for (int64_t p = p0; p < p1; ++p) {
+      const int64_t b = p / s.filters, m = p % s.filters;
+      const T* src = x + (b * s.channels + m / mg) * h * wd;
+      const T* wk = w + m * kh * kw;
+      T* dst = y + (b * s.filters + m) * oh * ow;
+      const T bv = bias ? bias[m] : T{0};
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        T* row = dst + oy * ow;
+        std::fill(row, row + ow, bv);
+        for (int64_t ky = 0; ky < kh; ++ky) {
+          const int64_t iy = oy * sh + ky * dh - pt;
+          if (iy < 0 || iy >= h) continue;
+          const T* inRow = src + iy * wd;
+          for (int64_t kx = 0; kx < kw; ++kx)
+            if (lo[kx] < hi[kx])
+              axpyStrided(row, inRow + (kx * dw - pl), wk[ky * kw + kx], lo[kx], hi[kx], sw);
         }
-      });
+      }
+      if constexpr (std::is_same_v<T, float>)
+        if (epilogue) epilogue->apply(dst, oh * ow, m, (b * s.filters + m) * oh * ow);
+  }
+  });
 }
 
 // Unfolds output rows [oy0, oy1) of a 2-D conv over `channels` input planes into a
@@ -659,19 +656,19 @@ void scatterTiles(int threads, const T* cols, int64_t channels, const Window& w,
   // Channels are independent: ranges of them over the pool (a strided copy per element).
   const double work = static_cast<double>(channels * plane) * pool::kNsPerElement * 2.0;
   pool::parallelFor(pool::threadsFor(threads, work), channels, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const T bv = bias ? bias[c] : T{0};
-      for (int64_t ky = 0; ky < kh; ++ky)
-        for (int64_t kx = 0; kx < kw; ++kx) {
-          const T* src = cols + ((c * kh + ky) * kw + kx) * oh * ow;
-          for (int64_t oy = 0; oy < oh; ++oy) {
-            T* dst = image + c * plane + (oy * kh + ky) * width + kx;
-            const T* row = src + oy * ow;
-            for (int64_t ox = 0; ox < ow; ++ox)
-              dst[ox * kw] = row[ox] + bv;
-          }
+  for (int64_t c = c0; c < c1; ++c) {
+    const T bv = bias ? bias[c] : T{0};
+    for (int64_t ky = 0; ky < kh; ++ky)
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        const T* src = cols + ((c * kh + ky) * kw + kx) * oh * ow;
+        for (int64_t oy = 0; oy < oh; ++oy) {
+          T* dst = image + c * plane + (oy * kh + ky) * width + kx;
+          const T* row = src + oy * ow;
+          for (int64_t ox = 0; ox < ow; ++ox)
+            dst[ox * kw] = row[ox] + bv;
         }
-    }
+      }
+  }
   });
 }
 
