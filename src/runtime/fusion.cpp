@@ -160,6 +160,20 @@ bool writesPlanar(const Node& conv) {
   return true;
 }
 
+// A node whose kernel writes its float16 output 0 widened (float32 values rounded to float16)
+// when allowed (KernelContext::allowChannelsLastOutput): float16 Add/Sub/Mul/Div (elementwise.cpp
+// binaryHalfFast), Concat of float16 inputs (shape_ops.cpp) and Cast of float32 to float16
+// (elementwise.cpp). The kernels check their operands' runtime types themselves.
+bool widensForConv(const Node& node) {
+  const std::string& op = node.opType();
+  if (node.outputs().size() != 1 || node.output(0)->dtype() != DType::Float16) return false;
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Concat") return true;
+  const Attribute* to = node.attribute("to");
+  return op == "Cast" && node.inputs().size() == 1 && node.input(0) &&
+         node.input(0)->dtype() == DType::Float32 && to && to->kind() == AttrKind::Int &&
+         to->asInt() == 10;
+}
+
 } // namespace
 
 std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
@@ -345,11 +359,24 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
                 writesPlanar(node);
     } else if (node.opType() == "MaxPool") {
       result = node.output(0);
+    } else if (widensForConv(node)) {
+      // A float16 Add/Sub/Mul/Div, Concat or Cast to float16 whose output only a Conv reads (as
+      // X): handed over widened, planar (as a 1x1 Conv's), where the Conv would widen it whole.
+      result = node.output(0);
+      anyConv = true;
     } else {
       continue;
     }
     const int64_t taker = takerOf(result, c, anyConv);
     if (taker < 0) continue;
+    if (node.opType() != "Conv" && node.opType() != "MaxPool") {
+      // Only to a float16 Conv (float16 weights and bias), which takes widened X as it is.
+      const Node& reader = *nodes[static_cast<size_t>(taker)];
+      bool half = reader.opType() == "Conv";
+      for (size_t i = 1; i < reader.inputs().size() && half; ++i)
+        half = !reader.input(i) || reader.input(i)->dtype() == DType::Float16;
+      if (!half || reader.inputs().size() < 2 || !reader.input(1)) continue;
+    }
     // A MaxPool takes channels-last data only to pass it on to a Conv.
     if (nodes[static_cast<size_t>(taker)]->opType() == "MaxPool" &&
         plan->handoffTo[static_cast<size_t>(taker)] < 0)

@@ -14,6 +14,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
+#include "runtime/fusion.h"
 #include "runtime/kernels/thread_pool.h"
 
 using namespace kiln;
@@ -527,6 +528,87 @@ TEST(ConvFusion, HalfConvHandOffEqualsNodesOneByOne) {
       EXPECT_EQ(calls(fused, "Relu"), 0u) << what;
       EXPECT_EQ(calls(fused, "Mul"), 0u) << what;
     }
+  }
+}
+
+// Float16 nodes other than Conv handing their output widened to the one float16 Conv that reads
+// it (FusionPlan::handoffTo): x (float32) -> Cast to float16 -> 3x3 Conv c1; c1 -> Add and Mul
+// (two readers: no chain) -> Concat -> 3x3 Conv c2 -> Add(c2, Relu(Mul)) -> depthwise Conv c3 ->
+// output. The Cast, the Concat and the last Add hand off; the Add and the Mul before the Concat
+// do not (the Add's reader is no Conv, the Mul has two readers). The bytes must be those of the
+// nodes run one by one, whose Conv widens each float16 input itself.
+ChainModel widenedHandOffModel() {
+  ChainModel m;
+  m.model.opsets = {{"", 17}};
+  m.model.graph = std::make_shared<Graph>("g");
+  Graph& g = *m.model.graph;
+  Value* x = g.addValue("x");
+  x->setDType(DType::Float32);
+  g.addInput(x);
+  m.feeds["x"] = rt::RtValue::ofTensor(floats({1, 8, 19, 23}, 51));
+  auto half = [](Value* v) {
+    v->setDType(DType::Float16);
+    return v;
+  };
+  auto conv = [&](Value* in, int64_t channels, int64_t filters, uint32_t seed,
+                  const std::string& out, int64_t group = 1) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(channels / group * 9));
+    Value* wv = g.addInitializer(
+        out + "_w", toHalf(floats({filters, channels / group, 3, 3}, seed, [&](auto& v) {
+          for (float& f : v)
+            f *= scale;
+        })));
+    Value* bv = g.addInitializer(out + "_b", toHalf(floats({filters}, seed + 1)));
+    Node* n = g.appendNode("Conv", {in, wv, bv}, {out});
+    n->setAttribute("pads", Attribute::ofInts({1, 1, 1, 1}));
+    n->setAttribute("group", Attribute::ofInt(group));
+    return half(n->output(0));
+  };
+  Node* cast = g.appendNode("Cast", {x}, {"xh"});
+  cast->setAttribute("to", Attribute::ofInt(10));
+  Value* c1 = conv(half(cast->output(0)), 8, 16, 52, "c1");
+  Value* shift = g.addInitializer("shift", toHalf(floats({1, 16, 1, 1}, 54)));
+  Value* a = half(g.appendNode("Add", {c1, shift}, {"a"})->output(0));
+  Value* b = half(g.appendNode("Mul", {c1, c1}, {"b"})->output(0));
+  Node* cat = g.appendNode("Concat", {a, b}, {"cat"});
+  cat->setAttribute("axis", Attribute::ofInt(1));
+  Value* c2 = conv(half(cat->output(0)), 32, 16, 56, "c2");
+  // Made after c2, so the Add below is no part of c2's chain (its operand does not exist yet).
+  Value* u = half(g.appendNode("Relu", {b}, {"u"})->output(0));
+  Value* f = half(g.appendNode("Add", {c2, u}, {"f"})->output(0));
+  g.addOutput(conv(f, 16, 16, 58, "c3", 16));
+  return m;
+}
+
+TEST(ConvFusion, WidenedHandOffToHalfConvEqualsNodesOneByOne) {
+  ChainModel m = widenedHandOffModel();
+  const Graph& g = *m.model.graph;
+  auto plan = rt::planFusion(g, 17, {});
+  ASSERT_TRUE(plan);
+  std::map<std::string, int32_t> handoff;
+  std::map<std::string, int32_t> index;
+  int32_t i = 0;
+  for (const auto& n : g.nodes()) {
+    handoff[n->output(0)->name()] = plan->handoffTo[static_cast<size_t>(i)];
+    index[n->output(0)->name()] = i++;
+  }
+  EXPECT_EQ(handoff["xh"], index["c1"]);
+  EXPECT_EQ(handoff["cat"], index["c2"]);
+  EXPECT_EQ(handoff["f"], index["c3"]);
+  EXPECT_EQ(handoff["a"], -1);
+  EXPECT_EQ(handoff["b"], -1);
+  for (int threads : {1, 2}) {
+    const std::string what = "threads " + std::to_string(threads);
+    rt::RunResult plain = run(m, false, threads);
+    rt::RunResult fused = run(m, true, threads);
+    ASSERT_EQ(plain.outputs.size(), 1u) << what;
+    ASSERT_EQ(fused.outputs.size(), 1u) << what;
+    EXPECT_EQ(fused.outputs[0].tensor.dtype(), DType::Float16) << what;
+    expectSameBytes(plain.outputs[0].tensor, fused.outputs[0].tensor, what);
+    const Tensor& y = fused.outputs[0].tensor;
+    const uint16_t* yh = reinterpret_cast<const uint16_t*>(y.data());
+    for (size_t i = 0; i < y.elementCount(); ++i)
+      ASSERT_TRUE(std::isfinite(rt::halfToFloat(yh[i]))) << what << " at " << i;
   }
 }
 
