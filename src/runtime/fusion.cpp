@@ -215,8 +215,12 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
   for (size_t c = 0; c < count; ++c) {
     const Node& conv = *nodes[c];
     const bool integer = conv.opType() == "ConvInteger";
-    if ((conv.opType() != "Conv" && !integer) || !conv.domain().empty() || absorbed[c] ||
-        !conv.output(0))
+    // A float16 ConvTranspose runs its chain as a float16 Conv does (conv.cpp); a float32 one
+    // has none.
+    const bool transpose = conv.opType() == "ConvTranspose" && conv.output(0) &&
+                           conv.output(0)->dtype() == DType::Float16;
+    if ((conv.opType() != "Conv" && !integer && !transpose) || !conv.domain().empty() ||
+        absorbed[c] || !conv.output(0))
       continue;
     FusedChain chain;
     chain.producer = c;
@@ -316,7 +320,8 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
   bool anyHandoff = false;
   // The reader of `v` when it takes v channels-last (`anyConv`: or any Conv reading v as X alone,
   // which takes the planar widened hand-off of a float16 Conv): the index, or -1.
-  auto takerOf = [&](const Value* v, size_t after, bool anyConv) -> int64_t {
+  auto takerOf = [&](const Value* v, size_t after, bool anyConv,
+                     bool transposeToo = false) -> int64_t {
     if (!v || kept.count(v)) return -1;
     const auto& r = readers[v];
     if (r.size() != 1 || r[0] <= after) return -1;
@@ -326,6 +331,7 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
       return -1;
     for (size_t i = 1; i < next.inputs().size(); ++i)
       if (next.input(i) == v) return -1;
+    if (transposeToo && next.opType() == "ConvTranspose") return static_cast<int64_t>(r[0]);
     if (next.opType() == "MaxPool") {
       const Attribute* kernel = next.attribute("kernel_shape");
       bool indices = false;
@@ -357,6 +363,14 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
       // writes planar values: any float16 Conv may take them widened (conv.cpp).
       anyConv = result->dtype() == DType::Float16 && node.output(0)->dtype() == DType::Float16 &&
                 writesPlanar(node);
+    } else if (node.opType() == "ConvTranspose") {
+      // A float16 ConvTranspose (its chain's result, or its output) writes planar values: handed
+      // widened to a float16 Conv or ConvTranspose that reads them alone (conv.cpp).
+      const int32_t chainIndex = plan->chainAt[c];
+      result =
+          chainIndex >= 0 ? plan->chains[static_cast<size_t>(chainIndex)].result : node.output(0);
+      if (result->dtype() != DType::Float16 || node.output(0)->dtype() != DType::Float16) continue;
+      anyConv = true;
     } else if (node.opType() == "MaxPool") {
       result = node.output(0);
     } else if (widensForConv(node)) {
@@ -367,12 +381,14 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
     } else {
       continue;
     }
-    const int64_t taker = takerOf(result, c, anyConv);
+    const bool widening = node.opType() != "Conv" && node.opType() != "MaxPool";
+    const int64_t taker = takerOf(result, c, anyConv, node.opType() == "ConvTranspose");
     if (taker < 0) continue;
-    if (node.opType() != "Conv" && node.opType() != "MaxPool") {
-      // Only to a float16 Conv (float16 weights and bias), which takes widened X as it is.
+    if (widening) {
+      // Only to a float16 Conv or ConvTranspose (float16 weights and bias), which takes widened
+      // X as it is.
       const Node& reader = *nodes[static_cast<size_t>(taker)];
-      bool half = reader.opType() == "Conv";
+      bool half = reader.opType() == "Conv" || reader.opType() == "ConvTranspose";
       for (size_t i = 1; i < reader.inputs().size() && half; ++i)
         half = !reader.input(i) || reader.input(i)->dtype() == DType::Float16;
       if (!half || reader.inputs().size() < 2 || !reader.input(1)) continue;
