@@ -349,6 +349,26 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
     const auto& wd = w->initializer().dims();
     return wd[2] * wd[3] > 1 ? static_cast<int64_t>(r[0]) : -1;
   };
+  // A planar widened hand-off to several readers: every reader (two or more) a float16 Conv
+  // (float16 weights and bias) that takes `v` as X alone. The first reader's index, or -1. Only
+  // for producers that never write channels-last (the readers are not told of the hand-off: they
+  // see float32 values where the graph says float16).
+  auto planarTakers = [&](const Value* v, size_t after) -> int64_t {
+    if (!v || kept.count(v)) return -1;
+    const auto& r = readers[v];
+    if (r.size() < 2) return -1;
+    for (size_t j : r) {
+      const Node& next = *nodes[j];
+      if (j <= after || next.opType() != "Conv" || !next.domain().empty() ||
+          !next.subgraphs().empty() || next.inputs().size() < 2 || next.input(0) != v ||
+          !next.input(1))
+        return -1;
+      for (size_t i = 1; i < next.inputs().size(); ++i)
+        if (next.input(i) == v || (next.input(i) && next.input(i)->dtype() != DType::Float16))
+          return -1;
+    }
+    return static_cast<int64_t>(r[0]);
+  };
   // Backwards, so that a MaxPool's own hand-off is known when the Conv before it asks.
   for (size_t c = count; c-- > 0;) {
     const Node& node = *nodes[c];
@@ -382,7 +402,8 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
       continue;
     }
     const bool widening = node.opType() != "Conv" && node.opType() != "MaxPool";
-    const int64_t taker = takerOf(result, c, anyConv, node.opType() == "ConvTranspose");
+    int64_t taker = takerOf(result, c, anyConv, node.opType() == "ConvTranspose");
+    if (taker < 0 && anyConv && node.opType() == "Conv") taker = planarTakers(result, c);
     if (taker < 0) continue;
     if (widening) {
       // Only to a float16 Conv or ConvTranspose (float16 weights and bias), which takes widened

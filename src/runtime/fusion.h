@@ -49,7 +49,11 @@ struct FusionPlan {
   // Float16 Convs hand over float16 values, or, where the graph declares the value float16, the
   // float32 values already rounded to float16 (the reader skips widening them); a float16 Conv
   // that never runs on oneDNN (grouped, or 1x1 with stride 1 and no padding) writes planar values
-  // and so may hand them to any Conv reading them as X alone.
+  // and so may hand them to any Conv reading them as X alone, or to several float16 Convs that
+  // each read them as X alone (the entry is then the first of them).
+  // Planar widened hand-offs also come from float16 ConvTranspose nodes (to a float16 Conv or
+  // ConvTranspose) and from float16 Add/Sub/Mul/Div, Concat and Cast to float16 (to a float16
+  // Conv), each read by that one node alone.
   std::vector<int32_t> handoffTo;
 };
 

@@ -534,8 +534,9 @@ TEST(ConvFusion, HalfConvHandOffEqualsNodesOneByOne) {
 // Float16 nodes other than Conv handing their output widened to the one float16 Conv that reads
 // it (FusionPlan::handoffTo): x (float32) -> Cast to float16 -> 3x3 Conv c1; c1 -> Add and Mul
 // (two readers: no chain) -> Concat -> 3x3 Conv c2 -> Add(c2, Relu(Mul)) -> depthwise Conv c3 ->
-// output. The Cast, the Concat and the last Add hand off; the Add and the Mul before the Concat
-// do not (the Add's reader is no Conv, the Mul has two readers). The bytes must be those of the
+// 3x3 Convs c4 and c5 -> Add -> output. The Cast, the Concat and the Add before c3 hand off, and
+// c3 (planar) to both its readers; the Add and the Mul before the Concat do not (the Add's reader
+// is no Conv, the Mul has two readers). The bytes must be those of the
 // nodes run one by one, whose Conv widens each float16 input itself.
 ChainModel widenedHandOffModel() {
   ChainModel m;
@@ -576,7 +577,10 @@ ChainModel widenedHandOffModel() {
   // Made after c2, so the Add below is no part of c2's chain (its operand does not exist yet).
   Value* u = half(g.appendNode("Relu", {b}, {"u"})->output(0));
   Value* f = half(g.appendNode("Add", {c2, u}, {"f"})->output(0));
-  g.addOutput(conv(f, 16, 16, 58, "c3", 16));
+  Value* c3 = conv(f, 16, 16, 58, "c3", 16);
+  Value* c4 = conv(c3, 16, 8, 60, "c4");
+  Value* c5 = conv(c3, 16, 8, 62, "c5");
+  g.addOutput(half(g.appendNode("Add", {c4, c5}, {"y"})->output(0)));
   return m;
 }
 
@@ -595,6 +599,7 @@ TEST(ConvFusion, WidenedHandOffToHalfConvEqualsNodesOneByOne) {
   EXPECT_EQ(handoff["xh"], index["c1"]);
   EXPECT_EQ(handoff["cat"], index["c2"]);
   EXPECT_EQ(handoff["f"], index["c3"]);
+  EXPECT_EQ(handoff["c3"], index["c4"]);
   EXPECT_EQ(handoff["a"], -1);
   EXPECT_EQ(handoff["b"], -1);
   for (int threads : {1, 2}) {
