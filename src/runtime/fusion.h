@@ -57,14 +57,14 @@ struct FusionPlan {
   std::vector<int32_t> handoffTo;
 };
 
-// Finds the chains after each Conv (and after each ConvInteger whose output goes only to a Cast
-// to float32, the Cast absorbed too): float32 Add/Sub/Mul/Div/Max/Min (two inputs)/Relu/LeakyRelu/
-// Clip/HardSigmoid/HardSwish/BatchNormalization (inference, one output) nodes whose chain inputs
-// are read nowhere else, are no graph output and are not named in `keep`, and whose other inputs
-// exist before the Conv runs (or are a Cast, to float32 or float16, of such a value). A
-// ConvInteger's chain may also pass through Cast to float16, float16 steps and Cast back to
-// float32, or end in float16 (the kernel then writes a float16 output). It also holds the
-// Conv-to-Conv hand-offs (FusionPlan::handoffTo). nullptr when nothing fuses or hands off.
+// Finds the chains after each Conv and float16 ConvTranspose (and after each ConvInteger whose
+// output goes only to a Cast to float32, the Cast absorbed too): float32 Add/Sub/Mul/Div/Max/Min
+// (two inputs)/Relu/LeakyRelu/ Clip/HardSigmoid/HardSwish/BatchNormalization (inference, one
+// output) nodes whose chain inputs are read nowhere else, are no graph output and are not named in
+// `keep`, and whose other inputs exist before the Conv runs (or are a Cast, to float32 or float16,
+// of such a value). A ConvInteger's chain may also pass through Cast to float16, float16 steps and
+// Cast back to float32, or end in float16 (the kernel then writes a float16 output). It also holds
+// the hand-offs (FusionPlan::handoffTo). nullptr when nothing fuses or hands off.
 std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
                                              const std::vector<std::string>& keep);
 
