@@ -689,9 +689,10 @@ TEST(ConvFusion, HalfConvTransposeChainAndHandOffEqualNodesOneByOne) {
   }
 }
 
-// Float16 global pooling widens the planes a stretch at a time: the same bits as pooling the
-// widened float32 tensor and narrowing the result (the float path's sums in its order), for
-// plane counts around the eight planes pooled side by side and planes longer than a stretch.
+// Float16 global pooling widens the planes a stretch at a time and spreads plane groups over the
+// pool: the same bits as pooling the widened float32 tensor and narrowing the result (the float
+// path's sums in its order), at one and two threads, for plane counts around the eight planes
+// pooled side by side and planes longer than a stretch.
 TEST(ConvFusion, HalfGlobalPoolEqualsFloatPoolNarrowed) {
   for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"}) {
     for (std::vector<int64_t> dims :
@@ -699,7 +700,7 @@ TEST(ConvFusion, HalfGlobalPoolEqualsFloatPoolNarrowed) {
       const std::string what = std::string(op) + " " + std::to_string(dims[1]) + " planes";
       Tensor xf = floats(dims, 71);
       Tensor xh = toHalf(xf);
-      auto pool = [&](const Tensor& in) {
+      auto pool = [&](const Tensor& in, int threads) {
         ChainModel m;
         m.model.opsets = {{"", 17}};
         m.model.graph = std::make_shared<Graph>("g");
@@ -708,7 +709,7 @@ TEST(ConvFusion, HalfGlobalPoolEqualsFloatPoolNarrowed) {
         g.addInput(x);
         g.addOutput(g.appendNode(op, {x}, {"y"})->output(0));
         m.feeds["x"] = rt::RtValue::ofTensor(in);
-        rt::RunResult r = run(m, true, 1);
+        rt::RunResult r = run(m, true, threads);
         return r.outputs.empty() ? Tensor() : r.outputs[0].tensor;
       };
       // The float path on the float16 values widened.
@@ -716,10 +717,12 @@ TEST(ConvFusion, HalfGlobalPoolEqualsFloatPoolNarrowed) {
       std::vector<float> wide(xh.elementCount());
       for (size_t k = 0; k < wide.size(); ++k)
         wide[k] = rt::halfToFloat(hp[k]);
-      Tensor expected = toHalf(pool(rt::makeTensor<float>(DType::Float32, dims, wide)));
-      Tensor got = pool(xh);
-      ASSERT_EQ(got.dtype(), DType::Float16) << what;
-      expectSameBytes(expected, got, what);
+      Tensor expected = toHalf(pool(rt::makeTensor<float>(DType::Float32, dims, wide), 1));
+      for (int threads : {1, 2}) {
+        Tensor got = pool(xh, threads);
+        ASSERT_EQ(got.dtype(), DType::Float16) << what;
+        expectSameBytes(expected, got, what + ", threads " + std::to_string(threads));
+      }
     }
   }
 }
