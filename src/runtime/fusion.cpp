@@ -160,6 +160,20 @@ bool writesPlanar(const Node& conv) {
   return true;
 }
 
+// A node whose kernel writes its float16 output 0 widened (float32 values rounded to float16)
+// when allowed (KernelContext::allowChannelsLastOutput): float16 Add/Sub/Mul/Div (elementwise.cpp
+// binaryHalfFast), Concat of float16 inputs (shape_ops.cpp) and Cast of float32 to float16
+// (elementwise.cpp). The kernels check their operands' runtime types themselves.
+bool widensForConv(const Node& node) {
+  const std::string& op = node.opType();
+  if (node.outputs().size() != 1 || node.output(0)->dtype() != DType::Float16) return false;
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Concat") return true;
+  const Attribute* to = node.attribute("to");
+  return op == "Cast" && node.inputs().size() == 1 && node.input(0) &&
+         node.input(0)->dtype() == DType::Float32 && to && to->kind() == AttrKind::Int &&
+         to->asInt() == 10;
+}
+
 } // namespace
 
 std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
@@ -201,8 +215,12 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
   for (size_t c = 0; c < count; ++c) {
     const Node& conv = *nodes[c];
     const bool integer = conv.opType() == "ConvInteger";
-    if ((conv.opType() != "Conv" && !integer) || !conv.domain().empty() || absorbed[c] ||
-        !conv.output(0))
+    // A float16 ConvTranspose runs its chain as a float16 Conv does (conv.cpp); a float32 one
+    // has none.
+    const bool transpose = conv.opType() == "ConvTranspose" && conv.output(0) &&
+                           conv.output(0)->dtype() == DType::Float16;
+    if ((conv.opType() != "Conv" && !integer && !transpose) || !conv.domain().empty() ||
+        absorbed[c] || !conv.output(0))
       continue;
     FusedChain chain;
     chain.producer = c;
@@ -302,7 +320,8 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
   bool anyHandoff = false;
   // The reader of `v` when it takes v channels-last (`anyConv`: or any Conv reading v as X alone,
   // which takes the planar widened hand-off of a float16 Conv): the index, or -1.
-  auto takerOf = [&](const Value* v, size_t after, bool anyConv) -> int64_t {
+  auto takerOf = [&](const Value* v, size_t after, bool anyConv,
+                     bool transposeToo = false) -> int64_t {
     if (!v || kept.count(v)) return -1;
     const auto& r = readers[v];
     if (r.size() != 1 || r[0] <= after) return -1;
@@ -312,6 +331,7 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
       return -1;
     for (size_t i = 1; i < next.inputs().size(); ++i)
       if (next.input(i) == v) return -1;
+    if (transposeToo && next.opType() == "ConvTranspose") return static_cast<int64_t>(r[0]);
     if (next.opType() == "MaxPool") {
       const Attribute* kernel = next.attribute("kernel_shape");
       bool indices = false;
@@ -329,6 +349,26 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
     const auto& wd = w->initializer().dims();
     return wd[2] * wd[3] > 1 ? static_cast<int64_t>(r[0]) : -1;
   };
+  // A planar widened hand-off to several readers: every reader (two or more) a float16 Conv
+  // (float16 weights and bias) that takes `v` as X alone. The first reader's index, or -1. Only
+  // for producers that never write channels-last (the readers are not told of the hand-off: they
+  // see float32 values where the graph says float16).
+  auto planarTakers = [&](const Value* v, size_t after) -> int64_t {
+    if (!v || kept.count(v)) return -1;
+    const auto& r = readers[v];
+    if (r.size() < 2) return -1;
+    for (size_t j : r) {
+      const Node& next = *nodes[j];
+      if (j <= after || next.opType() != "Conv" || !next.domain().empty() ||
+          !next.subgraphs().empty() || next.inputs().size() < 2 || next.input(0) != v ||
+          !next.input(1))
+        return -1;
+      for (size_t i = 1; i < next.inputs().size(); ++i)
+        if (next.input(i) == v || (next.input(i) && next.input(i)->dtype() != DType::Float16))
+          return -1;
+    }
+    return static_cast<int64_t>(r[0]);
+  };
   // Backwards, so that a MaxPool's own hand-off is known when the Conv before it asks.
   for (size_t c = count; c-- > 0;) {
     const Node& node = *nodes[c];
@@ -343,13 +383,37 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
       // writes planar values: any float16 Conv may take them widened (conv.cpp).
       anyConv = result->dtype() == DType::Float16 && node.output(0)->dtype() == DType::Float16 &&
                 writesPlanar(node);
+    } else if (node.opType() == "ConvTranspose") {
+      // A float16 ConvTranspose (its chain's result, or its output) writes planar values: handed
+      // widened to a float16 Conv or ConvTranspose that reads them alone (conv.cpp).
+      const int32_t chainIndex = plan->chainAt[c];
+      result =
+          chainIndex >= 0 ? plan->chains[static_cast<size_t>(chainIndex)].result : node.output(0);
+      if (result->dtype() != DType::Float16 || node.output(0)->dtype() != DType::Float16) continue;
+      anyConv = true;
     } else if (node.opType() == "MaxPool") {
       result = node.output(0);
+    } else if (widensForConv(node)) {
+      // A float16 Add/Sub/Mul/Div, Concat or Cast to float16 whose output only a Conv reads (as
+      // X): handed over widened, planar (as a 1x1 Conv's), where the Conv would widen it whole.
+      result = node.output(0);
+      anyConv = true;
     } else {
       continue;
     }
-    const int64_t taker = takerOf(result, c, anyConv);
+    const bool widening = node.opType() != "Conv" && node.opType() != "MaxPool";
+    int64_t taker = takerOf(result, c, anyConv, node.opType() == "ConvTranspose");
+    if (taker < 0 && anyConv && node.opType() == "Conv") taker = planarTakers(result, c);
     if (taker < 0) continue;
+    if (widening) {
+      // Only to a float16 Conv or ConvTranspose (float16 weights and bias), which takes widened
+      // X as it is.
+      const Node& reader = *nodes[static_cast<size_t>(taker)];
+      bool half = reader.opType() == "Conv" || reader.opType() == "ConvTranspose";
+      for (size_t i = 1; i < reader.inputs().size() && half; ++i)
+        half = !reader.input(i) || reader.input(i)->dtype() == DType::Float16;
+      if (!half || reader.inputs().size() < 2 || !reader.input(1)) continue;
+    }
     // A MaxPool takes channels-last data only to pass it on to a Conv.
     if (nodes[static_cast<size_t>(taker)]->opType() == "MaxPool" &&
         plan->handoffTo[static_cast<size_t>(taker)] < 0)

@@ -49,18 +49,22 @@ struct FusionPlan {
   // Float16 Convs hand over float16 values, or, where the graph declares the value float16, the
   // float32 values already rounded to float16 (the reader skips widening them); a float16 Conv
   // that never runs on oneDNN (grouped, or 1x1 with stride 1 and no padding) writes planar values
-  // and so may hand them to any Conv reading them as X alone.
+  // and so may hand them to any Conv reading them as X alone, or to several float16 Convs that
+  // each read them as X alone (the entry is then the first of them).
+  // Planar widened hand-offs also come from float16 ConvTranspose nodes (to a float16 Conv or
+  // ConvTranspose) and from float16 Add/Sub/Mul/Div, Concat and Cast to float16 (to a float16
+  // Conv), each read by that one node alone.
   std::vector<int32_t> handoffTo;
 };
 
-// Finds the chains after each Conv (and after each ConvInteger whose output goes only to a Cast
-// to float32, the Cast absorbed too): float32 Add/Sub/Mul/Div/Max/Min (two inputs)/Relu/LeakyRelu/
-// Clip/HardSigmoid/HardSwish/BatchNormalization (inference, one output) nodes whose chain inputs
-// are read nowhere else, are no graph output and are not named in `keep`, and whose other inputs
-// exist before the Conv runs (or are a Cast, to float32 or float16, of such a value). A
-// ConvInteger's chain may also pass through Cast to float16, float16 steps and Cast back to
-// float32, or end in float16 (the kernel then writes a float16 output). It also holds the
-// Conv-to-Conv hand-offs (FusionPlan::handoffTo). nullptr when nothing fuses or hands off.
+// Finds the chains after each Conv and float16 ConvTranspose (and after each ConvInteger whose
+// output goes only to a Cast to float32, the Cast absorbed too): float32 Add/Sub/Mul/Div/Max/Min
+// (two inputs)/Relu/LeakyRelu/ Clip/HardSigmoid/HardSwish/BatchNormalization (inference, one
+// output) nodes whose chain inputs are read nowhere else, are no graph output and are not named in
+// `keep`, and whose other inputs exist before the Conv runs (or are a Cast, to float32 or float16,
+// of such a value). A ConvInteger's chain may also pass through Cast to float16, float16 steps and
+// Cast back to float32, or end in float16 (the kernel then writes a float16 output). It also holds
+// the hand-offs (FusionPlan::handoffTo). nullptr when nothing fuses or hands off.
 std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
                                              const std::vector<std::string>& keep);
 

@@ -100,10 +100,17 @@ void axpyStrided(T* row, const T* in, T wv, int64_t lo, int64_t hi, int64_t stri
 }
 
 // Float16 -> float32 for a convolution's input: the conversion instruction (half_steps.h), the
-// tail as halvesToFloats.
-void widenAll(const uint16_t* src, float* dst, int64_t n) {
-  const int64_t done = vec::widenHalves(src, dst, n);
-  halvesToFloats(src + done, dst + done, static_cast<size_t>(n - done));
+// tail as halvesToFloats. A large input is cut into ranges over the pool (PP-OCR det's .om widens
+// [96, 160, 160] maps so, which one thread did alone). Every range but the last
+// is a multiple of kParallelGrain (a multiple of every vector width), so each element takes the
+// path it takes in one pass, and the values do not depend on the thread count.
+void widenAll(int threads, const uint16_t* src, float* dst, int64_t n) {
+  pool::parallelFor(pool::threadsFor(threads, static_cast<double>(n) * pool::kNsPerElement), n,
+                    vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+                      const int64_t done = vec::widenHalves(src + i0, dst + i0, i1 - i0);
+                      halvesToFloats(src + i0 + done, dst + i0 + done,
+                                     static_cast<size_t>(i1 - i0 - done));
+                    });
 }
 
 // Depthwise 2-D conv (one input channel per group) as direct loops: per-group GEMMs would be
@@ -415,7 +422,7 @@ Status convOp(KernelContext& ctx) {
     const float* xf = wideIn ? reinterpret_cast<const float*>(x.data()) : nullptr;
     if (!depthwise && !wideIn) {
       xw.reset(static_cast<size_t>(x.elementCount()));
-      widenAll(reinterpret_cast<const uint16_t*>(x.data()), xw.data(),
+      widenAll(ctx.threads(), reinterpret_cast<const uint16_t*>(x.data()), xw.data(),
                static_cast<int64_t>(x.elementCount()));
       xf = xw.data();
     }
@@ -701,6 +708,60 @@ Status convTransposeOp(KernelContext& ctx) {
     return ctx.fail("B has {} elements, expected {}", ctx.input(2).elementCount(), s.filters);
   std::vector<int64_t> yd = {s.batch, s.filters};
   yd.insert(yd.end(), s.window.in.begin(), s.window.in.end());
+  // Float16 X, or its widened hand-off (float32 values already rounded to float16, where the graph
+  // says float16: FusionPlan::handoffTo), with float16 weights and bias.
+  const bool wideIn = x.dtype() == DType::Float32 && ctx.node().input(0)->dtype() == DType::Float16;
+  if ((x.dtype() == DType::Float16 || wideIn) && w.dtype() == DType::Float16 &&
+      (!hasBias || ctx.input(2).dtype() == DType::Float16)) {
+    // Computed in float as below. The input is widened over the pool (exact per element, so any
+    // split gives the same bits) unless it came widened; the fused chain (or, without one, the
+    // rounding) runs on the float output over the pool as a float16 Conv's does, and narrows it
+    // into the float16 output, or rounds it in place when it is handed on widened. PP-OCR det's
+    // .om transposes [24, 160, 160] float16 maps up to [24, 320, 320], then to [1, 640, 640].
+    const int threads = ctx.threads();
+    Epilogue* epilogue = ctx.epilogue();
+    Epilogue roundOnly;
+    if (epilogue && !epilogue->bind(yd, true)) epilogue = nullptr;
+    const bool chained = epilogue != nullptr;
+    if (!epilogue) {
+      roundOnly.bind(yd, true);
+      epilogue = &roundOnly;
+    }
+    const auto xCount = static_cast<int64_t>(x.elementCount());
+    Scratch<float> xw;
+    const float* xf = reinterpret_cast<const float*>(x.data());
+    if (!wideIn) {
+      xw.reset(static_cast<size_t>(xCount));
+      const auto* xh = reinterpret_cast<const uint16_t*>(x.data());
+      pool::parallelFor(
+          pool::threadsFor(threads, static_cast<double>(xCount) * pool::kNsPerElement), xCount,
+          vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+            halvesToFloats(xh + i0, xw.data() + i0, static_cast<size_t>(i1 - i0));
+          });
+      xf = xw.data();
+    }
+    Staged<float> wv(w);
+    std::optional<Staged<float>> bv;
+    if (hasBias) bv.emplace(ctx.input(2));
+    std::optional<OutTensor> y, yWide;
+    Scratch<float> yScratch;
+    float* yf = nullptr;
+    if (ctx.channelsLastOutputAllowed() && (chained || !ctx.epilogue()) &&
+        ctx.node().output(0)->dtype() == DType::Float16) {
+      yWide.emplace(DType::Float32, yd);
+      yf = yWide->data<float>();
+    } else {
+      y.emplace(DType::Float16, yd);
+      yScratch.reset(static_cast<size_t>(nn::product(yd)));
+      yf = yScratch.data();
+      epilogue->setNarrowBase(y->data<uint16_t>());
+    }
+    convTransposeForward<float>(threads, s, xf, wv.data(), bv ? bv->data() : nullptr, yf);
+    epilogue->applyAll(threads, yf);
+    ctx.setOutput(0, yWide ? std::move(*yWide).finish() : std::move(*y).finish());
+    if (chained) ctx.markEpilogueApplied();
+    return Status::ok();
+  }
   bool done = nn::dispatchFloat(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     Staged<T> xv(x), wv(w);

@@ -221,8 +221,14 @@ bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
   const float* suffix =
       pattern == Pattern::Suffix ? reinterpret_cast<const float*>(smallFloats.data()) : nullptr;
   const uint64_t period = wideIsA ? nb : na;
-  OutTensor out(DType::Float16, *dims);
-  uint16_t* po = out.data<uint16_t>();
+  // Handed to a float16 Conv widened (FusionPlan::handoffTo): each block narrowed and widened
+  // back in cache, the values the Conv would widen from the float16 output (floatsToHalves writes
+  // no signalling NaN, so the Conv's widening instruction gives the same bits).
+  const bool widened =
+      ctx.channelsLastOutputAllowed() && ctx.node().output(0)->dtype() == DType::Float16;
+  OutTensor out(widened ? DType::Float32 : DType::Float16, *dims);
+  uint16_t* po = widened ? nullptr : out.data<uint16_t>();
+  float* pw = widened ? out.data<float>() : nullptr;
   const auto len = static_cast<int64_t>(n);
   pool::parallelFor(pool::threadsFor(ctx.threads(), static_cast<double>(len) * pool::kNsPerElement),
                     len, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
@@ -259,7 +265,13 @@ bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
                           }
                           r0 += run;
                         }
-                        floatsToHalves(x, po + b0, static_cast<size_t>(count));
+                        if (widened) {
+                          uint16_t h[kBlock];
+                          floatsToHalves(x, h, static_cast<size_t>(count));
+                          halvesToFloats(h, pw + b0, static_cast<size_t>(count));
+                        } else {
+                          floatsToHalves(x, po + b0, static_cast<size_t>(count));
+                        }
                       }
                     });
   ctx.setOutput(0, std::move(out).finish());
@@ -682,6 +694,27 @@ Status castTo(KernelContext& ctx, DType to) {
 Status castKernel(KernelContext& ctx) {
   auto to = dtypeFromOnnx(static_cast<int32_t>(ctx.attrInt("to", 0)));
   if (!to || *to == DType::Undefined) return ctx.fail("bad 'to' attribute");
+  const Tensor& x = ctx.input(0);
+  if (*to == DType::Float16 && x.dtype() == DType::Float32 && ctx.channelsLastOutputAllowed()) {
+    // Float32 to float16 handed to a float16 Conv widened (FusionPlan::handoffTo): narrowed and
+    // widened back a block at a time, the values the Conv would widen from the Cast's output.
+    const auto n = static_cast<int64_t>(x.elementCount());
+    OutTensor out(DType::Float32, x.dims());
+    const float* src = reinterpret_cast<const float*>(x.data());
+    float* dst = out.data<float>();
+    pool::parallelFor(pool::threadsFor(ctx.threads(), static_cast<double>(n) * pool::kNsPerElement),
+                      n, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+                        constexpr int64_t kBlock = 1024;
+                        uint16_t h[kBlock];
+                        for (int64_t b0 = i0; b0 < i1; b0 += kBlock) {
+                          const auto count = static_cast<size_t>(std::min(kBlock, i1 - b0));
+                          floatsToHalves(src + b0, h, count);
+                          halvesToFloats(h, dst + b0, count);
+                        }
+                      });
+    ctx.setOutput(0, std::move(out).finish());
+    return Status::ok();
+  }
   return castTo(ctx, *to);
 }
 

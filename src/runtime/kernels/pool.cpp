@@ -4,6 +4,7 @@
 
 #include "kiln/runtime/half_block.h"
 #include "nn_util.h"
+#include "thread_pool.h"
 
 namespace kiln::rt {
 namespace {
@@ -386,6 +387,54 @@ Status lpPoolOp(KernelContext& ctx) { return sumPoolOp(ctx, false); }
 
 enum class GlobalKind { Average, Max, Lp };
 
+// Global average / max pooling of float16 planes: the float path's sums in its order (eight planes
+// side by side, each accumulated from its first element to its last), on the planes widened a
+// stretch at a time in cache instead of a float32 copy of the whole tensor, which PP-OCR det's
+// .om made of each [96, 160, 160] map before pooling it, and the plane groups spread over the
+// pool. Widening is exact, so the bits are the float path's.
+Tensor globalPoolHalf(int threads, const Tensor& x, GlobalKind kind, int64_t planes, int64_t size,
+                      const std::vector<int64_t>& yd) {
+  const auto* src = reinterpret_cast<const uint16_t*>(x.data());
+  constexpr int64_t kLanes = 8, kStretch = 512;
+  std::vector<float> out(static_cast<size_t>(planes));
+  // Units of work: the groups of eight planes, then the planes left over one by one, each pooled
+  // alike whichever thread takes it (so the bits do not depend on the thread count).
+  const int64_t groups = planes / kLanes, units = groups + planes % kLanes;
+  auto poolUnits = [&](int64_t u0, int64_t u1) {
+    float buf[kLanes][kStretch];
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t pl = u < groups ? u * kLanes : groups * kLanes + (u - groups);
+      const int64_t lanes = u < groups ? kLanes : 1;
+      float acc[kLanes];
+      for (int64_t l = 0; l < lanes; ++l)
+        acc[l] = kind == GlobalKind::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
+      for (int64_t i0 = 0; i0 < size; i0 += kStretch) {
+        const int64_t n = std::min(kStretch, size - i0);
+        for (int64_t l = 0; l < lanes; ++l)
+          halvesToFloats(src + (pl + l) * size + i0, buf[l], static_cast<size_t>(n));
+        if (kind == GlobalKind::Max) {
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t l = 0; l < lanes; ++l)
+              acc[l] = std::max(acc[l], buf[l][i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t l = 0; l < lanes; ++l)
+              acc[l] += buf[l][i];
+        }
+      }
+      for (int64_t l = 0; l < lanes; ++l)
+        out[static_cast<size_t>(pl + l)] =
+            kind == GlobalKind::Max ? acc[l] : acc[l] / static_cast<float>(size);
+    }
+  };
+  pool::parallelFor(
+      pool::threadsFor(threads, static_cast<double>(planes * size) * pool::kNsPerElement), units, 1,
+      poolUnits);
+  OutTensor y(DType::Float16, yd);
+  floatsToHalves(out.data(), y.data<uint16_t>(), out.size());
+  return std::move(y).finish();
+}
+
 Status globalPoolOp(KernelContext& ctx, GlobalKind kind) {
   const Tensor& x = ctx.input(0);
   const auto& xd = x.dims();
@@ -396,6 +445,10 @@ Status globalPoolOp(KernelContext& ctx, GlobalKind kind) {
   // p is an int since opset 2 and was a float before.
   const double p = ctx.attrInt("p", -1) >= 0 ? static_cast<double>(ctx.attrInt("p", 2))
                                              : ctx.attrFloat("p", 2.0f);
+  if (x.dtype() == DType::Float16 && kind != GlobalKind::Lp) {
+    ctx.setOutput(0, globalPoolHalf(ctx.threads(), x, kind, planes, size, yd));
+    return Status::ok();
+  }
   bool done = nn::dispatchFloat(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     Staged<T> xv(x);

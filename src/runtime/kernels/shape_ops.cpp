@@ -5,8 +5,11 @@
 #include <limits>
 #include <numeric>
 
+#include "half_steps.h"
+#include "kiln/runtime/half_block.h"
 #include "kiln/runtime/kernel.h"
 #include "shape_util.h"
+#include "thread_pool.h"
 
 namespace kiln::rt {
 namespace {
@@ -171,6 +174,48 @@ Status transpose(KernelContext& ctx) {
   return setMoved(ctx, 0, shape::transposed(x, perm), x.dtype());
 }
 
+// Float16 parts joined into a float32 output, each part's stretch widened as it is copied: a
+// Concat whose output only a float16 Conv reads hands it over so (FusionPlan::handoffTo), the
+// values the Conv would widen from the float16 output, without that whole-tensor pass.
+Status concatWidened(KernelContext& ctx, const std::vector<const Tensor*>& parts, int64_t axis) {
+  std::vector<int64_t> dims = parts[0]->dims();
+  const auto a = static_cast<size_t>(axis);
+  dims[a] = 0;
+  for (const Tensor* p : parts)
+    dims[a] += p->dims()[a];
+  int64_t outer = 1;
+  for (size_t d = 0; d < a; ++d)
+    outer *= dims[d];
+  int64_t rowLength = 0; // output elements per outer index
+  std::vector<int64_t> lengths;
+  for (const Tensor* p : parts) {
+    int64_t len = 1;
+    for (size_t d = a; d < p->dims().size(); ++d)
+      len *= p->dims()[d];
+    lengths.push_back(len);
+    rowLength += len;
+  }
+  OutTensor out(DType::Float32, dims);
+  float* dst = out.data<float>();
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t at = o * rowLength;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const auto* src = reinterpret_cast<const uint16_t*>(parts[i]->data()) + o * lengths[i];
+      const int64_t n = lengths[i];
+      pool::parallelFor(
+          pool::threadsFor(ctx.threads(), static_cast<double>(n) * pool::kNsPerElement), n,
+          vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+            const int64_t done = vec::widenHalves(src + i0, dst + at + i0, i1 - i0);
+            halvesToFloats(src + i0 + done, dst + at + i0 + done,
+                           static_cast<size_t>(i1 - i0 - done));
+          });
+      at += n;
+    }
+  }
+  ctx.setOutput(0, std::move(out).finish());
+  return Status::ok();
+}
+
 Status concat(KernelContext& ctx) {
   std::vector<const Tensor*> parts;
   for (size_t i = 0; i < ctx.inputCount(); ++i)
@@ -188,6 +233,8 @@ Status concat(KernelContext& ctx) {
       return ctx.fail("input [{}] does not match [{}] off axis {}", fmt::join(p->dims(), ","),
                       fmt::join(parts[0]->dims(), ","), *axis);
   }
+  if (parts[0]->dtype() == DType::Float16 && ctx.channelsLastOutputAllowed())
+    return concatWidened(ctx, parts, *axis);
   return setMoved(ctx, 0, shape::concatenated(parts, *axis), parts[0]->dtype());
 }
 

@@ -14,6 +14,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
+#include "runtime/fusion.h"
 #include "runtime/kernels/thread_pool.h"
 
 using namespace kiln;
@@ -526,6 +527,202 @@ TEST(ConvFusion, HalfConvHandOffEqualsNodesOneByOne) {
         ASSERT_TRUE(std::isfinite(rt::halfToFloat(yh[i]))) << what << " at " << i;
       EXPECT_EQ(calls(fused, "Relu"), 0u) << what;
       EXPECT_EQ(calls(fused, "Mul"), 0u) << what;
+    }
+  }
+}
+
+// Float16 nodes other than Conv handing their output widened to the one float16 Conv that reads
+// it (FusionPlan::handoffTo): x (float32) -> Cast to float16 -> 3x3 Conv c1; c1 -> Add and Mul
+// (two readers: no chain) -> Concat -> 3x3 Conv c2 -> Add(c2, Relu(Mul)) -> depthwise Conv c3 ->
+// 3x3 Convs c4 and c5 -> Add -> output. The Cast, the Concat and the Add before c3 hand off, and
+// c3 (planar) to both its readers; the Add and the Mul before the Concat do not (the Add's reader
+// is no Conv, the Mul has two readers). The bytes must be those of the
+// nodes run one by one, whose Conv widens each float16 input itself.
+ChainModel widenedHandOffModel() {
+  ChainModel m;
+  m.model.opsets = {{"", 17}};
+  m.model.graph = std::make_shared<Graph>("g");
+  Graph& g = *m.model.graph;
+  Value* x = g.addValue("x");
+  x->setDType(DType::Float32);
+  g.addInput(x);
+  m.feeds["x"] = rt::RtValue::ofTensor(floats({1, 8, 19, 23}, 51));
+  auto half = [](Value* v) {
+    v->setDType(DType::Float16);
+    return v;
+  };
+  auto conv = [&](Value* in, int64_t channels, int64_t filters, uint32_t seed,
+                  const std::string& out, int64_t group = 1) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(channels / group * 9));
+    Value* wv = g.addInitializer(
+        out + "_w", toHalf(floats({filters, channels / group, 3, 3}, seed, [&](auto& v) {
+          for (float& f : v)
+            f *= scale;
+        })));
+    Value* bv = g.addInitializer(out + "_b", toHalf(floats({filters}, seed + 1)));
+    Node* n = g.appendNode("Conv", {in, wv, bv}, {out});
+    n->setAttribute("pads", Attribute::ofInts({1, 1, 1, 1}));
+    n->setAttribute("group", Attribute::ofInt(group));
+    return half(n->output(0));
+  };
+  Node* cast = g.appendNode("Cast", {x}, {"xh"});
+  cast->setAttribute("to", Attribute::ofInt(10));
+  Value* c1 = conv(half(cast->output(0)), 8, 16, 52, "c1");
+  Value* shift = g.addInitializer("shift", toHalf(floats({1, 16, 1, 1}, 54)));
+  Value* a = half(g.appendNode("Add", {c1, shift}, {"a"})->output(0));
+  Value* b = half(g.appendNode("Mul", {c1, c1}, {"b"})->output(0));
+  Node* cat = g.appendNode("Concat", {a, b}, {"cat"});
+  cat->setAttribute("axis", Attribute::ofInt(1));
+  Value* c2 = conv(half(cat->output(0)), 32, 16, 56, "c2");
+  // Made after c2, so the Add below is no part of c2's chain (its operand does not exist yet).
+  Value* u = half(g.appendNode("Relu", {b}, {"u"})->output(0));
+  Value* f = half(g.appendNode("Add", {c2, u}, {"f"})->output(0));
+  Value* c3 = conv(f, 16, 16, 58, "c3", 16);
+  Value* c4 = conv(c3, 16, 8, 60, "c4");
+  Value* c5 = conv(c3, 16, 8, 62, "c5");
+  g.addOutput(half(g.appendNode("Add", {c4, c5}, {"y"})->output(0)));
+  return m;
+}
+
+TEST(ConvFusion, WidenedHandOffToHalfConvEqualsNodesOneByOne) {
+  ChainModel m = widenedHandOffModel();
+  const Graph& g = *m.model.graph;
+  auto plan = rt::planFusion(g, 17, {});
+  ASSERT_TRUE(plan);
+  std::map<std::string, int32_t> handoff;
+  std::map<std::string, int32_t> index;
+  int32_t i = 0;
+  for (const auto& n : g.nodes()) {
+    handoff[n->output(0)->name()] = plan->handoffTo[static_cast<size_t>(i)];
+    index[n->output(0)->name()] = i++;
+  }
+  EXPECT_EQ(handoff["xh"], index["c1"]);
+  EXPECT_EQ(handoff["cat"], index["c2"]);
+  EXPECT_EQ(handoff["f"], index["c3"]);
+  EXPECT_EQ(handoff["c3"], index["c4"]);
+  EXPECT_EQ(handoff["a"], -1);
+  EXPECT_EQ(handoff["b"], -1);
+  for (int threads : {1, 2}) {
+    const std::string what = "threads " + std::to_string(threads);
+    rt::RunResult plain = run(m, false, threads);
+    rt::RunResult fused = run(m, true, threads);
+    ASSERT_EQ(plain.outputs.size(), 1u) << what;
+    ASSERT_EQ(fused.outputs.size(), 1u) << what;
+    EXPECT_EQ(fused.outputs[0].tensor.dtype(), DType::Float16) << what;
+    expectSameBytes(plain.outputs[0].tensor, fused.outputs[0].tensor, what);
+    const Tensor& y = fused.outputs[0].tensor;
+    const uint16_t* yh = reinterpret_cast<const uint16_t*>(y.data());
+    for (size_t i = 0; i < y.elementCount(); ++i)
+      ASSERT_TRUE(std::isfinite(rt::halfToFloat(yh[i]))) << what << " at " << i;
+  }
+}
+
+// Float16 ConvTranspose with a chain and widened hand-offs: x -> ConvTranspose t1 (2x2 stride 2)
+// -> Relu -> ConvTranspose t2 (3x3 stride 2) -> Add(per-channel) -> 3x3 Conv -> GlobalAveragePool
+// and Mul: t1 and t2 run their chains (Relu, Add), t1 hands its result widened to t2 and t2 to the
+// Conv. The bytes must be those of the nodes run one by one.
+ChainModel halfTransposeModel() {
+  ChainModel m;
+  m.model.opsets = {{"", 17}};
+  m.model.graph = std::make_shared<Graph>("g");
+  Graph& g = *m.model.graph;
+  auto half = [](Value* v) {
+    v->setDType(DType::Float16);
+    return v;
+  };
+  Value* x = half(g.addValue("x"));
+  g.addInput(x);
+  m.feeds["x"] = rt::RtValue::ofTensor(toHalf(floats({1, 8, 9, 11}, 61)));
+  auto weights = [&](const std::string& name, std::vector<int64_t> dims, uint32_t seed) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(dims[0] * dims[2] * dims[3]));
+    return g.addInitializer(name, toHalf(floats(std::move(dims), seed, [&](auto& v) {
+                              for (float& f : v)
+                                f *= scale;
+                            })));
+  };
+  Node* t1 = g.appendNode(
+      "ConvTranspose",
+      {x, weights("t1_w", {8, 12, 2, 2}, 62), g.addInitializer("t1_b", toHalf(floats({12}, 63)))},
+      {"t1"});
+  t1->setAttribute("strides", Attribute::ofInts({2, 2}));
+  Value* r = half(g.appendNode("Relu", {half(t1->output(0))}, {"r"})->output(0));
+  Node* t2 = g.appendNode("ConvTranspose", {r, weights("t2_w", {12, 6, 3, 3}, 64)}, {"t2"});
+  t2->setAttribute("strides", Attribute::ofInts({2, 2}));
+  t2->setAttribute("pads", Attribute::ofInts({1, 1, 1, 1}));
+  Value* bias = g.addInitializer("bias", toHalf(floats({1, 6, 1, 1}, 65)));
+  Value* a = half(g.appendNode("Add", {half(t2->output(0)), bias}, {"a"})->output(0));
+  Node* c = g.appendNode("Conv", {a, weights("c_w", {4, 6, 3, 3}, 66)}, {"c"});
+  c->setAttribute("pads", Attribute::ofInts({1, 1, 1, 1}));
+  Value* cv = half(c->output(0));
+  Value* p = half(g.appendNode("GlobalAveragePool", {cv}, {"p"})->output(0));
+  g.addOutput(half(g.appendNode("Mul", {cv, p}, {"y"})->output(0)));
+  return m;
+}
+
+TEST(ConvFusion, HalfConvTransposeChainAndHandOffEqualNodesOneByOne) {
+  ChainModel m = halfTransposeModel();
+  const Graph& g = *m.model.graph;
+  auto plan = rt::planFusion(g, 17, {});
+  ASSERT_TRUE(plan);
+  std::map<std::string, int32_t> handoff, chain, index;
+  int32_t i = 0;
+  for (const auto& n : g.nodes()) {
+    handoff[n->output(0)->name()] = plan->handoffTo[static_cast<size_t>(i)];
+    chain[n->output(0)->name()] = plan->chainAt[static_cast<size_t>(i)];
+    index[n->output(0)->name()] = i++;
+  }
+  EXPECT_GE(chain["t1"], 0);
+  EXPECT_GE(chain["t2"], 0);
+  EXPECT_EQ(handoff["t1"], index["t2"]);
+  EXPECT_EQ(handoff["t2"], index["c"]);
+  for (int threads : {1, 2}) {
+    const std::string what = "threads " + std::to_string(threads);
+    rt::RunResult plain = run(m, false, threads);
+    rt::RunResult fused = run(m, true, threads);
+    ASSERT_EQ(plain.outputs.size(), 1u) << what;
+    ASSERT_EQ(fused.outputs.size(), 1u) << what;
+    EXPECT_EQ(fused.outputs[0].tensor.dtype(), DType::Float16) << what;
+    expectSameBytes(plain.outputs[0].tensor, fused.outputs[0].tensor, what);
+    EXPECT_EQ(calls(fused, "Relu"), 0u) << what;
+    EXPECT_EQ(calls(fused, "Add"), 0u) << what;
+    EXPECT_EQ(calls(plain, "Relu"), 1u) << what;
+  }
+}
+
+// Float16 global pooling widens the planes a stretch at a time and spreads plane groups over the
+// pool: the same bits as pooling the widened float32 tensor and narrowing the result (the float
+// path's sums in its order), at one and two threads, for plane counts around the eight planes
+// pooled side by side and planes longer than a stretch.
+TEST(ConvFusion, HalfGlobalPoolEqualsFloatPoolNarrowed) {
+  for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"}) {
+    for (std::vector<int64_t> dims :
+         std::vector<std::vector<int64_t>>{{1, 3, 7, 5}, {2, 9, 40, 33}, {1, 17, 1, 1300}}) {
+      const std::string what = std::string(op) + " " + std::to_string(dims[1]) + " planes";
+      Tensor xf = floats(dims, 71);
+      Tensor xh = toHalf(xf);
+      auto pool = [&](const Tensor& in, int threads) {
+        ChainModel m;
+        m.model.opsets = {{"", 17}};
+        m.model.graph = std::make_shared<Graph>("g");
+        Graph& g = *m.model.graph;
+        Value* x = g.addValue("x");
+        g.addInput(x);
+        g.addOutput(g.appendNode(op, {x}, {"y"})->output(0));
+        m.feeds["x"] = rt::RtValue::ofTensor(in);
+        rt::RunResult r = run(m, true, threads);
+        return r.outputs.empty() ? Tensor() : r.outputs[0].tensor;
+      };
+      // The float path on the float16 values widened.
+      const uint16_t* hp = reinterpret_cast<const uint16_t*>(xh.data());
+      std::vector<float> wide(xh.elementCount());
+      for (size_t k = 0; k < wide.size(); ++k)
+        wide[k] = rt::halfToFloat(hp[k]);
+      Tensor expected = toHalf(pool(rt::makeTensor<float>(DType::Float32, dims, wide), 1));
+      for (int threads : {1, 2}) {
+        Tensor got = pool(xh, threads);
+        ASSERT_EQ(got.dtype(), DType::Float16) << what;
+        expectSameBytes(expected, got, what + ", threads " + std::to_string(threads));
+      }
     }
   }
 }
