@@ -131,7 +131,7 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
   if (oh <= 0 || ow <= 0) return;
   if constexpr (std::is_same_v<T, float>) {
     // Float: vector loops over a zero-padded copy of each input plane (conv_loops.h).
-    convloops::DepthwisePlane g{oh, ow, kh, kw, sh, sw, dh, dw, 0, 0, 0, 0};
+    convloops::DepthwisePlane g{oh, ow, kh, kw, sh, sw, dh, dw, 0, 0, 0, 0, {}};
     convloops::planDepthwise(g);
     pool::parallelFor(pool::threadsFor(threads, depthwiseNs),
                       s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
