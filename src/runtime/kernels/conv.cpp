@@ -311,14 +311,17 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
       T* yg = y + (b * s.filters + g * mg) * outSize;
       if (pointwise) {
         if constexpr (std::is_same_v<T, float>) {
-          // Bias and chain on each finished column block: one pass while it is in cache.
+          // Bias and chain on each finished column block while it is in cache: the chain's
+          // first pass adds the bias.
           const float* bg = bias ? bias + g * mg : nullptr;
           const nn::GemmBlockDone done = [&](int64_t j0, int64_t cols) {
             for (int64_t i = 0; i < mg; ++i) {
               float* seg = yg + i * outSize + j0;
-              if (bg) addChannelBias(seg, bg + i, 1, cols);
               if (epilogue)
-                epilogue->apply(seg, cols, g * mg + i, (b * s.filters + g * mg + i) * outSize + j0);
+                epilogue->apply(seg, cols, g * mg + i, (b * s.filters + g * mg + i) * outSize + j0,
+                                nullptr, bg ? bg + i : nullptr);
+              else if (bg)
+                addChannelBias(seg, bg + i, 1, cols);
             }
           };
           nn::gemm(threads, false, false, mg, outSize, rows, T{1}, wg, rows, xg, outSize, T{0}, yg,

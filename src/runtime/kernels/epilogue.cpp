@@ -117,14 +117,26 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* na
   return true;
 }
 
-void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
-                     uint16_t* narrowTo) const {
+void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset, uint16_t* narrowTo,
+                     const float* bias) const {
   constexpr int64_t kBlock = 1024; // the live step results stay in L1
   thread_local std::vector<float> scratch;
   const size_t count = steps_.size();
   if (!narrowTo && narrowBase_) narrowTo = narrowBase_ + offset;
   if (count == 0) {
-    // Nothing to run: the convolution's values are only rounded (into the output when given).
+    // Nothing to run: the convolution's values are only rounded (into the output when given),
+    // the bias added in the same pass.
+    if (bias) {
+      int64_t done = 0;
+      if (half_ || narrowTo)
+        done = vec::binaryScalarRightHalf(vec::BinOp::Add, y, *bias, y, n, narrowTo);
+      vec::binaryScalarRight(vec::BinOp::Add, y + done, *bias, y + done, n - done);
+      if (narrowTo)
+        floatsToHalves(y + done, narrowTo + done, static_cast<size_t>(n - done));
+      else if (half_)
+        roundThroughHalves(y + done, static_cast<size_t>(n - done));
+      return;
+    }
     if (narrowTo)
       floatsToHalves(y, narrowTo, static_cast<size_t>(n));
     else if (half_)
@@ -144,7 +156,15 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
     auto rounded = [&](float* dst, int64_t done) {
       if (done < len) roundThroughHalves(dst + done, static_cast<size_t>(len - done));
     };
-    if (half_) rounded(block, vec::roundHalfInPlace(block, len));
+    if (bias) {
+      // The bias added (and, in a half chain, the sum rounded) in one pass.
+      const int64_t done =
+          half_ ? vec::binaryScalarRightHalf(vec::BinOp::Add, block, *bias, block, len) : 0;
+      vec::binaryScalarRight(vec::BinOp::Add, block + done, *bias, block + done, len - done);
+      if (half_) rounded(block, done);
+    } else if (half_) {
+      rounded(block, vec::roundHalfInPlace(block, len));
+    }
     int64_t narrowed = 0; // leading elements the last step wrote to narrowTo itself
     for (size_t i = 0; i < count; ++i) {
       const Step& st = steps_[i];
