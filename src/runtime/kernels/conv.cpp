@@ -315,6 +315,13 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
           // first pass adds the bias.
           const float* bg = bias ? bias + g * mg : nullptr;
           const nn::GemmBlockDone done = [&](int64_t j0, int64_t cols) {
+            if (outSize == 1 && epilogue && epilogue->channelAgnostic()) {
+              // One value per channel (a squeeze-excitation block's convolutions): the chain
+              // runs once over the group's channels, not once per value.
+              if (bg) vec::binarySame(vec::BinOp::Add, yg, bg, yg, mg);
+              epilogue->apply(yg, mg, g * mg, (b * s.filters + g * mg) * outSize);
+              return;
+            }
             for (int64_t i = 0; i < mg; ++i) {
               float* seg = yg + i * outSize + j0;
               if (epilogue)
