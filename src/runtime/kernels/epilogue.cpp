@@ -137,10 +137,12 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset, uint1
         roundThroughHalves(y + done, static_cast<size_t>(n - done));
       return;
     }
-    if (narrowTo)
+    if (narrowTo) {
       floatsToHalves(y, narrowTo, static_cast<size_t>(n));
-    else if (half_)
-      roundThroughHalves(y, static_cast<size_t>(n));
+    } else if (half_) {
+      const int64_t done = vec::roundHalfInPlace(y, n);
+      roundThroughHalves(y + done, static_cast<size_t>(n - done));
+    }
     return;
   }
   if (scratch.size() < count * kBlock) scratch.resize(count * kBlock);
@@ -150,7 +152,8 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset, uint1
     auto slot = [&](int s) { return s == 0 ? block : scratch.data() + (s - 1) * kBlock; };
     // A half chain rounds each value it makes to float16 (the unfused nodes' float16 outputs):
     // the convolution's values and each step's result but those of steps that pick an operand;
-    // the last step's result is narrowed into the output. Both run in registers inside the
+    // the last step's result is narrowed into the output (or, handed over widened, rounded in
+    // place: a NaN's payload as half_steps.h says). Both run in registers inside the
     // step's own loop (half_steps.h); what those loops leave goes through the float loop, then
     // roundThroughHalves or floatsToHalves.
     auto rounded = [&](float* dst, int64_t done) {
@@ -171,7 +174,9 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset, uint1
       const bool last = i + 1 == count;
       // The last step writes the output in place (the loops allow exact aliasing).
       float* dst = last ? block : slot(static_cast<int>(i) + 1);
-      const bool round = stepHalf_[i] && !last && !picksAHalf_[i];
+      // Without narrowTo (a half chain's output handed over widened) the last step rounds its
+      // result in registers too.
+      const bool round = stepHalf_[i] && (!last || !narrowTo) && !picksAHalf_[i];
       uint16_t* narrow = stepHalf_[i] && last && narrowTo ? narrowTo + b0 : nullptr;
       const bool inRegisters = round || narrow;
       int64_t done = 0; // leading elements computed (and rounded or narrowed) by a half loop
@@ -225,8 +230,6 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset, uint1
     if (narrowTo)
       floatsToHalves(block + narrowed, narrowTo + b0 + narrowed,
                      static_cast<size_t>(len - narrowed));
-    else if (stepHalf_.back())
-      roundThroughHalves(block, static_cast<size_t>(len));
   }
 }
 
