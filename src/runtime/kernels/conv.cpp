@@ -355,10 +355,29 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
   if (!pointwise) finish(); // 1x1 ran the chain on each GEMM block
 }
 
-// What a Conv node keeps between runs: its constant weights in oneDNN's layout.
+// What a Conv node keeps between runs: its constant weights in oneDNN's layout; for a float16
+// Conv, the executor's widened copies of its constant weights and bias (WideningCache) with the
+// buffers they were made from, so that a run does not look them up again (a lock and a hash
+// lookup per input, a few percent of a small model's run).
 struct ConvState {
   dnnl_conv::PackedWeights weights;
+  struct Widened {
+    const Buffer* from = nullptr;
+    std::shared_ptr<const Buffer> floats;
+  };
+  Widened halfWeights, halfBias;
 };
+
+// The float32 values of constant float16 input `t`: kept in `slot` after the first lookup in the
+// executor's widening cache; null when `t` is not a cached initializer.
+const float* keptWidening(ConvState::Widened& slot, const Tensor& t) {
+  if (!t.buffer()) return nullptr;
+  if (slot.from != t.buffer().get() || !slot.floats) {
+    slot.floats = cachedWidening(t);
+    slot.from = slot.floats ? t.buffer().get() : nullptr;
+  }
+  return slot.floats ? reinterpret_cast<const float*>(slot.floats->data()) : nullptr;
+}
 
 Status convOp(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -431,13 +450,20 @@ Status convOp(KernelContext& ctx) {
     }
     const bool constantWeights = ctx.inputIsConstant(1);
     dnnl_conv::PackedWeights* packed = nullptr;
+    ConvState* state = nullptr;
     if (std::shared_ptr<void>* slot = ctx.nodeState(); slot && constantWeights) {
       if (!*slot) *slot = std::make_shared<ConvState>();
-      packed = &static_cast<ConvState*>(slot->get())->weights;
+      state = static_cast<ConvState*>(slot->get());
+      packed = &state->weights;
     }
     std::optional<Staged<float>> bv;
-    if (hasBias) bv.emplace(ctx.input(2));
-    const float* bias = bv ? bv->data() : nullptr;
+    const float* bias = nullptr;
+    if (hasBias && state && ctx.input(2).dtype() == DType::Float16 && ctx.inputIsConstant(2))
+      bias = keptWidening(state->halfBias, ctx.input(2));
+    if (hasBias && !bias) {
+      bv.emplace(ctx.input(2));
+      bias = bv->data();
+    }
     const int64_t outCount = nn::product(yd);
     Scratch<float> wideScratch;
     float* wide = nullptr;
@@ -513,8 +539,11 @@ Status convOp(KernelContext& ctx) {
       Scratch<float> callWeights;
       const float* wf = nullptr;
       if (constantWeights) {
-        keptWeights.emplace(w);
-        wf = keptWeights->data();
+        if (state) wf = keptWidening(state->halfWeights, w);
+        if (!wf) {
+          keptWeights.emplace(w);
+          wf = keptWeights->data();
+        }
       } else {
         wf = widenPerCall(callWeights);
       }
