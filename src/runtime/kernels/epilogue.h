@@ -98,6 +98,10 @@ class Epilogue {
   std::vector<bool> picksAHalf_;
   std::vector<std::shared_ptr<const Tensor>> owned_;
   std::vector<bool> stepHalf_; // per step: computes in float16 (all of a half chain's steps)
+  // Per step: the first of a decomposed HardSwish, x + c, Clip, x * that, / d (each result read
+  // only by the next), which apply runs as one pass (vec::hardSwishSteps).
+  std::vector<bool> hardSwishAt_;
+  void findHardSwishes();
   bool half_ = false;
   uint16_t* narrowBase_ = nullptr;
   int64_t batch_ = 0, channels_ = 0, plane_ = 0;
