@@ -138,7 +138,7 @@ void depthwise2d(int threads, const ConvShape& s, const T* x, const T* w, const 
   if (oh <= 0 || ow <= 0) return;
   if constexpr (std::is_same_v<T, float>) {
     // Float: vector loops over a zero-padded copy of each input plane (conv_loops.h).
-    convloops::DepthwisePlane g{oh, ow, kh, kw, sh, sw, dh, dw, 0, 0, 0, 0};
+    convloops::DepthwisePlane g{oh, ow, kh, kw, sh, sw, dh, dw, 0, 0, 0, 0, {}};
     convloops::planDepthwise(g);
     pool::parallelFor(pool::threadsFor(threads, depthwiseNs),
                       s.batch * s.filters, 1, [&](int64_t p0, int64_t p1) {
@@ -318,14 +318,24 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
       T* yg = y + (b * s.filters + g * mg) * outSize;
       if (pointwise) {
         if constexpr (std::is_same_v<T, float>) {
-          // Bias and chain on each finished column block: one pass while it is in cache.
+          // Bias and chain on each finished column block while it is in cache: the chain's
+          // first pass adds the bias.
           const float* bg = bias ? bias + g * mg : nullptr;
           const nn::GemmBlockDone done = [&](int64_t j0, int64_t cols) {
+            if (outSize == 1 && epilogue && epilogue->channelAgnostic()) {
+              // One value per channel (a squeeze-excitation block's convolutions): the chain
+              // runs once over the group's channels, not once per value.
+              if (bg) vec::binarySame(vec::BinOp::Add, yg, bg, yg, mg);
+              epilogue->apply(yg, mg, g * mg, (b * s.filters + g * mg) * outSize);
+              return;
+            }
             for (int64_t i = 0; i < mg; ++i) {
               float* seg = yg + i * outSize + j0;
-              if (bg) addChannelBias(seg, bg + i, 1, cols);
               if (epilogue)
-                epilogue->apply(seg, cols, g * mg + i, (b * s.filters + g * mg + i) * outSize + j0);
+                epilogue->apply(seg, cols, g * mg + i, (b * s.filters + g * mg + i) * outSize + j0,
+                                nullptr, bg ? bg + i : nullptr);
+              else if (bg)
+                addChannelBias(seg, bg + i, 1, cols);
             }
           };
           nn::gemm(threads, false, false, mg, outSize, rows, T{1}, wg, rows, xg, outSize, T{0}, yg,
@@ -352,10 +362,29 @@ void convForward(int threads, const ConvShape& s, const T* x, const T* w, const 
   if (!pointwise) finish(); // 1x1 ran the chain on each GEMM block
 }
 
-// What a Conv node keeps between runs: its constant weights in oneDNN's layout.
+// What a Conv node keeps between runs: its constant weights in oneDNN's layout; for a float16
+// Conv, the executor's widened copies of its constant weights and bias (WideningCache) with the
+// buffers they were made from, so that a run does not look them up again (a lock and a hash
+// lookup per input, a few percent of a small model's run).
 struct ConvState {
   dnnl_conv::PackedWeights weights;
+  struct Widened {
+    const Buffer* from = nullptr;
+    std::shared_ptr<const Buffer> floats;
+  };
+  Widened halfWeights, halfBias;
 };
+
+// The float32 values of constant float16 input `t`: kept in `slot` after the first lookup in the
+// executor's widening cache; null when `t` is not a cached initializer.
+const float* keptWidening(ConvState::Widened& slot, const Tensor& t) {
+  if (!t.buffer()) return nullptr;
+  if (slot.from != t.buffer().get() || !slot.floats) {
+    slot.floats = cachedWidening(t);
+    slot.from = slot.floats ? t.buffer().get() : nullptr;
+  }
+  return slot.floats ? reinterpret_cast<const float*>(slot.floats->data()) : nullptr;
+}
 
 Status convOp(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -428,13 +457,20 @@ Status convOp(KernelContext& ctx) {
     }
     const bool constantWeights = ctx.inputIsConstant(1);
     dnnl_conv::PackedWeights* packed = nullptr;
+    ConvState* state = nullptr;
     if (std::shared_ptr<void>* slot = ctx.nodeState(); slot && constantWeights) {
       if (!*slot) *slot = std::make_shared<ConvState>();
-      packed = &static_cast<ConvState*>(slot->get())->weights;
+      state = static_cast<ConvState*>(slot->get());
+      packed = &state->weights;
     }
     std::optional<Staged<float>> bv;
-    if (hasBias) bv.emplace(ctx.input(2));
-    const float* bias = bv ? bv->data() : nullptr;
+    const float* bias = nullptr;
+    if (hasBias && state && ctx.input(2).dtype() == DType::Float16 && ctx.inputIsConstant(2))
+      bias = keptWidening(state->halfBias, ctx.input(2));
+    if (hasBias && !bias) {
+      bv.emplace(ctx.input(2));
+      bias = bv->data();
+    }
     const int64_t outCount = nn::product(yd);
     Scratch<float> wideScratch;
     float* wide = nullptr;
@@ -510,8 +546,11 @@ Status convOp(KernelContext& ctx) {
       Scratch<float> callWeights;
       const float* wf = nullptr;
       if (constantWeights) {
-        keptWeights.emplace(w);
-        wf = keptWeights->data();
+        if (state) wf = keptWidening(state->halfWeights, w);
+        if (!wf) {
+          keptWeights.emplace(w);
+          wf = keptWeights->data();
+        }
       } else {
         wf = widenPerCall(callWeights);
       }

@@ -34,30 +34,36 @@ __attribute__((always_inline)) inline void tile(const DepthwisePlane& g, const f
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v)
       acc[r][v] = Vec{} + bias;
-  for (int64_t ky = 0; ky < g.kh; ++ky) {
-    for (int64_t kx = 0; kx < g.kw; ++kx) {
-      const float wv = w[ky * g.kw + kx];
-      const int64_t c = kx * g.dw;
-      const float* base = padded + (c % g.sw) * g.phaseStride + c / g.sw + ox;
-      for (int r = 0; r < R; ++r) {
-        const float* row = base + ((oy + r) * g.sh + ky * g.dh) * g.rowStride;
-        for (int v = 0; v < V; ++v)
-          acc[r][v] = acc[r][v] + wv * KILN_LOAD(row + v * kVector);
-      }
+  const float* origin = padded + oy * g.sh * g.rowStride + ox;
+  const int64_t rowStep = g.sh * g.rowStride;
+  const int64_t count = g.kh * g.kw;
+  const int64_t* taps = g.taps.data();
+  for (int64_t t = 0; t < count; ++t) {
+    const float wv = w[t];
+    const float* base = origin + taps[t];
+    for (int r = 0; r < R; ++r) {
+      const float* row = base + r * rowStep;
+      for (int v = 0; v < V; ++v)
+        acc[r][v] = acc[r][v] + wv * KILN_LOAD(row + v * kVector);
     }
   }
+  // Every sum leaves its register before the partial vectors are copied out: a sum live across
+  // the copy's call would be kept in memory through the whole tap loop (a store-to-load chain
+  // on every add).
+  float tail[R][kVector];
+  const int64_t last = ox + (V - 1) * kVector;
+  const bool partial = last + kVector > g.ow;
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) {
-      const int64_t x = ox + v * kVector;
-      float* dst = out + (oy + r) * g.ow + x;
-      if (x + kVector <= g.ow) {
-        KILN_STORE(dst, acc[r][v]);
-      } else {
-        float tail[kVector];
-        KILN_STORE(tail, acc[r][v]);
-        std::memcpy(dst, tail, static_cast<size_t>(g.ow - x) * sizeof(float));
-      }
+      if (partial && v == V - 1)
+        KILN_STORE(tail[r], acc[r][v]);
+      else
+        KILN_STORE(out + (oy + r) * g.ow + ox + v * kVector, acc[r][v]);
     }
+  if (partial)
+    for (int r = 0; r < R; ++r)
+      std::memcpy(out + (oy + r) * g.ow + last, tail[r],
+                  static_cast<size_t>(g.ow - last) * sizeof(float));
 }
 
 // R output rows from row oy: the row's vectors in tiles of at most 8 / R vectors (8 sums in
@@ -93,6 +99,13 @@ void planDepthwise(DepthwisePlane& g) {
   g.cols = (owPadded - 1) * g.sw + (g.kw - 1) * g.dw + 1;
   g.rowStride = (g.cols + g.sw - 1) / g.sw + kVector; // slack: loads never leave the row
   g.phaseStride = g.rows * g.rowStride;
+  g.taps.resize(static_cast<size_t>(g.kh * g.kw));
+  for (int64_t ky = 0; ky < g.kh; ++ky)
+    for (int64_t kx = 0; kx < g.kw; ++kx) {
+      const int64_t c = kx * g.dw;
+      g.taps[static_cast<size_t>(ky * g.kw + kx)] =
+          (c % g.sw) * g.phaseStride + c / g.sw + ky * g.dh * g.rowStride;
+    }
 }
 
 void padPlane(const DepthwisePlane& g, const float* in, int64_t h, int64_t w, int64_t pt,
@@ -111,7 +124,8 @@ void padPlane(const DepthwisePlane& g, const float* in, int64_t h, int64_t w, in
   // the padding around the copied span is cleared.
   for (int64_t r = 0; r < g.sw; ++r) {
     const int64_t first = pl - r <= 0 ? 0 : (pl - r + g.sw - 1) / g.sw;
-    const int64_t last = std::min(g.rowStride, w + pl - r <= 0 ? 0 : (w + pl - r + g.sw - 1) / g.sw);
+    const int64_t last =
+        std::min(g.rowStride, w + pl - r <= 0 ? 0 : (w + pl - r + g.sw - 1) / g.sw);
     const int64_t lo = std::min(first, last);
     for (int64_t y = 0; y < g.rows; ++y) {
       float* dst = padded + r * g.phaseStride + y * g.rowStride;

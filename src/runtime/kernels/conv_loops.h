@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace kiln::rt::convloops {
 
@@ -15,11 +16,14 @@ struct DepthwisePlane {
   int64_t rowStride, phaseStride;
   // Padded rows and columns the plane needs (columns cover `ow` rounded up to kVector).
   int64_t rows, cols;
+  // Per tap in row-major order: where it reads for output (0, 0) in the padded copy (its column's
+  // phase and index, its row's offset); worked out once per convolution, not per plane.
+  std::vector<int64_t> taps;
 };
 
 constexpr int64_t kVector = 16;
 
-// Fills `geometry`'s rows/cols/strides for an input of h x w with the given padding.
+// Fills `geometry`'s rows/cols/strides and taps for an input of h x w with the given padding.
 void planDepthwise(DepthwisePlane& g);
 
 // Writes the zero-padded, phase-split copy of the h x w plane `in` (top/left padding pt, pl) into

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "half_steps.h"
+#include "kiln/runtime/half_block.h"
 #include "kiln/runtime/kernel.h"
 #include "math_util.h"
 #include "thread_pool.h"
@@ -179,6 +181,12 @@ Status bitwiseNotKernel(KernelContext& ctx) {
 // Float16 operands take the same shapes: blocks of the full-size operand are widened in L1, go
 // through the same loops and are rounded back (the values of the element path, which widens,
 // computes in float and rounds each element).
+// Float16 -> float32 by the conversion instruction (half_steps.h), the tail as halvesToFloats.
+void widenAll(const uint16_t* src, float* dst, int64_t n) {
+  const int64_t done = vec::widenHalves(src, dst, n);
+  halvesToFloats(src + done, dst + done, static_cast<size_t>(n - done));
+}
+
 bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
@@ -230,50 +238,64 @@ bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
   uint16_t* po = widened ? nullptr : out.data<uint16_t>();
   float* pw = widened ? out.data<float>() : nullptr;
   const auto len = static_cast<int64_t>(n);
-  pool::parallelFor(pool::threadsFor(ctx.threads(), static_cast<double>(len) * pool::kNsPerElement),
-                    len, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
-                      constexpr int64_t kBlock = 1024;
-                      float x[kBlock], y[kBlock];
-                      for (int64_t b0 = i0; b0 < i1; b0 += kBlock) {
-                        const int64_t count = std::min(kBlock, i1 - b0);
-                        halvesToFloats(wide + b0, x, static_cast<size_t>(count));
-                        if (pattern == Pattern::Same) {
-                          halvesToFloats(pb + b0, y, static_cast<size_t>(count));
-                          vec::binarySame(op, x, y, x, count);
-                        }
-                        // Block and Suffix: runs of the block that share one small value (or one
-                        // stretch of the suffix).
-                        for (int64_t r0 = 0; pattern != Pattern::Same && r0 < count;) {
-                          const auto pos = static_cast<uint64_t>(b0 + r0);
-                          const uint64_t runEnd = pattern == Pattern::Block
-                                                      ? (pos / inner + 1) * inner
-                                                      : (pos / period + 1) * period;
-                          const int64_t run =
-                              std::min<int64_t>(count - r0, static_cast<int64_t>(runEnd - pos));
-                          if (pattern == Pattern::Block) {
-                            const float s = halfToFloat(small[pos / inner]);
-                            if (wideIsA)
-                              vec::binaryScalarRight(op, x + r0, s, x + r0, run);
-                            else
-                              vec::binaryScalarLeft(op, s, x + r0, x + r0, run);
-                          } else {
-                            const float* sv = suffix + pos % period;
-                            if (wideIsA)
-                              vec::binarySame(op, x + r0, sv, x + r0, run);
-                            else
-                              vec::binarySame(op, sv, x + r0, x + r0, run);
-                          }
-                          r0 += run;
-                        }
-                        if (widened) {
-                          uint16_t h[kBlock];
-                          floatsToHalves(x, h, static_cast<size_t>(count));
-                          halvesToFloats(h, pw + b0, static_cast<size_t>(count));
-                        } else {
-                          floatsToHalves(x, po + b0, static_cast<size_t>(count));
-                        }
-                      }
-                    });
+  pool::parallelFor(
+      pool::threadsFor(ctx.threads(), static_cast<double>(len) * pool::kNsPerElement), len,
+      vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+        constexpr int64_t kBlock = 1024;
+        float x[kBlock], y[kBlock];
+        uint16_t h[kBlock]; // the block narrowed, when the output is handed over widened
+        // Operands widened by the conversion instruction (widenAll), results
+        // narrowed in the loop's registers (half_steps.h) and what it leaves by
+        // floatsToHalves: a NaN's payload is not seen, every result is written as
+        // the float loop and floatsToHalves would write it.
+        for (int64_t b0 = i0; b0 < i1; b0 += kBlock) {
+          const int64_t count = std::min(kBlock, i1 - b0);
+          uint16_t* const halves = widened ? h : po + b0;
+          auto finish = [&](int64_t at, int64_t len, int64_t done) {
+            floatsToHalves(x + at + done, halves + at + done, static_cast<size_t>(len - done));
+          };
+          widenAll(wide + b0, x, count);
+          if (pattern == Pattern::Same) {
+            widenAll(pb + b0, y, count);
+            const int64_t done = vec::binarySameHalf(op, x, y, x, count, halves);
+            vec::binarySame(op, x + done, y + done, x + done, count - done);
+            finish(0, count, done);
+          }
+          // Block and Suffix: runs of the block that share one small value (or one
+          // stretch of the suffix).
+          for (int64_t r0 = 0; pattern != Pattern::Same && r0 < count;) {
+            const auto pos = static_cast<uint64_t>(b0 + r0);
+            const uint64_t runEnd =
+                pattern == Pattern::Block ? (pos / inner + 1) * inner : (pos / period + 1) * period;
+            const int64_t run = std::min<int64_t>(count - r0, static_cast<int64_t>(runEnd - pos));
+            float* xr = x + r0;
+            uint16_t* narrow = halves + r0;
+            int64_t done = 0;
+            if (pattern == Pattern::Block) {
+              const float s = halfToFloat(small[pos / inner]);
+              if (wideIsA) {
+                done = vec::binaryScalarRightHalf(op, xr, s, xr, run, narrow);
+                vec::binaryScalarRight(op, xr + done, s, xr + done, run - done);
+              } else {
+                done = vec::binaryScalarLeftHalf(op, s, xr, xr, run, narrow);
+                vec::binaryScalarLeft(op, s, xr + done, xr + done, run - done);
+              }
+            } else {
+              const float* sv = suffix + pos % period;
+              if (wideIsA) {
+                done = vec::binarySameHalf(op, xr, sv, xr, run, narrow);
+                vec::binarySame(op, xr + done, sv + done, xr + done, run - done);
+              } else {
+                done = vec::binarySameHalf(op, sv, xr, xr, run, narrow);
+                vec::binarySame(op, sv + done, xr + done, xr + done, run - done);
+              }
+            }
+            finish(r0, run, done);
+            r0 += run;
+          }
+          if (widened) halvesToFloats(h, pw + b0, static_cast<size_t>(count));
+        }
+      });
   ctx.setOutput(0, std::move(out).finish());
   return true;
 }

@@ -114,21 +114,70 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* na
       f[static_cast<size_t>(channels_ + c)] = nn::batchNormAdd<float>(in[1][c], in[2][c], mul);
     }
   }
+  findHardSwishes();
   return true;
 }
 
-void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
-                     uint16_t* narrowTo) const {
+void Epilogue::findHardSwishes() {
+  const size_t count = steps_.size();
+  hardSwishAt_.assign(count, false);
+  auto binary = [&](size_t i, vec::BinOp op) {
+    return steps_[i].kind == Kind::Binary && steps_[i].binOp == op;
+  };
+  auto scalarB = [&](size_t i) {
+    return steps_[i].b.slot < 0 && boundB_[i].data && boundB_[i].shape == Shape::Scalar;
+  };
+  for (size_t i = 0; i + 3 < count; ++i) {
+    const int k = steps_[i].a.slot;
+    const int s1 = static_cast<int>(i) + 1, s2 = s1 + 1, s3 = s2 + 1;
+    const Step& clip = steps_[i + 1];
+    const Step& mul = steps_[i + 2];
+    if (!binary(i, vec::BinOp::Add) || k < 0 || !scalarB(i)) continue;
+    if (clip.kind != Kind::Unary || clip.unOp != vec::UnOp::Clip || clip.a.slot != s1) continue;
+    if (!binary(i + 2, vec::BinOp::Mul) ||
+        !((mul.a.slot == k && mul.b.slot == s2) || (mul.a.slot == s2 && mul.b.slot == k)))
+      continue;
+    if (!binary(i + 3, vec::BinOp::Div) || steps_[i + 3].a.slot != s3 || !scalarB(i + 3)) continue;
+    if (stepHalf_[i] != stepHalf_[i + 1] || stepHalf_[i] != stepHalf_[i + 2] ||
+        stepHalf_[i] != stepHalf_[i + 3])
+      continue;
+    // The pass keeps the three inner results in registers: no later step may read them.
+    bool innerRead = false;
+    for (size_t j = i + 4; j < count; ++j)
+      for (int slot : {steps_[j].a.slot, steps_[j].b.slot})
+        innerRead = innerRead || (slot >= s1 && slot <= s3);
+    if (innerRead) continue;
+    hardSwishAt_[i] = true;
+    i += 3;
+  }
+}
+
+void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset, uint16_t* narrowTo,
+                     const float* bias) const {
   constexpr int64_t kBlock = 1024; // the live step results stay in L1
   thread_local std::vector<float> scratch;
   const size_t count = steps_.size();
   if (!narrowTo && narrowBase_) narrowTo = narrowBase_ + offset;
   if (count == 0) {
-    // Nothing to run: the convolution's values are only rounded (into the output when given).
-    if (narrowTo)
+    // Nothing to run: the convolution's values are only rounded (into the output when given),
+    // the bias added in the same pass.
+    if (bias) {
+      int64_t done = 0;
+      if (half_ || narrowTo)
+        done = vec::binaryScalarRightHalf(vec::BinOp::Add, y, *bias, y, n, narrowTo);
+      vec::binaryScalarRight(vec::BinOp::Add, y + done, *bias, y + done, n - done);
+      if (narrowTo)
+        floatsToHalves(y + done, narrowTo + done, static_cast<size_t>(n - done));
+      else if (half_)
+        roundThroughHalves(y + done, static_cast<size_t>(n - done));
+      return;
+    }
+    if (narrowTo) {
       floatsToHalves(y, narrowTo, static_cast<size_t>(n));
-    else if (half_)
-      roundThroughHalves(y, static_cast<size_t>(n));
+    } else if (half_) {
+      const int64_t done = vec::roundHalfInPlace(y, n);
+      roundThroughHalves(y + done, static_cast<size_t>(n - done));
+    }
     return;
   }
   if (scratch.size() < count * kBlock) scratch.resize(count * kBlock);
@@ -138,42 +187,59 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
     auto slot = [&](int s) { return s == 0 ? block : scratch.data() + (s - 1) * kBlock; };
     // A half chain rounds each value it makes to float16 (the unfused nodes' float16 outputs):
     // the convolution's values and each step's result but those of steps that pick an operand;
-    // the last step's result is narrowed into the output. Both run in registers inside the
+    // the last step's result is narrowed into the output (or, handed over widened, rounded in
+    // place: a NaN's payload as half_steps.h says). Both run in registers inside the
     // step's own loop (half_steps.h); what those loops leave goes through the float loop, then
     // roundThroughHalves or floatsToHalves.
     auto rounded = [&](float* dst, int64_t done) {
       if (done < len) roundThroughHalves(dst + done, static_cast<size_t>(len - done));
     };
-    if (half_) rounded(block, vec::roundHalfInPlace(block, len));
+    if (bias) {
+      // The bias added (and, in a half chain, the sum rounded) in one pass.
+      const int64_t done =
+          half_ ? vec::binaryScalarRightHalf(vec::BinOp::Add, block, *bias, block, len) : 0;
+      vec::binaryScalarRight(vec::BinOp::Add, block + done, *bias, block + done, len - done);
+      if (half_) rounded(block, done);
+    } else if (half_) {
+      rounded(block, vec::roundHalfInPlace(block, len));
+    }
     int64_t narrowed = 0; // leading elements the last step wrote to narrowTo itself
-    for (size_t i = 0; i < count; ++i) {
+    // Step i over elements [from, len) of the block.
+    auto runStep = [&](size_t i, int64_t from) {
       const Step& st = steps_[i];
       const bool last = i + 1 == count;
+      const int64_t m = len - from;
       // The last step writes the output in place (the loops allow exact aliasing).
-      float* dst = last ? block : slot(static_cast<int>(i) + 1);
-      const bool round = stepHalf_[i] && !last && !picksAHalf_[i];
-      uint16_t* narrow = stepHalf_[i] && last && narrowTo ? narrowTo + b0 : nullptr;
+      float* dst = (last ? block : slot(static_cast<int>(i) + 1)) + from;
+      auto at = [&](int s) { return slot(s) + from; };
+      // Without narrowTo (a half chain's output handed over widened) the last step rounds its
+      // result in registers too.
+      const bool round = stepHalf_[i] && (!last || !narrowTo) && !picksAHalf_[i];
+      uint16_t* narrow = stepHalf_[i] && last && narrowTo ? narrowTo + b0 + from : nullptr;
       const bool inRegisters = round || narrow;
+      auto roundRest = [&](int64_t done) {
+        if (done < m) roundThroughHalves(dst + done, static_cast<size_t>(m - done));
+      };
       int64_t done = 0; // leading elements computed (and rounded or narrowed) by a half loop
       if (st.kind == Kind::ToHalf || st.kind == Kind::ToFloat) {
         // The Casts of a float16 stretch: ToHalf rounds as floatsToHalves does (NaN payloads as
         // half_steps.h says), ToFloat widens the float16 value the Cast kernel would read, so a
         // NaN becomes the plain quiet NaN with its sign as the unfused nodes' float16 tensor has
         // it.
-        const float* in = slot(st.a.slot);
-        if (in != dst) std::copy(in, in + len, dst);
+        const float* in = at(st.a.slot);
+        if (in != dst) std::copy(in, in + m, dst);
         if (st.kind == Kind::ToHalf)
-          rounded(dst, vec::roundHalfInPlace(dst, len));
+          roundRest(vec::roundHalfInPlace(dst, m));
         else
-          roundThroughHalves(dst, static_cast<size_t>(len));
-        continue;
+          roundThroughHalves(dst, static_cast<size_t>(m));
+        return;
       } else if (st.kind == Kind::Unary) {
-        const float* in = slot(st.a.slot);
-        if (inRegisters) done = vec::unaryHalf(st.unOp, in, dst, len, st.p0, st.p1, narrow);
-        vec::unary(st.unOp, in + done, dst + done, len - done, st.p0, st.p1);
+        const float* in = at(st.a.slot);
+        if (inRegisters) done = vec::unaryHalf(st.unOp, in, dst, m, st.p0, st.p1, narrow);
+        vec::unary(st.unOp, in + done, dst + done, m - done, st.p0, st.p1);
       } else if (st.kind == Kind::BatchNorm) {
         const float* f = factors_[i].data();
-        vec::scaleShift(slot(st.a.slot), f[channel], f[channels_ + channel], dst, len);
+        vec::scaleShift(at(st.a.slot), f[channel], f[channels_ + channel], dst, m);
       } else {
         const Bound& ba = boundA_[i];
         const Bound& bb = boundB_[i];
@@ -182,31 +248,61 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset,
         };
         if ((st.a.slot >= 0 && st.b.slot >= 0) || (st.a.slot >= 0 && bb.shape == Shape::Full) ||
             (st.a.slot < 0 && ba.shape == Shape::Full)) {
-          const float* a = st.a.slot >= 0 ? slot(st.a.slot) : ba.data + offset + b0;
-          const float* b = st.b.slot >= 0 ? slot(st.b.slot) : bb.data + offset + b0;
-          if (inRegisters) done = vec::binarySameHalf(st.binOp, a, b, dst, len, narrow);
-          vec::binarySame(st.binOp, a + done, b + done, dst + done, len - done);
+          const float* a = st.a.slot >= 0 ? at(st.a.slot) : ba.data + offset + b0 + from;
+          const float* b = st.b.slot >= 0 ? at(st.b.slot) : bb.data + offset + b0 + from;
+          if (inRegisters) done = vec::binarySameHalf(st.binOp, a, b, dst, m, narrow);
+          vec::binarySame(st.binOp, a + done, b + done, dst + done, m - done);
         } else if (st.a.slot >= 0) {
-          const float* a = slot(st.a.slot);
+          const float* a = at(st.a.slot);
           const float s = scalarOf(bb);
-          if (inRegisters) done = vec::binaryScalarRightHalf(st.binOp, a, s, dst, len, narrow);
-          vec::binaryScalarRight(st.binOp, a + done, s, dst + done, len - done);
+          if (inRegisters) done = vec::binaryScalarRightHalf(st.binOp, a, s, dst, m, narrow);
+          vec::binaryScalarRight(st.binOp, a + done, s, dst + done, m - done);
         } else {
-          const float* b = slot(st.b.slot);
+          const float* b = at(st.b.slot);
           const float s = scalarOf(ba);
-          if (inRegisters) done = vec::binaryScalarLeftHalf(st.binOp, s, b, dst, len, narrow);
-          vec::binaryScalarLeft(st.binOp, s, b + done, dst + done, len - done);
+          if (inRegisters) done = vec::binaryScalarLeftHalf(st.binOp, s, b, dst, m, narrow);
+          vec::binaryScalarLeft(st.binOp, s, b + done, dst + done, m - done);
         }
       }
-      if (round) rounded(dst, done);
-      if (narrow) narrowed = done;
+      if (round) roundRest(done);
+      if (narrow) narrowed = from + done;
+    };
+    for (size_t i = 0; i < count; ++i) {
+      if (hardSwishAt_[i]) {
+        // A decomposed HardSwish (hardSwishAt_): its four steps in one pass, each result rounded
+        // (or the last narrowed) as its own step would; the four steps one by one for what the
+        // pass leaves.
+        const Step& add = steps_[i];
+        const Step& clip = steps_[i + 1];
+        const size_t end = i + 3;
+        const bool last = end + 1 == count;
+        const bool half = stepHalf_[i];
+        vec::HardSwishSteps h;
+        h.add = boundB_[i].data[0];
+        h.lo = clip.p0;
+        h.hi = clip.p1;
+        h.div = boundB_[end].data[0];
+        h.productOfInput = steps_[i + 2].a.slot == add.a.slot;
+        h.roundAdd = half;
+        h.roundClip = half && !picksAHalf_[i + 1];
+        h.roundProduct = half;
+        h.narrow = half && last && narrowTo ? narrowTo + b0 : nullptr;
+        h.roundLast = half && !h.narrow;
+        float* dst = last ? block : slot(static_cast<int>(end) + 1);
+        const int64_t done = vec::hardSwishSteps(h, slot(add.a.slot), dst, len);
+        if (h.narrow) narrowed = done;
+        if (done < len)
+          for (size_t j = i; j <= end; ++j)
+            runStep(j, done);
+        i = end;
+        continue;
+      }
+      runStep(i, 0);
     }
     // What the last step left is rounded by the narrowing.
     if (narrowTo)
       floatsToHalves(block + narrowed, narrowTo + b0 + narrowed,
                      static_cast<size_t>(len - narrowed));
-    else if (stepHalf_.back())
-      roundThroughHalves(block, static_cast<size_t>(len));
   }
 }
 

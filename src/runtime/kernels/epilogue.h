@@ -68,9 +68,11 @@ class Epilogue {
 
   // Runs the chain in place over y[0, n), elements of channel `channel` starting at flat offset
   // `offset` of the output (after bind); a half chain also writes the float16 result to
-  // `narrowTo[0, n)` when given. Thread-safe.
-  void apply(float* y, int64_t n, int64_t channel, int64_t offset,
-             uint16_t* narrowTo = nullptr) const;
+  // `narrowTo[0, n)` when given. With `bias`, *bias is added to each y value first (the
+  // convolution's bias, in the pass that reads the values anyway; the same float adds).
+  // Thread-safe.
+  void apply(float* y, int64_t n, int64_t channel, int64_t offset, uint16_t* narrowTo = nullptr,
+             const float* bias = nullptr) const;
   // The whole NC... output, planes spread over `threads`.
   void applyAll(int threads, float* y) const;
   // True (after bind) when every step treats all elements alike: no BatchNorm and only scalar
@@ -96,6 +98,10 @@ class Epilogue {
   std::vector<bool> picksAHalf_;
   std::vector<std::shared_ptr<const Tensor>> owned_;
   std::vector<bool> stepHalf_; // per step: computes in float16 (all of a half chain's steps)
+  // Per step: the first of a decomposed HardSwish, x + c, Clip, x * that, / d (each result read
+  // only by the next), which apply runs as one pass (vec::hardSwishSteps).
+  std::vector<bool> hardSwishAt_;
+  void findHardSwishes();
   bool half_ = false;
   uint16_t* narrowBase_ = nullptr;
   int64_t batch_ = 0, channels_ = 0, plane_ = 0;

@@ -99,6 +99,30 @@ namespace {
     return loop1(v, v, nullptr, n, [](V::T x) { return x; });                                      \
   }
 
+// HardSwishSteps (half_steps.h) over one vector at a time.
+#define KILN_HARD_SWISH_BODY                                                                       \
+  int64_t hardSwish(const HardSwishSteps& h, const float* in, float* out, int64_t n) {             \
+    const V::T add = V::set1(h.add), lo = V::set1(h.lo), hi = V::set1(h.hi);                       \
+    const V::T div = V::set1(h.div);                                                               \
+    int64_t i = 0;                                                                                 \
+    for (; i + V::kWidth <= n; i += V::kWidth) {                                                   \
+      const V::T x = V::load(in + i);                                                              \
+      V::T t = V::add(x, add);                                                                     \
+      if (h.roundAdd) t = V::round(t);                                                             \
+      t = V::sel(t, lo, lo, t);                                                                    \
+      t = V::sel(hi, t, hi, t);                                                                    \
+      if (h.roundClip) t = V::round(t);                                                            \
+      t = h.productOfInput ? V::mul(x, t) : V::mul(t, x);                                          \
+      if (h.roundProduct) t = V::round(t);                                                         \
+      t = V::div(t, div);                                                                          \
+      if (h.narrow)                                                                                \
+        V::narrow(h.narrow + i, t);                                                                \
+      else                                                                                         \
+        V::store(out + i, h.roundLast ? V::round(t) : t);                                          \
+    }                                                                                              \
+    return i;                                                                                      \
+  }
+
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 namespace avx512 {
@@ -139,6 +163,7 @@ struct V {
   }
 };
 KILN_HALF_STEPS_BODY
+KILN_HARD_SWISH_BODY
 } // namespace avx512
 #pragma GCC pop_options
 
@@ -179,10 +204,12 @@ struct V {
   }
 };
 KILN_HALF_STEPS_BODY
+KILN_HARD_SWISH_BODY
 } // namespace f16c
 #pragma GCC pop_options
 
 #undef KILN_HALF_STEPS_BODY
+#undef KILN_HARD_SWISH_BODY
 
 // The widest set the machine has, or none.
 enum class Isa { None, F16c, Avx512 };
@@ -231,6 +258,10 @@ int64_t roundHalfInPlace(float* v, int64_t n) { KILN_HALF_DISPATCH(roundInPlace(
 
 int64_t widenHalves(const uint16_t* src, float* dst, int64_t n) {
   KILN_HALF_DISPATCH(widen(src, dst, n));
+}
+
+int64_t hardSwishSteps(const HardSwishSteps& h, const float* x, float* out, int64_t n) {
+  KILN_HALF_DISPATCH(hardSwish(h, x, out, n));
 }
 
 #undef KILN_HALF_DISPATCH

@@ -34,4 +34,18 @@ int64_t roundHalfInPlace(float* v, int64_t n);
 // float16 result is narrowed by floatsToHalves (a Conv's input), where no payload is seen.
 int64_t widenHalves(const uint16_t* src, float* dst, int64_t n);
 
+// A decomposed HardSwish's four steps in one pass over x: t = x + add; t = t < lo ? lo : t;
+// t = hi < t ? hi : t; t = x * t (t * x without productOfInput); out = t / div, each as the
+// float loop computes it, each result rounded to float16 where its flag says, the last
+// narrowed into `narrow` instead when given (`out` then not written). productOfInput: the Mul
+// step's first operand is x (else the clipped value). Works for float32 chains too (no flags).
+// Returns how many leading elements it did, as the loops above.
+struct HardSwishSteps {
+  float add = 0, lo = 0, hi = 0, div = 1;
+  bool productOfInput = true;
+  bool roundAdd = false, roundClip = false, roundProduct = false, roundLast = false;
+  uint16_t* narrow = nullptr;
+};
+int64_t hardSwishSteps(const HardSwishSteps& h, const float* x, float* out, int64_t n);
+
 } // namespace kiln::rt::vec

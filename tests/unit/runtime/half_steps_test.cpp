@@ -134,5 +134,54 @@ TEST(HalfSteps, RoundAndWidenAreTheBlockConversions) {
     expectSameValue(rounded[i], values[i], "pattern " + std::to_string(i));
 }
 
+// A decomposed HardSwish (x + 3, Clip 0..6, x * that, / 6) in one pass against its four float
+// loops, each result rounded where a float16 chain rounds it (or, for a float32 chain, none).
+TEST(HalfSteps, HardSwishPassIsItsFourSteps) {
+  const std::vector<float> x = halfValues(11);
+  const int64_t n = 1000;
+  for (bool productOfInput : {true, false}) {
+    for (bool roundClip : {false, true}) {
+      auto fourSteps = [&](float* out, bool half) {
+        std::vector<float> t(n), c(n);
+        auto round = [&](std::vector<float>& v) {
+          if (half) rt::roundThroughHalves(v.data(), v.size());
+        };
+        rt::vec::binaryScalarRight(BinOp::Add, x.data(), 3.0f, t.data(), n);
+        round(t);
+        rt::vec::unary(UnOp::Clip, t.data(), c.data(), n, 0.0f, 6.0f);
+        if (roundClip) round(c);
+        if (productOfInput)
+          rt::vec::binarySame(BinOp::Mul, x.data(), c.data(), t.data(), n);
+        else
+          rt::vec::binarySame(BinOp::Mul, c.data(), x.data(), t.data(), n);
+        round(t);
+        rt::vec::binaryScalarRight(BinOp::Div, t.data(), 6.0f, out, n);
+      };
+      rt::vec::HardSwishSteps h;
+      h.add = 3.0f, h.lo = 0.0f, h.hi = 6.0f, h.div = 6.0f;
+      h.productOfInput = productOfInput;
+      const std::string what = std::string("hardswish") + (productOfInput ? " x*c" : " c*x") +
+                               (roundClip ? " clip rounded" : "");
+      checkStep(
+          what,
+          [&](float* out, uint16_t* narrow) {
+            rt::vec::HardSwishSteps half = h;
+            half.roundAdd = half.roundProduct = true;
+            half.roundClip = roundClip;
+            half.roundLast = narrow == nullptr;
+            half.narrow = narrow;
+            return rt::vec::hardSwishSteps(half, x.data(), out, n);
+          },
+          [&](float* out) { fourSteps(out, true); });
+      // Float32: nothing rounded.
+      std::vector<float> want(n), got(n);
+      fourSteps(want.data(), false);
+      const int64_t done = rt::vec::hardSwishSteps(h, x.data(), got.data(), n);
+      for (int64_t i = 0; i < done; ++i)
+        expectSameValue(got[i], want[i], what + " float32 at " + std::to_string(i));
+    }
+  }
+}
+
 } // namespace
 } // namespace kiln
