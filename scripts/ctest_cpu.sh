@@ -5,7 +5,7 @@
 # Usage: scripts/ctest_cpu.sh BUILD_DIR OUT.tsv [ctest args, e.g. -j2 -R conformance]
 # OUT.tsv: test, wall s (ctest's, from LastTest.log), wall s (time's), user s, sys s, cpu s.
 # The wrapper goes into BUILD_DIR's generated CTestTestfile.cmake files for this run only (they are put
-# back on exit); gtest's per-case unit tests are left unwrapped (kiln_unit_tests: run it alone for its CPU).
+# back on exit). The unit tests run as four shards of kiln_unit_tests, wrapped like the others.
 set -euo pipefail
 build=$(realpath "$1")
 out=$(realpath -m "$2")
