@@ -5,7 +5,7 @@
 # Usage: scripts/ctest_cpu.sh BUILD_DIR OUT.tsv [ctest args, e.g. -j2 -R conformance]
 # OUT.tsv: test, wall s (ctest's, from LastTest.log), wall s (time's), user s, sys s, cpu s.
 # The wrapper goes into BUILD_DIR's generated CTestTestfile.cmake files for this run only (they are put
-# back on exit); gtest's per-case unit tests are left unwrapped (kiln_unit_tests: run it alone for its CPU).
+# back on exit). The unit tests run as four shards of kiln_unit_tests, wrapped like the others.
 set -euo pipefail
 build=$(realpath "$1")
 out=$(realpath -m "$2")
@@ -32,8 +32,10 @@ if [ -f "$log" ]; then
     /^[0-9]+\/[0-9]+ Test: / { name = $3 }
     /Test time = / { for (i = 1; i <= NF; i++) if ($i == "=") { printf "%s\t%s\n", name, $(i + 1) } }' "$log")
 fi
+# The header first, then the tests by CPU seconds (sorted with the header, it landed mid-file and the
+# total below skipped the first test instead of it).
+printf 'test\tctest_wall_s\twall_s\tuser_s\tsys_s\tcpu_s\n' >"$out"
 {
-  printf 'test\tctest_wall_s\twall_s\tuser_s\tsys_s\tcpu_s\n'
   for f in "$times"/*; do
     [ -e "$f" ] || continue
     name=$(basename "$f")
@@ -41,7 +43,7 @@ fi
     read -r e u s < <(tail -n 1 "$f")
     printf '%s\t%s\t%s\t%s\t%s\t%.2f\n' "$name" "${wall[$name]:-?}" "$e" "$u" "$s" "$(awk -v u="$u" -v s="$s" 'BEGIN { print u + s }')"
   done
-} | sort -t$'\t' -k6,6 -g -r >"$out"
+} | sort -t$'\t' -k6,6 -g -r >>"$out"
 rm -rf "$times"
 awk -F'\t' 'NR == 1 { next } { cpu += $6; n++ } END { printf "ctest_cpu: %d wrapped tests, %.0f s of CPU\n", n, cpu }' "$out"
 head -n 26 "$out" | column -t -s$'\t'

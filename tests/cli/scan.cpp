@@ -4,9 +4,10 @@
 //
 // Starting a tool costs ~40 ms of CPU (loading and relocating its libraries), more than most runs
 // themselves. So this program links the four tools' own main() (tools/*/main.cpp built with main
-// renamed), and a fork of it calls them for one model's steps in turn, each with its own output
-// files and deadline; a step that does not finish there is run again alone in a fresh fork, and
-// that run is what gets recorded (runBatch). --exec runs the installed binaries, one per step.
+// renamed), and a fork of it (a runner) calls them for step after step, model after model, each
+// with its own output files and deadline; a step that does not finish there is run again alone in
+// a fresh fork, and that run is what gets recorded (StepRunner). --exec runs the installed
+// binaries, one per step.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -100,6 +101,9 @@ struct Options {
   std::set<std::string> onlySteps; // steps to run (empty: all)
   bool keepAll = false;            // keep every model's scratch folder, not only crashing ones
   bool exec = false;               // run the tools' binaries instead of forks of this program
+  // Scan only every shardCount-th model, starting at shardIndex (0-based): ctest runs the scan as
+  // shards, one core each, that its scheduler can start as early as any other test.
+  size_t shardIndex = 0, shardCount = 1;
 };
 
 // One model to scan. `caseDir` holds test_data_set_0 for ONNX test cases.
@@ -351,102 +355,176 @@ RunResult runConfirmed(const Step& step, const fs::path& dir, double timeoutSeco
   return r;
 }
 
-// Runs steps[i...] one after another in one forked process, which saves a fork per step; the
-// child reports each step's exit status on a pipe. When the child does not finish a
-// step (signal, hang, exit() from inside a tool), that step runs again on its own and is recorded
-// from there, then the batch resumes after it in a new process. So every signal and hang recorded
-// comes from a process that ran that step alone.
-std::vector<RunResult> runBatch(const std::vector<Step>& steps, const fs::path& dir,
-                                double timeoutSeconds, bool exec) {
-  std::vector<RunResult> results(steps.size());
-  size_t next = 0;
-  while (next < steps.size()) {
-    if (exec) {
-      results[next] = runConfirmed(steps[next], dir, timeoutSeconds, exec);
-      ++next;
-      continue;
+// A forked process that runs the steps it is sent, one at a time, for model after model: a fresh
+// fork per model cost more than most of its steps (the child faults in the pages it touches
+// again, and its heap starts cold every time). The scanner sends each step on a pipe and waits
+// for its exit status with the step's deadline. When the runner does not finish a step (signal,
+// hang, exit() from inside a tool), that step runs again on its own in a fresh fork and is
+// recorded from there, and the next step starts a new runner: every signal and hang recorded
+// comes from a process that ran only that step. A runner is replaced after kMaxSteps steps, so
+// what the tools leave behind (leaks, stray threads) stays bounded.
+class StepRunner {
+ public:
+  StepRunner(double timeoutSeconds, bool exec) : timeoutSeconds_(timeoutSeconds), exec_(exec) {}
+  StepRunner(const StepRunner&) = delete;
+  StepRunner& operator=(const StepRunner&) = delete;
+  ~StepRunner() { stop(); }
+
+  RunResult run(const Step& step, const fs::path& dir) {
+    if (exec_ || (pid_ < 0 && !start())) return runConfirmed(step, dir, timeoutSeconds_, exec_);
+    const fs::path out = dir / (step.name + ".out"), err = dir / (step.name + ".err");
+    const auto start = std::chrono::steady_clock::now();
+    if (!send(step, out, err)) { // the runner is gone: the step runs on its own
+      stop();
+      return runConfirmed(step, dir, timeoutSeconds_, exec_);
     }
-    int pipeFds[2];
-    if (pipe2(pipeFds, O_CLOEXEC) != 0 || fcntl(pipeFds[0], F_SETFL, O_NONBLOCK) != 0) {
-      results[next] = runConfirmed(steps[next], dir, timeoutSeconds, exec);
-      ++next;
-      continue;
+    ++steps_;
+    const auto deadline = start + toDuration(timeoutSeconds_);
+    std::string pending;
+    int status = 0;
+    bool ended = false;
+    while (pending.find('\n') == std::string::npos) {
+      ended = waitUntil(pid_, pidfd_, fromRunner_, deadline, status);
+      char buffer[64];
+      ssize_t n;
+      while ((n = read(fromRunner_, buffer, sizeof buffer)) > 0)
+        pending.append(buffer, static_cast<size_t>(n));
+      if (ended || std::chrono::steady_clock::now() >= deadline) break;
     }
-    const size_t first = next;
+    if (pending.find('\n') != std::string::npos) {
+      // Encode the exit status as waitpid would, so classify reads it the same way.
+      const int exitStatus = std::atoi(pending.c_str());
+      if (ended) reaped_ = true;
+      if (ended || steps_ >= kMaxSteps) stop();
+      return classify(false, (exitStatus & 0xff) << 8, secondsSince(start), out, err,
+                      codedOnStdout(step));
+    }
+    if (ended) { // ended inside the step: signal or exit() from a tool
+      reaped_ = true;
+      stop();
+      return runConfirmed(step, dir, timeoutSeconds_, exec_);
+    }
+    stop(); // past the deadline once: alone, it gets 4x
+    RunResult r = runAlone(step, dir, timeoutSeconds_ * 4, exec_);
+    r.slow = r.outcome != Outcome::Hang;
+    return r;
+  }
+
+  // Ends the runner (and anything a tool left running in its process group).
+  void stop() {
+    if (pid_ < 0) return;
+    close(toRunner_);
+    close(fromRunner_);
+    if (!reaped_) {
+      int status = 0;
+      kill(-pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+    }
+    kill(-pid_, SIGKILL);
+    if (pidfd_ >= 0) close(pidfd_);
+    pid_ = -1;
+  }
+
+ private:
+  static constexpr size_t kMaxSteps = 1000;
+
+  bool start() {
+    int toRunner[2], fromRunner[2];
+    if (pipe2(toRunner, O_CLOEXEC) != 0) return false;
+    if (pipe2(fromRunner, O_CLOEXEC) != 0) {
+      close(toRunner[0]);
+      close(toRunner[1]);
+      return false;
+    }
     pid_t pid = forkRun();
     if (pid == 0) {
-      close(pipeFds[0]);
-      for (size_t i = first; i < steps.size(); ++i) {
-        const Step& s = steps[i];
-        if (!redirect(dir / (s.name + ".out"), dir / (s.name + ".err"))) _exit(126);
-        int status = callMain(s);
-        // A status line is shorter than PIPE_BUF, so it is written whole.
-        std::string line = std::to_string(i) + " " + std::to_string(status) + "\n";
-        if (write(pipeFds[1], line.data(), line.size()) < 0) _exit(126);
+      close(toRunner[1]);
+      close(fromRunner[0]);
+      serve(toRunner[0], fromRunner[1]);
+    }
+    close(toRunner[0]);
+    close(fromRunner[1]);
+    if (pid < 0 || fcntl(fromRunner[0], F_SETFL, O_NONBLOCK) != 0) {
+      close(toRunner[1]);
+      close(fromRunner[0]);
+      if (pid > 0) {
+        kill(-pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
       }
-      _exit(0);
+      return false;
     }
-    close(pipeFds[1]);
-    if (pid < 0) {
-      close(pipeFds[0]);
-      results[next] = runConfirmed(steps[next], dir, timeoutSeconds, exec);
-      ++next;
-      continue;
-    }
-    int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-    std::string pending;
-    auto stepStart = std::chrono::steady_clock::now();
-    bool childEnded = false;
-    int status = 0;
-    while (next < steps.size() && !childEnded) {
-      childEnded =
-          waitUntil(pid, pidfd, pipeFds[0], stepStart + toDuration(timeoutSeconds), status);
-      // Read whatever step lines arrived (also after the child ended).
-      char buffer[512];
-      ssize_t n;
-      while ((n = read(pipeFds[0], buffer, sizeof buffer)) > 0)
-        pending.append(buffer, static_cast<size_t>(n));
-      size_t eol;
-      bool progressed = false;
-      while ((eol = pending.find('\n')) != std::string::npos) {
-        std::istringstream line(pending.substr(0, eol));
-        pending.erase(0, eol + 1);
-        size_t index = 0;
-        int exitStatus = 0;
-        line >> index >> exitStatus;
-        if (index != next) continue;
-        const Step& s = steps[index];
-        // Encode the exit status as waitpid would, so classify reads it the same way.
-        results[index] =
-            classify(false, (exitStatus & 0xff) << 8, secondsSince(stepStart),
-                     dir / (s.name + ".out"), dir / (s.name + ".err"), codedOnStdout(s));
-        ++next;
-        stepStart = std::chrono::steady_clock::now();
-        progressed = true;
-      }
-      if (!childEnded && !progressed &&
-          std::chrono::steady_clock::now() >= stepStart + toDuration(timeoutSeconds))
-        break; // the step in progress passed its deadline
-    }
-    if (!childEnded) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
-    }
-    kill(-pid, SIGKILL);
-    if (pidfd >= 0) close(pidfd);
-    close(pipeFds[0]);
-    if (next < steps.size()) { // the step in progress did not finish in the batch
-      if (childEnded) {
-        results[next] = runConfirmed(steps[next], dir, timeoutSeconds, exec);
-      } else { // it already passed the deadline once: alone, it gets 4x
-        results[next] = runAlone(steps[next], dir, timeoutSeconds * 4, exec);
-        results[next].slow = results[next].outcome != Outcome::Hang;
-      }
-      ++next;
-    }
+    pid_ = pid;
+    pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    toRunner_ = toRunner[1];
+    fromRunner_ = fromRunner[0];
+    reaped_ = false;
+    steps_ = 0;
+    return true;
   }
-  return results;
-}
+
+  // A request: the tool, the output files and the arguments, each string length-prefixed.
+  bool send(const Step& step, const fs::path& out, const fs::path& err) {
+    std::string message;
+    auto add = [&](const std::string& s) { message += std::to_string(s.size()) + ":" + s; };
+    add(std::to_string(static_cast<int>(step.tool)));
+    add(out.string());
+    add(err.string());
+    add(std::to_string(step.argv.size()));
+    for (const auto& a : step.argv)
+      add(a);
+    for (size_t done = 0; done < message.size();) {
+      ssize_t n = write(toRunner_, message.data() + done, message.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  // The runner's side: reads requests until the pipe closes, answering each with "STATUS\n".
+  [[noreturn]] static void serve(int requests, int answers) {
+    auto readString = [&](std::string& s) {
+      std::string length;
+      char c;
+      while (true) {
+        ssize_t n = read(requests, &c, 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        if (c == ':') break;
+        length += c;
+      }
+      s.assign(static_cast<size_t>(std::atol(length.c_str())), '\0');
+      for (size_t done = 0; done < s.size();) {
+        ssize_t n = read(requests, s.data() + done, s.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        done += static_cast<size_t>(n);
+      }
+      return true;
+    };
+    std::string tool, out, err, count;
+    while (readString(tool) && readString(out) && readString(err) && readString(count)) {
+      Step step{"", static_cast<Tool>(std::atoi(tool.c_str())), {}};
+      step.argv.resize(static_cast<size_t>(std::atol(count.c_str())));
+      for (auto& a : step.argv)
+        if (!readString(a)) _exit(0);
+      if (!redirect(out, err)) _exit(126);
+      const std::string line = std::to_string(callMain(step)) + "\n";
+      // A status line is shorter than PIPE_BUF, so it is written whole.
+      if (write(answers, line.data(), line.size()) < 0) _exit(126);
+    }
+    _exit(0);
+  }
+
+  double timeoutSeconds_;
+  bool exec_;
+  pid_t pid_ = -1;
+  int pidfd_ = -1;
+  int toRunner_ = -1;
+  int fromRunner_ = -1;
+  bool reaped_ = false; // waitUntil already collected the runner's exit status
+  size_t steps_ = 0;    // steps this runner has run
+};
 
 // input_10.pb sorts after input_9.pb.
 std::vector<fs::path> inputFiles(const fs::path& set) {
@@ -498,7 +576,8 @@ const std::vector<std::pair<std::string, std::string>>& stepTable() {
 
 class Scanner {
  public:
-  explicit Scanner(const Options& options) : options_(options) {}
+  explicit Scanner(const Options& options)
+      : options_(options), runner_(options.timeoutSeconds, options.exec) {}
 
   // Runs every step on one model in `dir`; returns whether the folder should be kept.
   bool scanModel(const Model& model, const fs::path& dir) {
@@ -514,9 +593,8 @@ class Scanner {
       steps.push_back({name, tool, std::move(args)});
     };
     auto runAdded = [&]() {
-      std::vector<RunResult> results = runBatch(steps, dir, options_.timeoutSeconds, options_.exec);
       for (size_t i = 0; i < steps.size(); ++i) {
-        const RunResult& r = results[i];
+        const RunResult r = runner_.run(steps[i], dir);
         if (r.outcome == Outcome::Signal || r.outcome == Outcome::Hang) crashed = true;
         records_.push_back({steps[i].name, model.id, r, commandLine(steps[i].argv), ""});
       }
@@ -615,9 +693,11 @@ class Scanner {
   }
 
   std::vector<Record>& records() { return records_; }
+  void stop() { runner_.stop(); }
 
  private:
   const Options& options_;
+  StepRunner runner_;
   std::vector<Record> records_;
 };
 
@@ -673,7 +753,9 @@ std::vector<Record> scanAll(const Options& options, const std::vector<Model>& mo
     pid_t pid = fork();
     if (pid == 0) {
       Scanner scanner(options);
+      signal(SIGPIPE, SIG_IGN); // a runner that died is seen on its pipe's write, not as a signal
       scanner.scanQueue(models, *next);
+      scanner.stop();
       writeRecords(scanner.records(), options.work / ("records." + std::to_string(j)));
       _exit(0);
     }
@@ -786,7 +868,7 @@ int usage() {
   std::cerr << "usage: kiln_scan --kiln K --atc A --converter-lite C --benchmark B --source DIR "
                "--work DIR [--scratch DIR] [--testdata DIR] [--new-node-tests DIR] [--known FILE] "
                "[--jobs N] [--timeout SECONDS] [--only SUBSTRING] [--steps a,b] [--keep-all] "
-               "[--exec]\n";
+               "[--exec] [--shard K/N]\n";
   return 2;
 }
 
@@ -832,7 +914,15 @@ int main(int argc, char** argv) {
       options.keepAll = true;
     else if (a == "--exec")
       options.exec = true;
-    else if (a == "--steps") {
+    else if (a == "--shard") { // K/N, K in 1..N
+      const std::string shard = value();
+      const size_t slash = shard.find('/');
+      const long k = std::atol(shard.c_str());
+      const long n = slash == std::string::npos ? 0 : std::atol(shard.c_str() + slash + 1);
+      if (k < 1 || n < 1 || k > n) return usage();
+      options.shardIndex = static_cast<size_t>(k - 1);
+      options.shardCount = static_cast<size_t>(n);
+    } else if (a == "--steps") {
       std::istringstream list(value());
       std::string s;
       while (std::getline(list, s, ','))
@@ -896,6 +986,16 @@ int main(int argc, char** argv) {
                      models.begin(), models.end(),
                      [&](const Model& m) { return m.id.find(options.only) == std::string::npos; }),
                  models.end());
+  const size_t beforeShard = models.size();
+  if (options.shardCount > 1) {
+    size_t kept = 0;
+    for (size_t i = 0; i < models.size(); ++i)
+      if (i % options.shardCount == options.shardIndex) models[kept++] = std::move(models[i]);
+    models.resize(kept);
+  }
+  std::set<std::string> scannedIds;
+  for (const auto& m : models)
+    scannedIds.insert(m.id);
 
   std::error_code ec;
   fs::remove_all(options.work, ec);
@@ -913,8 +1013,12 @@ int main(int argc, char** argv) {
   auto known =
       options.knownList.empty() ? decltype(readKnownList({})){} : readKnownList(options.knownList);
 
-  std::cout << "kiln_scan: " << models.size() << " models, " << options.jobs << " jobs, timeout "
-            << options.timeoutSeconds << " s per run\n";
+  std::cout << "kiln_scan: " << models.size() << " models";
+  if (options.shardCount > 1)
+    std::cout << " (shard " << options.shardIndex + 1 << " of " << options.shardCount << ", of "
+              << beforeShard << " models)";
+  std::cout << ", " << options.jobs << " jobs, timeout " << options.timeoutSeconds
+            << " s per run\n";
   for (const auto& [set, n] : perSet)
     std::cout << "  " << n << " from " << set << "\n";
   for (const auto& s : skipped)
@@ -1000,8 +1104,10 @@ int main(int argc, char** argv) {
   for (const Record* r : slow)
     std::cout << "SLOW " << r->step << " " << r->modelId << ": " << r->result.seconds
               << " s (past the " << options.timeoutSeconds << " s deadline, finished on retry)\n";
+  // An entry for a model this run did not scan (another shard's, or left out by --only) says
+  // nothing.
   for (const auto& [key, note] : known)
-    if (!knownSeen.count(key))
+    if (!knownSeen.count(key) && scannedIds.count(key.second))
       std::cout << "NOTE known entry no longer crashes, remove it: " << key.first << " "
                 << key.second << "\n";
 
