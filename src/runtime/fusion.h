@@ -51,6 +51,11 @@ struct FusionPlan {
   // that never runs on oneDNN (grouped, or 1x1 with stride 1 and no padding) writes planar values
   // and so may hand them to any Conv reading them as X alone.
   std::vector<int32_t> handoffTo;
+  // Per node index: 1 for a Cast to float32 whose output one DynamicQuantizeLinear alone reads
+  // (as its x) and that is no graph output nor kept. Given float16 data, the Cast hands it on as
+  // it is and the reader widens it a block at a time: the same floats (widening is exact) without
+  // a float32 copy of the whole tensor.
+  std::vector<char> passHalf;
 };
 
 // Finds the chains after each Conv (and after each ConvInteger whose output goes only to a Cast
@@ -60,7 +65,8 @@ struct FusionPlan {
 // exist before the Conv runs (or are a Cast, to float32 or float16, of such a value). A
 // ConvInteger's chain may also pass through Cast to float16, float16 steps and Cast back to
 // float32, or end in float16 (the kernel then writes a float16 output). It also holds the
-// Conv-to-Conv hand-offs (FusionPlan::handoffTo). nullptr when nothing fuses or hands off.
+// Conv-to-Conv hand-offs (FusionPlan::handoffTo) and the float16 Casts a DynamicQuantizeLinear
+// reads through (FusionPlan::passHalf). nullptr when nothing fuses, hands off or passes.
 std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
                                              const std::vector<std::string>& keep);
 
