@@ -90,6 +90,10 @@ TEST(HalfPass, MaxPoolFloat16PlanesMatchFloat32) {
       {"3x3 stride 1 padded", 4, 9, 13, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 0},
       {"3x3 stride 2 padded dilated", 3, 21, 18, {3, 3}, {2, 2}, {2, 1, 2, 1}, {2, 2}, 1},
       {"1x5 one plane", 1, 7, 30, {1, 5}, {1, 3}, {0, 2, 0, 2}, {1, 1}, 0},
+      // Wide rows (a plane bigger than a cache).
+      {"2x2 wide rows", 3, 51, 600, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1},
+      {"3x3 dilated wide rows", 2, 40, 500, {3, 3}, {1, 2}, {2, 1, 2, 1}, {2, 2}, 0},
+      {"3x3 very wide rows", 2, 9, 1500, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
   };
   for (const Case& c : cases) {
     const std::vector<int64_t> dims = {1, c.planes, c.h, c.w};
