@@ -454,6 +454,21 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
   std::vector<char> fusedAway(plan.fusion ? plan.steps.size() : 0, 0);
   // Nodes whose input X a Conv left channels-last in this run (FusionPlan::handoffTo).
   std::vector<char> channelsLastIn(plan.fusion ? plan.steps.size() : 0, 0);
+  // A Cast of FusionPlan::passHalf given float16 data: its output becomes that data as it is (the
+  // same buffer), which its one reader, a DynamicQuantizeLinear, widens itself. False (the Cast
+  // runs) for any other input, and when the output is captured.
+  auto passHalf = [&](const Step& step) {
+    const InputRef& in = plan.inputs[step.firstInput];
+    const OutputRef& out = plan.outputs[step.firstOutput];
+    if (out.capture && current_) return false;
+    const RtValue* v = in.kind == InputRef::Kind::Slot       ? &scope.slots[in.slot]
+                       : in.kind == InputRef::Kind::Outer    ? scope.find(in.value)
+                       : in.kind == InputRef::Kind::Constant ? in.constant
+                                                             : nullptr;
+    if (!v || !v->isTensor() || v->tensor.dtype() != DType::Float16) return false;
+    scope.slots[out.slot] = *v;
+    return true;
+  };
   auto release = [&](const Step& step) {
     for (uint32_t i = 0; i < step.releaseCount; ++i)
       scope.slots[plan.releases[step.firstRelease + i]] = RtValue();
@@ -480,6 +495,10 @@ Status Executor::runNodes(GraphPlan& plan, Scope& scope) {
         if (ref.capture && current_) keepCaptured(*ref.value, plan.cached[index][i]);
         scope.slots[ref.slot] = plan.cached[index][i];
       }
+      release(step);
+      continue;
+    }
+    if (!constant && plan.fusion && plan.fusion->passHalf[index] && passHalf(step)) {
       release(step);
       continue;
     }

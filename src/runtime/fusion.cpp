@@ -423,7 +423,27 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
     plan->handoffTo[c] = static_cast<int32_t>(taker);
     anyHandoff = true;
   }
-  if (plan->chains.empty() && !anyHandoff) return nullptr;
+  // Casts to float32 that only a DynamicQuantizeLinear's x reads (FusionPlan::passHalf).
+  plan->passHalf.assign(count, 0);
+  bool anyPass = false;
+  for (size_t c = 0; c < count; ++c) {
+    const Node& cast = *nodes[c];
+    const Attribute* to = cast.attribute("to");
+    if (cast.opType() != "Cast" || !cast.domain().empty() || cast.inputs().size() != 1 ||
+        !cast.input(0) || cast.outputs().size() != 1 || !cast.output(0) || !to ||
+        to->kind() != AttrKind::Int || to->asInt() != dtypeToOnnx(DType::Float32) ||
+        kept.count(cast.output(0)))
+      continue;
+    auto r = readers.find(cast.output(0));
+    if (r == readers.end() || r->second.size() != 1) continue;
+    const Node& reader = *nodes[r->second[0]];
+    if (reader.opType() != "DynamicQuantizeLinear" || !reader.domain().empty() ||
+        reader.inputs().size() != 1 || reader.input(0) != cast.output(0))
+      continue;
+    plan->passHalf[c] = 1;
+    anyPass = true;
+  }
+  if (plan->chains.empty() && !anyHandoff && !anyPass) return nullptr;
   return plan;
 }
 

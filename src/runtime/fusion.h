@@ -55,6 +55,11 @@ struct FusionPlan {
   // ConvTranspose) and from float16 Add/Sub/Mul/Div, Concat and Cast to float16 (to a float16
   // Conv), each read by that one node alone.
   std::vector<int32_t> handoffTo;
+  // Per node index: 1 for a Cast to float32 whose output one DynamicQuantizeLinear alone reads
+  // (as its x) and that is no graph output nor kept. Given float16 data, the Cast hands it on as
+  // it is and the reader widens it a block at a time: the same floats (widening is exact) without
+  // a float32 copy of the whole tensor.
+  std::vector<char> passHalf;
 };
 
 // Finds the chains after each Conv and float16 ConvTranspose (and after each ConvInteger whose
@@ -64,7 +69,8 @@ struct FusionPlan {
 // `keep`, and whose other inputs exist before the Conv runs (or are a Cast, to float32 or float16,
 // of such a value). A ConvInteger's chain may also pass through Cast to float16, float16 steps and
 // Cast back to float32, or end in float16 (the kernel then writes a float16 output). It also holds
-// the hand-offs (FusionPlan::handoffTo). nullptr when nothing fuses or hands off.
+// the hand-offs (FusionPlan::handoffTo) and the float16 Casts a DynamicQuantizeLinear reads
+// through (FusionPlan::passHalf). nullptr when nothing fuses, hands off or passes.
 std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
                                              const std::vector<std::string>& keep);
 

@@ -257,25 +257,46 @@ __attribute__((target("avx2"))) void quantizeAvx2(const float* x, int64_t n, flo
     y[i] = quantizeOne(x[i], scale, zp);
 }
 
-// DynamicQuantizeLinear over float32 x[0, n): one pass for the range, one to quantize, both split
-// over the pool (min / max and the per-element codes are exact, so any split gives the same bytes).
-// The range always includes 0 so that 0 is exactly representable.
-void dynamicQuantizeFloat(int threads, const float* x, int64_t n, float& scale, int64_t& zp,
-                          uint8_t* y) {
+// Calls fn(block, count) over x[b, e) as float32: x itself when In is float, else float16 widened
+// kBlock values at a time into a buffer on the stack (exact: the floats a whole-tensor widening
+// gives, without a float32 copy of the tensor).
+template <typename In, typename Fn>
+void forFloatBlocks(const In* x, int64_t b, int64_t e, Fn&& fn) {
+  if constexpr (std::is_same_v<In, float>) {
+    fn(x + b, e - b, b);
+  } else {
+    constexpr int64_t kBlock = 2048;
+    alignas(32) float block[kBlock];
+    for (int64_t i = b; i < e; i += kBlock) {
+      const int64_t count = std::min(kBlock, e - i);
+      halvesToFloats(x + i, block, static_cast<size_t>(count));
+      fn(block, count, i);
+    }
+  }
+}
+
+// DynamicQuantizeLinear over x[0, n) (float32, or float16 bits widened block by block): one pass
+// for the range, one to quantize, both split over the pool (min / max and the per-element codes
+// are exact, so any split or blocking gives the same bytes). The range always includes 0 so that 0
+// is exactly representable.
+template <typename In>
+void dynamicQuantize(int threads, const In* x, int64_t n, float& scale, int64_t& zp, uint8_t* y) {
   static const bool avx2 = __builtin_cpu_supports("avx2");
   constexpr int64_t kGrain = int64_t{1} << 14;
   const int64_t parts = std::max<int64_t>(1, (n + kGrain - 1) / kGrain);
   std::vector<float> los(static_cast<size_t>(parts), 0.0f), his(static_cast<size_t>(parts), 0.0f);
   pool::parallelFor(threads, n, kGrain, [&](int64_t b, int64_t e) {
     float l = 0.0f, h = 0.0f;
-    if (avx2) {
-      rangeAvx2(x + b, e - b, l, h);
-    } else {
-      for (int64_t i = b; i < e; ++i) {
-        l = std::min(l, x[i]);
-        h = std::max(h, x[i]);
+    forFloatBlocks(x, b, e, [&](const float* v, int64_t count, int64_t) {
+      if (avx2) {
+        rangeAvx2(v, count, l, h);
+      } else {
+        for (int64_t i = 0; i < count; ++i) {
+          l = std::min(l, v[i]);
+          h = std::max(h, v[i]);
+        }
       }
-    }
+    });
     los[static_cast<size_t>(b / kGrain)] = l;
     his[static_cast<size_t>(b / kGrain)] = h;
   });
@@ -291,12 +312,14 @@ void dynamicQuantizeFloat(int threads, const float* x, int64_t n, float& scale, 
     return;
   }
   pool::parallelFor(threads, n, kGrain, [&](int64_t b, int64_t e) {
-    if (avx2) {
-      quantizeAvx2(x + b, e - b, scale, zp, y + b);
-    } else {
-      for (int64_t i = b; i < e; ++i)
-        y[i] = quantizeOne(x[i], scale, zp);
-    }
+    forFloatBlocks(x, b, e, [&](const float* v, int64_t count, int64_t at) {
+      if (avx2) {
+        quantizeAvx2(v, count, scale, zp, y + at);
+      } else {
+        for (int64_t i = 0; i < count; ++i)
+          y[at + i] = quantizeOne(v[i], scale, zp);
+      }
+    });
   });
 }
 
@@ -308,11 +331,14 @@ Status dynamicQuantizeLinearOp(KernelContext& ctx) {
   int64_t zp = 0;
   const auto n = static_cast<int64_t>(x.elementCount());
   if (x.dtype() == DType::Float32) {
-    dynamicQuantizeFloat(ctx.threads(), ctx.inputData<float>(0), n, scale, zp, y.bytes());
+    dynamicQuantize(ctx.threads(), ctx.inputData<float>(0), n, scale, zp, y.bytes());
+  } else if (x.dtype() == DType::Float16) {
+    // Also a Cast's float16 input handed on as it is (FusionPlan::passHalf).
+    dynamicQuantize(ctx.threads(), ctx.inputData<uint16_t>(0), n, scale, zp, y.bytes());
   } else {
-    // float16 / bfloat16 / float64 values widened (or narrowed) to float32 first, as before.
+    // bfloat16 / float64 values widened (or narrowed) to float32 first.
     std::vector<float> xv = toFloatVector(x);
-    dynamicQuantizeFloat(ctx.threads(), xv.data(), n, scale, zp, y.bytes());
+    dynamicQuantize(ctx.threads(), xv.data(), n, scale, zp, y.bytes());
   }
   ctx.setOutput(0, std::move(y).finish());
   ctx.setOutput(1, makeTensor<float>(DType::Float32, {}, {scale}));
