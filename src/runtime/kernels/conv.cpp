@@ -386,6 +386,16 @@ const float* keptWidening(ConvState::Widened& slot, const Tensor& t) {
   return slot.floats ? reinterpret_cast<const float*>(slot.floats->data()) : nullptr;
 }
 
+// A float16 convolution's epilogue bound to its output dims: the fused chain when it binds
+// (true), else `roundOnly`, the epilogue of no steps that only rounds (false).
+bool bindHalfEpilogue(Epilogue*& epilogue, const std::vector<int64_t>& outDims,
+                      Epilogue& roundOnly) {
+  if (epilogue && epilogue->bind(outDims, true)) return true;
+  roundOnly.bind(outDims, true);
+  epilogue = &roundOnly;
+  return false;
+}
+
 Status convOp(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
@@ -426,12 +436,7 @@ Status convOp(KernelContext& ctx) {
     // epilogue narrows into it from then on.
     std::optional<OutTensor> y, yWide;
     Epilogue roundOnly;
-    if (epilogue && !epilogue->bind(yd, true)) epilogue = nullptr;
-    const bool chained = epilogue != nullptr;
-    if (!epilogue) {
-      roundOnly.bind(yd, true);
-      epilogue = &roundOnly;
-    }
+    const bool chained = bindHalfEpilogue(epilogue, yd, roundOnly);
     auto halfOutput = [&] {
       if (y) return;
       y.emplace(DType::Float16, yd);
@@ -760,12 +765,7 @@ Status convTransposeOp(KernelContext& ctx) {
     const int threads = ctx.threads();
     Epilogue* epilogue = ctx.epilogue();
     Epilogue roundOnly;
-    if (epilogue && !epilogue->bind(yd, true)) epilogue = nullptr;
-    const bool chained = epilogue != nullptr;
-    if (!epilogue) {
-      roundOnly.bind(yd, true);
-      epilogue = &roundOnly;
-    }
+    const bool chained = bindHalfEpilogue(epilogue, yd, roundOnly);
     const auto xCount = static_cast<int64_t>(x.elementCount());
     Scratch<float> xw;
     const float* xf = reinterpret_cast<const float*>(x.data());

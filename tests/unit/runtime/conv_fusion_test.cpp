@@ -146,6 +146,31 @@ uint64_t calls(const rt::RunResult& r, const std::string& op) {
   return it == r.profile.end() ? 0 : it->second.calls;
 }
 
+// Runs a one-output float16 model node by node and fused: the fused float16 output must have the
+// same bytes, and (with `finite`) hold only finite values, so a hand-off that moved or changed
+// values would show. Returns the fused run for the caller's own checks.
+rt::RunResult fusedHalfEqualsPlain(const ChainModel& m, int threads, const std::string& what,
+                                   bool finite, rt::RunResult* plainOut = nullptr) {
+  rt::RunResult plain = run(m, false, threads);
+  rt::RunResult fused = run(m, true, threads);
+  EXPECT_EQ(plain.outputs.size(), 1u) << what;
+  EXPECT_EQ(fused.outputs.size(), 1u) << what;
+  if (plain.outputs.size() != 1 || fused.outputs.size() != 1) return fused;
+  EXPECT_EQ(fused.outputs[0].tensor.dtype(), DType::Float16) << what;
+  expectSameBytes(plain.outputs[0].tensor, fused.outputs[0].tensor, what);
+  if (finite) {
+    const Tensor& y = fused.outputs[0].tensor;
+    const uint16_t* yh = reinterpret_cast<const uint16_t*>(y.data());
+    for (size_t i = 0; i < y.elementCount(); ++i)
+      if (!std::isfinite(rt::halfToFloat(yh[i]))) {
+        ADD_FAILURE() << what << ": not finite at " << i;
+        break;
+      }
+  }
+  if (plainOut) *plainOut = std::move(plain);
+  return fused;
+}
+
 const ConvCase kCases[] = {
     {"1x1 (GEMM blocks)", 24, 40, 1, 1, 1},
     {"1x1 (GEMM row blocks: one column block, 192 filters)", 256, 192, 1, 1, 1},
@@ -514,17 +539,7 @@ TEST(ConvFusion, HalfConvHandOffEqualsNodesOneByOne) {
     for (int threads : {1, 2}) {
       const std::string what = std::string(declared ? "declared float16, " : "untyped, ") +
                                "threads " + std::to_string(threads);
-      rt::RunResult plain = run(m, false, threads);
-      rt::RunResult fused = run(m, true, threads);
-      ASSERT_EQ(plain.outputs.size(), 1u) << what;
-      ASSERT_EQ(fused.outputs.size(), 1u) << what;
-      EXPECT_EQ(fused.outputs[0].tensor.dtype(), DType::Float16) << what;
-      expectSameBytes(plain.outputs[0].tensor, fused.outputs[0].tensor, what);
-      // Finite outputs: a hand-off that moved or changed values would show.
-      const Tensor& y = fused.outputs[0].tensor;
-      const uint16_t* yh = reinterpret_cast<const uint16_t*>(y.data());
-      for (size_t i = 0; i < y.elementCount(); ++i)
-        ASSERT_TRUE(std::isfinite(rt::halfToFloat(yh[i]))) << what << " at " << i;
+      rt::RunResult fused = fusedHalfEqualsPlain(m, threads, what, true);
       EXPECT_EQ(calls(fused, "Relu"), 0u) << what;
       EXPECT_EQ(calls(fused, "Mul"), 0u) << what;
     }
@@ -604,16 +619,7 @@ TEST(ConvFusion, WidenedHandOffToHalfConvEqualsNodesOneByOne) {
   EXPECT_EQ(handoff["b"], -1);
   for (int threads : {1, 2}) {
     const std::string what = "threads " + std::to_string(threads);
-    rt::RunResult plain = run(m, false, threads);
-    rt::RunResult fused = run(m, true, threads);
-    ASSERT_EQ(plain.outputs.size(), 1u) << what;
-    ASSERT_EQ(fused.outputs.size(), 1u) << what;
-    EXPECT_EQ(fused.outputs[0].tensor.dtype(), DType::Float16) << what;
-    expectSameBytes(plain.outputs[0].tensor, fused.outputs[0].tensor, what);
-    const Tensor& y = fused.outputs[0].tensor;
-    const uint16_t* yh = reinterpret_cast<const uint16_t*>(y.data());
-    for (size_t i = 0; i < y.elementCount(); ++i)
-      ASSERT_TRUE(std::isfinite(rt::halfToFloat(yh[i]))) << what << " at " << i;
+    fusedHalfEqualsPlain(m, threads, what, true);
   }
 }
 
@@ -677,12 +683,8 @@ TEST(ConvFusion, HalfConvTransposeChainAndHandOffEqualNodesOneByOne) {
   EXPECT_EQ(handoff["t2"], index["c"]);
   for (int threads : {1, 2}) {
     const std::string what = "threads " + std::to_string(threads);
-    rt::RunResult plain = run(m, false, threads);
-    rt::RunResult fused = run(m, true, threads);
-    ASSERT_EQ(plain.outputs.size(), 1u) << what;
-    ASSERT_EQ(fused.outputs.size(), 1u) << what;
-    EXPECT_EQ(fused.outputs[0].tensor.dtype(), DType::Float16) << what;
-    expectSameBytes(plain.outputs[0].tensor, fused.outputs[0].tensor, what);
+    rt::RunResult plain;
+    rt::RunResult fused = fusedHalfEqualsPlain(m, threads, what, false, &plain);
     EXPECT_EQ(calls(fused, "Relu"), 0u) << what;
     EXPECT_EQ(calls(fused, "Add"), 0u) << what;
     EXPECT_EQ(calls(plain, "Relu"), 1u) << what;
