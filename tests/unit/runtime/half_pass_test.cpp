@@ -94,6 +94,9 @@ TEST(HalfPass, MaxPoolFloat16PlanesMatchFloat32) {
       {"2x2 wide rows", 3, 51, 600, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1},
       {"3x3 dilated wide rows", 2, 40, 500, {3, 3}, {1, 2}, {2, 1, 2, 1}, {2, 2}, 0},
       {"3x3 very wide rows", 2, 9, 1500, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
+      // Many small planes, pooled a group at a time, the last group short (PP-OCR cls's 2x96).
+      {"2x2 stride 2, 203 small planes", 203, 2, 96, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 0},
+      {"3x3 padded, 77 tiny planes", 77, 5, 3, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
   };
   for (const Case& c : cases) {
     const std::vector<int64_t> dims = {1, c.planes, c.h, c.w};
