@@ -99,20 +99,6 @@ void axpyStrided(T* row, const T* in, T wv, int64_t lo, int64_t hi, int64_t stri
     row[ox] += wv * in[ox * stride];
 }
 
-// Float16 -> float32 for a convolution's input: the conversion instruction (half_steps.h), the
-// tail as halvesToFloats. A large input is cut into ranges over the pool (PP-OCR det's .om widens
-// [96, 160, 160] maps so, which one thread did alone). Every range but the last
-// is a multiple of kParallelGrain (a multiple of every vector width), so each element takes the
-// path it takes in one pass, and the values do not depend on the thread count.
-void widenAll(int threads, const uint16_t* src, float* dst, int64_t n) {
-  pool::parallelFor(pool::threadsFor(threads, static_cast<double>(n) * pool::kNsPerElement), n,
-                    vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
-                      const int64_t done = vec::widenHalves(src + i0, dst + i0, i1 - i0);
-                      halvesToFloats(src + i0 + done, dst + i0 + done,
-                                     static_cast<size_t>(i1 - i0 - done));
-                    });
-}
-
 // Depthwise 2-D conv (one input channel per group) as direct loops: per-group GEMMs would be
 // 1-row products dominated by call and unfolding overhead. Each output row is finished before the
 // next so that it stays in L1 while its kh * kw taps are added in a fixed order.
@@ -456,8 +442,8 @@ Status convOp(KernelContext& ctx) {
     const float* xf = wideIn ? reinterpret_cast<const float*>(x.data()) : nullptr;
     if (!depthwise && !wideIn) {
       xw.reset(static_cast<size_t>(x.elementCount()));
-      widenAll(ctx.threads(), reinterpret_cast<const uint16_t*>(x.data()), xw.data(),
-               static_cast<int64_t>(x.elementCount()));
+      vec::widenHalvesOnPool(ctx.threads(), reinterpret_cast<const uint16_t*>(x.data()), xw.data(),
+                             static_cast<int64_t>(x.elementCount()));
       xf = xw.data();
     }
     const bool constantWeights = ctx.inputIsConstant(1);

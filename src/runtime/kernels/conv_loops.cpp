@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "half_steps.h"
-#include "kiln/runtime/half_block.h"
 #include "kiln/runtime/tensor_util.h"
 
 namespace kiln::rt::convloops {
@@ -115,8 +114,7 @@ void padPlane(const DepthwisePlane& g, const float* in, int64_t h, int64_t w, in
     thread_local std::vector<float> plane;
     const auto count = static_cast<size_t>(h * w);
     if (plane.size() < count) plane.resize(count);
-    const int64_t done = vec::widenHalves(inHalf, plane.data(), h * w);
-    halvesToFloats(inHalf + done, plane.data() + done, count - static_cast<size_t>(done));
+    vec::widenHalvesAll(inHalf, plane.data(), h * w);
     padPlane(g, plane.data(), h, w, pt, pl, padded);
     return;
   }
@@ -137,8 +135,7 @@ void padPlane(const DepthwisePlane& g, const float* in, int64_t h, int64_t w, in
       std::fill(dst, dst + lo, 0.0f);
       if (inHalf) {
         const uint16_t* src = inHalf + iy * w - pl; // stride 1: one phase
-        const int64_t done = vec::widenHalves(src + lo, dst + lo, last - lo);
-        halvesToFloats(src + lo + done, dst + lo + done, static_cast<size_t>(last - lo - done));
+        vec::widenHalvesAll(src + lo, dst + lo, last - lo);
         std::fill(dst + last, dst + g.rowStride, 0.0f);
         continue;
       }

@@ -1,5 +1,6 @@
 // Elementwise kernels: unary math, broadcasting arithmetic/comparison/logic, variadic
 // Max/Min/Sum/Mean, Where, Cast and CastLike.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -181,12 +182,6 @@ Status bitwiseNotKernel(KernelContext& ctx) {
 // Float16 operands take the same shapes: blocks of the full-size operand are widened in L1, go
 // through the same loops and are rounded back (the values of the element path, which widens,
 // computes in float and rounds each element).
-// Float16 -> float32 by the conversion instruction (half_steps.h), the tail as halvesToFloats.
-void widenAll(const uint16_t* src, float* dst, int64_t n) {
-  const int64_t done = vec::widenHalves(src, dst, n);
-  halvesToFloats(src + done, dst + done, static_cast<size_t>(n - done));
-}
-
 bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
@@ -244,7 +239,7 @@ bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
         constexpr int64_t kBlock = 1024;
         float x[kBlock], y[kBlock];
         uint16_t h[kBlock]; // the block narrowed, when the output is handed over widened
-        // Operands widened by the conversion instruction (widenAll), results
+        // Operands widened by the conversion instruction (widenHalvesAll), results
         // narrowed in the loop's registers (half_steps.h) and what it leaves by
         // floatsToHalves: a NaN's payload is not seen, every result is written as
         // the float loop and floatsToHalves would write it.
@@ -254,9 +249,9 @@ bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
           auto finish = [&](int64_t at, int64_t len, int64_t done) {
             floatsToHalves(x + at + done, halves + at + done, static_cast<size_t>(len - done));
           };
-          widenAll(wide + b0, x, count);
+          vec::widenHalvesAll(wide + b0, x, count);
           if (pattern == Pattern::Same) {
-            widenAll(pb + b0, y, count);
+            vec::widenHalvesAll(pb + b0, y, count);
             const int64_t done = vec::binarySameHalf(op, x, y, x, count, halves);
             vec::binarySame(op, x + done, y + done, x + done, count - done);
             finish(0, count, done);
@@ -718,21 +713,17 @@ Status castKernel(KernelContext& ctx) {
   if (!to || *to == DType::Undefined) return ctx.fail("bad 'to' attribute");
   const Tensor& x = ctx.input(0);
   if (*to == DType::Float16 && x.dtype() == DType::Float32 && ctx.channelsLastOutputAllowed()) {
-    // Float32 to float16 handed to a float16 Conv widened (FusionPlan::handoffTo): narrowed and
-    // widened back a block at a time, the values the Conv would widen from the Cast's output.
+    // Float32 to float16 handed to a float16 Conv widened (FusionPlan::handoffTo): rounded
+    // through float16 (roundThroughHalves: floatsToHalves then halvesToFloats, in registers), the
+    // values the Conv would widen from the Cast's output.
     const auto n = static_cast<int64_t>(x.elementCount());
     OutTensor out(DType::Float32, x.dims());
     const float* src = reinterpret_cast<const float*>(x.data());
     float* dst = out.data<float>();
     pool::parallelFor(pool::threadsFor(ctx.threads(), static_cast<double>(n) * pool::kNsPerElement),
                       n, vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
-                        constexpr int64_t kBlock = 1024;
-                        uint16_t h[kBlock];
-                        for (int64_t b0 = i0; b0 < i1; b0 += kBlock) {
-                          const auto count = static_cast<size_t>(std::min(kBlock, i1 - b0));
-                          floatsToHalves(src + b0, h, count);
-                          halvesToFloats(h, dst + b0, count);
-                        }
+                        std::copy(src + i0, src + i1, dst + i0);
+                        roundThroughHalves(dst + i0, static_cast<size_t>(i1 - i0));
                       });
     ctx.setOutput(0, std::move(out).finish());
     return Status::ok();

@@ -51,8 +51,7 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* na
         OutTensor wide(DType::Float32, src->dims());
         const auto* from = reinterpret_cast<const uint16_t*>(src->data());
         const auto count = static_cast<int64_t>(src->elementCount());
-        const int64_t done = vec::widenHalves(from, wide.data<float>(), count);
-        halvesToFloats(from + done, wide.data<float>() + done, static_cast<size_t>(count - done));
+        vec::widenHalvesAll(from, wide.data<float>(), count);
         widened_.push_back(std::move(wide).finish());
       }
       src = &widened_.back();

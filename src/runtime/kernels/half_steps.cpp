@@ -2,6 +2,7 @@
 #include "half_steps.h"
 
 #include "kiln/runtime/half_block.h"
+#include "thread_pool.h"
 
 #include <cstdint>
 
@@ -265,5 +266,16 @@ int64_t hardSwishSteps(const HardSwishSteps& h, const float* x, float* out, int6
 }
 
 #undef KILN_HALF_DISPATCH
+
+void widenHalvesAll(const uint16_t* src, float* dst, int64_t n) {
+  const int64_t done = widenHalves(src, dst, n);
+  halvesToFloats(src + done, dst + done, static_cast<size_t>(n - done));
+}
+
+void widenHalvesOnPool(int threads, const uint16_t* src, float* dst, int64_t n) {
+  pool::parallelFor(pool::threadsFor(threads, static_cast<double>(n) * pool::kNsPerElement), n,
+                    kParallelGrain,
+                    [&](int64_t i0, int64_t i1) { widenHalvesAll(src + i0, dst + i0, i1 - i0); });
+}
 
 } // namespace kiln::rt::vec

@@ -33,6 +33,12 @@ int64_t roundHalfInPlace(float* v, int64_t n);
 // signalling NaN, which comes out quiet. For float16 inputs that only feed arithmetic whose
 // float16 result is narrowed by floatsToHalves (a Conv's input), where no payload is seen.
 int64_t widenHalves(const uint16_t* src, float* dst, int64_t n);
+// Every element: widenHalves, then halvesToFloats for what its vector loop leaves.
+void widenHalvesAll(const uint16_t* src, float* dst, int64_t n);
+// widenHalvesAll cut into ranges over the pool when n is large enough to be worth it. Every range
+// but the last is a multiple of kParallelGrain (a multiple of every vector width), so each element
+// takes the path it takes in one pass and the values do not depend on the thread count.
+void widenHalvesOnPool(int threads, const uint16_t* src, float* dst, int64_t n);
 
 // A decomposed HardSwish's four steps in one pass over x: t = x + add; t = t < lo ? lo : t;
 // t = hi < t ? hi : t; t = x * t (t * x without productOfInput); out = t / div, each as the

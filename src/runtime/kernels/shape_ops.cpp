@@ -6,10 +6,8 @@
 #include <numeric>
 
 #include "half_steps.h"
-#include "kiln/runtime/half_block.h"
 #include "kiln/runtime/kernel.h"
 #include "shape_util.h"
-#include "thread_pool.h"
 
 namespace kiln::rt {
 namespace {
@@ -202,13 +200,7 @@ Status concatWidened(KernelContext& ctx, const std::vector<const Tensor*>& parts
     for (size_t i = 0; i < parts.size(); ++i) {
       const auto* src = reinterpret_cast<const uint16_t*>(parts[i]->data()) + o * lengths[i];
       const int64_t n = lengths[i];
-      pool::parallelFor(
-          pool::threadsFor(ctx.threads(), static_cast<double>(n) * pool::kNsPerElement), n,
-          vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
-            const int64_t done = vec::widenHalves(src + i0, dst + at + i0, i1 - i0);
-            halvesToFloats(src + i0 + done, dst + at + i0 + done,
-                           static_cast<size_t>(i1 - i0 - done));
-          });
+      vec::widenHalvesOnPool(ctx.threads(), src, dst + at, n);
       at += n;
     }
   }
