@@ -122,18 +122,28 @@ bool makeStep(const Node& node, int64_t opset,
   return true;
 }
 
-// A Cast of a chain value to float16 (to 10) or float32 (to 1) as a ToHalf / ToFloat step; false
-// for any other node.
-bool makeCastStep(const Node& node, const std::unordered_map<const Value*, int>& slots,
-                  FusedChain::Step& out) {
+// What a plain Cast (default domain, one input, one output, no subgraph) casts to when that is
+// float32 or float16; Undefined for any other node or target.
+DType floatCastTarget(const Node& node) {
   const Attribute* to = node.attribute("to");
   if (node.opType() != "Cast" || !node.domain().empty() || node.inputs().size() != 1 ||
-      node.outputs().size() != 1 || !node.output(0) || !to || to->kind() != AttrKind::Int ||
-      (to->asInt() != 1 && to->asInt() != 10))
-    return false;
+      !node.input(0) || node.outputs().size() != 1 || !node.output(0) ||
+      !node.subgraphs().empty() || !to || to->kind() != AttrKind::Int)
+    return DType::Undefined;
+  if (to->asInt() == dtypeToOnnx(DType::Float32)) return DType::Float32;
+  if (to->asInt() == dtypeToOnnx(DType::Float16)) return DType::Float16;
+  return DType::Undefined;
+}
+
+// A Cast of a chain value to float16 or float32 as a ToHalf / ToFloat step; false for any other
+// node.
+bool makeCastStep(const Node& node, const std::unordered_map<const Value*, int>& slots,
+                  FusedChain::Step& out) {
+  const DType to = floatCastTarget(node);
+  if (to == DType::Undefined) return false;
   auto it = slots.find(node.input(0));
   if (it == slots.end()) return false;
-  out.step.kind = to->asInt() == 10 ? Epilogue::Kind::ToHalf : Epilogue::Kind::ToFloat;
+  out.step.kind = to == DType::Float16 ? Epilogue::Kind::ToHalf : Epilogue::Kind::ToFloat;
   out.step.a.slot = it->second;
   return true;
 }
@@ -168,10 +178,7 @@ bool widensForConv(const Node& node) {
   const std::string& op = node.opType();
   if (node.outputs().size() != 1 || node.output(0)->dtype() != DType::Float16) return false;
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Concat") return true;
-  const Attribute* to = node.attribute("to");
-  return op == "Cast" && node.inputs().size() == 1 && node.input(0) &&
-         node.input(0)->dtype() == DType::Float32 && to && to->kind() == AttrKind::Int &&
-         to->asInt() == 10;
+  return floatCastTarget(node) == DType::Float16 && node.input(0)->dtype() == DType::Float32;
 }
 
 } // namespace
@@ -231,11 +238,7 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
       const auto& r = readers[first];
       if (r.size() != 1 || kept.count(first)) continue;
       const Node& cast = *nodes[r[0]];
-      const Attribute* to = cast.attribute("to");
-      if (cast.opType() != "Cast" || !cast.domain().empty() || cast.outputs().size() != 1 ||
-          !cast.output(0) || !to || to->kind() != AttrKind::Int || to->asInt() != 1 ||
-          !cast.subgraphs().empty())
-        continue;
+      if (floatCastTarget(cast) != DType::Float32) continue;
       chain.castFirst = true;
       first = cast.output(0);
     }
@@ -273,12 +276,9 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
           step.constant[k] = constantNodeValue(*maker);
         available = step.constant[k].has_value();
         // A float32 <-> float16 Cast of a value that exists when the Conv runs: cast at bind.
-        const Attribute* to = maker ? maker->attribute("to") : nullptr;
-        if (!available && maker && maker->opType() == "Cast" && maker->domain().empty() &&
-            maker->inputs().size() == 1 && maker->subgraphs().empty() &&
-            existsBefore(maker->input(0), c) && to && to->kind() == AttrKind::Int &&
-            (to->asInt() == 1 || to->asInt() == 10)) {
-          step.castTo[k] = to->asInt() == 1 ? DType::Float32 : DType::Float16;
+        const DType to = maker ? floatCastTarget(*maker) : DType::Undefined;
+        if (!available && to != DType::Undefined && existsBefore(maker->input(0), c)) {
+          step.castTo[k] = to;
           step.outside[k] = maker->input(0);
           available = true;
         }
@@ -428,12 +428,7 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
   bool anyPass = false;
   for (size_t c = 0; c < count; ++c) {
     const Node& cast = *nodes[c];
-    const Attribute* to = cast.attribute("to");
-    if (cast.opType() != "Cast" || !cast.domain().empty() || cast.inputs().size() != 1 ||
-        !cast.input(0) || cast.outputs().size() != 1 || !cast.output(0) || !to ||
-        to->kind() != AttrKind::Int || to->asInt() != dtypeToOnnx(DType::Float32) ||
-        kept.count(cast.output(0)))
-      continue;
+    if (floatCastTarget(cast) != DType::Float32 || kept.count(cast.output(0))) continue;
     auto r = readers.find(cast.output(0));
     if (r == readers.end() || r->second.size() != 1) continue;
     const Node& reader = *nodes[r->second[0]];
