@@ -355,6 +355,27 @@ RunResult runConfirmed(const Step& step, const fs::path& dir, double timeoutSeco
   return r;
 }
 
+// Writes or reads all `size` bytes on a pipe, retrying after a signal; false when the pipe closes
+// or fails first.
+bool writeAll(int fd, const char* data, size_t size) {
+  for (size_t done = 0; done < size;) {
+    const ssize_t n = write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+bool readAll(int fd, char* data, size_t size) {
+  for (size_t done = 0; done < size;) {
+    const ssize_t n = read(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
 // A forked process that runs the steps it is sent, one at a time, for model after model: a fresh
 // fork per model cost more than most of its steps (the child faults in the pages it touches
 // again, and its heap starts cold every time). The scanner sends each step on a pipe and waits
@@ -472,13 +493,7 @@ class StepRunner {
     add(std::to_string(step.argv.size()));
     for (const auto& a : step.argv)
       add(a);
-    for (size_t done = 0; done < message.size();) {
-      ssize_t n = write(toRunner_, message.data() + done, message.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      done += static_cast<size_t>(n);
-    }
-    return true;
+    return writeAll(toRunner_, message.data(), message.size());
   }
 
   // The runner's side: reads requests until the pipe closes, answering each with "STATUS\n".
@@ -487,20 +502,12 @@ class StepRunner {
       std::string length;
       char c;
       while (true) {
-        ssize_t n = read(requests, &c, 1);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
+        if (!readAll(requests, &c, 1)) return false;
         if (c == ':') break;
         length += c;
       }
       s.assign(static_cast<size_t>(std::atol(length.c_str())), '\0');
-      for (size_t done = 0; done < s.size();) {
-        ssize_t n = read(requests, s.data() + done, s.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        done += static_cast<size_t>(n);
-      }
-      return true;
+      return readAll(requests, s.data(), s.size());
     };
     std::string tool, out, err, count;
     while (readString(tool) && readString(out) && readString(err) && readString(count)) {

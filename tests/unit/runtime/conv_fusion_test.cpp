@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "kiln/ir/graph.h"
@@ -144,6 +145,23 @@ void expectSameBytes(const Tensor& a, const Tensor& b, const std::string& what) 
 uint64_t calls(const rt::RunResult& r, const std::string& op) {
   auto it = r.profile.find(op);
   return it == r.profile.end() ? 0 : it->second.calls;
+}
+
+// A fusion plan's entries keyed by each node's first output name: its hand-off target, its chain
+// and the node's own index.
+struct PlanEntries {
+  std::map<std::string, int32_t> handoff, chain, index;
+};
+PlanEntries byOutputName(const Graph& g, const rt::FusionPlan& plan) {
+  PlanEntries e;
+  int32_t i = 0;
+  for (const auto& n : g.nodes()) {
+    const std::string& name = n->output(0)->name();
+    e.handoff[name] = plan.handoffTo[static_cast<size_t>(i)];
+    e.chain[name] = plan.chainAt[static_cast<size_t>(i)];
+    e.index[name] = i++;
+  }
+  return e;
 }
 
 // Runs a one-output float16 model node by node and fused: the fused float16 output must have the
@@ -604,13 +622,7 @@ TEST(ConvFusion, WidenedHandOffToHalfConvEqualsNodesOneByOne) {
   const Graph& g = *m.model.graph;
   auto plan = rt::planFusion(g, 17, {});
   ASSERT_TRUE(plan);
-  std::map<std::string, int32_t> handoff;
-  std::map<std::string, int32_t> index;
-  int32_t i = 0;
-  for (const auto& n : g.nodes()) {
-    handoff[n->output(0)->name()] = plan->handoffTo[static_cast<size_t>(i)];
-    index[n->output(0)->name()] = i++;
-  }
+  auto [handoff, chain, index] = byOutputName(g, *plan);
   EXPECT_EQ(handoff["xh"], index["c1"]);
   EXPECT_EQ(handoff["cat"], index["c2"]);
   EXPECT_EQ(handoff["f"], index["c3"]);
@@ -670,13 +682,7 @@ TEST(ConvFusion, HalfConvTransposeChainAndHandOffEqualNodesOneByOne) {
   const Graph& g = *m.model.graph;
   auto plan = rt::planFusion(g, 17, {});
   ASSERT_TRUE(plan);
-  std::map<std::string, int32_t> handoff, chain, index;
-  int32_t i = 0;
-  for (const auto& n : g.nodes()) {
-    handoff[n->output(0)->name()] = plan->handoffTo[static_cast<size_t>(i)];
-    chain[n->output(0)->name()] = plan->chainAt[static_cast<size_t>(i)];
-    index[n->output(0)->name()] = i++;
-  }
+  auto [handoff, chain, index] = byOutputName(g, *plan);
   EXPECT_GE(chain["t1"], 0);
   EXPECT_GE(chain["t2"], 0);
   EXPECT_EQ(handoff["t1"], index["t2"]);

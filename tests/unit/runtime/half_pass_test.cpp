@@ -12,6 +12,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/tensor_util.h"
+#include "run_model.h"
 #include "runtime/kernels/thread_pool.h"
 
 using namespace kiln;
@@ -24,29 +25,9 @@ using Attrs = std::vector<std::pair<std::string, Attribute>>;
 // every kernel whatever its size.
 std::vector<Tensor> runNode(const std::string& op, const Tensor& x, const Attrs& attrs,
                             size_t outputs, int threads) {
-  Model model;
-  model.opsets = {{"", 17}};
-  model.graph = std::make_shared<Graph>("g");
-  Graph& g = *model.graph;
-  std::vector<std::string> names;
-  for (size_t i = 0; i < outputs; ++i)
-    names.push_back("out" + std::to_string(i));
-  Node* n = g.appendNode(op, {g.addInitializer("x", x)}, names);
-  for (const auto& [name, value] : attrs)
-    n->setAttribute(name, value);
-  for (size_t i = 0; i < outputs; ++i)
-    g.addOutput(n->output(i));
-  rt::ExecutorOptions options;
-  options.threads = threads;
   rt::pool::setSplitAlways(threads > 1);
-  rt::Executor exec(model, options);
-  auto result = exec.run({});
+  std::vector<Tensor> out = kiln::testing::runNode(op, {{"x", x}}, attrs, outputs, 17, threads);
   rt::pool::setSplitAlways(false);
-  EXPECT_TRUE(result.hasValue()) << (result ? "" : result.status().toString());
-  std::vector<Tensor> out;
-  if (!result) return out;
-  for (auto& v : result->outputs)
-    out.push_back(v.tensor);
   return out;
 }
 

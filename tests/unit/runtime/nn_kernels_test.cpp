@@ -18,41 +18,8 @@ using namespace kiln;
 
 namespace {
 
-struct Arg {
-  std::string name;
-  std::optional<Tensor> tensor; // nullopt: an omitted optional input
-};
-
-// Runs one node whose inputs are initializers; returns its outputs.
-std::vector<Tensor> runNode(const std::string& op, const std::vector<Arg>& args,
-                            const std::vector<std::pair<std::string, Attribute>>& attrs,
-                            size_t outputs, int64_t opset = 17, int threads = 1) {
-  Model model;
-  model.opsets = {{"", opset}};
-  model.graph = std::make_shared<Graph>("g");
-  Graph& g = *model.graph;
-  std::vector<Value*> ins;
-  for (const Arg& a : args)
-    ins.push_back(a.tensor ? g.addInitializer(a.name, *a.tensor) : nullptr);
-  std::vector<std::string> outNames;
-  for (size_t i = 0; i < outputs; ++i)
-    outNames.push_back("out" + std::to_string(i));
-  Node* n = g.appendNode(op, ins, outNames);
-  for (const auto& [name, value] : attrs)
-    n->setAttribute(name, value);
-  for (size_t i = 0; i < outputs; ++i)
-    g.addOutput(n->output(i));
-  rt::ExecutorOptions options;
-  options.threads = threads;
-  rt::Executor exec(model, options);
-  auto result = exec.run({});
-  EXPECT_TRUE(result.hasValue()) << (result ? "" : result.status().toString());
-  std::vector<Tensor> out;
-  if (!result) return out;
-  for (auto& v : result->outputs)
-    out.push_back(v.tensor);
-  return out;
-}
+using Arg = kiln::testing::NodeArg;
+using kiln::testing::runNode;
 
 Tensor floats(std::vector<int64_t> dims, const std::vector<float>& v) {
   return rt::makeTensor<float>(DType::Float32, std::move(dims), v);
