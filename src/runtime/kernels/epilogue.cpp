@@ -120,6 +120,7 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* na
 void Epilogue::findHardSwishes() {
   const size_t count = steps_.size();
   hardSwishAt_.assign(count, false);
+  hardSwish_.assign(count, vec::HardSwishSteps{});
   auto binary = [&](size_t i, vec::BinOp op) {
     return steps_[i].kind == Kind::Binary && steps_[i].binOp == op;
   };
@@ -147,6 +148,22 @@ void Epilogue::findHardSwishes() {
         innerRead = innerRead || (slot >= s1 && slot <= s3);
     if (innerRead) continue;
     hardSwishAt_[i] = true;
+    const bool half = stepHalf_[i];
+    vec::HardSwishSteps& h = hardSwish_[i];
+    h.add = boundB_[i].data[0];
+    h.lo = clip.p0;
+    h.hi = clip.p1;
+    h.div = boundB_[i + 3].data[0];
+    h.productOfInput = mul.a.slot == k;
+    h.roundAdd = half;
+    h.roundClip = half && !picksAHalf_[i + 1];
+    h.roundProduct = half;
+    if (half) {
+      // The quotient is rounded to float16 wherever it goes (narrowed, or rounded in place).
+      vec::HardSwishSteps rounded = h;
+      rounded.roundLast = true;
+      h.divideByReciprocal = vec::hardSwishReciprocalExact(rounded);
+    }
     i += 3;
   }
 }
@@ -271,24 +288,14 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset, uint1
         // A decomposed HardSwish (hardSwishAt_): its four steps in one pass, each result rounded
         // (or the last narrowed) as its own step would; the four steps one by one for what the
         // pass leaves.
-        const Step& add = steps_[i];
-        const Step& clip = steps_[i + 1];
         const size_t end = i + 3;
         const bool last = end + 1 == count;
         const bool half = stepHalf_[i];
-        vec::HardSwishSteps h;
-        h.add = boundB_[i].data[0];
-        h.lo = clip.p0;
-        h.hi = clip.p1;
-        h.div = boundB_[end].data[0];
-        h.productOfInput = steps_[i + 2].a.slot == add.a.slot;
-        h.roundAdd = half;
-        h.roundClip = half && !picksAHalf_[i + 1];
-        h.roundProduct = half;
+        vec::HardSwishSteps h = hardSwish_[i];
         h.narrow = half && last && narrowTo ? narrowTo + b0 : nullptr;
         h.roundLast = half && !h.narrow;
         float* dst = last ? block : slot(static_cast<int>(end) + 1);
-        const int64_t done = vec::hardSwishSteps(h, slot(add.a.slot), dst, len);
+        const int64_t done = vec::hardSwishSteps(h, slot(steps_[i].a.slot), dst, len);
         if (h.narrow) narrowed = done;
         if (done < len)
           for (size_t j = i; j <= end; ++j)

@@ -11,11 +11,11 @@
 #include <memory>
 #include <vector>
 
+#include "half_steps.h"
 #include "kiln/ir/tensor.h"
 #include "vec_loops.h"
 
 namespace kiln::rt {
-
 class Epilogue {
  public:
   // An operand of a step: slot 0 is the convolution's output, slot i the result of step i - 1;
@@ -101,6 +101,9 @@ class Epilogue {
   // Per step: the first of a decomposed HardSwish, x + c, Clip, x * that, / d (each result read
   // only by the next), which apply runs as one pass (vec::hardSwishSteps).
   std::vector<bool> hardSwishAt_;
+  // Per such step, bound once: the pass's parameters and rounding, apply setting only where the
+  // result goes (narrow, roundLast).
+  std::vector<vec::HardSwishSteps> hardSwish_;
   void findHardSwishes();
   bool half_ = false;
   uint16_t* narrowBase_ = nullptr;

@@ -5,6 +5,11 @@
 #include "thread_pool.h"
 
 #include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -18,6 +23,9 @@ namespace {
 // The operations of the float loops on one vector, written once over a vector type V (below):
 // `sel(a, b, x, y)` is a < b ? x : y per lane; V::min(a, b) is a < b ? a : b and V::max(a, b)
 // a > b ? a : b (the second operand when unordered), which are std::min(b, a) / std::max(b, a).
+// So a select against a bound is one min or max instruction instead of a compare and a blend:
+// v < lo ? lo : v is max(lo, v), hi < v ? hi : v is min(hi, v), 0 < v ? v : 0 is max(v, 0),
+// NaNs and signed zeros included.
 #define KILN_HALF_STEPS_BODY                                                                       \
   /* Each result rounded into out[i], or narrowed into narrow[i] when that is given. */            \
   template <typename Fn>                                                                           \
@@ -77,13 +85,13 @@ namespace {
     const V::T sixth = V::set1(6.0f), half = V::set1(0.5f);                                        \
     switch (op) {                                                                                  \
     case UnOp::Relu: /* v > 0 ? v : 0 */                                                           \
-      return loop1(in, out, narrow, n, [&](V::T v) { return V::sel(zero, v, v, zero); });          \
+      return loop1(in, out, narrow, n, [&](V::T v) { return V::max(v, zero); });                   \
     case UnOp::LeakyRelu: /* v < 0 ? p0 * v : v */                                                 \
       return loop1(in, out, narrow, n, [&](V::T v) { return V::sel(v, zero, V::mul(lo, v), v); }); \
     case UnOp::Clip: /* v < p0 ? p0 : v, then v > p1 ? p1 : v */                                   \
       return loop1(in, out, narrow, n, [&](V::T v) {                                               \
-        v = V::sel(v, lo, lo, v);                                                                  \
-        return V::sel(hi, v, hi, v);                                                               \
+        v = V::max(lo, v);                                                                         \
+        return V::min(hi, v);                                                                      \
       });                                                                                          \
     case UnOp::HardSigmoid: /* max(0, min(1, p0 * v + p1)) */                                      \
       return loop1(in, out, narrow, n,                                                             \
@@ -104,18 +112,18 @@ namespace {
 #define KILN_HARD_SWISH_BODY                                                                       \
   int64_t hardSwish(const HardSwishSteps& h, const float* in, float* out, int64_t n) {             \
     const V::T add = V::set1(h.add), lo = V::set1(h.lo), hi = V::set1(h.hi);                       \
-    const V::T div = V::set1(h.div);                                                               \
+    const V::T div = V::set1(h.div), reciprocal = V::set1(1.0f / h.div);                           \
     int64_t i = 0;                                                                                 \
     for (; i + V::kWidth <= n; i += V::kWidth) {                                                   \
       const V::T x = V::load(in + i);                                                              \
       V::T t = V::add(x, add);                                                                     \
       if (h.roundAdd) t = V::round(t);                                                             \
-      t = V::sel(t, lo, lo, t);                                                                    \
-      t = V::sel(hi, t, hi, t);                                                                    \
+      t = V::max(lo, t);                                                                           \
+      t = V::min(hi, t);                                                                           \
       if (h.roundClip) t = V::round(t);                                                            \
       t = h.productOfInput ? V::mul(x, t) : V::mul(t, x);                                          \
       if (h.roundProduct) t = V::round(t);                                                         \
-      t = V::div(t, div);                                                                          \
+      t = h.divideByReciprocal ? V::mul(t, reciprocal) : V::div(t, div);                           \
       if (h.narrow)                                                                                \
         V::narrow(h.narrow + i, t);                                                                \
       else                                                                                         \
@@ -266,6 +274,61 @@ int64_t hardSwishSteps(const HardSwishSteps& h, const float* x, float* out, int6
 }
 
 #undef KILN_HALF_DISPATCH
+
+namespace {
+
+// hardSwishReciprocalExact's check, uncached: the steps in scalar float arithmetic, rounded as
+// the pass rounds them (roundThroughHalves), the quotient both ways narrowed by floatsToHalves
+// (a NaN either way is the plain NaN with its sign, whatever its payload).
+bool reciprocalMatchesDivision(const HardSwishSteps& h) {
+  constexpr size_t kCount = 65536;
+  std::vector<uint16_t> bits(kCount);
+  for (size_t i = 0; i < kCount; ++i)
+    bits[i] = static_cast<uint16_t>(i);
+  std::vector<float> x(kCount), t(kCount), divided(kCount), multiplied(kCount);
+  halvesToFloats(bits.data(), x.data(), kCount);
+  for (size_t i = 0; i < kCount; ++i)
+    t[i] = x[i] + h.add;
+  if (h.roundAdd) roundThroughHalves(t.data(), kCount);
+  for (size_t i = 0; i < kCount; ++i) {
+    float c = t[i] < h.lo ? h.lo : t[i];
+    t[i] = h.hi < c ? h.hi : c;
+  }
+  if (h.roundClip) roundThroughHalves(t.data(), kCount);
+  for (size_t i = 0; i < kCount; ++i)
+    t[i] = h.productOfInput ? x[i] * t[i] : t[i] * x[i];
+  roundThroughHalves(t.data(), kCount);
+  const float reciprocal = 1.0f / h.div;
+  for (size_t i = 0; i < kCount; ++i) {
+    divided[i] = t[i] / h.div;
+    multiplied[i] = t[i] * reciprocal;
+  }
+  std::vector<uint16_t> a(kCount), b(kCount);
+  floatsToHalves(divided.data(), a.data(), kCount);
+  floatsToHalves(multiplied.data(), b.data(), kCount);
+  return a == b;
+}
+
+} // namespace
+
+bool hardSwishReciprocalExact(const HardSwishSteps& h) {
+  if (!h.roundProduct || !(h.roundLast || h.narrow)) return false;
+  // Keyed by the parameters' bits: a NaN parameter still finds itself.
+  auto bitsOf = [](float v) {
+    uint32_t b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+  };
+  using Key = std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, bool, bool, bool>;
+  const Key key{bitsOf(h.add),    bitsOf(h.lo), bitsOf(h.hi), bitsOf(h.div),
+                h.productOfInput, h.roundAdd,   h.roundClip};
+  static std::mutex mutex;
+  static std::map<Key, bool> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(key);
+  if (it == known.end()) it = known.emplace(key, reciprocalMatchesDivision(h)).first;
+  return it->second;
+}
 
 void widenHalvesAll(const uint16_t* src, float* dst, int64_t n) {
   const int64_t done = widenHalves(src, dst, n);

@@ -50,8 +50,20 @@ struct HardSwishSteps {
   float add = 0, lo = 0, hi = 0, div = 1;
   bool productOfInput = true;
   bool roundAdd = false, roundClip = false, roundProduct = false, roundLast = false;
+  // Multiply by 1 / div (rounded to float) instead of dividing: set only where
+  // hardSwishReciprocalExact says so.
+  bool divideByReciprocal = false;
   uint16_t* narrow = nullptr;
 };
 int64_t hardSwishSteps(const HardSwishSteps& h, const float* x, float* out, int64_t n);
+// Whether h's steps, for every float16 x, give the same float16 result multiplying by 1 / div as
+// dividing by div. A division costs several multiplications, and it is most of the float16 pass
+// (PP-OCR cls's fp16 .om). It can only hold when the dividend and the quotient are rounded to
+// float16 (roundProduct, and roundLast or narrow): a float16 dividend over 6 is never near
+// enough a float16 rounding boundary for the reciprocal's error to cross it, where float32
+// quotients would differ in their last bit. It is checked over all 65536 inputs rather than
+// argued per divisor, once per parameter set (cached), so a divisor for which it fails (0.3)
+// keeps the division.
+bool hardSwishReciprocalExact(const HardSwishSteps& h);
 
 } // namespace kiln::rt::vec

@@ -170,6 +170,9 @@ TEST(HalfSteps, HardSwishPassIsItsFourSteps) {
             half.roundClip = roundClip;
             half.roundLast = narrow == nullptr;
             half.narrow = narrow;
+            // As the epilogue binds it: by the reciprocal where that was found exact.
+            half.divideByReciprocal = rt::vec::hardSwishReciprocalExact(half);
+            EXPECT_TRUE(half.divideByReciprocal) << what;
             return rt::vec::hardSwishSteps(half, x.data(), out, n);
           },
           [&](float* out) { fourSteps(out, true); });
@@ -181,6 +184,56 @@ TEST(HalfSteps, HardSwishPassIsItsFourSteps) {
         expectSameValue(got[i], want[i], what + " float32 at " + std::to_string(i));
     }
   }
+}
+
+// The reciprocal is only taken where it gives every float16 input the division's float16 result:
+// HardSwish's 6 with its results rounded, not 0.3 (where it would change some results), and never
+// for a float32 chain.
+TEST(HalfSteps, HardSwishMultipliesByTheReciprocalOnlyWhereExact) {
+  std::vector<uint16_t> bits(65536);
+  for (size_t i = 0; i < bits.size(); ++i)
+    bits[i] = static_cast<uint16_t>(i);
+  std::vector<float> x(bits.size());
+  rt::halvesToFloats(bits.data(), x.data(), bits.size());
+  const auto n = static_cast<int64_t>(x.size());
+  rt::vec::HardSwishSteps h;
+  h.add = 3.0f, h.lo = 0.0f, h.hi = 6.0f, h.div = 6.0f;
+  h.roundAdd = h.roundProduct = h.roundLast = true;
+  // Each way: the pass's float16 results, divided and by the reciprocal.
+  auto bothWays = [&](const rt::vec::HardSwishSteps& steps, std::vector<float>& divided,
+                      std::vector<float>& multiplied) {
+    rt::vec::HardSwishSteps d = steps, m = steps;
+    d.divideByReciprocal = false;
+    m.divideByReciprocal = true;
+    divided.assign(x.size(), 0.0f);
+    multiplied.assign(x.size(), 0.0f);
+    const int64_t done = rt::vec::hardSwishSteps(d, x.data(), divided.data(), n);
+    EXPECT_EQ(rt::vec::hardSwishSteps(m, x.data(), multiplied.data(), n), done);
+    return done;
+  };
+  std::vector<float> divided, multiplied;
+  ASSERT_TRUE(rt::vec::hardSwishReciprocalExact(h));
+  const int64_t done = bothWays(h, divided, multiplied);
+  if (done == 0) GTEST_SKIP() << "no AVX-512 or F16C on this machine: the steps run nothing";
+  ASSERT_EQ(done, n);
+  for (int64_t i = 0; i < n; ++i)
+    expectSameValue(multiplied[i], divided[i], "x " + std::to_string(x[i]));
+
+  rt::vec::HardSwishSteps odd = h;
+  odd.div = 0.3f;
+  EXPECT_FALSE(rt::vec::hardSwishReciprocalExact(odd));
+  bothWays(odd, divided, multiplied);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < n; ++i)
+    differ += bitsOf(multiplied[i]) != bitsOf(divided[i]) && !std::isnan(divided[i]);
+  EXPECT_GT(differ, 0) << "the check would have nothing to refuse";
+
+  rt::vec::HardSwishSteps plain;
+  plain.add = 3.0f, plain.lo = 0.0f, plain.hi = 6.0f, plain.div = 6.0f;
+  EXPECT_FALSE(rt::vec::hardSwishReciprocalExact(plain));
+  rt::vec::HardSwishSteps unroundedProduct = h;
+  unroundedProduct.roundProduct = false;
+  EXPECT_FALSE(rt::vec::hardSwishReciprocalExact(unroundedProduct));
 }
 
 } // namespace
