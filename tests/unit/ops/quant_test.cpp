@@ -174,4 +174,28 @@ TEST(QuantInt4, MsRefusesConstantCodesItCannotHoldByTheirDtype) {
       << back.status().toString();
 }
 
+// Opset 21's output_dtype picks QuantizeLinear's code type when no zero point does; a number that
+// names no tensor type is refused with the node and the number, not run as uint8.
+TEST(QuantInt4, QuantizeLinearRefusesAnOutputDtypeThatNamesNoType) {
+  onnx::ModelProto proto;
+  auto parsed = onnx::OnnxParser::Parse(proto, R"(
+    <ir_version: 10, opset_import: ["" : 21]>
+    g (float[3] x) => (float[3] y) <float s = {0.5}> {
+      q = QuantizeLinear <output_dtype = 99> (x, s)
+      y = DequantizeLinear (q, s)
+    })");
+  ASSERT_TRUE(parsed.IsOK()) << parsed.ErrorMessage();
+  auto model = importOnnxProto(proto, "bad_output_dtype", ".");
+  ASSERT_TRUE(model) << model.status().toString();
+  rt::Executor executor(*model);
+  auto result = executor.run({{"x", rt::RtValue::ofTensor(Tensor::fromValues<float>(
+                                        DType::Float32, {3}, {1.0f, 2.0f, 3.0f}))}});
+  ASSERT_FALSE(result);
+  EXPECT_NE(result.status().message().find("output_dtype 99 is not a tensor type"),
+            std::string::npos)
+      << result.status().toString();
+  EXPECT_NE(result.status().toString().find("QuantizeLinear"), std::string::npos)
+      << result.status().toString();
+}
+
 } // namespace
