@@ -121,6 +121,7 @@ void Epilogue::findHardSwishes() {
   const size_t count = steps_.size();
   hardSwishAt_.assign(count, false);
   hardSwish_.assign(count, vec::HardSwishSteps{});
+  hardSwishTakesInput_ = false;
   auto binary = [&](size_t i, vec::BinOp op) {
     return steps_[i].kind == Kind::Binary && steps_[i].binOp == op;
   };
@@ -148,6 +149,14 @@ void Epilogue::findHardSwishes() {
         innerRead = innerRead || (slot >= s1 && slot <= s3);
     if (innerRead) continue;
     hardSwishAt_[i] = true;
+    // The pass can take the convolution's values as they come when nothing after it reads them
+    // (it writes its result over them when it is last).
+    if (i == 0 && k == 0) {
+      bool inputRead = false;
+      for (size_t j = 4; j < count; ++j)
+        inputRead = inputRead || steps_[j].a.slot == 0 || steps_[j].b.slot == 0;
+      hardSwishTakesInput_ = !inputRead;
+    }
     const bool half = stepHalf_[i];
     vec::HardSwishSteps& h = hardSwish_[i];
     h.add = boundB_[i].data[0];
@@ -210,15 +219,24 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset, uint1
     auto rounded = [&](float* dst, int64_t done) {
       if (done < len) roundThroughHalves(dst + done, static_cast<size_t>(len - done));
     };
-    if (bias) {
-      // The bias added (and, in a half chain, the sum rounded) in one pass.
-      const int64_t done =
-          half_ ? vec::binaryScalarRightHalf(vec::BinOp::Add, block, *bias, block, len) : 0;
-      vec::binaryScalarRight(vec::BinOp::Add, block + done, *bias, block + done, len - done);
-      if (half_) rounded(block, done);
-    } else if (half_) {
-      rounded(block, vec::roundHalfInPlace(block, len));
-    }
+    // The convolution's values over [from, len): the bias added and, in a half chain, the sum
+    // rounded, in one pass.
+    auto prepare = [&](int64_t from) {
+      float* at = block + from;
+      const int64_t m = len - from;
+      if (bias) {
+        const int64_t done =
+            half_ ? vec::binaryScalarRightHalf(vec::BinOp::Add, at, *bias, at, m) : 0;
+        vec::binaryScalarRight(vec::BinOp::Add, at + done, *bias, at + done, m - done);
+        if (half_) rounded(block, from + done);
+      } else if (half_) {
+        rounded(block, from + vec::roundHalfInPlace(at, m));
+      }
+    };
+    // A HardSwish first on the convolution's values (hardSwishTakesInput_) prepares them in its
+    // own pass, in registers.
+    const bool prepareInHardSwish = hardSwishTakesInput_ && (bias || half_);
+    if (!prepareInHardSwish) prepare(0);
     int64_t narrowed = 0; // leading elements the last step wrote to narrowTo itself
     // Step i over elements [from, len) of the block.
     auto runStep = [&](size_t i, int64_t from) {
@@ -294,12 +312,20 @@ void Epilogue::apply(float* y, int64_t n, int64_t channel, int64_t offset, uint1
         vec::HardSwishSteps h = hardSwish_[i];
         h.narrow = half && last && narrowTo ? narrowTo + b0 : nullptr;
         h.roundLast = half && !h.narrow;
+        const bool prepareHere = i == 0 && prepareInHardSwish;
+        if (prepareHere) {
+          h.addInputBias = bias != nullptr;
+          h.inputBias = bias ? *bias : 0.0f;
+          h.roundInput = half_;
+        }
         float* dst = last ? block : slot(static_cast<int>(end) + 1);
         const int64_t done = vec::hardSwishSteps(h, slot(steps_[i].a.slot), dst, len);
         if (h.narrow) narrowed = done;
-        if (done < len)
+        if (done < len) {
+          if (prepareHere) prepare(done);
           for (size_t j = i; j <= end; ++j)
             runStep(j, done);
+        }
         i = end;
         continue;
       }

@@ -104,6 +104,9 @@ class Epilogue {
   // Per such step, bound once: the pass's parameters and rounding, apply setting only where the
   // result goes (narrow, roundLast).
   std::vector<vec::HardSwishSteps> hardSwish_;
+  // Step 0 is such a HardSwish on the convolution's values, which no later step reads: its pass
+  // adds the bias and rounds them itself.
+  bool hardSwishTakesInput_ = false;
   void findHardSwishes();
   bool half_ = false;
   uint16_t* narrowBase_ = nullptr;

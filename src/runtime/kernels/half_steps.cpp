@@ -113,9 +113,12 @@ namespace {
   int64_t hardSwish(const HardSwishSteps& h, const float* in, float* out, int64_t n) {             \
     const V::T add = V::set1(h.add), lo = V::set1(h.lo), hi = V::set1(h.hi);                       \
     const V::T div = V::set1(h.div), reciprocal = V::set1(1.0f / h.div);                           \
+    const V::T inputBias = V::set1(h.inputBias);                                                   \
     int64_t i = 0;                                                                                 \
     for (; i + V::kWidth <= n; i += V::kWidth) {                                                   \
-      const V::T x = V::load(in + i);                                                              \
+      V::T x = V::load(in + i);                                                                    \
+      if (h.addInputBias) x = V::add(x, inputBias);                                                \
+      if (h.roundInput) x = V::round(x);                                                           \
       V::T t = V::add(x, add);                                                                     \
       if (h.roundAdd) t = V::round(t);                                                             \
       t = V::max(lo, t);                                                                           \

@@ -40,11 +40,11 @@ void widenHalvesAll(const uint16_t* src, float* dst, int64_t n);
 // takes the path it takes in one pass and the values do not depend on the thread count.
 void widenHalvesOnPool(int threads, const uint16_t* src, float* dst, int64_t n);
 
-// A decomposed HardSwish's four steps in one pass over x: t = x + add; t = t < lo ? lo : t;
-// t = hi < t ? hi : t; t = x * t (t * x without productOfInput); out = t / div, each as the
-// float loop computes it, each result rounded to float16 where its flag says, the last
-// narrowed into `narrow` instead when given (`out` then not written). productOfInput: the Mul
-// step's first operand is x (else the clipped value). Works for float32 chains too (no flags).
+// A decomposed HardSwish's four steps in one pass over x (made as the flags below say): t = x +
+// add; t = t < lo ? lo : t; t = hi < t ? hi : t; t = x * t (t * x without productOfInput); out = t
+// / div, each as the float loop computes it, each result rounded to float16 where its flag says,
+// the last narrowed into `narrow` instead when given (`out` then not written). productOfInput: the
+// Mul step's first operand is x (else the clipped value). Works for float32 chains too (no flags).
 // Returns how many leading elements it did, as the loops above.
 struct HardSwishSteps {
   float add = 0, lo = 0, hi = 0, div = 1;
@@ -53,6 +53,10 @@ struct HardSwishSteps {
   // Multiply by 1 / div (rounded to float) instead of dividing: set only where
   // hardSwishReciprocalExact says so.
   bool divideByReciprocal = false;
+  // x is first made from what `x` points at: inputBias added (addInputBias), then rounded to
+  // float16 (roundInput), as a Conv's epilogue would in a pass of its own before the steps.
+  bool addInputBias = false, roundInput = false;
+  float inputBias = 0;
   uint16_t* narrow = nullptr;
 };
 int64_t hardSwishSteps(const HardSwishSteps& h, const float* x, float* out, int64_t n);

@@ -697,6 +697,74 @@ TEST(ConvFusion, HalfConvTransposeChainAndHandOffEqualNodesOneByOne) {
   }
 }
 
+// x -> Conv (with or without bias) -> [Add 3 -> Clip 0..6 -> Mul -> Div 6], PP-OCR cls's
+// HardSwish straight on the Conv's values, whose pass then adds the bias and rounds them itself;
+// with `readAgain` an Add of the Conv's values follows, which keeps that work in its own pass.
+// Planes of 19x23 leave a vector tail; NaNs and values around the clamp's edges come through.
+ChainModel hardSwishFirstModel(const ConvCase& c, bool withBias, bool readAgain, bool half) {
+  auto values = [half](std::vector<int64_t> dims, uint32_t seed, float scale = 1.0f) {
+    Tensor t = floats(std::move(dims), seed, [&](std::vector<float>& v) {
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = i % 97 == 5 ? std::numeric_limits<float>::quiet_NaN() : v[i] * scale;
+    });
+    return half ? toHalf(t) : t;
+  };
+  auto constant = [half](float v) {
+    Tensor t = scalar(v);
+    return half ? toHalf(t) : t;
+  };
+  ChainModel m;
+  m.model.opsets = {{"", 17}};
+  m.model.graph = std::make_shared<Graph>("g");
+  Graph& g = *m.model.graph;
+  const int64_t h = 19, w = 23, pad = c.k / 2;
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  m.feeds["x"] = rt::RtValue::ofTensor(values({1, c.channels, h, w}, 31, 2.0f));
+  std::vector<Value*> convIns = {
+      x, g.addInitializer("w", values({c.filters, c.channels / c.group, c.k, c.k}, 32))};
+  if (withBias) convIns.push_back(g.addInitializer("b", values({c.filters}, 33, 3.0f)));
+  Node* conv = g.appendNode("Conv", convIns, {"conv"});
+  conv->setAttribute("pads", Attribute::ofInts({pad, pad, pad, pad}));
+  conv->setAttribute("strides", Attribute::ofInts({c.stride, c.stride}));
+  conv->setAttribute("group", Attribute::ofInt(c.group));
+  auto node = [&](const std::string& op, std::vector<Value*> ins, const std::string& out) {
+    return g.appendNode(op, ins, {out})->output(0);
+  };
+  Value* a = node("Add", {conv->output(0), g.addInitializer("three", constant(3.0f))}, "a");
+  Value* cl = node(
+      "Clip", {a, g.addInitializer("lo", constant(0.0f)), g.addInitializer("hi", constant(6.0f))},
+      "clip");
+  Value* mu = node("Mul", {conv->output(0), cl}, "mu");
+  Value* y = node("Div", {mu, g.addInitializer("six", constant(6.0f))}, readAgain ? "d" : "y");
+  if (readAgain) y = node("Add", {y, conv->output(0)}, "y");
+  g.addOutput(y);
+  return m;
+}
+
+// The fused chain gives the nodes' bytes whether the HardSwish pass prepares the Conv's values
+// (bias, float16 rounding) itself or they are prepared first, in float32 and float16, at one and
+// two threads.
+TEST(ConvFusion, HardSwishFirstOnTheConvEqualsNodesOneByOne) {
+  for (const ConvCase& c : kCases)
+    for (bool half : {false, true})
+      for (bool withBias : {false, true})
+        for (bool readAgain : {false, true}) {
+          const std::string what = std::string(c.what) + (half ? " f16" : " f32") +
+                                   (withBias ? " bias" : "") + (readAgain ? " read again" : "");
+          ChainModel m = hardSwishFirstModel(c, withBias, readAgain, half);
+          for (int threads : {1, 2}) {
+            rt::RunResult plain = run(m, false, threads);
+            rt::RunResult fused = run(m, true, threads);
+            ASSERT_EQ(fused.outputs.size(), 1u) << what;
+            ASSERT_EQ(plain.outputs.size(), 1u) << what;
+            expectSameBytes(plain.outputs[0].tensor, fused.outputs[0].tensor,
+                            what + ", threads " + std::to_string(threads));
+            EXPECT_EQ(calls(fused, "Clip"), 0u) << what;
+          }
+        }
+}
+
 // Float16 global pooling widens the planes a stretch at a time and spreads plane groups over the
 // pool: the same bits as pooling the widened float32 tensor and narrowing the result (the float
 // path's sums in its order), at one and two threads, for plane counts around the eight planes
