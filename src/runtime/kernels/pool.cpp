@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "half_steps.h"
 #include "kiln/runtime/half_block.h"
 #include "nn_util.h"
 #include "thread_pool.h"
@@ -422,51 +423,84 @@ Status lpPoolOp(KernelContext& ctx) { return sumPoolOp(ctx, false); }
 
 enum class GlobalKind { Average, Max, Lp };
 
-// Global average / max pooling of float16 planes: the float path's sums in its order (eight planes
-// side by side, each accumulated from its first element to its last), on the planes widened a
-// stretch at a time in cache instead of a float32 copy of the whole tensor, which PP-OCR det's
-// .om made of each [96, 160, 160] map before pooling it, and the plane groups spread over the
-// pool. Widening is exact, so the bits are the float path's.
+// Global average / max pooling of `lanes` planes side by side (the eight of a group, or one left
+// over), each accumulated from its first element to its last: the dependency chains of a group
+// overlap instead of waiting on one add after another, and each plane's sum is the one-by-one
+// sum (same bits). `stretch(l, i0, n)` gives n values of plane l from element i0: a pointer into
+// the tensor, or a float16 stretch widened into a buffer in cache. The means or maxima go to
+// out[0, lanes).
+template <typename T, int64_t kLanes, typename Stretch>
+void poolLanes(GlobalKind kind, int64_t size, int64_t stretchSize, Stretch&& stretch, T* out) {
+  T acc[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l)
+    acc[l] = kind == GlobalKind::Max ? -std::numeric_limits<T>::infinity() : T{0};
+  for (int64_t i0 = 0; i0 < size; i0 += stretchSize) {
+    const int64_t n = std::min(stretchSize, size - i0);
+    const T* p[kLanes];
+    for (int64_t l = 0; l < kLanes; ++l)
+      p[l] = stretch(l, i0, n);
+    if (kind == GlobalKind::Max) {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t l = 0; l < kLanes; ++l)
+          acc[l] = std::max(acc[l], p[l][i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t l = 0; l < kLanes; ++l)
+          acc[l] += p[l][i];
+    }
+  }
+  for (int64_t l = 0; l < kLanes; ++l)
+    out[l] = kind == GlobalKind::Max ? acc[l] : acc[l] / static_cast<T>(size);
+}
+
+constexpr int64_t kPoolLanes = 8;
+
+// Global average / max pooling of `planes` planes of `size` values: the groups of eight planes,
+// then the planes left over one by one, the units spread over the pool (each pooled alike
+// whichever thread takes it, so the bits do not depend on the thread count). `poolUnit(pl,
+// lanes)` pools planes [pl, pl + lanes) (lanes 8 or 1).
+template <typename PoolUnit>
+void poolPlaneUnits(int threads, int64_t planes, int64_t size, PoolUnit&& poolUnit) {
+  const int64_t groups = planes / kPoolLanes, units = groups + planes % kPoolLanes;
+  auto run = [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      if (u < groups)
+        poolUnit(u * kPoolLanes, kPoolLanes);
+      else
+        poolUnit(groups * kPoolLanes + (u - groups), 1);
+    }
+  };
+  const int n = pool::threadsFor(threads, static_cast<double>(planes * size) * pool::kNsPerElement);
+  if (n <= 1)
+    run(0, units); // no std::function round trip for the small maps of SE blocks
+  else
+    pool::parallelFor(n, units, 1, run);
+}
+
+// Global average / max pooling of float16 planes: the float path's sums (poolLanes) on the
+// planes widened a stretch at a time in cache instead of a float32 copy of the whole tensor,
+// which PP-OCR det's .om made of each [96, 160, 160] map before pooling it. Widening is exact (a
+// signalling NaN comes out quiet, which neither a max, that never keeps a NaN, nor the narrowed
+// mean, a NaN with its sign, can tell), so the bits are the float path's.
 Tensor globalPoolHalf(int threads, const Tensor& x, GlobalKind kind, int64_t planes, int64_t size,
                       const std::vector<int64_t>& yd) {
   const auto* src = reinterpret_cast<const uint16_t*>(x.data());
-  constexpr int64_t kLanes = 8, kStretch = 512;
-  std::vector<float> out(static_cast<size_t>(planes));
-  // Units of work: the groups of eight planes, then the planes left over one by one, each pooled
-  // alike whichever thread takes it (so the bits do not depend on the thread count).
-  const int64_t groups = planes / kLanes, units = groups + planes % kLanes;
-  auto poolUnits = [&](int64_t u0, int64_t u1) {
-    float buf[kLanes][kStretch];
-    for (int64_t u = u0; u < u1; ++u) {
-      const int64_t pl = u < groups ? u * kLanes : groups * kLanes + (u - groups);
-      const int64_t lanes = u < groups ? kLanes : 1;
-      float acc[kLanes];
-      for (int64_t l = 0; l < lanes; ++l)
-        acc[l] = kind == GlobalKind::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
-      for (int64_t i0 = 0; i0 < size; i0 += kStretch) {
-        const int64_t n = std::min(kStretch, size - i0);
-        for (int64_t l = 0; l < lanes; ++l)
-          halvesToFloats(src + (pl + l) * size + i0, buf[l], static_cast<size_t>(n));
-        if (kind == GlobalKind::Max) {
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t l = 0; l < lanes; ++l)
-              acc[l] = std::max(acc[l], buf[l][i]);
-        } else {
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t l = 0; l < lanes; ++l)
-              acc[l] += buf[l][i];
-        }
-      }
-      for (int64_t l = 0; l < lanes; ++l)
-        out[static_cast<size_t>(pl + l)] =
-            kind == GlobalKind::Max ? acc[l] : acc[l] / static_cast<float>(size);
-    }
-  };
-  pool::parallelFor(
-      pool::threadsFor(threads, static_cast<double>(planes * size) * pool::kNsPerElement), units, 1,
-      poolUnits);
+  constexpr int64_t kStretch = 512;
   OutTensor y(DType::Float16, yd);
-  floatsToHalves(out.data(), y.data<uint16_t>(), out.size());
+  uint16_t* dst = y.data<uint16_t>();
+  poolPlaneUnits(threads, planes, size, [&](int64_t pl, int64_t lanes) {
+    float buf[kPoolLanes][kStretch];
+    float out[kPoolLanes];
+    auto stretch = [&](int64_t l, int64_t i0, int64_t n) -> const float* {
+      vec::widenHalvesAll(src + (pl + l) * size + i0, buf[l], n);
+      return buf[l];
+    };
+    if (lanes == kPoolLanes)
+      poolLanes<float, kPoolLanes>(kind, size, kStretch, stretch, out);
+    else
+      poolLanes<float, 1>(kind, size, kStretch, stretch, out);
+    floatsToHalves(out, dst + pl, static_cast<size_t>(lanes));
+  });
   return std::move(y).finish();
 }
 
@@ -488,48 +522,24 @@ Status globalPoolOp(KernelContext& ctx, GlobalKind kind) {
     using T = decltype(tag);
     Staged<T> xv(x);
     StagedOut<T> y(x.dtype(), yd);
-    int64_t pl = 0;
+    T* out = y.data();
     if (kind != GlobalKind::Lp) {
-      // Eight planes at a time, each still accumulated in its own order (same bits): the eight
-      // dependency chains overlap instead of waiting on one add after another.
-      constexpr int64_t kLanes = 8;
-      for (; pl + kLanes <= planes; pl += kLanes) {
+      poolPlaneUnits(ctx.threads(), planes, size, [&](int64_t pl, int64_t lanes) {
+        // The whole plane is one stretch: it is in the tensor already.
+        auto stretch = [&](int64_t l, int64_t, int64_t) { return xv.data() + (pl + l) * size; };
+        if (lanes == kPoolLanes)
+          poolLanes<T, kPoolLanes>(kind, size, size, stretch, out + pl);
+        else
+          poolLanes<T, 1>(kind, size, size, stretch, out + pl);
+      });
+    } else {
+      for (int64_t pl = 0; pl < planes; ++pl) {
         const T* src = xv.data() + pl * size;
-        T acc[kLanes];
-        for (int64_t l = 0; l < kLanes; ++l)
-          acc[l] = kind == GlobalKind::Max ? -std::numeric_limits<T>::infinity() : T{0};
-        if (kind == GlobalKind::Max) {
-          for (int64_t i = 0; i < size; ++i)
-            for (int64_t l = 0; l < kLanes; ++l)
-              acc[l] = std::max(acc[l], src[l * size + i]);
-        } else {
-          for (int64_t i = 0; i < size; ++i)
-            for (int64_t l = 0; l < kLanes; ++l)
-              acc[l] += src[l * size + i];
-          for (int64_t l = 0; l < kLanes; ++l)
-            acc[l] /= static_cast<T>(size);
-        }
-        for (int64_t l = 0; l < kLanes; ++l)
-          y.data()[pl + l] = acc[l];
-      }
-    }
-    for (; pl < planes; ++pl) {
-      const T* src = xv.data() + pl * size;
-      T acc = kind == GlobalKind::Max ? -std::numeric_limits<T>::infinity() : T{0};
-      if (kind == GlobalKind::Max) {
-        for (int64_t i = 0; i < size; ++i)
-          acc = std::max(acc, src[i]);
-      } else if (kind == GlobalKind::Average) {
-        for (int64_t i = 0; i < size; ++i)
-          acc += src[i];
-        acc /= static_cast<T>(size);
-      } else {
         double sum = 0;
         for (int64_t i = 0; i < size; ++i)
           sum += std::pow(std::fabs(static_cast<double>(src[i])), p);
-        acc = static_cast<T>(std::pow(sum, 1.0 / p));
+        out[pl] = static_cast<T>(std::pow(sum, 1.0 / p));
       }
-      y.data()[pl] = acc;
     }
     ctx.setOutput(0, std::move(y).finish());
   });
