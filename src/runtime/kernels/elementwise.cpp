@@ -242,19 +242,12 @@ bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
         pool::threadsFor(ctx.threads(), static_cast<double>(len) * pool::kNsPerElement), len,
         vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
           constexpr int64_t kBlock = 64;
-          float x[kBlock];
+          float x[kBlock], scales[kBlock];
           uint16_t h[kBlock];
-          for (int64_t r0 = i0; r0 < i1;) {
-            const auto pos = static_cast<uint64_t>(r0);
-            const int64_t run =
-                std::min<int64_t>(i1 - r0, static_cast<int64_t>((pos / inner + 1) * inner - pos));
-            const float s = halfToFloat(small[pos / inner]);
-            int64_t done =
-                vec::binaryScalarHalves(op, wide + r0, s, !wideIsA, widened ? pw + r0 : nullptr,
-                                        run, widened ? nullptr : po + r0);
-            while (done < run) {
-              const int64_t count = std::min(kBlock, run - done);
-              const int64_t at = r0 + done;
+          // Values [from, to) of a run whose small value is s, through the float loop.
+          auto floatLoop = [&](int64_t from, int64_t to, float s) {
+            for (int64_t at = from; at < to; at += kBlock) {
+              const int64_t count = std::min(kBlock, to - at);
               vec::widenHalvesAll(wide + at, x, count);
               if (wideIsA)
                 vec::binaryScalarRight(op, x, s, x, count);
@@ -263,9 +256,22 @@ bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
               uint16_t* halves = widened ? h : po + at;
               floatsToHalves(x, halves, static_cast<size_t>(count));
               if (widened) halvesToFloats(h, pw + at, static_cast<size_t>(count));
-              done += count;
             }
-            r0 += run;
+          };
+          const auto in = static_cast<int64_t>(inner);
+          for (int64_t r0 = i0; r0 < i1;) {
+            const int64_t run0 = r0 / in, offset = r0 % in;
+            // Whole runs, up to kBlock of them in one call; else the part of a run in range.
+            const int64_t runs = offset == 0 ? std::min(kBlock, (i1 - r0) / in) : 0;
+            const int64_t span = runs > 0 ? in : std::min(i1 - r0, in - offset);
+            const int64_t parts = std::max<int64_t>(runs, 1);
+            halvesToFloats(small + run0, scales, static_cast<size_t>(parts));
+            const int64_t done =
+                vec::binaryScalarHalves(op, wide + r0, scales, parts, span, !wideIsA,
+                                        widened ? pw + r0 : nullptr, widened ? nullptr : po + r0);
+            for (int64_t q = 0; q < parts; ++q)
+              floatLoop(r0 + q * span + done, r0 + (q + 1) * span, scales[q]);
+            r0 += parts * span;
           }
         });
     ctx.setOutput(0, std::move(out).finish());

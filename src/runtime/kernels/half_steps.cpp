@@ -108,13 +108,20 @@ namespace {
         V::store(out + i, V::roundPlain(fn(V::loadHalves(x + i))));                                \
     return i;                                                                                      \
   }                                                                                                \
-  int64_t scalarHalves(BinOp op, const uint16_t* x, float s, bool left, float* out,                \
-                       uint16_t* narrow, int64_t n) {                                              \
-    const V::T sv = V::set1(s);                                                                    \
-    return binary(op, [&](auto f) {                                                                \
-      return left ? loopHalves(x, out, narrow, n, [&](V::T v) { return f(sv, v); })                \
-                  : loopHalves(x, out, narrow, n, [&](V::T v) { return f(v, sv); });               \
-    });                                                                                            \
+  int64_t scalarHalves(BinOp op, const uint16_t* x, const float* scales, int64_t runs,             \
+                       int64_t inner, bool left, float* out, uint16_t* narrow) {                   \
+    int64_t done = 0;                                                                              \
+    for (int64_t r = 0; r < runs; ++r) {                                                           \
+      const V::T sv = V::set1(scales[r]);                                                          \
+      const int64_t at = r * inner;                                                                \
+      float* o = out ? out + at : nullptr;                                                         \
+      uint16_t* h = narrow ? narrow + at : nullptr;                                                \
+      done = binary(op, [&](auto f) {                                                              \
+        return left ? loopHalves(x + at, o, h, inner, [&](V::T v) { return f(sv, v); })            \
+                    : loopHalves(x + at, o, h, inner, [&](V::T v) { return f(v, sv); });           \
+      });                                                                                          \
+    }                                                                                              \
+    return done;                                                                                   \
   }                                                                                                \
   int64_t widen(const uint16_t* src, float* dst, int64_t n) { return V::widen(src, dst, n); }      \
   int64_t roundInPlace(float* v, int64_t n) {                                                      \
@@ -295,9 +302,10 @@ int64_t binaryScalarLeftHalf(BinOp op, float s, const float* b, float* out, int6
   KILN_HALF_DISPATCH(scalarLeft(op, s, b, out, narrow, n));
 }
 
-int64_t binaryScalarHalves(BinOp op, const uint16_t* x, float s, bool scalarLeft, float* out,
-                           int64_t n, uint16_t* narrow) {
-  KILN_HALF_DISPATCH(scalarHalves(op, x, s, scalarLeft, out, narrow, n));
+int64_t binaryScalarHalves(BinOp op, const uint16_t* x, const float* scales, int64_t runs,
+                           int64_t inner, bool scalarLeft, float* out, uint16_t* narrow) {
+  if (runs <= 0) return 0;
+  KILN_HALF_DISPATCH(scalarHalves(op, x, scales, runs, inner, scalarLeft, out, narrow));
 }
 
 int64_t unaryHalf(UnOp op, const float* in, float* out, int64_t n, float p0, float p1,

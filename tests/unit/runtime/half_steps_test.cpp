@@ -213,10 +213,11 @@ TEST(HalfSteps, ScalarStepOnHalvesIsWidenLoopNarrow) {
         std::vector<uint16_t> narrowed(n, 0x1234);
         std::vector<float> got(n, -1.0f);
         const int64_t done =
-            rt::vec::binaryScalarHalves(op, x.data(), s, left, nullptr, n, narrowed.data());
+            rt::vec::binaryScalarHalves(op, x.data(), &s, 1, n, left, nullptr, narrowed.data());
         if (done == 0) GTEST_SKIP() << "no AVX-512 or F16C on this machine: the steps run nothing";
         EXPECT_GT(done, n - 16) << what;
-        EXPECT_EQ(rt::vec::binaryScalarHalves(op, x.data(), s, left, got.data(), n), done) << what;
+        EXPECT_EQ(rt::vec::binaryScalarHalves(op, x.data(), &s, 1, n, left, got.data()), done)
+            << what;
         for (int64_t i = 0; i < done; ++i) {
           ASSERT_EQ(narrowed[i], want[i]) << what << " narrowed at " << i << " from " << x[i];
           ASSERT_EQ(bitsOf(got[i]), bitsOf(wantWide[i])) << what << " widened at " << i;
@@ -224,6 +225,41 @@ TEST(HalfSteps, ScalarStepOnHalvesIsWidenLoopNarrow) {
         EXPECT_EQ(narrowed[done], 0x1234) << what << ": wrote past what it did";
         EXPECT_EQ(got[done], -1.0f) << what << ": wrote past what it did";
       }
+    }
+  }
+}
+
+// Many runs in one call, each with its own scale: each run's leading values as one run alone
+// gives them (the same count for every run), nothing written past them.
+TEST(HalfSteps, ScalarStepOnHalvesRunsEachWithItsScale) {
+  const int64_t inner = 37, runs = 9, n = inner * runs;
+  std::vector<uint16_t> x(n);
+  for (int64_t i = 0; i < n; ++i)
+    x[static_cast<size_t>(i)] = rt::floatToHalf(0.37f * static_cast<float>(i % 23) - 3.1f);
+  std::vector<float> scales(runs);
+  for (int64_t r = 0; r < runs; ++r)
+    scales[static_cast<size_t>(r)] = 0.25f + 0.6f * static_cast<float>(r);
+  for (bool left : {false, true}) {
+    std::vector<float> got(n, -1.0f), one(n, -1.0f);
+    std::vector<uint16_t> narrowed(n, 0x1234), oneNarrowed(n, 0x1234);
+    const int64_t done = rt::vec::binaryScalarHalves(BinOp::Div, x.data(), scales.data(), runs,
+                                                     inner, left, got.data());
+    if (done == 0) GTEST_SKIP() << "no AVX-512 or F16C on this machine: the steps run nothing";
+    EXPECT_EQ(rt::vec::binaryScalarHalves(BinOp::Div, x.data(), scales.data(), runs, inner, left,
+                                          nullptr, narrowed.data()),
+              done);
+    for (int64_t r = 0; r < runs; ++r) {
+      const int64_t at = r * inner;
+      EXPECT_EQ(rt::vec::binaryScalarHalves(BinOp::Div, x.data() + at, &scales[r], 1, inner, left,
+                                            one.data() + at),
+                done);
+      rt::vec::binaryScalarHalves(BinOp::Div, x.data() + at, &scales[r], 1, inner, left, nullptr,
+                                  oneNarrowed.data() + at);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(bitsOf(got[i]), bitsOf(one[i])) << "at " << i << (left ? " left" : "");
+      ASSERT_EQ(narrowed[i], oneNarrowed[i]) << "at " << i << (left ? " left" : "");
+      if (i % inner >= done) ASSERT_EQ(got[i], -1.0f) << "wrote past a run's part at " << i;
     }
   }
 }
