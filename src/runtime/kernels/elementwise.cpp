@@ -236,8 +236,8 @@ bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
   if (pattern == Pattern::Block) {
     // One small value per run (an SE block's per-channel scale): the wide operand widened, the
     // op done and the result narrowed (or rounded for the widened hand-off) in one pass
-    // (binaryScalarHalves); what its vector loop leaves of a run goes through the float loop as
-    // below, the same bits.
+    // (binaryScalarHalves); what its vector loop leaves of a run goes through the float loop
+    // (floatLoop), the same bits.
     pool::parallelFor(
         pool::threadsFor(ctx.threads(), static_cast<double>(len) * pool::kNsPerElement), len,
         vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
