@@ -233,6 +233,50 @@ bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
   uint16_t* po = widened ? nullptr : out.data<uint16_t>();
   float* pw = widened ? out.data<float>() : nullptr;
   const auto len = static_cast<int64_t>(n);
+  if (pattern == Pattern::Block) {
+    // One small value per run (an SE block's per-channel scale): the wide operand widened, the
+    // op done and the result narrowed (or rounded for the widened hand-off) in one pass
+    // (binaryScalarHalves); what its vector loop leaves of a run goes through the float loop
+    // (floatLoop), the same bits.
+    pool::parallelFor(
+        pool::threadsFor(ctx.threads(), static_cast<double>(len) * pool::kNsPerElement), len,
+        vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+          constexpr int64_t kBlock = 64;
+          float x[kBlock], scales[kBlock];
+          uint16_t h[kBlock];
+          // Values [from, to) of a run whose small value is s, through the float loop.
+          auto floatLoop = [&](int64_t from, int64_t to, float s) {
+            for (int64_t at = from; at < to; at += kBlock) {
+              const int64_t count = std::min(kBlock, to - at);
+              vec::widenHalvesAll(wide + at, x, count);
+              if (wideIsA)
+                vec::binaryScalarRight(op, x, s, x, count);
+              else
+                vec::binaryScalarLeft(op, s, x, x, count);
+              uint16_t* halves = widened ? h : po + at;
+              floatsToHalves(x, halves, static_cast<size_t>(count));
+              if (widened) halvesToFloats(h, pw + at, static_cast<size_t>(count));
+            }
+          };
+          const auto in = static_cast<int64_t>(inner);
+          for (int64_t r0 = i0; r0 < i1;) {
+            const int64_t run0 = r0 / in, offset = r0 % in;
+            // Whole runs, up to kBlock of them in one call; else the part of a run in range.
+            const int64_t runs = offset == 0 ? std::min(kBlock, (i1 - r0) / in) : 0;
+            const int64_t span = runs > 0 ? in : std::min(i1 - r0, in - offset);
+            const int64_t parts = std::max<int64_t>(runs, 1);
+            halvesToFloats(small + run0, scales, static_cast<size_t>(parts));
+            const int64_t done =
+                vec::binaryScalarHalves(op, wide + r0, scales, parts, span, !wideIsA,
+                                        widened ? pw + r0 : nullptr, widened ? nullptr : po + r0);
+            for (int64_t q = 0; q < parts; ++q)
+              floatLoop(r0 + q * span + done, r0 + (q + 1) * span, scales[q]);
+            r0 += parts * span;
+          }
+        });
+    ctx.setOutput(0, std::move(out).finish());
+    return true;
+  }
   pool::parallelFor(
       pool::threadsFor(ctx.threads(), static_cast<double>(len) * pool::kNsPerElement), len,
       vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
@@ -256,34 +300,21 @@ bool binaryHalfFast(KernelContext& ctx, vec::BinOp op) {
             vec::binarySame(op, x + done, y + done, x + done, count - done);
             finish(0, count, done);
           }
-          // Block and Suffix: runs of the block that share one small value (or one
-          // stretch of the suffix).
-          for (int64_t r0 = 0; pattern != Pattern::Same && r0 < count;) {
+          // Suffix: runs of the block that share one stretch of the suffix.
+          for (int64_t r0 = 0; pattern == Pattern::Suffix && r0 < count;) {
             const auto pos = static_cast<uint64_t>(b0 + r0);
-            const uint64_t runEnd =
-                pattern == Pattern::Block ? (pos / inner + 1) * inner : (pos / period + 1) * period;
+            const uint64_t runEnd = (pos / period + 1) * period;
             const int64_t run = std::min<int64_t>(count - r0, static_cast<int64_t>(runEnd - pos));
             float* xr = x + r0;
             uint16_t* narrow = halves + r0;
             int64_t done = 0;
-            if (pattern == Pattern::Block) {
-              const float s = halfToFloat(small[pos / inner]);
-              if (wideIsA) {
-                done = vec::binaryScalarRightHalf(op, xr, s, xr, run, narrow);
-                vec::binaryScalarRight(op, xr + done, s, xr + done, run - done);
-              } else {
-                done = vec::binaryScalarLeftHalf(op, s, xr, xr, run, narrow);
-                vec::binaryScalarLeft(op, s, xr + done, xr + done, run - done);
-              }
+            const float* sv = suffix + pos % period;
+            if (wideIsA) {
+              done = vec::binarySameHalf(op, xr, sv, xr, run, narrow);
+              vec::binarySame(op, xr + done, sv + done, xr + done, run - done);
             } else {
-              const float* sv = suffix + pos % period;
-              if (wideIsA) {
-                done = vec::binarySameHalf(op, xr, sv, xr, run, narrow);
-                vec::binarySame(op, xr + done, sv + done, xr + done, run - done);
-              } else {
-                done = vec::binarySameHalf(op, sv, xr, xr, run, narrow);
-                vec::binarySame(op, sv + done, xr + done, xr + done, run - done);
-              }
+              done = vec::binarySameHalf(op, sv, xr, xr, run, narrow);
+              vec::binarySame(op, sv + done, xr + done, xr + done, run - done);
             }
             finish(r0, run, done);
             r0 += run;

@@ -103,6 +103,34 @@ namespace {
     }                                                                                              \
     return 0;                                                                                      \
   }                                                                                                \
+  /* fn over float16 x widened in registers; each result as loop1 stores it, or, without */        \
+  /* narrow, rounded and widened back as floatsToHalves then halvesToFloats would make it. */      \
+  template <typename Fn>                                                                           \
+  int64_t loopHalves(const uint16_t* x, float* out, uint16_t* narrow, int64_t n, Fn fn) {          \
+    int64_t i = 0;                                                                                 \
+    if (narrow)                                                                                    \
+      for (; i + V::kWidth <= n; i += V::kWidth)                                                   \
+        V::narrow(narrow + i, fn(V::loadHalves(x + i)));                                           \
+    else                                                                                           \
+      for (; i + V::kWidth <= n; i += V::kWidth)                                                   \
+        V::store(out + i, V::roundPlain(fn(V::loadHalves(x + i))));                                \
+    return i;                                                                                      \
+  }                                                                                                \
+  int64_t scalarHalves(BinOp op, const uint16_t* x, const float* scales, int64_t runs,             \
+                       int64_t inner, bool left, float* out, uint16_t* narrow) {                   \
+    int64_t done = 0;                                                                              \
+    for (int64_t r = 0; r < runs; ++r) {                                                           \
+      const V::T sv = V::set1(scales[r]);                                                          \
+      const int64_t at = r * inner;                                                                \
+      float* o = out ? out + at : nullptr;                                                         \
+      uint16_t* h = narrow ? narrow + at : nullptr;                                                \
+      done = binary(op, [&](auto f) {                                                              \
+        return left ? loopHalves(x + at, o, h, inner, [&](V::T v) { return f(sv, v); })            \
+                    : loopHalves(x + at, o, h, inner, [&](V::T v) { return f(v, sv); });           \
+      });                                                                                          \
+    }                                                                                              \
+    return done;                                                                                   \
+  }                                                                                                \
   int64_t widen(const uint16_t* src, float* dst, int64_t n) { return V::widen(src, dst, n); }      \
   int64_t roundInPlace(float* v, int64_t n) {                                                      \
     return loop1(v, v, nullptr, n, [](V::T x) { return x; });                                      \
@@ -166,6 +194,19 @@ struct V {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
                         _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
+  static T loadHalves(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  // round, a NaN then made the plain quiet NaN with its sign (as floatsToHalves narrows it).
+  static T roundPlain(T v) {
+    const T r = round(v);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    if (!nan) return r;
+    const __m512i plain =
+        _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)),
+                        _mm512_set1_epi32(0x7fc00000));
+    return _mm512_mask_blend_ps(nan, r, _mm512_castsi512_ps(plain));
+  }
   static int64_t widen(const uint16_t* src, float* dst, int64_t n) {
     int64_t i = 0;
     for (; i + kWidth <= n; i += kWidth)
@@ -206,6 +247,17 @@ struct V {
       v = _mm256_blendv_ps(v, plain, nan);
     }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  static T loadHalves(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static T roundPlain(T v) {
+    const T r = round(v);
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    if (_mm256_testz_ps(nan, nan)) return r;
+    const __m256 plain = _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.0f)),
+                                      _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)));
+    return _mm256_blendv_ps(r, plain, nan);
   }
   static int64_t widen(const uint16_t* src, float* dst, int64_t n) {
     int64_t i = 0;
@@ -259,6 +311,12 @@ int64_t binaryScalarRightHalf(BinOp op, const float* a, float s, float* out, int
 int64_t binaryScalarLeftHalf(BinOp op, float s, const float* b, float* out, int64_t n,
                              uint16_t* narrow) {
   KILN_HALF_DISPATCH(scalarLeft(op, s, b, out, narrow, n));
+}
+
+int64_t binaryScalarHalves(BinOp op, const uint16_t* x, const float* scales, int64_t runs,
+                           int64_t inner, bool scalarLeft, float* out, uint16_t* narrow) {
+  if (runs <= 0) return 0;
+  KILN_HALF_DISPATCH(scalarHalves(op, x, scales, runs, inner, scalarLeft, out, narrow));
 }
 
 int64_t unaryHalf(UnOp op, const float* in, float* out, int64_t n, float p0, float p1,

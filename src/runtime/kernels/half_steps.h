@@ -25,6 +25,16 @@ int64_t binaryScalarRightHalf(BinOp op, const float* a, float s, float* out, int
                               uint16_t* narrow = nullptr);
 int64_t binaryScalarLeftHalf(BinOp op, float s, const float* b, float* out, int64_t n,
                              uint16_t* narrow = nullptr);
+// binaryScalarRightHalf (x op s), or binaryScalarLeftHalf with `scalarLeft` (s op x), on float16
+// x widened in registers by the conversion instruction (as widenHalves), over `runs` runs of
+// `inner` values, run r (x, out and narrow from r * inner) with s = scales[r]: one pass for a
+// float16 node of its own instead of widen, loop, narrow, and one call for all the channels of a
+// per-channel operand. Without `narrow` each result is rounded and widened back as floatsToHalves
+// then halvesToFloats make it (a NaN the plain quiet NaN with its sign): the node's float16 output
+// handed over widened, the same bits as widening it. Returns how many leading values of each run
+// it did (the same for every run); the caller does the rest of each.
+int64_t binaryScalarHalves(BinOp op, const uint16_t* x, const float* scales, int64_t runs,
+                           int64_t inner, bool scalarLeft, float* out, uint16_t* narrow = nullptr);
 int64_t unaryHalf(UnOp op, const float* in, float* out, int64_t n, float p0, float p1,
                   uint16_t* narrow = nullptr);
 // v[i] rounded to the nearest float16 value in place, NaN payloads as above.

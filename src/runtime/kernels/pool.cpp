@@ -1,7 +1,13 @@
 // Pooling kernels: MaxPool (with Indices), AveragePool, LpPool, their Global forms, MaxUnpool.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "half_steps.h"
 #include "kiln/runtime/half_block.h"
 #include "nn_util.h"
 #include "thread_pool.h"
@@ -422,51 +428,163 @@ Status lpPoolOp(KernelContext& ctx) { return sumPoolOp(ctx, false); }
 
 enum class GlobalKind { Average, Max, Lp };
 
-// Global average / max pooling of float16 planes: the float path's sums in its order (eight planes
-// side by side, each accumulated from its first element to its last), on the planes widened a
-// stretch at a time in cache instead of a float32 copy of the whole tensor, which PP-OCR det's
-// .om made of each [96, 160, 160] map before pooling it, and the plane groups spread over the
-// pool. Widening is exact, so the bits are the float path's.
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx2,f16c")
+// Eight values of a plane as floats: float32 loaded, float16 widened by the conversion
+// instruction.
+inline __m256 loadEight(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 loadEight(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// The eight planes rows[0..8) pooled side by side over their first n values (a multiple of 8 of
+// them, returned) into acc[0..8): eight values of each plane, transposed so that one vector
+// holds value i of every plane, then the vectors added (or maxed) in order. Each lane is one
+// plane's one-by-one sum (a NaN sum is redone by poolLanes), max(x, acc) as std::max(acc, x)
+// picks (acc when unordered or equal). A float16 signalling NaN comes out quiet, which a max,
+// that never keeps a NaN, and a mean narrowed to float16, a NaN with its sign, cannot tell.
+template <bool kMax, typename Src>
+int64_t poolEightAvx2(const Src* const* rows, int64_t n, float* acc) {
+  __m256 a = _mm256_loadu_ps(acc);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 r0 = loadEight(rows[0] + i), r1 = loadEight(rows[1] + i);
+    const __m256 r2 = loadEight(rows[2] + i), r3 = loadEight(rows[3] + i);
+    const __m256 r4 = loadEight(rows[4] + i), r5 = loadEight(rows[5] + i);
+    const __m256 r6 = loadEight(rows[6] + i), r7 = loadEight(rows[7] + i);
+    // Per 128-bit half: pairs of planes interleaved, then quads; then the halves joined.
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 v[8] = {
+        _mm256_permute2f128_ps(s0, s4, 0x20), _mm256_permute2f128_ps(s1, s5, 0x20),
+        _mm256_permute2f128_ps(s2, s6, 0x20), _mm256_permute2f128_ps(s3, s7, 0x20),
+        _mm256_permute2f128_ps(s0, s4, 0x31), _mm256_permute2f128_ps(s1, s5, 0x31),
+        _mm256_permute2f128_ps(s2, s6, 0x31), _mm256_permute2f128_ps(s3, s7, 0x31)};
+    for (int j = 0; j < 8; ++j)
+      a = kMax ? _mm256_max_ps(v[j], a) : _mm256_add_ps(a, v[j]);
+  }
+  _mm256_storeu_ps(acc, a);
+  return i;
+}
+#pragma GCC pop_options
+#endif
+
+// Global average / max pooling of `lanes` planes side by side (the eight of a group, or one left
+// over), each accumulated from its first element to its last: the dependency chains of a group
+// overlap instead of waiting on one add after another, and each plane's sum is the one-by-one
+// sum (same bits). `rows[l]` is plane l as stored (float, or float16); a group of eight float
+// sums runs transposed in vectors (poolEightAvx2) where the machine has them. The rest reads
+// `stretch(l, i0, n)`: n values of plane l from element i0 as T, a pointer into the tensor or a
+// float16 stretch widened into a buffer in cache. The means or maxima go to out[0, lanes).
+template <typename T, int64_t kLanes, typename Src, typename Stretch>
+void poolLanes(GlobalKind kind, int64_t size, int64_t stretchSize, const Src* const* rows,
+               Stretch&& stretch, T* out) {
+  T acc[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l)
+    acc[l] = kind == GlobalKind::Max ? -std::numeric_limits<T>::infinity() : T{0};
+  int64_t from = 0;
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float> && kLanes == 8)
+    if (haveF16c())
+      from = kind == GlobalKind::Max ? poolEightAvx2<true>(rows, size, acc)
+                                     : poolEightAvx2<false>(rows, size, acc);
+#endif
+  for (int64_t i0 = from; i0 < size; i0 += stretchSize) {
+    const int64_t n = std::min(stretchSize, size - i0);
+    const T* p[kLanes];
+    for (int64_t l = 0; l < kLanes; ++l)
+      p[l] = stretch(l, i0, n);
+    if (kind == GlobalKind::Max) {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t l = 0; l < kLanes; ++l)
+          acc[l] = std::max(acc[l], p[l][i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t l = 0; l < kLanes; ++l)
+          acc[l] += p[l][i];
+    }
+  }
+  // Which NaN an add keeps when both operands are NaN follows the operand order the compiler
+  // picked, so the sign of a NaN mean would too: a plane whose sum is NaN is summed again one value
+  // at a time up to the first NaN the sum meets or makes, which it keeps.
+  if (kind != GlobalKind::Max)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      if (!std::isnan(acc[l])) continue;
+      T sum{0};
+      for (int64_t i0 = 0; i0 < size && !std::isnan(sum); i0 += stretchSize) {
+        const int64_t n = std::min(stretchSize, size - i0);
+        const T* p = stretch(l, i0, n);
+        for (int64_t i = 0; i < n && !std::isnan(sum); ++i)
+          sum += p[i];
+      }
+      acc[l] = sum;
+    }
+  for (int64_t l = 0; l < kLanes; ++l)
+    out[l] = kind == GlobalKind::Max ? acc[l] : acc[l] / static_cast<T>(size);
+}
+
+constexpr int64_t kPoolLanes = 8;
+
+// Global average / max pooling of `planes` planes of `size` values: the groups of eight planes,
+// then the planes left over one by one, the units spread over the pool (each pooled alike
+// whichever thread takes it, so the bits do not depend on the thread count). `poolUnit(pl,
+// lanes)` pools planes [pl, pl + lanes) (lanes 8 or 1).
+template <typename PoolUnit>
+void poolPlaneUnits(int threads, int64_t planes, int64_t size, PoolUnit&& poolUnit) {
+  const int64_t groups = planes / kPoolLanes, units = groups + planes % kPoolLanes;
+  auto run = [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      if (u < groups)
+        poolUnit(u * kPoolLanes, kPoolLanes);
+      else
+        poolUnit(groups * kPoolLanes + (u - groups), 1);
+    }
+  };
+  const int n = pool::threadsFor(threads, static_cast<double>(planes * size) * pool::kNsPerElement);
+  if (n <= 1)
+    run(0, units); // no std::function round trip for the small maps of SE blocks
+  else
+    pool::parallelFor(n, units, 1, run);
+}
+
+// Global average / max pooling of float16 planes: the float path's sums (poolLanes) on the
+// planes widened a stretch at a time in cache instead of a float32 copy of the whole tensor,
+// which PP-OCR det's .om made of each [96, 160, 160] map before pooling it. Widening is exact (a
+// signalling NaN comes out quiet, which neither a max, that never keeps a NaN, nor the narrowed
+// mean, a NaN with its sign, can tell), so the bits are the float path's.
 Tensor globalPoolHalf(int threads, const Tensor& x, GlobalKind kind, int64_t planes, int64_t size,
                       const std::vector<int64_t>& yd) {
   const auto* src = reinterpret_cast<const uint16_t*>(x.data());
-  constexpr int64_t kLanes = 8, kStretch = 512;
-  std::vector<float> out(static_cast<size_t>(planes));
-  // Units of work: the groups of eight planes, then the planes left over one by one, each pooled
-  // alike whichever thread takes it (so the bits do not depend on the thread count).
-  const int64_t groups = planes / kLanes, units = groups + planes % kLanes;
-  auto poolUnits = [&](int64_t u0, int64_t u1) {
-    float buf[kLanes][kStretch];
-    for (int64_t u = u0; u < u1; ++u) {
-      const int64_t pl = u < groups ? u * kLanes : groups * kLanes + (u - groups);
-      const int64_t lanes = u < groups ? kLanes : 1;
-      float acc[kLanes];
-      for (int64_t l = 0; l < lanes; ++l)
-        acc[l] = kind == GlobalKind::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
-      for (int64_t i0 = 0; i0 < size; i0 += kStretch) {
-        const int64_t n = std::min(kStretch, size - i0);
-        for (int64_t l = 0; l < lanes; ++l)
-          halvesToFloats(src + (pl + l) * size + i0, buf[l], static_cast<size_t>(n));
-        if (kind == GlobalKind::Max) {
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t l = 0; l < lanes; ++l)
-              acc[l] = std::max(acc[l], buf[l][i]);
-        } else {
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t l = 0; l < lanes; ++l)
-              acc[l] += buf[l][i];
-        }
-      }
-      for (int64_t l = 0; l < lanes; ++l)
-        out[static_cast<size_t>(pl + l)] =
-            kind == GlobalKind::Max ? acc[l] : acc[l] / static_cast<float>(size);
-    }
-  };
-  pool::parallelFor(
-      pool::threadsFor(threads, static_cast<double>(planes * size) * pool::kNsPerElement), units, 1,
-      poolUnits);
+  constexpr int64_t kStretch = 512;
   OutTensor y(DType::Float16, yd);
-  floatsToHalves(out.data(), y.data<uint16_t>(), out.size());
+  uint16_t* dst = y.data<uint16_t>();
+  poolPlaneUnits(threads, planes, size, [&](int64_t pl, int64_t lanes) {
+    float buf[kPoolLanes][kStretch];
+    float out[kPoolLanes];
+    const uint16_t* rows[kPoolLanes];
+    for (int64_t l = 0; l < lanes; ++l)
+      rows[l] = src + (pl + l) * size;
+    auto stretch = [&](int64_t l, int64_t i0, int64_t n) -> const float* {
+      vec::widenHalvesAll(rows[l] + i0, buf[l], n);
+      return buf[l];
+    };
+    if (lanes == kPoolLanes)
+      poolLanes<float, kPoolLanes>(kind, size, kStretch, rows, stretch, out);
+    else
+      poolLanes<float, 1>(kind, size, kStretch, rows, stretch, out);
+    floatsToHalves(out, dst + pl, static_cast<size_t>(lanes));
+  });
   return std::move(y).finish();
 }
 
@@ -488,48 +606,27 @@ Status globalPoolOp(KernelContext& ctx, GlobalKind kind) {
     using T = decltype(tag);
     Staged<T> xv(x);
     StagedOut<T> y(x.dtype(), yd);
-    int64_t pl = 0;
+    T* out = y.data();
     if (kind != GlobalKind::Lp) {
-      // Eight planes at a time, each still accumulated in its own order (same bits): the eight
-      // dependency chains overlap instead of waiting on one add after another.
-      constexpr int64_t kLanes = 8;
-      for (; pl + kLanes <= planes; pl += kLanes) {
+      poolPlaneUnits(ctx.threads(), planes, size, [&](int64_t pl, int64_t lanes) {
+        // The rest of the plane is one stretch: it is in the tensor already.
+        const T* rows[kPoolLanes];
+        for (int64_t l = 0; l < lanes; ++l)
+          rows[l] = xv.data() + (pl + l) * size;
+        auto stretch = [&](int64_t l, int64_t i0, int64_t) { return rows[l] + i0; };
+        if (lanes == kPoolLanes)
+          poolLanes<T, kPoolLanes>(kind, size, size, rows, stretch, out + pl);
+        else
+          poolLanes<T, 1>(kind, size, size, rows, stretch, out + pl);
+      });
+    } else {
+      for (int64_t pl = 0; pl < planes; ++pl) {
         const T* src = xv.data() + pl * size;
-        T acc[kLanes];
-        for (int64_t l = 0; l < kLanes; ++l)
-          acc[l] = kind == GlobalKind::Max ? -std::numeric_limits<T>::infinity() : T{0};
-        if (kind == GlobalKind::Max) {
-          for (int64_t i = 0; i < size; ++i)
-            for (int64_t l = 0; l < kLanes; ++l)
-              acc[l] = std::max(acc[l], src[l * size + i]);
-        } else {
-          for (int64_t i = 0; i < size; ++i)
-            for (int64_t l = 0; l < kLanes; ++l)
-              acc[l] += src[l * size + i];
-          for (int64_t l = 0; l < kLanes; ++l)
-            acc[l] /= static_cast<T>(size);
-        }
-        for (int64_t l = 0; l < kLanes; ++l)
-          y.data()[pl + l] = acc[l];
-      }
-    }
-    for (; pl < planes; ++pl) {
-      const T* src = xv.data() + pl * size;
-      T acc = kind == GlobalKind::Max ? -std::numeric_limits<T>::infinity() : T{0};
-      if (kind == GlobalKind::Max) {
-        for (int64_t i = 0; i < size; ++i)
-          acc = std::max(acc, src[i]);
-      } else if (kind == GlobalKind::Average) {
-        for (int64_t i = 0; i < size; ++i)
-          acc += src[i];
-        acc /= static_cast<T>(size);
-      } else {
         double sum = 0;
         for (int64_t i = 0; i < size; ++i)
           sum += std::pow(std::fabs(static_cast<double>(src[i])), p);
-        acc = static_cast<T>(std::pow(sum, 1.0 / p));
+        out[pl] = static_cast<T>(std::pow(sum, 1.0 / p));
       }
-      y.data()[pl] = acc;
     }
     ctx.setOutput(0, std::move(y).finish());
   });

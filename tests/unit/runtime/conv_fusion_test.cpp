@@ -770,35 +770,135 @@ TEST(ConvFusion, HardSwishFirstOnTheConvEqualsNodesOneByOne) {
 // path's sums in its order), at one and two threads, for plane counts around the eight planes
 // pooled side by side and planes longer than a stretch.
 TEST(ConvFusion, HalfGlobalPoolEqualsFloatPoolNarrowed) {
-  for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"}) {
-    for (std::vector<int64_t> dims :
-         std::vector<std::vector<int64_t>>{{1, 3, 7, 5}, {2, 9, 40, 33}, {1, 17, 1, 1300}}) {
-      const std::string what = std::string(op) + " " + std::to_string(dims[1]) + " planes";
-      Tensor xf = floats(dims, 71);
-      Tensor xh = toHalf(xf);
-      auto pool = [&](const Tensor& in, int threads) {
-        ChainModel m;
-        m.model.opsets = {{"", 17}};
-        m.model.graph = std::make_shared<Graph>("g");
-        Graph& g = *m.model.graph;
-        Value* x = g.addValue("x");
-        g.addInput(x);
-        g.addOutput(g.appendNode(op, {x}, {"y"})->output(0));
-        m.feeds["x"] = rt::RtValue::ofTensor(in);
-        rt::RunResult r = run(m, true, threads);
-        return r.outputs.empty() ? Tensor() : r.outputs[0].tensor;
-      };
-      // The float path on the float16 values widened.
-      const uint16_t* hp = reinterpret_cast<const uint16_t*>(xh.data());
-      std::vector<float> wide(xh.elementCount());
-      for (size_t k = 0; k < wide.size(); ++k)
-        wide[k] = rt::halfToFloat(hp[k]);
-      Tensor expected = toHalf(pool(rt::makeTensor<float>(DType::Float32, dims, wide), 1));
-      for (int threads : {1, 2}) {
-        Tensor got = pool(xh, threads);
-        ASSERT_EQ(got.dtype(), DType::Float16) << what;
-        expectSameBytes(expected, got, what + ", threads " + std::to_string(threads));
+  // With `specials`: NaNs of both signs in two planes, zeros of both signs and infinities
+  // scattered, a plane whose maximum is zero of either sign (a max must keep the first of equal
+  // values and never a NaN).
+  auto withSpecials = [](std::vector<float>& v, int64_t size) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (size_t i = 0; i < v.size(); ++i) {
+      const int64_t plane = static_cast<int64_t>(i) / size;
+      if ((plane == 2 || plane == 9) && i % 29 == 3) v[i] = i % 2 ? -nan : nan;
+      if (i % 7 == 1) v[i] = -0.0f;
+      if (i % 11 == 2) v[i] = 0.0f;
+      if (i % 97 == 5) v[i] = i % 3 ? INFINITY : -INFINITY;
+      // A plane whose maximum is zero, of both signs.
+      if (plane == 4) v[i] = i % 5 == 0 ? (i % 10 ? -0.0f : 0.0f) : -std::fabs(v[i]) - 1.0f;
+    }
+  };
+  for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"})
+    for (bool specials : {false, true}) {
+      for (std::vector<int64_t> dims : std::vector<std::vector<int64_t>>{
+               {1, 3, 7, 5}, {2, 9, 40, 33}, {1, 17, 1, 1300}, {1, 16, 1, 5}, {1, 24, 3, 96}}) {
+        const std::string what = std::string(op) + " " + std::to_string(dims[1]) + " planes of " +
+                                 std::to_string(dims[2] * dims[3]) + (specials ? ", specials" : "");
+        Tensor xf = floats(dims, 71, [&](std::vector<float>& v) {
+          if (specials) withSpecials(v, dims[2] * dims[3]);
+        });
+        Tensor xh = toHalf(xf);
+        auto pool = [&](const Tensor& in, int threads) {
+          ChainModel m;
+          m.model.opsets = {{"", 17}};
+          m.model.graph = std::make_shared<Graph>("g");
+          Graph& g = *m.model.graph;
+          Value* x = g.addValue("x");
+          g.addInput(x);
+          g.addOutput(g.appendNode(op, {x}, {"y"})->output(0));
+          m.feeds["x"] = rt::RtValue::ofTensor(in);
+          rt::RunResult r = run(m, true, threads);
+          return r.outputs.empty() ? Tensor() : r.outputs[0].tensor;
+        };
+        // The float path on the float16 values widened.
+        const uint16_t* hp = reinterpret_cast<const uint16_t*>(xh.data());
+        std::vector<float> wide(xh.elementCount());
+        for (size_t k = 0; k < wide.size(); ++k)
+          wide[k] = rt::halfToFloat(hp[k]);
+        Tensor floatPooled = pool(rt::makeTensor<float>(DType::Float32, dims, wide), 1);
+        Tensor expected = toHalf(floatPooled);
+        // The float path itself against each plane pooled from its first value to its last.
+        const int64_t planes = dims[0] * dims[1], size = dims[2] * dims[3];
+        ASSERT_EQ(static_cast<int64_t>(floatPooled.elementCount()), planes) << what;
+        const float* fp = reinterpret_cast<const float*>(floatPooled.data());
+        const bool max = std::string(op) == "GlobalMaxPool";
+        for (int64_t pl = 0; pl < planes; ++pl) {
+          float acc = max ? -std::numeric_limits<float>::infinity() : 0.0f;
+          // A sum keeps the first NaN it meets or makes.
+          for (int64_t i = 0; i < size; ++i) {
+            const float v = wide[static_cast<size_t>(pl * size + i)];
+            acc = max ? std::max(acc, v) : std::isnan(acc) ? acc : acc + v;
+          }
+          if (!max) acc /= static_cast<float>(size);
+          ASSERT_EQ(std::memcmp(&acc, &fp[pl], 4), 0) << what << " plane " << pl;
+        }
+        for (int threads : {1, 2}) {
+          Tensor got = pool(xh, threads);
+          ASSERT_EQ(got.dtype(), DType::Float16) << what;
+          expectSameBytes(expected, got, what + ", threads " + std::to_string(threads));
+        }
       }
+    }
+}
+
+// A float16 SE block as PP-OCR's LCNet has it: x -> depthwise 3x3 Conv -> Relu "r" ->
+// GlobalAveragePool -> 1x1 Conv -> Relu -> 1x1 Conv -> HardSigmoid "hs" -> Mul(r, hs) -> 1x1 Conv.
+// The Mul (one scale per channel) hands its result widened to the last Conv, which rounds in the
+// same pass (binaryScalarHalves); the bytes must be those of the nodes run one by one, where the
+// Mul writes float16 and the Conv widens it. With `scaleFirst` the Mul reads Mul(hs, r).
+ChainModel halfSeModel(bool scaleFirst) {
+  ChainModel m;
+  m.model.opsets = {{"", 17}};
+  m.model.graph = std::make_shared<Graph>("g");
+  Graph& g = *m.model.graph;
+  auto half = [](Value* v) {
+    v->setDType(DType::Float16);
+    return v;
+  };
+  Value* x = half(g.addValue("x"));
+  g.addInput(x);
+  m.feeds["x"] = rt::RtValue::ofTensor(toHalf(floats({1, 24, 6, 37}, 81)));
+  auto conv = [&](Value* in, int64_t channels, int64_t filters, uint32_t seed,
+                  const std::string& out, int64_t k, int64_t group) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(channels / group * k * k));
+    Value* wv = g.addInitializer(
+        out + "_w", toHalf(floats({filters, channels / group, k, k}, seed, [&](auto& v) {
+          for (float& f : v)
+            f *= scale;
+        })));
+    Value* bv = g.addInitializer(out + "_b", toHalf(floats({filters}, seed + 1)));
+    Node* n = g.appendNode("Conv", {in, wv, bv}, {out});
+    const int64_t pad = k / 2;
+    n->setAttribute("pads", Attribute::ofInts({pad, pad, pad, pad}));
+    n->setAttribute("group", Attribute::ofInt(group));
+    return half(n->output(0));
+  };
+  Value* dw = conv(x, 24, 24, 82, "dw", 3, 24);
+  Value* r = half(g.appendNode("Relu", {dw}, {"r"})->output(0));
+  Value* p = half(g.appendNode("GlobalAveragePool", {r}, {"p"})->output(0));
+  Value* s1 = conv(p, 24, 6, 84, "s1", 1, 1);
+  Value* r1 = half(g.appendNode("Relu", {s1}, {"r1"})->output(0));
+  Value* s2 = conv(r1, 6, 24, 86, "s2", 1, 1);
+  Node* hsNode = g.appendNode("HardSigmoid", {s2}, {"hs"});
+  hsNode->setAttribute("alpha", Attribute::ofFloat(0.2f));
+  hsNode->setAttribute("beta", Attribute::ofFloat(0.5f));
+  Value* hs = half(hsNode->output(0));
+  Value* mul =
+      half(g.appendNode("Mul", {scaleFirst ? hs : r, scaleFirst ? r : hs}, {"m"})->output(0));
+  g.addOutput(conv(mul, 24, 16, 88, "pw", 1, 1));
+  return m;
+}
+
+TEST(ConvFusion, HalfSeBlockHandOffEqualsNodesOneByOne) {
+  for (bool scaleFirst : {false, true}) {
+    ChainModel m = halfSeModel(scaleFirst);
+    const Graph& g = *m.model.graph;
+    auto plan = rt::planFusion(g, 17, {});
+    ASSERT_TRUE(plan);
+    auto [handoff, chain, index] = byOutputName(g, *plan);
+    EXPECT_EQ(handoff["m"], index["pw"]);
+    for (int threads : {1, 2}) {
+      const std::string what = std::string(scaleFirst ? "Mul(hs, r)" : "Mul(r, hs)") +
+                               ", threads " + std::to_string(threads);
+      rt::RunResult fused = fusedHalfEqualsPlain(m, threads, what, true);
+      EXPECT_EQ(calls(fused, "Mul"), 1u) << what;
     }
   }
 }

@@ -211,4 +211,54 @@ TEST(HalfPass, CastReadOnlyByDynamicQuantizeHandsOnFloat16) {
       }
 }
 
+// Float16 Add/Sub/Mul/Div of a tensor by one value per run of it (an SE block's per-channel scale,
+// a scalar), the small operand on either side: widened, computed and narrowed in one pass
+// (binaryScalarHalves), the bytes of the float32 op on the widened values, narrowed, at one and two
+// threads, for runs the vector loop leaves a tail of and NaNs among the values.
+TEST(HalfPass, BinaryByOneValuePerRunMatchesFloat32) {
+  struct Case {
+    std::vector<int64_t> wide, small;
+  };
+  const Case cases[] = {{{1, 5, 1, 37}, {1, 5, 1, 1}},
+                        {{1, 8, 12, 96}, {1, 8, 1, 1}},
+                        {{2, 3, 4, 5}, {2, 3, 1, 1}},
+                        {{1, 6, 3, 96}, {6, 1, 1}},
+                        {{1, 4, 7, 9}, {1}}};
+  for (const char* op : {"Mul", "Div", "Sub", "Add"}) {
+    for (const Case& c : cases) {
+      int64_t n = 1, ns = 1;
+      for (int64_t d : c.wide)
+        n *= d;
+      for (int64_t d : c.small)
+        ns *= d;
+      const std::vector<uint16_t> w = halves(n, static_cast<uint32_t>(n), true);
+      const std::vector<uint16_t> sm = halves(ns, static_cast<uint32_t>(ns) + 7, true);
+      for (bool smallFirst : {false, true}) {
+        const std::string what = std::string(op) + " " + std::to_string(n) + " by " +
+                                 std::to_string(ns) + (smallFirst ? ", small first" : "");
+        auto run = [&](const Tensor& a, const Tensor& b, int threads) {
+          rt::pool::setSplitAlways(threads > 1);
+          auto out = kiln::testing::runNode(
+              op, {{"a", smallFirst ? b : a}, {"b", smallFirst ? a : b}}, {}, 1, 17, threads);
+          rt::pool::setSplitAlways(false);
+          return out;
+        };
+        auto wide = run(widened(w, c.wide), widened(sm, c.small), 1);
+        ASSERT_EQ(wide.size(), 1u) << what;
+        std::vector<uint16_t> want(wide[0].elementCount());
+        const float* wf = reinterpret_cast<const float*>(wide[0].data());
+        for (size_t i = 0; i < want.size(); ++i)
+          want[i] = rt::floatToHalf(wf[i]);
+        const Tensor expected = rt::makeTensor<uint16_t>(DType::Float16, wide[0].dims(), want);
+        for (int threads : {1, 2}) {
+          auto narrow = run(rt::makeTensor<uint16_t>(DType::Float16, c.wide, w),
+                            rt::makeTensor<uint16_t>(DType::Float16, c.small, sm), threads);
+          ASSERT_EQ(narrow.size(), 1u) << what;
+          expectSameBytes(expected, narrow[0], what + ", threads " + std::to_string(threads));
+        }
+      }
+    }
+  }
+}
+
 } // namespace

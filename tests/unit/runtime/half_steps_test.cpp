@@ -236,5 +236,86 @@ TEST(HalfSteps, HardSwishMultipliesByTheReciprocalOnlyWhereExact) {
   EXPECT_FALSE(rt::vec::hardSwishReciprocalExact(unroundedProduct));
 }
 
+// A scalar step on float16 operands widened in registers against widening them (halvesToFloats),
+// the float loop and narrowing (floatsToHalves): every float16 bit pattern (NaNs with payloads,
+// signalling ones too, infinities, subnormals, zeros), the narrowed halves and the widened-back
+// floats bit for bit (a NaN is the plain quiet NaN with its sign either way), scalar on either
+// side; 65536 + 7 elements so the vector loop leaves a tail it must not write.
+TEST(HalfSteps, ScalarStepOnHalvesIsWidenLoopNarrow) {
+  const int64_t n = 65536 + 7;
+  std::vector<uint16_t> x(n);
+  for (int64_t i = 0; i < n; ++i)
+    x[static_cast<size_t>(i)] = static_cast<uint16_t>((i * 40503) & 0xffff);
+  std::vector<float> wide(n);
+  rt::halvesToFloats(x.data(), wide.data(), x.size());
+  const float scalars[] = {0.1667f, -3.0f, 0.0f, 65504.0f, 1e-7f};
+  for (BinOp op : {BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div}) {
+    for (float s : scalars) {
+      for (bool left : {false, true}) {
+        const std::string what = "op " + std::to_string(static_cast<int>(op)) + " scalar " +
+                                 std::to_string(s) + (left ? " left" : " right");
+        std::vector<float> loop(n);
+        if (left)
+          rt::vec::binaryScalarLeft(op, s, wide.data(), loop.data(), n);
+        else
+          rt::vec::binaryScalarRight(op, wide.data(), s, loop.data(), n);
+        std::vector<uint16_t> want(n);
+        rt::floatsToHalves(loop.data(), want.data(), want.size());
+        std::vector<float> wantWide(n);
+        rt::halvesToFloats(want.data(), wantWide.data(), want.size());
+        std::vector<uint16_t> narrowed(n, 0x1234);
+        std::vector<float> got(n, -1.0f);
+        const int64_t done =
+            rt::vec::binaryScalarHalves(op, x.data(), &s, 1, n, left, nullptr, narrowed.data());
+        if (done == 0) GTEST_SKIP() << "no AVX-512 or F16C on this machine: the steps run nothing";
+        EXPECT_GT(done, n - 16) << what;
+        EXPECT_EQ(rt::vec::binaryScalarHalves(op, x.data(), &s, 1, n, left, got.data()), done)
+            << what;
+        for (int64_t i = 0; i < done; ++i) {
+          ASSERT_EQ(narrowed[i], want[i]) << what << " narrowed at " << i << " from " << x[i];
+          ASSERT_EQ(bitsOf(got[i]), bitsOf(wantWide[i])) << what << " widened at " << i;
+        }
+        EXPECT_EQ(narrowed[done], 0x1234) << what << ": wrote past what it did";
+        EXPECT_EQ(got[done], -1.0f) << what << ": wrote past what it did";
+      }
+    }
+  }
+}
+
+// Many runs in one call, each with its own scale: each run's leading values as one run alone
+// gives them (the same count for every run), nothing written past them.
+TEST(HalfSteps, ScalarStepOnHalvesRunsEachWithItsScale) {
+  const int64_t inner = 37, runs = 9, n = inner * runs;
+  std::vector<uint16_t> x(n);
+  for (int64_t i = 0; i < n; ++i)
+    x[static_cast<size_t>(i)] = rt::floatToHalf(0.37f * static_cast<float>(i % 23) - 3.1f);
+  std::vector<float> scales(runs);
+  for (int64_t r = 0; r < runs; ++r)
+    scales[static_cast<size_t>(r)] = 0.25f + 0.6f * static_cast<float>(r);
+  for (bool left : {false, true}) {
+    std::vector<float> got(n, -1.0f), one(n, -1.0f);
+    std::vector<uint16_t> narrowed(n, 0x1234), oneNarrowed(n, 0x1234);
+    const int64_t done = rt::vec::binaryScalarHalves(BinOp::Div, x.data(), scales.data(), runs,
+                                                     inner, left, got.data());
+    if (done == 0) GTEST_SKIP() << "no AVX-512 or F16C on this machine: the steps run nothing";
+    EXPECT_EQ(rt::vec::binaryScalarHalves(BinOp::Div, x.data(), scales.data(), runs, inner, left,
+                                          nullptr, narrowed.data()),
+              done);
+    for (int64_t r = 0; r < runs; ++r) {
+      const int64_t at = r * inner;
+      EXPECT_EQ(rt::vec::binaryScalarHalves(BinOp::Div, x.data() + at, &scales[r], 1, inner, left,
+                                            one.data() + at),
+                done);
+      rt::vec::binaryScalarHalves(BinOp::Div, x.data() + at, &scales[r], 1, inner, left, nullptr,
+                                  oneNarrowed.data() + at);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(bitsOf(got[i]), bitsOf(one[i])) << "at " << i << (left ? " left" : "");
+      ASSERT_EQ(narrowed[i], oneNarrowed[i]) << "at " << i << (left ? " left" : "");
+      if (i % inner >= done) ASSERT_EQ(got[i], -1.0f) << "wrote past a run's part at " << i;
+    }
+  }
+}
+
 } // namespace
 } // namespace kiln
