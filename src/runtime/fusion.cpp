@@ -369,15 +369,17 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
     }
     return static_cast<int64_t>(r[0]);
   };
-  // The one reader of `v` when it is a plain Cast to float32 taking v alone, or -1.
+  // The one reader of `v` when it is a plain Cast to float32 taking v alone, or -1. Not when a
+  // DynamicQuantizeLinear reads the Cast: that Cast passes float16 data on (passHalf, below).
   auto floatCastTaker = [&](const Value* v, size_t after) -> int64_t {
     if (!v || kept.count(v)) return -1;
     const auto& r = readers[v];
     if (r.size() != 1 || r[0] <= after) return -1;
     const Node& next = *nodes[r[0]];
-    return floatCastTarget(next) == DType::Float32 && next.input(0) == v
-               ? static_cast<int64_t>(r[0])
-               : -1;
+    if (floatCastTarget(next) != DType::Float32 || next.input(0) != v) return -1;
+    for (size_t j : readers[next.output(0)])
+      if (nodes[j]->opType() == "DynamicQuantizeLinear") return -1;
+    return static_cast<int64_t>(r[0]);
   };
   // Backwards, so that a MaxPool's own hand-off is known when the Conv before it asks.
   for (size_t c = count; c-- > 0;) {

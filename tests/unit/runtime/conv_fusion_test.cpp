@@ -640,7 +640,8 @@ TEST(ConvFusion, WidenedHandOffToHalfConvEqualsNodesOneByOne) {
 // that overflow or round to subnormals) -> Add(bias row) -> Cast to float32 -> Softmax (output y);
 // x -> Mul(x, x) -> Div(scalar) -> Sub -> Cast -> output z. The Add and the Sub hand off; the Mul
 // and the Div do not (their readers are no Cast), nor does an Add whose output is also a graph
-// output. The float32 bytes must be those of the nodes run one by one.
+// output, nor one whose Cast a DynamicQuantizeLinear reads. The bytes must be those of the nodes
+// run one by one.
 ChainModel castHandOffModel() {
   ChainModel m;
   m.model.opsets = {{"", 17}};
@@ -682,6 +683,14 @@ ChainModel castHandOffModel() {
   co->setAttribute("to", Attribute::ofInt(1));
   g.addOutput(o);
   g.addOutput(co->output(0));
+  // A Cast that a DynamicQuantizeLinear reads passes float16 data on (FusionPlan::passHalf): the
+  // Add before it keeps its float16 output.
+  Value* q = half(g.appendNode("Add", {x, x}, {"q"})->output(0));
+  Node* cq = g.appendNode("Cast", {q}, {"cq"});
+  cq->setAttribute("to", Attribute::ofInt(1));
+  Node* dq = g.appendNode("DynamicQuantizeLinear", {cq->output(0)}, {"dq", "dq_scale", "dq_zero"});
+  for (size_t i = 0; i < 3; ++i)
+    g.addOutput(dq->output(i));
   return m;
 }
 
@@ -696,13 +705,15 @@ TEST(ConvFusion, WidenedHandOffToCastEqualsNodesOneByOne) {
   EXPECT_EQ(handoff["sq"], -1);
   EXPECT_EQ(handoff["d"], -1);
   EXPECT_EQ(handoff["o"], -1);
+  EXPECT_EQ(handoff["q"], -1);
+  EXPECT_EQ(plan->passHalf[static_cast<size_t>(index["cq"])], 1);
   for (int threads : {1, 2}) {
     const std::string what = "threads " + std::to_string(threads);
     rt::RunResult plain = run(m, false, threads);
     rt::RunResult fused = run(m, true, threads);
-    ASSERT_EQ(plain.outputs.size(), 4u) << what;
-    ASSERT_EQ(fused.outputs.size(), 4u) << what;
-    for (size_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(plain.outputs.size(), 7u) << what;
+    ASSERT_EQ(fused.outputs.size(), 7u) << what;
+    for (size_t i = 0; i < 7; ++i) {
       EXPECT_EQ(fused.outputs[i].tensor.dtype(), plain.outputs[i].tensor.dtype()) << what;
       expectSameBytes(plain.outputs[i].tensor, fused.outputs[i].tensor,
                       what + ", output " + std::to_string(i));
