@@ -369,6 +369,18 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
     }
     return static_cast<int64_t>(r[0]);
   };
+  // The one reader of `v` when it is a plain Cast to float32 taking v alone, or -1. Not when a
+  // DynamicQuantizeLinear reads the Cast: that Cast passes float16 data on (passHalf, below).
+  auto floatCastTaker = [&](const Value* v, size_t after) -> int64_t {
+    if (!v || kept.count(v)) return -1;
+    const auto& r = readers[v];
+    if (r.size() != 1 || r[0] <= after) return -1;
+    const Node& next = *nodes[r[0]];
+    if (floatCastTarget(next) != DType::Float32 || next.input(0) != v) return -1;
+    for (size_t j : readers[next.output(0)])
+      if (nodes[j]->opType() == "DynamicQuantizeLinear") return -1;
+    return static_cast<int64_t>(r[0]);
+  };
   // Backwards, so that a MaxPool's own hand-off is known when the Conv before it asks.
   for (size_t c = count; c-- > 0;) {
     const Node& node = *nodes[c];
@@ -404,8 +416,17 @@ std::shared_ptr<const FusionPlan> planFusion(const Graph& graph, int64_t opset,
     const bool widening = node.opType() != "Conv" && node.opType() != "MaxPool";
     int64_t taker = takerOf(result, c, anyConv, node.opType() == "ConvTranspose");
     if (taker < 0 && anyConv && node.opType() == "Conv") taker = planarTakers(result, c);
+    // A float16 Add/Sub/Mul/Div whose output only a Cast to float32 reads: its widened values
+    // (halvesToFloats of the float16 results) are what the Cast would make, which then passes
+    // the float32 tensor on as it is (PP-OCR rec's last Add before its float32 Softmax).
+    bool toCast = false;
+    if (taker < 0 && widening && node.opType() != "Concat" &&
+        floatCastTarget(node) == DType::Undefined) {
+      taker = floatCastTaker(result, c);
+      toCast = taker >= 0;
+    }
     if (taker < 0) continue;
-    if (widening) {
+    if (widening && !toCast) {
       // Only to a float16 Conv or ConvTranspose (float16 weights and bias), which takes widened
       // X as it is.
       const Node& reader = *nodes[static_cast<size_t>(taker)];

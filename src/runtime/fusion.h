@@ -53,7 +53,8 @@ struct FusionPlan {
   // each read them as X alone (the entry is then the first of them).
   // Planar widened hand-offs also come from float16 ConvTranspose nodes (to a float16 Conv or
   // ConvTranspose) and from float16 Add/Sub/Mul/Div, Concat and Cast to float16 (to a float16
-  // Conv), each read by that one node alone.
+  // Conv), each read by that one node alone; and from float16 Add/Sub/Mul/Div to a Cast to
+  // float32 that reads them alone (the Cast passes the widened values on as its output).
   std::vector<int32_t> handoffTo;
   // Per node index: 1 for a Cast to float32 whose output one DynamicQuantizeLinear alone reads
   // (as its x) and that is no graph output nor kept. Given float16 data, the Cast hands it on as

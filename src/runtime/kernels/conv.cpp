@@ -359,6 +359,7 @@ struct ConvState {
     std::shared_ptr<const Buffer> floats;
   };
   Widened halfWeights, halfBias;
+  Epilogue::KeptOperands chainOperands; // a float16 chain's widened constant operands
 };
 
 // The float32 values of constant float16 input `t`: kept in `slot` after the first lookup in the
@@ -373,10 +374,11 @@ const float* keptWidening(ConvState::Widened& slot, const Tensor& t) {
 }
 
 // A float16 convolution's epilogue bound to its output dims: the fused chain when it binds
-// (true), else `roundOnly`, the epilogue of no steps that only rounds (false).
+// (true), else `roundOnly`, the epilogue of no steps that only rounds (false). `kept`: the node's
+// widened chain operands from earlier runs (Epilogue::KeptOperands).
 bool bindHalfEpilogue(Epilogue*& epilogue, const std::vector<int64_t>& outDims,
-                      Epilogue& roundOnly) {
-  if (epilogue && epilogue->bind(outDims, true)) return true;
+                      Epilogue& roundOnly, Epilogue::KeptOperands* kept = nullptr) {
+  if (epilogue && epilogue->bind(outDims, true, nullptr, kept)) return true;
   roundOnly.bind(outDims, true);
   epilogue = &roundOnly;
   return false;
@@ -420,9 +422,18 @@ Status convOp(KernelContext& ctx) {
     // float16 weights, as a float32 model holds its packed copy beside the original.
     // The float16 output is made when it is known not to be handed off widened (below); the
     // epilogue narrows into it from then on.
+    const bool constantWeights = ctx.inputIsConstant(1);
+    dnnl_conv::PackedWeights* packed = nullptr;
+    ConvState* state = nullptr;
+    if (std::shared_ptr<void>* slot = ctx.nodeState(); slot && constantWeights) {
+      if (!*slot) *slot = std::make_shared<ConvState>();
+      state = static_cast<ConvState*>(slot->get());
+      packed = &state->weights;
+    }
     std::optional<OutTensor> y, yWide;
     Epilogue roundOnly;
-    const bool chained = bindHalfEpilogue(epilogue, yd, roundOnly);
+    const bool chained =
+        bindHalfEpilogue(epilogue, yd, roundOnly, state ? &state->chainOperands : nullptr);
     auto halfOutput = [&] {
       if (y) return;
       y.emplace(DType::Float16, yd);
@@ -445,14 +456,6 @@ Status convOp(KernelContext& ctx) {
       vec::widenHalvesOnPool(ctx.threads(), reinterpret_cast<const uint16_t*>(x.data()), xw.data(),
                              static_cast<int64_t>(x.elementCount()));
       xf = xw.data();
-    }
-    const bool constantWeights = ctx.inputIsConstant(1);
-    dnnl_conv::PackedWeights* packed = nullptr;
-    ConvState* state = nullptr;
-    if (std::shared_ptr<void>* slot = ctx.nodeState(); slot && constantWeights) {
-      if (!*slot) *slot = std::make_shared<ConvState>();
-      state = static_cast<ConvState*>(slot->get());
-      packed = &state->weights;
     }
     std::optional<Staged<float>> bv;
     const float* bias = nullptr;

@@ -13,7 +13,8 @@
 
 namespace kiln::rt {
 
-bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* narrowBase) {
+bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* narrowBase,
+                    KeptOperands* kept) {
   if (outDims.size() < 2) return false; // no steps: only a ConvInteger's Cast was fused
   half_ = half;
   narrowBase_ = half ? narrowBase : nullptr;
@@ -38,13 +39,19 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* na
     }
     stepHalf_[i] = inHalf;
   }
-  auto classify = [&](const Operand& o, Bound& b, bool halfOperand) {
+  if (kept && kept->slots.size() != 2 * steps_.size()) kept->slots.assign(2 * steps_.size(), {});
+  auto classify = [&](const Operand& o, Bound& b, bool halfOperand, size_t slot) {
     if (!o.tensor) return o.slot >= 0;
     const Tensor* src = o.tensor;
-    if (halfOperand) {
-      if (src->dtype() != DType::Float16) return false;
+    KeptOperands::Slot* keep = kept && src->buffer() ? &kept->slots[slot] : nullptr;
+    if (halfOperand && src->dtype() != DType::Float16) return false;
+    if (halfOperand && keep && keep->from == src->buffer().get() &&
+        keep->floats.dims() == src->dims()) {
+      src = &keep->floats; // the copy an earlier bind took from the widening cache
+    } else if (halfOperand) {
       if (auto cached = cachedWidening(*src)) {
         widened_.emplace_back(DType::Float32, src->dims(), std::move(cached));
+        if (keep) *keep = {src->buffer().get(), widened_.back()};
       } else {
         // An activation operand: widened by the conversion instruction alone, as the
         // convolution's input (the chain's output is narrowed by floatsToHalves).
@@ -91,8 +98,9 @@ bool Epilogue::bind(const std::vector<int64_t>& outDims, bool half, uint16_t* na
   factors_.assign(steps_.size(), {});
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& st = steps_[i];
-    if (!classify(st.a, boundA_[i], stepHalf_[i])) return false;
-    if (st.kind == Kind::Binary && !classify(st.b, boundB_[i], stepHalf_[i])) return false;
+    if (!classify(st.a, boundA_[i], stepHalf_[i], 2 * i)) return false;
+    if (st.kind == Kind::Binary && !classify(st.b, boundB_[i], stepHalf_[i], 2 * i + 1))
+      return false;
     if (st.kind != Kind::BatchNorm) continue;
     // BatchNorm joins float32 chains only (a float16 one stays with the nodes' own kernels).
     if (stepHalf_[i] || st.a.slot < 0) return false;

@@ -64,7 +64,18 @@ class Epilogue {
   // its steps take float16 operands and round their results as a half chain's do; ToHalf rounds
   // as the Cast kernel does, ToFloat gives the Cast's float32 value (NaN as floatsToHalves makes
   // it), so the result is again bit-identical to the nodes' own kernels.
-  bool bind(const std::vector<int64_t>& outDims, bool half = false, uint16_t* narrowBase = nullptr);
+  // `kept` (half chains): float32 copies of the chain's constant operands (the executor's
+  // widening cache's) that the caller keeps between binds of the same chain (a Conv's node state),
+  // so that a bind does not look each up in that cache again.
+  struct KeptOperands {
+    struct Slot {
+      const Buffer* from = nullptr;
+      Tensor floats;
+    };
+    std::vector<Slot> slots; // per step operand, a then b
+  };
+  bool bind(const std::vector<int64_t>& outDims, bool half = false, uint16_t* narrowBase = nullptr,
+            KeptOperands* kept = nullptr);
 
   // Runs the chain in place over y[0, n), elements of channel `channel` starting at flat offset
   // `offset` of the output (after bind); a half chain also writes the float16 result to

@@ -1,7 +1,10 @@
 // Gemm and MatMul kernels (floats through BLAS, integer types through plain loops) and the
 // quantized MatMulInteger and QLinearMatMul.
+#include "kiln/runtime/half_block.h"
 #include "ms_fixed_point.h"
 #include "nn_util.h"
+#include "thread_pool.h"
+#include "vec_loops.h"
 
 namespace kiln::rt {
 namespace {
@@ -156,7 +159,6 @@ Status matmulOp(KernelContext& ctx) {
   bool done = nn::dispatchFloat(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     Staged<T> av(a), bv(b);
-    StagedOut<T> y(a.dtype(), s.outDims);
     // B shared by every batch and A laid out batch-contiguous: one tall GEMM does it all.
     bool aContiguous = true;
     {
@@ -166,15 +168,37 @@ Status matmulOp(KernelContext& ctx) {
         expect *= s.batch[d];
       }
     }
-    if (allZero(s.bBatchStride) && aContiguous) {
-      nn::gemm(ctx.threads(), false, false, s.batchCount * s.m, s.n, s.k, T{1}, av.data(), s.k,
-               bv.data(), s.n, T{0}, y.data(), s.n);
-    } else {
-      forEachBatch(s, [&](int64_t i, int64_t ao, int64_t bo) {
-        nn::gemm(ctx.threads(), false, false, s.m, s.n, s.k, T{1}, av.data() + ao * aMat, s.k,
-                 bv.data() + bo * bMat, s.n, T{0}, y.data() + i * yMat, s.n);
-      });
+    auto multiply = [&](T* y) {
+      if (allZero(s.bBatchStride) && aContiguous) {
+        nn::gemm(ctx.threads(), false, false, s.batchCount * s.m, s.n, s.k, T{1}, av.data(), s.k,
+                 bv.data(), s.n, T{0}, y, s.n);
+      } else {
+        forEachBatch(s, [&](int64_t i, int64_t ao, int64_t bo) {
+          nn::gemm(ctx.threads(), false, false, s.m, s.n, s.k, T{1}, av.data() + ao * aMat, s.k,
+                   bv.data() + bo * bMat, s.n, T{0}, y + i * yMat, s.n);
+        });
+      }
+    };
+    if constexpr (std::is_same_v<T, float>) {
+      if (a.dtype() == DType::Float16) {
+        // The float products narrowed split over the pool (as StagedOut narrows them, in one
+        // pass): PP-OCR rec's [40, 6625] classifier output.
+        OutTensor y(DType::Float16, s.outDims);
+        Scratch<float> wide(static_cast<size_t>(y.elementCount()));
+        multiply(wide.data());
+        const auto n = static_cast<int64_t>(wide.size());
+        uint16_t* dst = y.data<uint16_t>();
+        pool::parallelFor(
+            pool::threadsFor(ctx.threads(), static_cast<double>(n) * pool::kNsPerElement), n,
+            vec::kParallelGrain, [&](int64_t i0, int64_t i1) {
+              floatsToHalves(wide.data() + i0, dst + i0, static_cast<size_t>(i1 - i0));
+            });
+        ctx.setOutput(0, std::move(y).finish());
+        return;
+      }
     }
+    StagedOut<T> y(a.dtype(), s.outDims);
+    multiply(y.data());
     ctx.setOutput(0, std::move(y).finish());
   });
   if (done) return Status::ok();

@@ -244,19 +244,20 @@ template <typename T> void maxPool2d(const PoolShape& s, const T* x, T* y) {
   }
 }
 
-// maxPool2d over float16 planes, widened, pooled in float and narrowed a plane (or a group of
-// small planes) at a time, split over the pool, instead of the whole tensor widened first and
-// narrowed last: less memory
-// traffic, same bytes. Widening is exact, every maximum is a widened input, and an empty window's
-// lowest float narrows to -inf as it does from the whole-tensor staging.
-void maxPool2dHalfPlanes(int threads, const PoolShape& s, const uint16_t* x, uint16_t* y) {
+// A 2-D pooling of float16 planes: widened, pooled in float by `pool(part, in, out)` (a float
+// kernel over `part.planes` planes) and narrowed a plane (or a group of small planes) at a time,
+// split over the pool, instead of the whole tensor widened first and narrowed last: less memory
+// traffic, same bytes (halvesToFloats and floatsToHalves, as the whole-tensor staging uses, on
+// the same values). `tapsPerOutput` weighs the work.
+template <typename Fn>
+void pool2dHalfPlanes(int threads, const PoolShape& s, const uint16_t* x, uint16_t* y,
+                      int64_t tapsPerOutput, Fn&& pool) {
   const Window& w = s.window;
   const int64_t inSize = w.in[0] * w.in[1], outSize = w.out[0] * w.out[1];
   const double workNs = static_cast<double>(s.planes) *
-                        static_cast<double>(inSize + outSize * w.kernel[0] * w.kernel[1]) *
-                        pool::kNsPerElement;
-  // Small planes go a group at a time (about 8K values widened), so that maxPool2d's per-call tap
-  // tables are not worked out again for every plane (PP-OCR cls: 200 planes of 2x96).
+                        static_cast<double>(inSize + outSize * tapsPerOutput) * pool::kNsPerElement;
+  // Small planes go a group at a time (about 8K values widened), so that the float kernel's
+  // per-call tap tables are not worked out again for every plane (PP-OCR cls: 200 planes of 2x96).
   const int64_t group = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, inSize));
   pool::parallelFor(pool::threadsFor(threads, workNs), s.planes, 1, [&](int64_t b, int64_t e) {
     const int64_t most = std::min(group, e - b);
@@ -266,10 +267,19 @@ void maxPool2dHalfPlanes(int threads, const PoolShape& s, const uint16_t* x, uin
     for (int64_t p = b; p < e; p += most) {
       part.planes = std::min(most, e - p);
       halvesToFloats(x + p * inSize, in.data(), static_cast<size_t>(inSize * part.planes));
-      maxPool2d<float>(part, in.data(), out.data());
+      pool(part, in.data(), out.data());
       floatsToHalves(out.data(), y + p * outSize, static_cast<size_t>(outSize * part.planes));
     }
   });
+}
+
+// maxPool2d over float16 planes (pool2dHalfPlanes). Widening is exact, every maximum is a widened
+// input, and an empty window's lowest float narrows to -inf as it does from the whole-tensor
+// staging.
+void maxPool2dHalfPlanes(int threads, const PoolShape& s, const uint16_t* x, uint16_t* y) {
+  pool2dHalfPlanes(
+      threads, s, x, y, s.window.kernel[0] * s.window.kernel[1],
+      [](const PoolShape& part, const float* in, float* out) { maxPool2d<float>(part, in, out); });
 }
 
 // maxPool2d on float data in [N, H, W, C] order (a Conv's channels-last hand-off), written in the
@@ -404,6 +414,90 @@ void sumPool(const PoolShape& s, const T* x, T* y, bool average, bool countPad, 
   }
 }
 
+// Per output position along spatial axis d: how many kernel taps land inside the padded input
+// [-padBegin, in + padEnd) (paddedTapCount is the product over the axes).
+std::vector<int64_t> paddedAxisCounts(const Window& w, size_t d, const AxisTaps& taps) {
+  std::vector<int64_t> counts(static_cast<size_t>(w.out[d]));
+  for (int64_t o = 0; o < w.out[d]; ++o) {
+    int64_t n = 0;
+    for (int64_t k = 0; k < w.kernel[d]; ++k) {
+      const int64_t x = taps.start[o] + k * w.dilations[d];
+      if (x >= -w.padBegin[d] && x < w.in[d] + w.padEnd[d]) ++n;
+    }
+    counts[static_cast<size_t>(o)] = n;
+  }
+  return counts;
+}
+
+// sumPool's average over two spatial axes with the tap tables worked out once per call (not per
+// output): each output sums its taps from zero in the same row-major order and divides by the
+// same count, so the results are the same bits; the columns whose whole window lies inside the
+// row run as one loop over output columns per tap.
+template <typename T> void averagePool2d(const PoolShape& s, const T* x, T* y, bool countPad) {
+  const Window& w = s.window;
+  const int64_t inH = w.in[0], inW = w.in[1], outH = w.out[0], outW = w.out[1];
+  const int64_t kw = w.kernel[1], sw = w.strides[1], dh = w.dilations[0], dw = w.dilations[1];
+  const AxisTaps rows(w, 0), cols(w, 1);
+  const std::vector<int64_t> rowPad = paddedAxisCounts(w, 0, rows),
+                             colPad = paddedAxisCounts(w, 1, cols);
+  auto countAt = [&](int64_t oy, int64_t ox) {
+    return countPad ? rowPad[static_cast<size_t>(oy)] * colPad[static_cast<size_t>(ox)]
+                    : (rows.hi[oy] - rows.lo[oy]) * (cols.hi[ox] - cols.lo[ox]);
+  };
+  // Output columns [fullBegin, fullEnd) have every kernel column inside the input row.
+  int64_t fullBegin = outW, fullEnd = outW;
+  for (int64_t ox = 0; ox < outW; ++ox)
+    if (kw > 0 && cols.lo[ox] == 0 && cols.hi[ox] == kw) {
+      if (fullBegin == outW) fullBegin = ox;
+      fullEnd = ox + 1;
+    } else if (fullBegin != outW) {
+      break;
+    }
+  for (int64_t p = 0; p < s.planes; ++p) {
+    const T* plane = x + p * inH * inW;
+    for (int64_t oy = 0; oy < outH; ++oy) {
+      T* yrow = y + (p * outH + oy) * outW;
+      const int64_t kyLo = rows.lo[oy], kyHi = rows.hi[oy];
+      auto scalar = [&](int64_t ox) {
+        const int64_t kxLo = cols.lo[ox], kxHi = cols.hi[ox];
+        T sum{0};
+        for (int64_t ky = kyLo; ky < kyHi && kxLo < kxHi; ++ky) {
+          const T* in = plane + (rows.start[oy] + ky * dh) * inW + cols.start[ox];
+          for (int64_t kx = kxLo; kx < kxHi; ++kx)
+            sum += in[kx * dw];
+        }
+        // A window with no tap inside the input averages to zero (its sum, over any count).
+        const int64_t count = kyHi > kyLo && kxHi > kxLo ? countAt(oy, ox) : 0;
+        yrow[ox] = count > 0 ? sum / static_cast<T>(count) : T{0};
+      };
+      if (kyHi <= kyLo) {
+        for (int64_t ox = 0; ox < outW; ++ox)
+          scalar(ox);
+        continue;
+      }
+      for (int64_t ox = 0; ox < fullBegin; ++ox)
+        scalar(ox);
+      if (fullEnd > fullBegin) {
+        const int64_t n = fullEnd - fullBegin;
+        T* out = yrow + fullBegin;
+        std::fill(out, out + n, T{0});
+        for (int64_t ky = kyLo; ky < kyHi; ++ky) {
+          const T* in = plane + (rows.start[oy] + ky * dh) * inW + cols.start[fullBegin];
+          for (int64_t kx = 0; kx < kw; ++kx) {
+            const T* tap = in + kx * dw;
+            for (int64_t i = 0; i < n; ++i)
+              out[i] += tap[i * sw];
+          }
+        }
+        for (int64_t i = 0; i < n; ++i)
+          out[i] = out[i] / static_cast<T>(countAt(oy, fullBegin + i));
+      }
+      for (int64_t ox = fullEnd; ox < outW; ++ox)
+        scalar(ox);
+    }
+  }
+}
+
 Status sumPoolOp(KernelContext& ctx, bool average) {
   const Tensor& x = ctx.input(0);
   PoolShape s;
@@ -412,11 +506,37 @@ Status sumPoolOp(KernelContext& ctx, bool average) {
   // p is an int since opset 2 and was a float before.
   const double p = ctx.attrInt("p", -1) >= 0 ? static_cast<double>(ctx.attrInt("p", 2))
                                              : ctx.attrFloat("p", 2.0f);
+  const bool average2d = average && s.window.rank() == 2;
+  const Window& w = s.window;
+  const int64_t inSize = nn::product(w.in), outSize = nn::product(w.out);
+  if (average2d && x.dtype() == DType::Float16) {
+    OutTensor y(DType::Float16, s.outDims);
+    pool2dHalfPlanes(ctx.threads(), s, reinterpret_cast<const uint16_t*>(x.data()),
+                     y.data<uint16_t>(), w.kernel[0] * w.kernel[1],
+                     [&](const PoolShape& part, const float* in, float* out) {
+                       averagePool2d<float>(part, in, out, countPad);
+                     });
+    ctx.setOutput(0, std::move(y).finish());
+    return Status::ok();
+  }
   bool done = nn::dispatchFloat(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     Staged<T> xv(x);
     StagedOut<T> y(x.dtype(), s.outDims);
-    sumPool<T>(s, xv.data(), y.data(), average, countPad, p);
+    if (average2d) {
+      // Planes spread over the pool: each is pooled alike whichever thread takes it.
+      const double workNs = static_cast<double>(s.planes) *
+                            static_cast<double>(inSize + outSize * w.kernel[0] * w.kernel[1]) *
+                            pool::kNsPerElement;
+      pool::parallelFor(
+          pool::threadsFor(ctx.threads(), workNs), s.planes, 1, [&](int64_t b, int64_t e) {
+            PoolShape part = s;
+            part.planes = e - b;
+            averagePool2d<T>(part, xv.data() + b * inSize, y.data() + b * outSize, countPad);
+          });
+    } else {
+      sumPool<T>(s, xv.data(), y.data(), average, countPad, p);
+    }
     ctx.setOutput(0, std::move(y).finish());
   });
   if (!done) return ctx.unsupported("dtype {}", dtypeName(x.dtype()));

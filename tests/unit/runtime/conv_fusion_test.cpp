@@ -635,6 +635,93 @@ TEST(ConvFusion, WidenedHandOffToHalfConvEqualsNodesOneByOne) {
   }
 }
 
+// Float16 Add/Sub/Mul/Div handing their output widened to the one Cast to float32 that reads it
+// (FusionPlan::handoffTo), which passes it on: x (float16, with NaN, infinities, -0 and values
+// that overflow or round to subnormals) -> Add(bias row) -> Cast to float32 -> Softmax (output y);
+// x -> Mul(x, x) -> Div(scalar) -> Sub -> Cast -> output z. The Add and the Sub hand off; the Mul
+// and the Div do not (their readers are no Cast), nor does an Add whose output is also a graph
+// output, nor one whose Cast a DynamicQuantizeLinear reads. The bytes must be those of the nodes
+// run one by one.
+ChainModel castHandOffModel() {
+  ChainModel m;
+  m.model.opsets = {{"", 17}};
+  m.model.graph = std::make_shared<Graph>("g");
+  Graph& g = *m.model.graph;
+  auto half = [](Value* v) {
+    v->setDType(DType::Float16);
+    return v;
+  };
+  Value* x = half(g.addValue("x"));
+  g.addInput(x);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            -0.0f,
+                            60000.0f,
+                            1e-7f};
+  m.feeds["x"] = rt::RtValue::ofTensor(toHalf(floats({2, 5, 333}, 71, [&](auto& v) {
+    for (size_t i = 0; i < v.size(); i += 37)
+      v[i] = specials[(i / 37) % std::size(specials)];
+  })));
+  Value* bias = g.addInitializer("bias", toHalf(floats({333}, 72)));
+  Value* a = half(g.appendNode("Add", {x, bias}, {"a"})->output(0));
+  Node* ca = g.appendNode("Cast", {a}, {"ca"});
+  ca->setAttribute("to", Attribute::ofInt(1));
+  Node* sm = g.appendNode("Softmax", {ca->output(0)}, {"y"});
+  sm->setAttribute("axis", Attribute::ofInt(2));
+  g.addOutput(sm->output(0));
+  Value* sq = half(g.appendNode("Mul", {x, x}, {"sq"})->output(0));
+  Value* d = half(
+      g.appendNode("Div", {sq, g.addInitializer("k", toHalf(scalar(3.0f)))}, {"d"})->output(0));
+  Value* e = half(g.appendNode("Sub", {d, x}, {"e"})->output(0));
+  Node* ce = g.appendNode("Cast", {e}, {"z"});
+  ce->setAttribute("to", Attribute::ofInt(1));
+  g.addOutput(ce->output(0));
+  // Also a graph output: no hand-off.
+  Value* o = half(g.appendNode("Add", {d, x}, {"o"})->output(0));
+  Node* co = g.appendNode("Cast", {o}, {"co"});
+  co->setAttribute("to", Attribute::ofInt(1));
+  g.addOutput(o);
+  g.addOutput(co->output(0));
+  // A Cast that a DynamicQuantizeLinear reads passes float16 data on (FusionPlan::passHalf): the
+  // Add before it keeps its float16 output.
+  Value* q = half(g.appendNode("Add", {x, x}, {"q"})->output(0));
+  Node* cq = g.appendNode("Cast", {q}, {"cq"});
+  cq->setAttribute("to", Attribute::ofInt(1));
+  Node* dq = g.appendNode("DynamicQuantizeLinear", {cq->output(0)}, {"dq", "dq_scale", "dq_zero"});
+  for (size_t i = 0; i < 3; ++i)
+    g.addOutput(dq->output(i));
+  return m;
+}
+
+TEST(ConvFusion, WidenedHandOffToCastEqualsNodesOneByOne) {
+  ChainModel m = castHandOffModel();
+  const Graph& g = *m.model.graph;
+  auto plan = rt::planFusion(g, 17, {});
+  ASSERT_TRUE(plan);
+  auto [handoff, chain, index] = byOutputName(g, *plan);
+  EXPECT_EQ(handoff["a"], index["ca"]);
+  EXPECT_EQ(handoff["e"], index["z"]);
+  EXPECT_EQ(handoff["sq"], -1);
+  EXPECT_EQ(handoff["d"], -1);
+  EXPECT_EQ(handoff["o"], -1);
+  EXPECT_EQ(handoff["q"], -1);
+  EXPECT_EQ(plan->passHalf[static_cast<size_t>(index["cq"])], 1);
+  for (int threads : {1, 2}) {
+    const std::string what = "threads " + std::to_string(threads);
+    rt::RunResult plain = run(m, false, threads);
+    rt::RunResult fused = run(m, true, threads);
+    ASSERT_EQ(plain.outputs.size(), 7u) << what;
+    ASSERT_EQ(fused.outputs.size(), 7u) << what;
+    for (size_t i = 0; i < 7; ++i) {
+      EXPECT_EQ(fused.outputs[i].tensor.dtype(), plain.outputs[i].tensor.dtype()) << what;
+      expectSameBytes(plain.outputs[i].tensor, fused.outputs[i].tensor,
+                      what + ", output " + std::to_string(i));
+    }
+    EXPECT_EQ(fused.outputs[1].tensor.dtype(), DType::Float32) << what;
+  }
+}
+
 // Float16 ConvTranspose with a chain and widened hand-offs: x -> ConvTranspose t1 (2x2 stride 2)
 // -> Relu -> ConvTranspose t2 (3x3 stride 2) -> Add(per-channel) -> 3x3 Conv -> GlobalAveragePool
 // and Mul: t1 and t2 run their chains (Relu, Add), t1 hands its result widened to t2 and t2 to the

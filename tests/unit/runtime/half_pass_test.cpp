@@ -1,7 +1,8 @@
-// Float16 data kept float16 on its way to float kernels: MaxPool pools float16 plane by plane,
-// DynamicQuantizeLinear widens float16 a block at a time, and a Cast to float32 that only a
-// DynamicQuantizeLinear reads hands its float16 input on (FusionPlan::passHalf). Each gives the
-// bytes of the whole-tensor float32 path, at one and two threads.
+// Float16 data kept float16 on its way to float kernels: MaxPool and AveragePool pool float16
+// plane by plane, MatMul narrows its products over the pool, DynamicQuantizeLinear widens float16
+// a block at a time, and a Cast to float32 that only a DynamicQuantizeLinear reads hands its
+// float16 input on (FusionPlan::passHalf). Each gives the bytes of the whole-tensor float32 path,
+// at one and two threads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -97,6 +98,97 @@ TEST(HalfPass, MaxPoolFloat16PlanesMatchFloat32) {
     for (int threads : {1, 2}) {
       auto narrow =
           runNode("MaxPool", rt::makeTensor<uint16_t>(DType::Float16, dims, h), attrs, 1, threads);
+      ASSERT_EQ(narrow.size(), 1u) << c.what;
+      expectSameBytes(expected, narrow[0],
+                      std::string(c.what) + ", threads " + std::to_string(threads));
+    }
+  }
+}
+
+// Float16 AveragePool (2-D, pooled plane by plane) against float32 AveragePool on the widened
+// values, narrowed: padding counted and not, ceil mode, dilations, sums past 65504.
+TEST(HalfPass, AveragePoolFloat16PlanesMatchFloat32) {
+  struct Case {
+    const char* what;
+    int64_t planes, h, w;
+    std::vector<int64_t> kernel, strides, pads, dilations;
+    int64_t ceil, countPad;
+  };
+  const Case cases[] = {
+      // PP-OCR rec's neck: [480, 3, 80] pooled 3x2 by 3x2.
+      {"3x2 stride 3x2", 24, 3, 80, {3, 2}, {3, 2}, {0, 0, 0, 0}, {1, 1}, 0, 0},
+      {"2x2 stride 2 ceil, odd sides", 5, 15, 17, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, 0},
+      {"3x3 stride 1 padded", 4, 9, 13, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 0, 0},
+      {"3x3 stride 1 padded, pads counted", 4, 9, 13, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 0, 1},
+      {"3x3 stride 2 padded dilated ceil", 3, 21, 18, {3, 3}, {2, 2}, {2, 1, 2, 1}, {2, 2}, 1, 1},
+      {"1x5 one plane", 1, 7, 30, {1, 5}, {1, 3}, {0, 2, 0, 2}, {1, 1}, 0, 0},
+      {"3x3 very wide rows", 2, 9, 1500, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1, 0},
+      {"2x2 stride 2, 203 small planes", 203, 2, 96, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 0, 0},
+      {"3x3 padded, 77 tiny planes", 77, 5, 3, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, 1},
+  };
+  for (const Case& c : cases) {
+    const std::vector<int64_t> dims = {1, c.planes, c.h, c.w};
+    const std::vector<uint16_t> h = halves(c.planes * c.h * c.w, 37);
+    const Attrs attrs = {{"kernel_shape", Attribute::ofInts(c.kernel)},
+                         {"strides", Attribute::ofInts(c.strides)},
+                         {"pads", Attribute::ofInts(c.pads)},
+                         {"dilations", Attribute::ofInts(c.dilations)},
+                         {"ceil_mode", Attribute::ofInt(c.ceil)},
+                         {"count_include_pad", Attribute::ofInt(c.countPad)}};
+    auto wide = runNode("AveragePool", widened(h, dims), attrs, 1, 1);
+    ASSERT_EQ(wide.size(), 1u) << c.what;
+    std::vector<uint16_t> want(wide[0].elementCount());
+    const float* w = reinterpret_cast<const float*>(wide[0].data());
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] = rt::floatToHalf(w[i]);
+    const Tensor expected = rt::makeTensor<uint16_t>(DType::Float16, wide[0].dims(), want);
+    for (int threads : {1, 2}) {
+      auto narrow = runNode("AveragePool", rt::makeTensor<uint16_t>(DType::Float16, dims, h), attrs,
+                            1, threads);
+      ASSERT_EQ(narrow.size(), 1u) << c.what;
+      expectSameBytes(expected, narrow[0],
+                      std::string(c.what) + ", threads " + std::to_string(threads));
+    }
+  }
+}
+
+// Float16 MatMul (products narrowed split over the pool) against float32 MatMul on the widened
+// values, narrowed: one tall GEMM, batched with a broadcast B, and a vector times a matrix.
+TEST(HalfPass, MatMulFloat16EqualsFloat32Narrowed) {
+  struct Case {
+    const char* what;
+    std::vector<int64_t> a, b;
+  };
+  const Case cases[] = {
+      {"[1, 40, 120] x [120, 333]", {1, 40, 120}, {120, 333}},
+      {"[2, 3, 5, 7] x [3, 7, 9]", {2, 3, 5, 7}, {3, 7, 9}},
+      {"[64] x [64, 4099]", {64}, {64, 4099}},
+  };
+  for (const Case& c : cases) {
+    auto count = [](const std::vector<int64_t>& d) {
+      int64_t n = 1;
+      for (int64_t v : d)
+        n *= v;
+      return n;
+    };
+    // Values in [-6, 6) with specials; sums of 64 to 120 products reach past 65504.
+    const std::vector<uint16_t> ha = halves(count(c.a), 43, true), hb = halves(count(c.b), 47);
+    auto wide = kiln::testing::runNode("MatMul", {{"a", widened(ha, c.a)}, {"b", widened(hb, c.b)}},
+                                       {}, 1, 17, 1);
+    ASSERT_EQ(wide.size(), 1u) << c.what;
+    std::vector<uint16_t> want(wide[0].elementCount());
+    const float* w = reinterpret_cast<const float*>(wide[0].data());
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] = rt::floatToHalf(w[i]);
+    const Tensor expected = rt::makeTensor<uint16_t>(DType::Float16, wide[0].dims(), want);
+    for (int threads : {1, 2}) {
+      rt::pool::setSplitAlways(threads > 1);
+      auto narrow =
+          kiln::testing::runNode("MatMul",
+                                 {{"a", rt::makeTensor<uint16_t>(DType::Float16, c.a, ha)},
+                                  {"b", rt::makeTensor<uint16_t>(DType::Float16, c.b, hb)}},
+                                 {}, 1, 17, threads);
+      rt::pool::setSplitAlways(false);
       ASSERT_EQ(narrow.size(), 1u) << c.what;
       expectSameBytes(expected, narrow[0],
                       std::string(c.what) + ", threads " + std::to_string(threads));

@@ -626,6 +626,66 @@ TEST(NnKernels, AveragePoolPadCounting) {
   expectNear(include[0], {0.25f, 1.25f, 2.75f, 7});
 }
 
+// 2-D AveragePool (its own loop) against the same pooling as 3-D with a trailing axis of one (the
+// generic window walk): the same bits, at one and two threads, with padding counted and not,
+// ceil mode, dilations, -0, infinities and NaN in the input.
+TEST(NnKernels, AveragePool2dMatchesGenericWindowWalk) {
+  struct Case {
+    const char* what;
+    int64_t planes, h, w;
+    std::vector<int64_t> kernel, strides, pads, dilations;
+    int64_t ceil, countPad;
+  };
+  const Case cases[] = {
+      {"3x2 stride 3x2", 6, 3, 80, {3, 2}, {3, 2}, {0, 0, 0, 0}, {1, 1}, 0, 0},
+      {"2x2 stride 2 ceil, odd sides", 5, 15, 17, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, 0},
+      {"2x2 stride 2 ceil, pads counted", 5, 15, 17, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, 1},
+      {"3x3 stride 1 padded", 4, 9, 13, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 0, 0},
+      {"3x3 stride 1 padded, pads counted", 4, 9, 13, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 0, 1},
+      {"3x3 stride 2 padded dilated ceil", 3, 21, 18, {3, 3}, {2, 2}, {2, 1, 2, 1}, {2, 2}, 1, 1},
+      {"5x4 larger than the padded input", 2, 3, 3, {5, 4}, {1, 1}, {1, 2, 1, 0}, {1, 1}, 0, 1},
+      {"1x5 one plane", 1, 7, 30, {1, 5}, {1, 3}, {0, 2, 0, 2}, {1, 1}, 0, 0},
+  };
+  for (const Case& c : cases) {
+    std::mt19937 rng(41);
+    std::uniform_real_distribution<float> value(-3.0f, 3.0f);
+    const float specials[] = {-0.0f, std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(),
+                              std::numeric_limits<float>::quiet_NaN(), 1e30f};
+    std::vector<float> x(static_cast<size_t>(c.planes * c.h * c.w));
+    for (float& v : x)
+      v = rng() % 29 == 0 ? specials[rng() % std::size(specials)] : value(rng);
+    auto attrs = [&](bool generic) {
+      auto with1 = [&](std::vector<int64_t> v, int64_t one) {
+        if (generic) v.push_back(one);
+        return v;
+      };
+      std::vector<int64_t> pads = c.pads;
+      if (generic) pads = {c.pads[0], c.pads[1], 0, c.pads[2], c.pads[3], 0};
+      return std::vector<std::pair<std::string, Attribute>>{
+          {"kernel_shape", Attribute::ofInts(with1(c.kernel, 1))},
+          {"strides", Attribute::ofInts(with1(c.strides, 1))},
+          {"pads", Attribute::ofInts(pads)},
+          {"dilations", Attribute::ofInts(with1(c.dilations, 1))},
+          {"ceil_mode", Attribute::ofInt(c.ceil)},
+          {"count_include_pad", Attribute::ofInt(c.countPad)}};
+    };
+    auto generic =
+        runNode("AveragePool", {{"x", floats({1, c.planes, c.h, c.w, 1}, x)}}, attrs(true), 1);
+    ASSERT_EQ(generic.size(), 1u) << c.what;
+    for (int threads : {1, 2}) {
+      rt::pool::setSplitAlways(threads > 1);
+      auto planar = runNode("AveragePool", {{"x", floats({1, c.planes, c.h, c.w}, x)}},
+                            attrs(false), 1, 17, threads);
+      rt::pool::setSplitAlways(false);
+      ASSERT_EQ(planar.size(), 1u) << c.what;
+      ASSERT_EQ(planar[0].byteSize(), generic[0].byteSize()) << c.what;
+      EXPECT_EQ(0, std::memcmp(planar[0].data(), generic[0].data(), planar[0].byteSize()))
+          << c.what << ", threads " << threads;
+    }
+  }
+}
+
 // Recurrent op fixture: weights for one direction, duplicated for bidirectional runs.
 struct Recurrent {
   std::string op;
