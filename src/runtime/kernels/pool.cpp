@@ -166,6 +166,19 @@ struct AxisTaps {
       hi[o] = std::max(std::min(h, w.kernel[d]), lo[o]);
     }
   }
+  // The first run of outputs [begin, end) whose every kernel tap is inside the input (empty:
+  // both out), the ones a pooling loop can take without bounds checks.
+  void fullRun(int64_t kernel, int64_t& begin, int64_t& end) const {
+    const auto out = static_cast<int64_t>(lo.size());
+    begin = end = out;
+    for (int64_t o = 0; o < out; ++o)
+      if (kernel > 0 && lo[o] == 0 && hi[o] == kernel) {
+        if (begin == out) begin = o;
+        end = o + 1;
+      } else if (begin != out) {
+        break;
+      }
+  }
 };
 
 // MaxPool over two spatial axes without Indices: the tap ranges are worked out once per call
@@ -178,14 +191,8 @@ template <typename T> void maxPool2d(const PoolShape& s, const T* x, T* y) {
   const int64_t kw = w.kernel[1], sw = w.strides[1], dh = w.dilations[0], dw = w.dilations[1];
   const AxisTaps rows(w, 0), cols(w, 1);
   // Output columns [fullBegin, fullEnd) have every kernel column inside the input row.
-  int64_t fullBegin = outW, fullEnd = outW;
-  for (int64_t ox = 0; ox < outW; ++ox)
-    if (kw > 0 && cols.lo[ox] == 0 && cols.hi[ox] == kw) {
-      if (fullBegin == outW) fullBegin = ox;
-      fullEnd = ox + 1;
-    } else if (fullBegin != outW) {
-      break;
-    }
+  int64_t fullBegin, fullEnd;
+  cols.fullRun(kw, fullBegin, fullEnd);
   const T lowest = std::numeric_limits<T>::lowest();
   for (int64_t p = 0; p < s.planes; ++p) {
     const T* plane = x + p * inH * inW;
@@ -445,14 +452,8 @@ template <typename T> void averagePool2d(const PoolShape& s, const T* x, T* y, b
                     : (rows.hi[oy] - rows.lo[oy]) * (cols.hi[ox] - cols.lo[ox]);
   };
   // Output columns [fullBegin, fullEnd) have every kernel column inside the input row.
-  int64_t fullBegin = outW, fullEnd = outW;
-  for (int64_t ox = 0; ox < outW; ++ox)
-    if (kw > 0 && cols.lo[ox] == 0 && cols.hi[ox] == kw) {
-      if (fullBegin == outW) fullBegin = ox;
-      fullEnd = ox + 1;
-    } else if (fullBegin != outW) {
-      break;
-    }
+  int64_t fullBegin, fullEnd;
+  cols.fullRun(kw, fullBegin, fullEnd);
   for (int64_t p = 0; p < s.planes; ++p) {
     const T* plane = x + p * inH * inW;
     for (int64_t oy = 0; oy < outH; ++oy) {

@@ -63,6 +63,25 @@ Tensor toHalf(const Tensor& t) {
   return rt::makeTensor<uint16_t>(DType::Float16, t.dims(), h);
 }
 
+// Appends a float16 Conv (k x k, "same" padding, `group` groups) reading `in`, with weights
+// scaled by the fan-in (so values stay well inside float16's range through a deep stack) and a
+// bias; returns its output.
+Value* appendHalfConv(Graph& g, Value* in, int64_t channels, int64_t filters, uint32_t seed,
+                      const std::string& out, int64_t k, int64_t group) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(channels / group * k * k));
+  Value* wv = g.addInitializer(out + "_w",
+                               toHalf(floats({filters, channels / group, k, k}, seed, [&](auto& v) {
+                                 for (float& f : v)
+                                   f *= scale;
+                               })));
+  Value* bv = g.addInitializer(out + "_b", toHalf(floats({filters}, seed + 1)));
+  Node* n = g.appendNode("Conv", {in, wv, bv}, {out});
+  const int64_t pad = k / 2;
+  n->setAttribute("pads", Attribute::ofInts({pad, pad, pad, pad}));
+  n->setAttribute("group", Attribute::ofInt(group));
+  return n->output(0);
+}
+
 // With `half`, every tensor of the model and its feeds is float16.
 ChainModel chainModel(const ConvCase& c, const std::string& extraOutput = "", bool half = false) {
   auto floats = [half](std::vector<int64_t> dims, uint32_t seed) {
@@ -521,19 +540,7 @@ ChainModel halfHandOffModel(bool declared) {
   typed(x);
   auto conv = [&](Value* in, int64_t channels, int64_t filters, uint32_t seed,
                   const std::string& out, int64_t k = 3, int64_t group = 1) {
-    // Scaled by the fan-in, so that the values stay well inside float16's range to the end.
-    const float scale = 1.0f / std::sqrt(static_cast<float>(channels / group * k * k));
-    Value* wv = g.addInitializer(
-        out + "_w", toHalf(floats({filters, channels / group, k, k}, seed, [&](auto& v) {
-          for (float& f : v)
-            f *= scale;
-        })));
-    Value* bv = g.addInitializer(out + "_b", toHalf(floats({filters}, seed + 1)));
-    Node* n = g.appendNode("Conv", {in, wv, bv}, {out});
-    const int64_t pad = k / 2;
-    n->setAttribute("pads", Attribute::ofInts({pad, pad, pad, pad}));
-    n->setAttribute("group", Attribute::ofInt(group));
-    return typed(n->output(0));
+    return typed(appendHalfConv(g, in, channels, filters, seed, out, k, group));
   };
   Value* c1 = conv(x, 16, 32, 32, "c1");
   Value* r1 = typed(g.appendNode("Relu", {c1}, {"r1"})->output(0));
@@ -586,17 +593,7 @@ ChainModel widenedHandOffModel() {
   };
   auto conv = [&](Value* in, int64_t channels, int64_t filters, uint32_t seed,
                   const std::string& out, int64_t group = 1) {
-    const float scale = 1.0f / std::sqrt(static_cast<float>(channels / group * 9));
-    Value* wv = g.addInitializer(
-        out + "_w", toHalf(floats({filters, channels / group, 3, 3}, seed, [&](auto& v) {
-          for (float& f : v)
-            f *= scale;
-        })));
-    Value* bv = g.addInitializer(out + "_b", toHalf(floats({filters}, seed + 1)));
-    Node* n = g.appendNode("Conv", {in, wv, bv}, {out});
-    n->setAttribute("pads", Attribute::ofInts({1, 1, 1, 1}));
-    n->setAttribute("group", Attribute::ofInt(group));
-    return half(n->output(0));
+    return half(appendHalfConv(g, in, channels, filters, seed, out, 3, group));
   };
   Node* cast = g.appendNode("Cast", {x}, {"xh"});
   cast->setAttribute("to", Attribute::ofInt(10));
@@ -944,18 +941,7 @@ ChainModel halfSeModel(bool scaleFirst) {
   m.feeds["x"] = rt::RtValue::ofTensor(toHalf(floats({1, 24, 6, 37}, 81)));
   auto conv = [&](Value* in, int64_t channels, int64_t filters, uint32_t seed,
                   const std::string& out, int64_t k, int64_t group) {
-    const float scale = 1.0f / std::sqrt(static_cast<float>(channels / group * k * k));
-    Value* wv = g.addInitializer(
-        out + "_w", toHalf(floats({filters, channels / group, k, k}, seed, [&](auto& v) {
-          for (float& f : v)
-            f *= scale;
-        })));
-    Value* bv = g.addInitializer(out + "_b", toHalf(floats({filters}, seed + 1)));
-    Node* n = g.appendNode("Conv", {in, wv, bv}, {out});
-    const int64_t pad = k / 2;
-    n->setAttribute("pads", Attribute::ofInts({pad, pad, pad, pad}));
-    n->setAttribute("group", Attribute::ofInt(group));
-    return half(n->output(0));
+    return half(appendHalfConv(g, in, channels, filters, seed, out, k, group));
   };
   Value* dw = conv(x, 24, 24, 82, "dw", 3, 24);
   Value* r = half(g.appendNode("Relu", {dw}, {"r"})->output(0));
