@@ -4,6 +4,7 @@
 
 #include "kiln/runtime/executor.h"
 #include "kiln/runtime/kernel.h"
+#include "kiln/support/display.h"
 
 namespace kiln::rt {
 namespace {
@@ -59,6 +60,16 @@ int64_t KernelContext::attrInt(const std::string& name, int64_t fallback) const 
 float KernelContext::attrFloat(const std::string& name, float fallback) const {
   const Attribute* a = node_.attribute(name);
   return a && a->kind() == AttrKind::Float ? a->asFloat() : fallback;
+}
+
+std::string KernelContext::nodeLabel() const {
+  const std::string opType = displayName(node_.opType());
+  if (!node_.name().empty())
+    return fmt::format("node '{}' ({})", displayName(node_.name()), opType);
+  for (const Value* out : node_.outputs())
+    if (out && !out->name().empty())
+      return fmt::format("node producing '{}' ({})", displayName(out->name()), opType);
+  return fmt::format("unnamed node ({})", opType);
 }
 
 std::string KernelContext::attrString(const std::string& name, const std::string& fallback) const {

@@ -110,21 +110,24 @@ class KernelContext {
   Expected<std::vector<RtValue>> runSubgraph(const Graph& graph,
                                              const std::vector<RtValue>& inputs);
 
+  // How messages name this node: "node 'conv1' (Conv)", or when it has no name (as exporters
+  // often leave it) "node producing 'y' (Conv)", its first named output.
+  std::string nodeLabel() const;
   // A K5002 error naming this node: bad shapes, values or attribute combinations.
   template <typename... Args>
   Status fail(fmt::format_string<Args...> format, Args&&... args) const {
-    return Status(ErrorCode::RuntimeBadInput,
-                  fmt::format("node '{}' ({}): {}", node_.name(), node_.opType(),
-                              fmt::format(format, std::forward<Args>(args)...)),
-                  "check the model's shapes and the inputs fed to it");
+    return Status(
+        ErrorCode::RuntimeBadInput,
+        fmt::format("{}: {}", nodeLabel(), fmt::format(format, std::forward<Args>(args)...)),
+        "check the model's shapes and the inputs fed to it");
   }
   // A K5001 error: this dtype / attribute combination has no kernel yet.
   template <typename... Args>
   Status unsupported(fmt::format_string<Args...> format, Args&&... args) const {
-    return Status(ErrorCode::RuntimeUnsupported,
-                  fmt::format("node '{}' ({}): {}", node_.name(), node_.opType(),
-                              fmt::format(format, std::forward<Args>(args)...)),
-                  "this case has no CPU kernel yet");
+    return Status(
+        ErrorCode::RuntimeUnsupported,
+        fmt::format("{}: {}", nodeLabel(), fmt::format(format, std::forward<Args>(args)...)),
+        "this case has no CPU kernel yet");
   }
 
  private:
