@@ -363,12 +363,9 @@ bool Epilogue::channelAgnostic() const {
 
 void Epilogue::applyAll(int threads, float* y) const {
   const int64_t planes = batch_ * channels_;
-  // Each step reads and writes the block once, in cache: kNsPerCachedStep per element and step
-  // rather than the pool's streaming kNsPerElement, which made openWakeWord's small epilogues
-  // (a few microseconds each) worth splitting, and two threads lost to one on waking the worker.
-  constexpr double kNsPerCachedStep = 0.1;
+  // Each step reads and writes the block once, in cache.
   const double work = static_cast<double>(planes * plane_) *
-                      static_cast<double>(steps_.size() + 1) * kNsPerCachedStep;
+                      static_cast<double>(steps_.size() + 1) * pool::kNsPerCachedStep;
   pool::parallelFor(pool::threadsFor(threads, work), planes, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p)
       apply(y + p * plane_, plane_, p % channels_, p * plane_);

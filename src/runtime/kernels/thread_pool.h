@@ -22,8 +22,12 @@ void parallelFor(int threads, int64_t count, int64_t grain,
 // more between kernels (the workers slept longer, the join waits for the slower range); splitting
 // openWakeWord's 50-us convolutions stopped losing only from 20 us on (bench/results.md "Threads").
 constexpr double kHandOffNs = 20000;
-// One float read, combined and written by a vector loop (elementwise kernels, epilogues, copies).
+// One float read, combined and written by a vector loop (elementwise kernels, copies).
 constexpr double kNsPerElement = 0.5;
+// One step of a Conv epilogue on one float of a block already in cache: counting these as
+// streamed floats made openWakeWord's few-microsecond epilogues split, and two threads lost to
+// one on waking the worker (bench/results.md "Issue 28 after session 20's merges").
+constexpr double kNsPerCachedStep = 0.1;
 // One float multiply-add in a GEMM or a oneDNN convolution.
 constexpr double kNsPerMac = 0.015;
 // One scalar libm call (exp, tanh) per element.
