@@ -63,6 +63,12 @@ Tensor toHalf(const Tensor& t) {
   return rt::makeTensor<uint16_t>(DType::Float16, t.dims(), h);
 }
 
+// Declares `v` float16 (the graph's own type, as an importer would have set it); returns it.
+Value* asHalf(Value* v) {
+  v->setDType(DType::Float16);
+  return v;
+}
+
 // Appends a float16 Conv (k x k, "same" padding, `group` groups) reading `in`, with weights
 // scaled by the fan-in (so values stay well inside float16's range through a deep stack) and a
 // bias; returns its output.
@@ -587,30 +593,26 @@ ChainModel widenedHandOffModel() {
   x->setDType(DType::Float32);
   g.addInput(x);
   m.feeds["x"] = rt::RtValue::ofTensor(floats({1, 8, 19, 23}, 51));
-  auto half = [](Value* v) {
-    v->setDType(DType::Float16);
-    return v;
-  };
   auto conv = [&](Value* in, int64_t channels, int64_t filters, uint32_t seed,
                   const std::string& out, int64_t group = 1) {
-    return half(appendHalfConv(g, in, channels, filters, seed, out, 3, group));
+    return asHalf(appendHalfConv(g, in, channels, filters, seed, out, 3, group));
   };
   Node* cast = g.appendNode("Cast", {x}, {"xh"});
   cast->setAttribute("to", Attribute::ofInt(10));
-  Value* c1 = conv(half(cast->output(0)), 8, 16, 52, "c1");
+  Value* c1 = conv(asHalf(cast->output(0)), 8, 16, 52, "c1");
   Value* shift = g.addInitializer("shift", toHalf(floats({1, 16, 1, 1}, 54)));
-  Value* a = half(g.appendNode("Add", {c1, shift}, {"a"})->output(0));
-  Value* b = half(g.appendNode("Mul", {c1, c1}, {"b"})->output(0));
+  Value* a = asHalf(g.appendNode("Add", {c1, shift}, {"a"})->output(0));
+  Value* b = asHalf(g.appendNode("Mul", {c1, c1}, {"b"})->output(0));
   Node* cat = g.appendNode("Concat", {a, b}, {"cat"});
   cat->setAttribute("axis", Attribute::ofInt(1));
-  Value* c2 = conv(half(cat->output(0)), 32, 16, 56, "c2");
+  Value* c2 = conv(asHalf(cat->output(0)), 32, 16, 56, "c2");
   // Made after c2, so the Add below is no part of c2's chain (its operand does not exist yet).
-  Value* u = half(g.appendNode("Relu", {b}, {"u"})->output(0));
-  Value* f = half(g.appendNode("Add", {c2, u}, {"f"})->output(0));
+  Value* u = asHalf(g.appendNode("Relu", {b}, {"u"})->output(0));
+  Value* f = asHalf(g.appendNode("Add", {c2, u}, {"f"})->output(0));
   Value* c3 = conv(f, 16, 16, 58, "c3", 16);
   Value* c4 = conv(c3, 16, 8, 60, "c4");
   Value* c5 = conv(c3, 16, 8, 62, "c5");
-  g.addOutput(half(g.appendNode("Add", {c4, c5}, {"y"})->output(0)));
+  g.addOutput(asHalf(g.appendNode("Add", {c4, c5}, {"y"})->output(0)));
   return m;
 }
 
@@ -644,11 +646,7 @@ ChainModel castHandOffModel() {
   m.model.opsets = {{"", 17}};
   m.model.graph = std::make_shared<Graph>("g");
   Graph& g = *m.model.graph;
-  auto half = [](Value* v) {
-    v->setDType(DType::Float16);
-    return v;
-  };
-  Value* x = half(g.addValue("x"));
+  Value* x = asHalf(g.addValue("x"));
   g.addInput(x);
   const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
                             std::numeric_limits<float>::infinity(),
@@ -661,28 +659,28 @@ ChainModel castHandOffModel() {
       v[i] = specials[(i / 37) % std::size(specials)];
   })));
   Value* bias = g.addInitializer("bias", toHalf(floats({333}, 72)));
-  Value* a = half(g.appendNode("Add", {x, bias}, {"a"})->output(0));
+  Value* a = asHalf(g.appendNode("Add", {x, bias}, {"a"})->output(0));
   Node* ca = g.appendNode("Cast", {a}, {"ca"});
   ca->setAttribute("to", Attribute::ofInt(1));
   Node* sm = g.appendNode("Softmax", {ca->output(0)}, {"y"});
   sm->setAttribute("axis", Attribute::ofInt(2));
   g.addOutput(sm->output(0));
-  Value* sq = half(g.appendNode("Mul", {x, x}, {"sq"})->output(0));
-  Value* d = half(
+  Value* sq = asHalf(g.appendNode("Mul", {x, x}, {"sq"})->output(0));
+  Value* d = asHalf(
       g.appendNode("Div", {sq, g.addInitializer("k", toHalf(scalar(3.0f)))}, {"d"})->output(0));
-  Value* e = half(g.appendNode("Sub", {d, x}, {"e"})->output(0));
+  Value* e = asHalf(g.appendNode("Sub", {d, x}, {"e"})->output(0));
   Node* ce = g.appendNode("Cast", {e}, {"z"});
   ce->setAttribute("to", Attribute::ofInt(1));
   g.addOutput(ce->output(0));
   // Also a graph output: no hand-off.
-  Value* o = half(g.appendNode("Add", {d, x}, {"o"})->output(0));
+  Value* o = asHalf(g.appendNode("Add", {d, x}, {"o"})->output(0));
   Node* co = g.appendNode("Cast", {o}, {"co"});
   co->setAttribute("to", Attribute::ofInt(1));
   g.addOutput(o);
   g.addOutput(co->output(0));
   // A Cast that a DynamicQuantizeLinear reads passes float16 data on (FusionPlan::passHalf): the
   // Add before it keeps its float16 output.
-  Value* q = half(g.appendNode("Add", {x, x}, {"q"})->output(0));
+  Value* q = asHalf(g.appendNode("Add", {x, x}, {"q"})->output(0));
   Node* cq = g.appendNode("Cast", {q}, {"cq"});
   cq->setAttribute("to", Attribute::ofInt(1));
   Node* dq = g.appendNode("DynamicQuantizeLinear", {cq->output(0)}, {"dq", "dq_scale", "dq_zero"});
@@ -728,11 +726,7 @@ ChainModel halfTransposeModel() {
   m.model.opsets = {{"", 17}};
   m.model.graph = std::make_shared<Graph>("g");
   Graph& g = *m.model.graph;
-  auto half = [](Value* v) {
-    v->setDType(DType::Float16);
-    return v;
-  };
-  Value* x = half(g.addValue("x"));
+  Value* x = asHalf(g.addValue("x"));
   g.addInput(x);
   m.feeds["x"] = rt::RtValue::ofTensor(toHalf(floats({1, 8, 9, 11}, 61)));
   auto weights = [&](const std::string& name, std::vector<int64_t> dims, uint32_t seed) {
@@ -747,17 +741,17 @@ ChainModel halfTransposeModel() {
       {x, weights("t1_w", {8, 12, 2, 2}, 62), g.addInitializer("t1_b", toHalf(floats({12}, 63)))},
       {"t1"});
   t1->setAttribute("strides", Attribute::ofInts({2, 2}));
-  Value* r = half(g.appendNode("Relu", {half(t1->output(0))}, {"r"})->output(0));
+  Value* r = asHalf(g.appendNode("Relu", {asHalf(t1->output(0))}, {"r"})->output(0));
   Node* t2 = g.appendNode("ConvTranspose", {r, weights("t2_w", {12, 6, 3, 3}, 64)}, {"t2"});
   t2->setAttribute("strides", Attribute::ofInts({2, 2}));
   t2->setAttribute("pads", Attribute::ofInts({1, 1, 1, 1}));
   Value* bias = g.addInitializer("bias", toHalf(floats({1, 6, 1, 1}, 65)));
-  Value* a = half(g.appendNode("Add", {half(t2->output(0)), bias}, {"a"})->output(0));
+  Value* a = asHalf(g.appendNode("Add", {asHalf(t2->output(0)), bias}, {"a"})->output(0));
   Node* c = g.appendNode("Conv", {a, weights("c_w", {4, 6, 3, 3}, 66)}, {"c"});
   c->setAttribute("pads", Attribute::ofInts({1, 1, 1, 1}));
-  Value* cv = half(c->output(0));
-  Value* p = half(g.appendNode("GlobalAveragePool", {cv}, {"p"})->output(0));
-  g.addOutput(half(g.appendNode("Mul", {cv, p}, {"y"})->output(0)));
+  Value* cv = asHalf(c->output(0));
+  Value* p = asHalf(g.appendNode("GlobalAveragePool", {cv}, {"p"})->output(0));
+  g.addOutput(asHalf(g.appendNode("Mul", {cv, p}, {"y"})->output(0)));
   return m;
 }
 
@@ -932,29 +926,25 @@ ChainModel halfSeModel(bool scaleFirst) {
   m.model.opsets = {{"", 17}};
   m.model.graph = std::make_shared<Graph>("g");
   Graph& g = *m.model.graph;
-  auto half = [](Value* v) {
-    v->setDType(DType::Float16);
-    return v;
-  };
-  Value* x = half(g.addValue("x"));
+  Value* x = asHalf(g.addValue("x"));
   g.addInput(x);
   m.feeds["x"] = rt::RtValue::ofTensor(toHalf(floats({1, 24, 6, 37}, 81)));
   auto conv = [&](Value* in, int64_t channels, int64_t filters, uint32_t seed,
                   const std::string& out, int64_t k, int64_t group) {
-    return half(appendHalfConv(g, in, channels, filters, seed, out, k, group));
+    return asHalf(appendHalfConv(g, in, channels, filters, seed, out, k, group));
   };
   Value* dw = conv(x, 24, 24, 82, "dw", 3, 24);
-  Value* r = half(g.appendNode("Relu", {dw}, {"r"})->output(0));
-  Value* p = half(g.appendNode("GlobalAveragePool", {r}, {"p"})->output(0));
+  Value* r = asHalf(g.appendNode("Relu", {dw}, {"r"})->output(0));
+  Value* p = asHalf(g.appendNode("GlobalAveragePool", {r}, {"p"})->output(0));
   Value* s1 = conv(p, 24, 6, 84, "s1", 1, 1);
-  Value* r1 = half(g.appendNode("Relu", {s1}, {"r1"})->output(0));
+  Value* r1 = asHalf(g.appendNode("Relu", {s1}, {"r1"})->output(0));
   Value* s2 = conv(r1, 6, 24, 86, "s2", 1, 1);
   Node* hsNode = g.appendNode("HardSigmoid", {s2}, {"hs"});
   hsNode->setAttribute("alpha", Attribute::ofFloat(0.2f));
   hsNode->setAttribute("beta", Attribute::ofFloat(0.5f));
-  Value* hs = half(hsNode->output(0));
+  Value* hs = asHalf(hsNode->output(0));
   Value* mul =
-      half(g.appendNode("Mul", {scaleFirst ? hs : r, scaleFirst ? r : hs}, {"m"})->output(0));
+      asHalf(g.appendNode("Mul", {scaleFirst ? hs : r, scaleFirst ? r : hs}, {"m"})->output(0));
   g.addOutput(conv(mul, 24, 16, 88, "pw", 1, 1));
   return m;
 }

@@ -58,6 +58,25 @@ Tensor widened(const std::vector<uint16_t>& h, std::vector<int64_t> dims) {
   return rt::makeTensor<float>(DType::Float32, std::move(dims), f);
 }
 
+// `op` on float16 planes `h` (dims) at 1 and 2 threads against the same op on the widened values
+// at 1 thread, narrowed: the same bytes.
+void expectHalfPoolIsWidenedNarrowed(const std::string& op, const std::string& what,
+                                     const std::vector<int64_t>& dims,
+                                     const std::vector<uint16_t>& h, const Attrs& attrs) {
+  auto wide = runNode(op, widened(h, dims), attrs, 1, 1);
+  ASSERT_EQ(wide.size(), 1u) << what;
+  std::vector<uint16_t> want(wide[0].elementCount());
+  const float* w = reinterpret_cast<const float*>(wide[0].data());
+  for (size_t i = 0; i < want.size(); ++i)
+    want[i] = rt::floatToHalf(w[i]);
+  const Tensor expected = rt::makeTensor<uint16_t>(DType::Float16, wide[0].dims(), want);
+  for (int threads : {1, 2}) {
+    auto narrow = runNode(op, rt::makeTensor<uint16_t>(DType::Float16, dims, h), attrs, 1, threads);
+    ASSERT_EQ(narrow.size(), 1u) << what;
+    expectSameBytes(expected, narrow[0], what + ", threads " + std::to_string(threads));
+  }
+}
+
 // Float16 MaxPool (pooled plane by plane) against float32 MaxPool on the widened values, narrowed.
 TEST(HalfPass, MaxPoolFloat16PlanesMatchFloat32) {
   struct Case {
@@ -88,20 +107,7 @@ TEST(HalfPass, MaxPoolFloat16PlanesMatchFloat32) {
                          {"pads", Attribute::ofInts(c.pads)},
                          {"dilations", Attribute::ofInts(c.dilations)},
                          {"ceil_mode", Attribute::ofInt(c.ceil)}};
-    auto wide = runNode("MaxPool", widened(h, dims), attrs, 1, 1);
-    ASSERT_EQ(wide.size(), 1u) << c.what;
-    std::vector<uint16_t> want(wide[0].elementCount());
-    const float* w = reinterpret_cast<const float*>(wide[0].data());
-    for (size_t i = 0; i < want.size(); ++i)
-      want[i] = rt::floatToHalf(w[i]);
-    const Tensor expected = rt::makeTensor<uint16_t>(DType::Float16, wide[0].dims(), want);
-    for (int threads : {1, 2}) {
-      auto narrow =
-          runNode("MaxPool", rt::makeTensor<uint16_t>(DType::Float16, dims, h), attrs, 1, threads);
-      ASSERT_EQ(narrow.size(), 1u) << c.what;
-      expectSameBytes(expected, narrow[0],
-                      std::string(c.what) + ", threads " + std::to_string(threads));
-    }
+    expectHalfPoolIsWidenedNarrowed("MaxPool", c.what, dims, h, attrs);
   }
 }
 
@@ -135,20 +141,7 @@ TEST(HalfPass, AveragePoolFloat16PlanesMatchFloat32) {
                          {"dilations", Attribute::ofInts(c.dilations)},
                          {"ceil_mode", Attribute::ofInt(c.ceil)},
                          {"count_include_pad", Attribute::ofInt(c.countPad)}};
-    auto wide = runNode("AveragePool", widened(h, dims), attrs, 1, 1);
-    ASSERT_EQ(wide.size(), 1u) << c.what;
-    std::vector<uint16_t> want(wide[0].elementCount());
-    const float* w = reinterpret_cast<const float*>(wide[0].data());
-    for (size_t i = 0; i < want.size(); ++i)
-      want[i] = rt::floatToHalf(w[i]);
-    const Tensor expected = rt::makeTensor<uint16_t>(DType::Float16, wide[0].dims(), want);
-    for (int threads : {1, 2}) {
-      auto narrow = runNode("AveragePool", rt::makeTensor<uint16_t>(DType::Float16, dims, h), attrs,
-                            1, threads);
-      ASSERT_EQ(narrow.size(), 1u) << c.what;
-      expectSameBytes(expected, narrow[0],
-                      std::string(c.what) + ", threads " + std::to_string(threads));
-    }
+    expectHalfPoolIsWidenedNarrowed("AveragePool", c.what, dims, h, attrs);
   }
 }
 
